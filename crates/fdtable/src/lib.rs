@@ -1,0 +1,2 @@
+//! A sharded user-level descriptor table (work in progress).
+#![deny(missing_docs)]

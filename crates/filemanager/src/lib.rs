@@ -1,0 +1,2 @@
+//! Runtime-level file management (work in progress).
+#![deny(missing_docs)]

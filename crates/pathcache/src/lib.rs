@@ -1,0 +1,2 @@
+//! A concurrent path cache (work in progress).
+#![deny(missing_docs)]

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Installs everything the tests and tools need on a fresh Debian machine.
+# Idempotent: safe to run again. Needs root (or sudo) for apt.
+set -euo pipefail
+SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+pkgs=(prometheus nginx-light wrk curl wfuzz systemd nghttp2-client)
+missing=()
+for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+if [ ${#missing[@]} -gt 0 ]; then
+  $SUDO apt-get update -qq
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+rustup component list --installed 2>/dev/null | grep -q '^clippy' || rustup component add clippy rustfmt
+command -v cargo-nextest >/dev/null 2>&1 || cargo install --locked cargo-nextest
