@@ -1,0 +1,2 @@
+//! Criterion benchmarks for `fdtable` (not written yet).
+fn main() {}

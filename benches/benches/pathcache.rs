@@ -1,0 +1,2 @@
+//! Criterion benchmarks for `pathcache` (not written yet).
+fn main() {}
