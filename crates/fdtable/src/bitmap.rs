@@ -1,0 +1,253 @@
+//! The per-shard allocation bitmap: which slots are taken, and where the
+//! lowest free one is.
+//!
+//! Two levels, as in Linux's `fs/file.c`: `open` has one bit per slot, `full`
+//! one bit per `open` word that has no zero bit. `next_free` is a lower bound
+//! on the lowest free slot (every slot below it is taken), so allocation looks
+//! at the hint's word first (one `trailing_ones`), and only if that word is
+//! full scans `full` for the first word with room.
+//!
+//! Bits of the last word that lie beyond `capacity` are kept set, so neither
+//! level ever reports a slot that does not exist; growth clears them.
+//!
+//! The bitmap is plain memory: exactly one thread (the shard's claim holder)
+//! touches it at a time, so no operation here is atomic.
+
+/// Where [`Bitmap::find_lowest`] found the lowest free slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Found {
+    /// In the word of the `next_free` hint.
+    Fast(u32),
+    /// Through the `full` summary.
+    Slow(u32),
+    /// Every slot up to `capacity` is taken.
+    None,
+}
+
+#[derive(Debug)]
+pub(crate) struct Bitmap {
+    open: Vec<u64>,
+    full: Vec<u64>,
+    next_free: u32,
+    capacity: u32,
+}
+
+impl Bitmap {
+    pub(crate) fn with_capacity(capacity: u32) -> Self {
+        let mut bitmap = Bitmap {
+            open: Vec::new(),
+            full: Vec::new(),
+            next_free: 0,
+            capacity: 0,
+        };
+        bitmap.grow_to(capacity);
+        bitmap
+    }
+
+    pub(crate) fn capacity(&self) -> u32 {
+        self.capacity
+    }
+
+    /// The lowest free slot below `capacity`, or `Found::None`.
+    #[inline]
+    pub(crate) fn find_lowest(&self) -> Found {
+        let word_index = (self.next_free / 64) as usize;
+        // `next_free` may equal `capacity` (everything taken), so this bound
+        // check is needed, not a sanity check.
+        if let Some(&word) = self.open.get(word_index) {
+            if word != u64::MAX {
+                return Found::Fast(word_index as u32 * 64 + word.trailing_ones());
+            }
+        }
+        self.find_lowest_in_summary(word_index + 1)
+    }
+
+    #[cold]
+    fn find_lowest_in_summary(&self, first_word: usize) -> Found {
+        let mut summary_index = first_word / 64;
+        // Words below `first_word` are known full; pretend their summary bits are set.
+        let mut below = if first_word % 64 == 0 {
+            0
+        } else {
+            (1u64 << (first_word % 64)) - 1
+        };
+        while summary_index < self.full.len() {
+            let summary = self.full[summary_index] | below;
+            below = 0;
+            if summary != u64::MAX {
+                let word_index = summary_index * 64 + summary.trailing_ones() as usize;
+                // Summary bits past the last `open` word are zero: not room.
+                let Some(&word) = self.open.get(word_index) else {
+                    return Found::None;
+                };
+                return Found::Slow(word_index as u32 * 64 + word.trailing_ones());
+            }
+            summary_index += 1;
+        }
+        Found::None
+    }
+
+    /// Marks `slot` taken. `slot` must be the value `find_lowest` just returned.
+    #[inline]
+    pub(crate) fn take_lowest(&mut self, slot: u32) {
+        let word_index = (slot / 64) as usize;
+        let word = self.open[word_index] | (1u64 << (slot % 64));
+        self.open[word_index] = word;
+        if word == u64::MAX {
+            self.full[word_index / 64] |= 1u64 << (word_index % 64);
+        }
+        self.next_free = slot + 1;
+    }
+
+    /// Marks `slot` free again.
+    #[inline]
+    pub(crate) fn release(&mut self, slot: u32) {
+        let word_index = (slot / 64) as usize;
+        debug_assert!(self.is_taken(slot), "releasing free slot {slot}");
+        self.open[word_index] &= !(1u64 << (slot % 64));
+        let summary = &mut self.full[word_index / 64];
+        let summary_bit = 1u64 << (word_index % 64);
+        // Test before clearing: the summary word is usually already clear and
+        // an unconditional write would dirty its cache line for nothing.
+        if *summary & summary_bit != 0 {
+            *summary &= !summary_bit;
+        }
+        if slot < self.next_free {
+            self.next_free = slot;
+        }
+    }
+
+    pub(crate) fn is_taken(&self, slot: u32) -> bool {
+        slot < self.capacity && self.open[(slot / 64) as usize] & (1u64 << (slot % 64)) != 0
+    }
+
+    /// Extends the bitmap to `new_capacity` free-at-the-end slots.
+    pub(crate) fn grow_to(&mut self, new_capacity: u32) {
+        let old_capacity = self.capacity;
+        debug_assert!(new_capacity >= old_capacity);
+        let words = new_capacity.div_ceil(64) as usize;
+        self.open.resize(words, u64::MAX);
+        self.full.resize(words.div_ceil(64), 0);
+        for slot_word in (old_capacity / 64) as usize..words {
+            let word_start = slot_word as u32 * 64;
+            let low = old_capacity.max(word_start) - word_start;
+            let high = new_capacity.min(word_start + 64) - word_start;
+            let mask = if high - low == 64 {
+                u64::MAX
+            } else {
+                ((1u64 << (high - low)) - 1) << low
+            };
+            self.open[slot_word] &= !mask;
+            let summary_bit = 1u64 << (slot_word % 64);
+            if self.open[slot_word] == u64::MAX {
+                self.full[slot_word / 64] |= summary_bit;
+            } else {
+                self.full[slot_word / 64] &= !summary_bit;
+            }
+        }
+        self.capacity = new_capacity;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn alloc(bitmap: &mut Bitmap) -> Found {
+        let found = bitmap.find_lowest();
+        if let Found::Fast(slot) | Found::Slow(slot) = found {
+            bitmap.take_lowest(slot);
+        }
+        found
+    }
+
+    #[test]
+    fn allocates_in_order_and_reuses_lowest() {
+        let mut bitmap = Bitmap::with_capacity(256);
+        for expected in 0..200 {
+            let (Found::Fast(slot) | Found::Slow(slot)) = alloc(&mut bitmap) else {
+                panic!("ran out at {expected}");
+            };
+            assert_eq!(slot, expected);
+        }
+        bitmap.release(130);
+        bitmap.release(7);
+        assert_eq!(alloc(&mut bitmap), Found::Fast(7));
+        // 7 taken again; the hint is 8, its word is full, so the summary finds 130.
+        assert_eq!(alloc(&mut bitmap), Found::Slow(130));
+        assert_eq!(alloc(&mut bitmap), Found::Slow(200));
+    }
+
+    #[test]
+    fn word_boundaries_switch_between_fast_and_summary() {
+        let mut bitmap = Bitmap::with_capacity(192);
+        for _ in 0..63 {
+            assert!(matches!(alloc(&mut bitmap), Found::Fast(_)));
+        }
+        // Slot 63 is the last bit of word 0: still the fast path.
+        assert_eq!(alloc(&mut bitmap), Found::Fast(63));
+        // Word 0 is full now; the hint (64) lives in word 1: fast again.
+        assert_eq!(alloc(&mut bitmap), Found::Fast(64));
+        assert_eq!(alloc(&mut bitmap), Found::Fast(65));
+        for _ in 66..128 {
+            alloc(&mut bitmap);
+        }
+        // Hint 128 is the first bit of word 2.
+        assert_eq!(alloc(&mut bitmap), Found::Fast(128));
+        // Free 64 (word 1) and 63 (word 0): lowest first.
+        bitmap.release(64);
+        bitmap.release(63);
+        assert_eq!(alloc(&mut bitmap), Found::Fast(63));
+        // Hint 64 is the first bit of word 1, which has room.
+        assert_eq!(alloc(&mut bitmap), Found::Fast(64));
+        // Hint 65 sits in full word 1: the summary skips to word 2.
+        assert_eq!(alloc(&mut bitmap), Found::Slow(129));
+    }
+
+    #[test]
+    fn summary_spans_more_than_one_word() {
+        // 64 * 64 + 64 slots: two summary words.
+        let capacity = 64 * 64 + 64;
+        let mut bitmap = Bitmap::with_capacity(capacity);
+        for _ in 0..capacity {
+            assert!(!matches!(alloc(&mut bitmap), Found::None));
+        }
+        assert_eq!(alloc(&mut bitmap), Found::None);
+        bitmap.release(capacity - 1);
+        bitmap.release(capacity - 2);
+        assert_eq!(alloc(&mut bitmap), Found::Fast(capacity - 2));
+        assert_eq!(alloc(&mut bitmap), Found::Fast(capacity - 1));
+        assert_eq!(alloc(&mut bitmap), Found::None);
+    }
+
+    #[test]
+    fn capacity_not_a_multiple_of_64_never_reports_missing_slots() {
+        let mut bitmap = Bitmap::with_capacity(3);
+        assert_eq!(alloc(&mut bitmap), Found::Fast(0));
+        assert_eq!(alloc(&mut bitmap), Found::Fast(1));
+        assert_eq!(alloc(&mut bitmap), Found::Fast(2));
+        assert_eq!(alloc(&mut bitmap), Found::None);
+        bitmap.grow_to(70);
+        for expected in 3..70 {
+            let (Found::Fast(slot) | Found::Slow(slot)) = alloc(&mut bitmap) else {
+                panic!("ran out at {expected}");
+            };
+            assert_eq!(slot, expected);
+        }
+        assert_eq!(alloc(&mut bitmap), Found::None);
+        assert!(!bitmap.is_taken(70));
+    }
+
+    #[test]
+    fn release_leaves_clear_summary_untouched_and_clears_set_one() {
+        let mut bitmap = Bitmap::with_capacity(128);
+        for _ in 0..64 {
+            alloc(&mut bitmap);
+        }
+        assert_eq!(bitmap.full[0] & 1, 1);
+        bitmap.release(5);
+        assert_eq!(bitmap.full[0] & 1, 0);
+        bitmap.release(6);
+        assert_eq!(bitmap.full[0], 0);
+    }
+}

@@ -1,0 +1,3 @@
+//! How the table is built (documentation only).
+//!
+//! TODO: layout diagram.

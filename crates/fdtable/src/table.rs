@@ -1,0 +1,982 @@
+//! The table itself: shards, the allocation and release paths, handles.
+
+use std::fmt;
+use std::marker::PhantomData;
+use std::mem::ManuallyDrop;
+use std::ops::Deref;
+use std::ptr;
+use std::sync::atomic::AtomicU64 as StdAtomicU64;
+use std::sync::Arc;
+
+use crossbeam_utils::CachePadded;
+
+use crate::bitmap::{Bitmap, Found};
+use crate::local::{self, ClaimFlags};
+use crate::slots::{
+    dead_successor, generation_of, refs_of, Geometry, Page, SlotRef, ALLOC, NO_SLOT, OPEN,
+};
+use crate::sync::{self, AtomicPtr, AtomicU32, AtomicU64, Ordering, UnsafeCell};
+use crate::{CloseError, Config, Error, Fd, InsertError, Release, Stats};
+
+/// Table ids are never reused in a process, so a thread-local claim can
+/// never be mistaken for a claim on a newer table.
+static TABLE_IDS: StdAtomicU64 = StdAtomicU64::new(1);
+
+/// Event counters of one shard. In `Shard::local` only the claim holder
+/// writes (relaxed load + store, no read-modify-write); in
+/// `Remote::counters` any thread adds (rare paths only).
+struct Counters {
+    allocations: AtomicU64,
+    fast_path_hits: AtomicU64,
+    slow_path_scans: AtomicU64,
+    growths: AtomicU64,
+    sync_releases: AtomicU64,
+    deferred_releases: AtomicU64,
+    release_errors: AtomicU64,
+    stale_rejections: AtomicU64,
+    contention_events: AtomicU64,
+    live: AtomicU64,
+}
+
+impl Counters {
+    fn new() -> Self {
+        Counters {
+            allocations: AtomicU64::new(0),
+            fast_path_hits: AtomicU64::new(0),
+            slow_path_scans: AtomicU64::new(0),
+            growths: AtomicU64::new(0),
+            sync_releases: AtomicU64::new(0),
+            deferred_releases: AtomicU64::new(0),
+            release_errors: AtomicU64::new(0),
+            stale_rejections: AtomicU64::new(0),
+            contention_events: AtomicU64::new(0),
+            live: AtomicU64::new(0),
+        }
+    }
+
+    fn add_to(&self, stats: &mut Stats) {
+        let get = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+        stats.allocations += get(&self.allocations);
+        stats.fast_path_hits += get(&self.fast_path_hits);
+        stats.slow_path_scans += get(&self.slow_path_scans);
+        stats.growths += get(&self.growths);
+        stats.sync_releases += get(&self.sync_releases);
+        stats.deferred_releases += get(&self.deferred_releases);
+        stats.release_errors += get(&self.release_errors);
+        stats.stale_rejections += get(&self.stale_rejections);
+        stats.contention_events += get(&self.contention_events);
+        stats.live = stats.live.wrapping_add(get(&self.live));
+    }
+}
+
+/// Adds `n` to a counter only the calling thread writes: no RMW needed.
+#[inline(always)]
+fn bump_local(counter: &AtomicU64, n: u64) {
+    counter.store(
+        counter.load(Ordering::Relaxed).wrapping_add(n),
+        Ordering::Relaxed,
+    );
+}
+
+/// What other threads hand to a shard's owner.
+struct Remote {
+    /// Slots whose value still has to be released (last reference dropped
+    /// on a drop path). Treiber stack through the slots' links.
+    deferred_head: AtomicU32,
+    /// Slots whose value is already released; only the bitmap bit is left.
+    freed_head: AtomicU32,
+    deferred_pushed: AtomicU64,
+    counters: Counters,
+}
+
+struct Shard<T> {
+    /// Written only by the thread holding this shard's claim flag.
+    bitmap: UnsafeCell<Bitmap>,
+    /// Published once each (Release), freed only in `Drop`.
+    pages: Box<[AtomicPtr<Page<T>>]>,
+    local: CachePadded<Counters>,
+    remote: CachePadded<Remote>,
+}
+
+/// Which thread is doing an operation, for counting and freeing.
+#[derive(Clone, Copy)]
+struct Caller {
+    owned: Option<usize>,
+}
+
+/// A sharded descriptor table. See the [crate docs](crate) for the model
+/// and [`implementation`](crate::implementation) for the layout.
+pub struct FdTable<T: Release> {
+    id: u64,
+    tag: u64,
+    geometry: Geometry,
+    /// `owner_shards` owner shards, then one shared shard used under its lock.
+    shards: Box<[Shard<T>]>,
+    claims: Arc<ClaimFlags>,
+    _values: PhantomData<T>,
+}
+
+// SAFETY: the table owns values of type T and may release (move out and
+// drop) them on any thread, which needs `T: Send`. All interior mutability is
+// either atomic or behind the claim protocol (bitmaps) or the reference
+// protocol (values), both of which are thread-safe.
+unsafe impl<T: Release> Send for FdTable<T> {}
+// SAFETY: sharing the table lets several threads hold `&T` at once through
+// guards (needs `T: Sync`) and insert/release values from any thread (needs
+// `T: Send`, part of `Release`). Bitmaps are only written by the claim holder.
+unsafe impl<T: Release + Sync> Sync for FdTable<T> {}
+
+impl<T: Release> fmt::Debug for FdTable<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FdTable")
+            .field("id", &self.id)
+            .field("owner_shards", &(self.shards.len() - 1))
+            .field("max_slots", &self.geometry.max_slots())
+            .field("stats", &self.stats())
+            .finish()
+    }
+}
+
+impl<T: Release> FdTable<T> {
+    /// Creates a table. Out-of-range settings are clamped: `shards` to
+    /// `1..=`[`MAX_SHARDS`](crate::MAX_SHARDS), `max_slots` to
+    /// `1..=`[`MAX_SLOTS_PER_SHARD`](crate::MAX_SLOTS_PER_SHARD), and
+    /// `initial_slots` to `1..=max_slots`, rounded up to a power of two.
+    pub fn new(config: Config) -> Self {
+        let owner_shards = config.shards.clamp(1, crate::MAX_SHARDS);
+        let max_slots = config.max_slots.clamp(1, crate::MAX_SLOTS_PER_SHARD) as u32;
+        let initial = config.initial_slots.clamp(1, max_slots as usize) as u32;
+        let geometry = Geometry::new(initial, max_slots);
+        let id = TABLE_IDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let shards = (0..=owner_shards)
+            .map(|_| {
+                let pages: Box<[AtomicPtr<Page<T>>]> = (0..geometry.pages())
+                    .map(|_| AtomicPtr::new(ptr::null_mut()))
+                    .collect();
+                let first = Box::new(Page::new(geometry.page_end(0) as usize));
+                pages[0].store(Box::into_raw(first), Ordering::Release);
+                Shard {
+                    bitmap: UnsafeCell::new(Bitmap::with_capacity(geometry.page_end(0))),
+                    pages,
+                    local: CachePadded::new(Counters::new()),
+                    remote: CachePadded::new(Remote {
+                        deferred_head: AtomicU32::new(NO_SLOT),
+                        freed_head: AtomicU32::new(NO_SLOT),
+                        deferred_pushed: AtomicU64::new(0),
+                        counters: Counters::new(),
+                    }),
+                }
+            })
+            .collect();
+        FdTable {
+            id,
+            tag: id & crate::TAG_MASK,
+            geometry,
+            shards,
+            claims: Arc::new(ClaimFlags::new(owner_shards + 1)),
+            _values: PhantomData,
+        }
+    }
+
+    fn shared_shard(&self) -> usize {
+        self.shards.len() - 1
+    }
+
+    #[inline]
+    fn caller(&self) -> Caller {
+        Caller {
+            owned: local::owned_shard(self.id, &self.claims),
+        }
+    }
+
+    /// The shard the calling thread allocates from: its own (claimed on
+    /// first use), or the shared, locked shard when every owner shard is
+    /// taken by another live thread.
+    pub fn local_shard(&self) -> usize {
+        self.caller()
+            .owned
+            .or_else(|| local::retry_claim(self.id, &self.claims))
+            .unwrap_or_else(|| self.shared_shard())
+    }
+
+    /// Inserts `value` at the lowest free slot of the caller's shard.
+    ///
+    /// Also releases, in this thread, values whose last reference was
+    /// dropped elsewhere since the shard's last operation (the deferred
+    /// list). Fails with [`InsertError::Full`], giving `value` back, when the
+    /// shard already holds `max_slots` entries.
+    #[inline]
+    pub fn insert(&self, value: T) -> Result<Fd, InsertError<T>> {
+        self.insert_with_refs(value, 1).map(|(fd, _)| fd)
+    }
+
+    /// Inserts `value` and returns an owning handle: dropping it closes the
+    /// descriptor with a deferred release, [`Owned::close`] releases now.
+    pub fn insert_owned(self: &Arc<Self>, value: T) -> Result<Owned<T>, InsertError<T>> {
+        // Two references: the table's (dropped when the entry is closed) and
+        // the handle's (keeps the value alive even if someone closes the Fd).
+        let (fd, value) = self.insert_with_refs(value, 2)?;
+        Ok(Owned {
+            table: Arc::clone(self),
+            fd,
+            value,
+        })
+    }
+
+    #[inline]
+    fn insert_with_refs(&self, value: T, refs: u64) -> Result<(Fd, *const T), InsertError<T>> {
+        match self.caller().owned {
+            // SAFETY: this thread holds shard `shard`'s claim until it exits.
+            Some(shard) => unsafe { self.insert_claimed(shard, value, refs) },
+            None => self.insert_unowned(value, refs),
+        }
+    }
+
+    #[cold]
+    fn insert_unowned(&self, value: T, refs: u64) -> Result<(Fd, *const T), InsertError<T>> {
+        if let Some(shard) = local::retry_claim(self.id, &self.claims) {
+            // SAFETY: the claim was just acquired and recorded for this thread.
+            return unsafe { self.insert_claimed(shard, value, refs) };
+        }
+        let shard = self.shared_shard();
+        let lock = self.lock_shard(shard);
+        // SAFETY: `lock` holds the shard's claim flag until it is dropped.
+        let result = unsafe { self.insert_claimed(shard, value, refs) };
+        drop(lock);
+        result
+    }
+
+    /// # Safety
+    /// The calling thread must hold `shard`'s claim flag (as its owner or
+    /// through a [`ShardLock`]) for the whole call.
+    #[inline]
+    unsafe fn insert_claimed(
+        &self,
+        shard_index: usize,
+        value: T,
+        refs: u64,
+    ) -> Result<(Fd, *const T), InsertError<T>> {
+        let shard = &self.shards[shard_index];
+        // SAFETY: forwarded from the caller.
+        unsafe { self.drain_claimed(shard_index) };
+        // SAFETY: the claim holder is the only thread touching the bitmap, and
+        // no user code runs while this borrow is alive.
+        let found = shard
+            .bitmap
+            .with_mut(|bitmap| unsafe { (*bitmap).find_lowest() });
+        let slot = match found {
+            Found::Fast(slot) => {
+                bump_local(&shard.local.fast_path_hits, 1);
+                slot
+            }
+            Found::Slow(slot) => {
+                bump_local(&shard.local.slow_path_scans, 1);
+                slot
+            }
+            Found::None => {
+                bump_local(&shard.local.slow_path_scans, 1);
+                // SAFETY: forwarded from the caller.
+                match unsafe { self.grow_claimed(shard_index) } {
+                    Some(slot) => slot,
+                    None => return Err(InsertError::Full(value)),
+                }
+            }
+        };
+        // SAFETY: as above, exclusive to the claim holder.
+        shard
+            .bitmap
+            .with_mut(|bitmap| unsafe { (*bitmap).take_lowest(slot) });
+        let slot_ref = self
+            .slot_ref(shard_index, slot)
+            .expect("bitmap slots lie inside published pages");
+        // SAFETY: the slot's bit was free, so no value is stored and no
+        // reference can read the cell (ALLOC/OPEN are clear until the
+        // fetch_add below publishes the value with Release ordering).
+        let value_ptr = slot_ref.value.with_mut(|cell| unsafe {
+            (*cell).write(value);
+            cell as *const T
+        });
+        // fetch_add rather than store: a failed lookup with a stale Fd may
+        // hold a transient +1 here that its undo will take back.
+        let old = slot_ref
+            .state
+            .fetch_add(ALLOC | OPEN | refs, Ordering::Release);
+        bump_local(&shard.local.allocations, 1);
+        bump_local(&shard.local.live, 1);
+        let fd = Fd::pack(self.tag, shard_index, slot, generation_of(old));
+        Ok((fd, value_ptr))
+    }
+
+    /// Allocates the next page of `shard` and returns the new lowest free slot.
+    ///
+    /// # Safety
+    /// The calling thread must hold `shard`'s claim flag.
+    #[cold]
+    unsafe fn grow_claimed(&self, shard_index: usize) -> Option<u32> {
+        let shard = &self.shards[shard_index];
+        // SAFETY: exclusive to the claim holder.
+        let capacity = shard.bitmap.with(|bitmap| unsafe { (*bitmap).capacity() });
+        if capacity >= self.geometry.max_slots() {
+            return None;
+        }
+        let page = self.geometry.next_page(capacity);
+        let end = self.geometry.page_end(page);
+        let fresh = Box::new(Page::new((end - capacity) as usize));
+        // Release: a reader that loads the pointer sees initialized arrays.
+        shard.pages[page].store(Box::into_raw(fresh), Ordering::Release);
+        bump_local(&shard.local.growths, 1);
+        // SAFETY: exclusive to the claim holder.
+        shard.bitmap.with_mut(|bitmap| unsafe {
+            (*bitmap).grow_to(end);
+            match (*bitmap).find_lowest() {
+                Found::Fast(slot) | Found::Slow(slot) => Some(slot),
+                Found::None => None,
+            }
+        })
+    }
+
+    #[inline(always)]
+    fn slot_ref(&self, shard: usize, slot: u32) -> Option<SlotRef<'_, T>> {
+        let (page, offset) = self.geometry.locate(slot)?;
+        let page = self.shards.get(shard)?.pages[page].load(Ordering::Acquire);
+        if page.is_null() {
+            return None;
+        }
+        // SAFETY: a published page is never freed or moved before the table
+        // is dropped, and `&self` keeps the table alive.
+        let page = unsafe { &*page };
+        Some(SlotRef {
+            state: page.states.get(offset)?,
+            link: &page.links[offset],
+            value: &page.values[offset],
+        })
+    }
+
+    /// Validates the table tag and finds the slot of `fd`.
+    #[inline(always)]
+    fn resolve(&self, fd: Fd) -> Result<SlotRef<'_, T>, Error> {
+        if fd.tag() != self.tag {
+            return Err(Error::WrongTable);
+        }
+        match self.slot_ref(fd.shard(), fd.slot()) {
+            Some(slot) => Ok(slot),
+            None => {
+                self.count_stale(fd.shard().min(self.shared_shard()));
+                Err(Error::Stale)
+            }
+        }
+    }
+
+    #[cold]
+    fn count_stale(&self, shard: usize) {
+        self.shards[shard]
+            .remote
+            .counters
+            .stale_rejections
+            .fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn count_contention(&self, shard: usize, caller: Caller) {
+        let shard_ref = &self.shards[shard];
+        if caller.owned == Some(shard) {
+            bump_local(&shard_ref.local.contention_events, 1);
+        } else {
+            shard_ref
+                .remote
+                .counters
+                .contention_events
+                .fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Takes a reference to the entry of `fd`: one atomic add, no lock.
+    ///
+    /// Fails with [`Error::Stale`] if `fd` was closed (its slot may have been
+    /// reused since: the generation tells them apart) and with
+    /// [`Error::WrongTable`] if `fd` came from another table.
+    #[inline]
+    pub fn get(&self, fd: Fd) -> Result<Guard<'_, T>, Error> {
+        let slot = self.resolve(fd)?;
+        let old = slot.state.fetch_add(1, Ordering::Acquire);
+        if old & OPEN != 0 && generation_of(old) == fd.generation() {
+            // SAFETY: OPEN means the table's own reference is still held, so
+            // the value is initialized and our reference keeps it so.
+            let value = slot.value.with(|cell| cell as *const T);
+            return Ok(Guard {
+                table: self,
+                fd,
+                slot,
+                value,
+            });
+        }
+        // Undo. This can be the decrement that ends the last reference of a
+        // closed entry (it raced with that entry's last drop); then it queues
+        // the slot for deferred release exactly like a guard drop would. It
+        // never releases inline and never touches a value it did not see open.
+        self.put_ref(fd, slot);
+        self.count_stale(fd.shard());
+        Err(Error::Stale)
+    }
+
+    /// Drops one reference; the drop that ends a closed entry defers its release.
+    #[inline]
+    fn put_ref(&self, fd: Fd, slot: SlotRef<'_, T>) {
+        let old = slot.state.fetch_sub(1, Ordering::AcqRel);
+        if refs_of(old) == 1 && old & (ALLOC | OPEN) == ALLOC {
+            self.finish_deferred(fd, slot, old - 1);
+        }
+    }
+
+    /// Tries the final transition (value present, closed, no refs) ->
+    /// (next generation, empty). Only one thread can win it per generation;
+    /// the winner queues the value on the shard's deferred list.
+    #[cold]
+    fn finish_deferred(&self, fd: Fd, slot: SlotRef<'_, T>, zero: u64) {
+        if slot
+            .state
+            .compare_exchange(
+                zero,
+                dead_successor(zero),
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            )
+            .is_ok()
+        {
+            self.push_deferred(fd.shard(), fd.slot(), slot);
+        }
+        // Otherwise a failed lookup added a transient reference in between;
+        // its undo will see the count reach zero and retry this transition.
+    }
+
+    fn push_deferred(&self, shard_index: usize, slot_number: u32, slot: SlotRef<'_, T>) {
+        let remote = &self.shards[shard_index].remote;
+        remote.deferred_pushed.fetch_add(1, Ordering::Relaxed);
+        if push(&remote.deferred_head, slot.link, slot_number) {
+            remote
+                .counters
+                .contention_events
+                .fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Closes `fd`: the descriptor is invalid from now on.
+    ///
+    /// If no guard or owning handle still references the entry, the value is
+    /// released here, in the caller, and the release error (for an OS file:
+    /// the `close(2)` error) is returned once. Otherwise the last guard's
+    /// drop queues it for deferred release and this returns `Ok(())`.
+    /// A second close of the same `fd` fails with [`CloseError::Stale`].
+    pub fn close(&self, fd: Fd) -> Result<(), CloseError<T::Error>> {
+        let slot = self.resolve(fd)?;
+        let mut caller = None;
+        loop {
+            let current = slot.state.load(Ordering::Acquire);
+            if current & OPEN == 0 || generation_of(current) != fd.generation() {
+                self.count_stale(fd.shard());
+                return Err(CloseError::Stale);
+            }
+            if refs_of(current) == 1 {
+                // Usually the case: only the table's reference is left, so one
+                // CAS both closes the entry and ends it.
+                if slot
+                    .state
+                    .compare_exchange(
+                        current,
+                        dead_successor(current),
+                        Ordering::AcqRel,
+                        Ordering::Acquire,
+                    )
+                    .is_ok()
+                {
+                    let caller = caller.unwrap_or_else(|| self.caller());
+                    return self.release_now(fd, slot, caller);
+                }
+            } else if slot
+                .state
+                .compare_exchange(
+                    current,
+                    current - OPEN - 1,
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                )
+                .is_ok()
+            {
+                return Ok(());
+            }
+            let who = *caller.get_or_insert_with(|| self.caller());
+            self.count_contention(fd.shard(), who);
+        }
+    }
+
+    /// Releases the value of a slot this thread just ended, then frees the slot.
+    fn release_now(
+        &self,
+        fd: Fd,
+        slot: SlotRef<'_, T>,
+        caller: Caller,
+    ) -> Result<(), CloseError<T::Error>> {
+        // SAFETY: the final transition succeeded in this thread, so no
+        // reference exists and nobody else will read or take the value.
+        let value = slot
+            .value
+            .with_mut(|cell| unsafe { ptr::read(cell).assume_init() });
+        let result = value.release();
+        let shard_index = fd.shard();
+        let shard = &self.shards[shard_index];
+        if caller.owned == Some(shard_index) {
+            bump_local(&shard.local.sync_releases, 1);
+            if result.is_err() {
+                bump_local(&shard.local.release_errors, 1);
+            }
+            // SAFETY: this thread owns the shard, so it alone writes the
+            // bitmap, and no other borrow of it is alive in this thread.
+            shard
+                .bitmap
+                .with_mut(|bitmap| unsafe { (*bitmap).release(fd.slot()) });
+            bump_local(&shard.local.live, 1u64.wrapping_neg());
+        } else {
+            let counters = &shard.remote.counters;
+            counters.sync_releases.fetch_add(1, Ordering::Relaxed);
+            if result.is_err() {
+                counters.release_errors.fetch_add(1, Ordering::Relaxed);
+            }
+            if push(&shard.remote.freed_head, slot.link, fd.slot()) {
+                counters.contention_events.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        result.map_err(CloseError::Release)
+    }
+
+    /// Drains what other threads handed to `shard`: releases deferred values
+    /// and frees their slots, and frees slots already released elsewhere.
+    ///
+    /// # Safety
+    /// The calling thread must hold `shard`'s claim flag.
+    #[inline]
+    unsafe fn drain_claimed(&self, shard_index: usize) -> usize {
+        let remote = &self.shards[shard_index].remote;
+        let mut released = 0;
+        if remote.deferred_head.load(Ordering::Relaxed) != NO_SLOT {
+            // SAFETY: forwarded from the caller.
+            released = unsafe { self.drain_deferred_claimed(shard_index) };
+        }
+        if remote.freed_head.load(Ordering::Relaxed) != NO_SLOT {
+            // SAFETY: forwarded from the caller.
+            unsafe { self.drain_freed_claimed(shard_index) };
+        }
+        released
+    }
+
+    /// # Safety
+    /// The calling thread must hold `shard`'s claim flag.
+    #[cold]
+    unsafe fn drain_deferred_claimed(&self, shard_index: usize) -> usize {
+        let shard = &self.shards[shard_index];
+        let mut next = shard.remote.deferred_head.swap(NO_SLOT, Ordering::Acquire);
+        let mut released = 0;
+        while next != NO_SLOT {
+            let slot_number = next;
+            let slot = self
+                .slot_ref(shard_index, slot_number)
+                .expect("deferred slots lie inside published pages");
+            next = slot.link.load(Ordering::Relaxed);
+            // SAFETY: popping the slot from the deferred list makes this
+            // thread the only one that may take its value.
+            let value = slot
+                .value
+                .with_mut(|cell| unsafe { ptr::read(cell).assume_init() });
+            if value.release().is_err() {
+                bump_local(&shard.local.release_errors, 1);
+            }
+            bump_local(&shard.local.deferred_releases, 1);
+            // SAFETY: exclusive to the claim holder; no user code runs while
+            // the borrow is alive.
+            shard
+                .bitmap
+                .with_mut(|bitmap| unsafe { (*bitmap).release(slot_number) });
+            bump_local(&shard.local.live, 1u64.wrapping_neg());
+            released += 1;
+        }
+        released
+    }
+
+    /// # Safety
+    /// The calling thread must hold `shard`'s claim flag.
+    #[cold]
+    unsafe fn drain_freed_claimed(&self, shard_index: usize) {
+        let shard = &self.shards[shard_index];
+        let mut next = shard.remote.freed_head.swap(NO_SLOT, Ordering::Acquire);
+        while next != NO_SLOT {
+            let slot_number = next;
+            let slot = self
+                .slot_ref(shard_index, slot_number)
+                .expect("freed slots lie inside published pages");
+            next = slot.link.load(Ordering::Relaxed);
+            // SAFETY: exclusive to the claim holder.
+            shard
+                .bitmap
+                .with_mut(|bitmap| unsafe { (*bitmap).release(slot_number) });
+            bump_local(&shard.local.live, 1u64.wrapping_neg());
+        }
+    }
+
+    /// Releases deferred values of a shard another live thread owns; their
+    /// slots go back to that owner through the freed list.
+    fn drain_deferred_unowned(&self, shard_index: usize) -> usize {
+        let remote = &self.shards[shard_index].remote;
+        if remote.deferred_head.load(Ordering::Relaxed) == NO_SLOT {
+            return 0;
+        }
+        let mut next = remote.deferred_head.swap(NO_SLOT, Ordering::Acquire);
+        let mut released = 0;
+        while next != NO_SLOT {
+            let slot_number = next;
+            let slot = self
+                .slot_ref(shard_index, slot_number)
+                .expect("deferred slots lie inside published pages");
+            next = slot.link.load(Ordering::Relaxed);
+            // SAFETY: popping the slot from the deferred list makes this
+            // thread the only one that may take its value.
+            let value = slot
+                .value
+                .with_mut(|cell| unsafe { ptr::read(cell).assume_init() });
+            if value.release().is_err() {
+                remote
+                    .counters
+                    .release_errors
+                    .fetch_add(1, Ordering::Relaxed);
+            }
+            remote
+                .counters
+                .deferred_releases
+                .fetch_add(1, Ordering::Relaxed);
+            if push(&remote.freed_head, slot.link, slot_number) {
+                remote
+                    .counters
+                    .contention_events
+                    .fetch_add(1, Ordering::Relaxed);
+            }
+            released += 1;
+        }
+        released
+    }
+
+    /// Releases every deferred value now, in this thread, and returns how
+    /// many. Shards nobody owns are drained completely; shards owned by a
+    /// live thread get their values released here and their slots freed by
+    /// the owner on its next operation. Meant for a periodic reaper tick.
+    pub fn reap(&self) -> usize {
+        let caller = self.caller();
+        let mut released = 0;
+        for shard in 0..self.shards.len() {
+            if caller.owned == Some(shard) {
+                // SAFETY: this thread owns the shard.
+                released += unsafe { self.drain_claimed(shard) };
+            } else if self.claims.try_acquire(shard) {
+                let lock = ShardLock {
+                    flags: &self.claims,
+                    shard,
+                };
+                // SAFETY: `lock` holds the shard's claim flag.
+                released += unsafe { self.drain_claimed(shard) };
+                drop(lock);
+            } else {
+                released += self.drain_deferred_unowned(shard);
+            }
+        }
+        released
+    }
+
+    /// Sums the per-shard counters. Cheap (a few loads per shard), meant for
+    /// a metrics scrape; the figures are not a consistent snapshot.
+    pub fn stats(&self) -> Stats {
+        let mut stats = Stats::default();
+        let mut pushed = 0u64;
+        for shard in self.shards.iter() {
+            shard.local.add_to(&mut stats);
+            shard.remote.counters.add_to(&mut stats);
+            pushed += shard.remote.deferred_pushed.load(Ordering::Relaxed);
+        }
+        stats.deferred_queue_depth = pushed.saturating_sub(stats.deferred_releases);
+        stats
+    }
+
+    /// Spins (then yields) until this thread holds `shard`'s claim flag.
+    #[cold]
+    fn lock_shard(&self, shard: usize) -> ShardLock<'_> {
+        let mut waited = false;
+        let mut spins = 0u32;
+        while !self.claims.try_acquire(shard) {
+            if !waited {
+                waited = true;
+                self.shards[shard]
+                    .remote
+                    .counters
+                    .contention_events
+                    .fetch_add(1, Ordering::Relaxed);
+            }
+            spins += 1;
+            if spins < 64 {
+                sync::spin_loop();
+            } else {
+                sync::yield_now();
+            }
+        }
+        ShardLock {
+            flags: &self.claims,
+            shard,
+        }
+    }
+
+    /// Ends an owning handle's hold on its entry (see `Owned`).
+    fn drop_owned(&self, fd: Fd, release_now: bool) -> Result<(), CloseError<T::Error>> {
+        let slot = self
+            .slot_ref(fd.shard(), fd.slot())
+            .expect("an owned entry's slot exists");
+        let mut caller = None;
+        loop {
+            let current = slot.state.load(Ordering::Acquire);
+            if current & OPEN == 0 {
+                // Someone closed the descriptor; only our reference is left to drop.
+                let old = slot.state.fetch_sub(1, Ordering::AcqRel);
+                if refs_of(old) == 1 && old & ALLOC != 0 {
+                    let zero = old - 1;
+                    if slot
+                        .state
+                        .compare_exchange(
+                            zero,
+                            dead_successor(zero),
+                            Ordering::AcqRel,
+                            Ordering::Relaxed,
+                        )
+                        .is_ok()
+                    {
+                        return self.finish_owned(fd, slot, release_now, caller);
+                    }
+                }
+                return Ok(());
+            }
+            debug_assert_eq!(generation_of(current), fd.generation());
+            // Drop the table's reference and ours together.
+            let (next, last) = if refs_of(current) == 2 {
+                (dead_successor(current), true)
+            } else {
+                (current - OPEN - 2, false)
+            };
+            if slot
+                .state
+                .compare_exchange(current, next, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+            {
+                if last {
+                    return self.finish_owned(fd, slot, release_now, caller);
+                }
+                return Ok(());
+            }
+            let who = *caller.get_or_insert_with(|| self.caller());
+            self.count_contention(fd.shard(), who);
+        }
+    }
+
+    fn finish_owned(
+        &self,
+        fd: Fd,
+        slot: SlotRef<'_, T>,
+        release_now: bool,
+        caller: Option<Caller>,
+    ) -> Result<(), CloseError<T::Error>> {
+        if release_now {
+            let caller = caller.unwrap_or_else(|| self.caller());
+            self.release_now(fd, slot, caller)
+        } else {
+            self.push_deferred(fd.shard(), fd.slot(), slot);
+            Ok(())
+        }
+    }
+}
+
+impl<T: Release> Drop for FdTable<T> {
+    fn drop(&mut self) {
+        // No guard or owning handle can exist any more (they borrow the table
+        // or hold an Arc to it). Values still in the table are released here,
+        // inline: there is nobody left to defer to. Errors have nowhere to go.
+        for shard_index in 0..self.shards.len() {
+            let remote = &self.shards[shard_index].remote;
+            let mut next = remote.deferred_head.swap(NO_SLOT, Ordering::Acquire);
+            while next != NO_SLOT {
+                let slot = self
+                    .slot_ref(shard_index, next)
+                    .expect("deferred slot exists");
+                next = slot.link.load(Ordering::Relaxed);
+                // SAFETY: popped from the deferred list: the value is ours.
+                let value = slot
+                    .value
+                    .with_mut(|cell| unsafe { ptr::read(cell).assume_init() });
+                let _ = value.release();
+            }
+            for page in self.shards[shard_index].pages.iter() {
+                let page = page.swap(ptr::null_mut(), Ordering::Acquire);
+                if page.is_null() {
+                    continue;
+                }
+                // SAFETY: pages come from Box::into_raw and are taken out once.
+                let page = unsafe { Box::from_raw(page) };
+                for (state, value) in page.states.iter().zip(page.values.iter()) {
+                    if state.load(Ordering::Acquire) & ALLOC != 0 {
+                        // SAFETY: ALLOC with no handle left means an open
+                        // entry whose value nobody else will take.
+                        let value = value.with_mut(|cell| unsafe { ptr::read(cell).assume_init() });
+                        let _ = value.release();
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Pushes `slot` onto a Treiber stack; returns whether the CAS had to retry.
+/// Consumers only ever take the whole stack (`swap`), so there is no ABA.
+fn push(head: &AtomicU32, link: &AtomicU32, slot: u32) -> bool {
+    let mut current = head.load(Ordering::Relaxed);
+    let mut retried = false;
+    loop {
+        link.store(current, Ordering::Relaxed);
+        match head.compare_exchange_weak(current, slot, Ordering::Release, Ordering::Relaxed) {
+            Ok(_) => return retried,
+            Err(actual) => {
+                current = actual;
+                retried = true;
+            }
+        }
+    }
+}
+
+/// Holds a shard's claim flag for the locked path; clears it on drop.
+struct ShardLock<'a> {
+    flags: &'a ClaimFlags,
+    shard: usize,
+}
+
+impl Drop for ShardLock<'_> {
+    fn drop(&mut self) {
+        self.flags.release(self.shard);
+    }
+}
+
+/// A reference to a table entry, from [`FdTable::get`].
+///
+/// While it lives the value stays valid, even if the descriptor is closed.
+/// Dropping the last guard of a closed entry queues the value for deferred
+/// release (no syscall, no lock).
+pub struct Guard<'a, T: Release> {
+    table: &'a FdTable<T>,
+    fd: Fd,
+    slot: SlotRef<'a, T>,
+    value: *const T,
+}
+
+impl<T: Release> Guard<'_, T> {
+    /// The descriptor this guard was taken through.
+    pub fn fd(&self) -> Fd {
+        self.fd
+    }
+}
+
+// SAFETY: a guard is a shared borrow of `T` plus a reference count; moving it
+// to another thread is sound when `&T` may be sent, i.e. `T: Sync`.
+unsafe impl<T: Release + Sync> Send for Guard<'_, T> {}
+// SAFETY: sharing a guard only hands out `&T`.
+unsafe impl<T: Release + Sync> Sync for Guard<'_, T> {}
+
+impl<T: Release> Deref for Guard<'_, T> {
+    type Target = T;
+
+    fn deref(&self) -> &T {
+        // SAFETY: the guard's reference keeps the value initialized and
+        // un-taken until the guard is dropped.
+        unsafe { &*self.value }
+    }
+}
+
+impl<T: Release> Drop for Guard<'_, T> {
+    fn drop(&mut self) {
+        self.table.put_ref(self.fd, self.slot);
+    }
+}
+
+impl<T: Release + fmt::Debug> fmt::Debug for Guard<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Guard")
+            .field("fd", &self.fd)
+            .field("value", &**self)
+            .finish()
+    }
+}
+
+/// An owning handle to a table entry, from [`FdTable::insert_owned`].
+///
+/// Dropping it closes the descriptor and defers the release to the shard's
+/// owner (never blocks, never a syscall); [`Owned::close`] releases in the
+/// caller and returns the error.
+pub struct Owned<T: Release> {
+    table: Arc<FdTable<T>>,
+    fd: Fd,
+    value: *const T,
+}
+
+// SAFETY: the handle shares the table (needs `FdTable<T>: Send + Sync`) and
+// hands out `&T`; the value may be released on the receiving thread.
+unsafe impl<T: Release + Sync> Send for Owned<T> {}
+// SAFETY: sharing the handle only hands out `&T` and `Fd`.
+unsafe impl<T: Release + Sync> Sync for Owned<T> {}
+
+impl<T: Release> Owned<T> {
+    /// The entry's descriptor (valid until this handle is closed or dropped,
+    /// or someone closes it through the table).
+    pub fn fd(&self) -> Fd {
+        self.fd
+    }
+
+    /// The table the entry lives in.
+    pub fn table(&self) -> &Arc<FdTable<T>> {
+        &self.table
+    }
+
+    /// Closes the descriptor and, if no guard still references the entry,
+    /// releases the value here and returns the release error. If guards are
+    /// outstanding the last one defers the release and this returns `Ok(())`;
+    /// the same if the descriptor was already closed through the table and a
+    /// guard is still out.
+    pub fn close(self) -> Result<(), CloseError<T::Error>> {
+        let this = ManuallyDrop::new(self);
+        let result = this.table.drop_owned(this.fd, true);
+        // SAFETY: `this` is never used again and its Drop does not run.
+        drop(unsafe { ptr::read(&this.table) });
+        result
+    }
+}
+
+impl<T: Release> Deref for Owned<T> {
+    type Target = T;
+
+    fn deref(&self) -> &T {
+        // SAFETY: the handle's own reference keeps the value alive.
+        unsafe { &*self.value }
+    }
+}
+
+impl<T: Release> Drop for Owned<T> {
+    fn drop(&mut self) {
+        // A deferred drop never releases inline, so it cannot fail.
+        let _ = self.table.drop_owned(self.fd, false);
+    }
+}
+
+impl<T: Release + fmt::Debug> fmt::Debug for Owned<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Owned")
+            .field("fd", &self.fd)
+            .field("value", &**self)
+            .finish()
+    }
+}
