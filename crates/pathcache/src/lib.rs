@@ -1,2 +1,773 @@
-//! A concurrent path cache (work in progress).
+//! `pathcache` owns the mapping from a normalized, root-relative path to what a
+//! file server needs to answer a request for it: the file's metadata, a strong
+//! ETag, the MIME type, optionally an open handle (`V`, e.g.
+//! `fdtable::Owned<File>`), and optionally the bytes of a small file.
+//!
+//! It does no I/O of its own: a miss is loaded by the caller's [`Loader`]
+//! (async, runtime-agnostic; concurrent misses on one path run one load and
+//! share it), and a stale entry is re-checked with one [`Loader::stat`].
+//!
+//! Hits are lock-free: a papaya (epoch-protected) map lookup, then one atomic
+//! increment on a reference counter that sits on its own cache line, picked
+//! per thread from [`REF_SHARDS`] lines (see [`entry`] for the layout). Nothing
+//! else shared is written on a hit.
+//!
+//! ```
+//! use pathcache::{Config, FileMeta, Loaded, Loader, Lookup, PathCache};
+//! use std::convert::Infallible;
+//!
+//! struct Disk; // a stand-in loader: every path is a 5-byte file
+//! impl Loader<u32> for Disk {
+//!     type Error = Infallible;
+//!     async fn load(&self, _path: &str, open: bool, _small: Option<u64>) -> Result<Loaded<u32>, Infallible> {
+//!         let meta = FileMeta { size: 5, mtime_ns: 1, ctime_ns: 1, dev: 1, ino: 42 };
+//!         Ok(Loaded::File { meta, mime: "text/plain", handle: open.then_some(7), bytes: None })
+//!     }
+//!     async fn stat(&self, _path: &str) -> Result<Option<FileMeta>, Infallible> {
+//!         Ok(Some(FileMeta { size: 5, mtime_ns: 1, ctime_ns: 1, dev: 1, ino: 42 }))
+//!     }
+//! }
+//!
+//! let cache: PathCache<u32> = PathCache::new(Config::default());
+//! let first = futures_lite_block_on(cache.get_or_load("index.html", &Disk)).unwrap();
+//! let Lookup::Hit(entry) = first else { panic!("a file") };
+//! assert_eq!(entry.handle(), Some(&7));
+//! assert!(entry.etag().starts_with('"'));
+//! // The second lookup is a hit that takes no lock.
+//! assert!(matches!(cache.get("index.html"), Some(Lookup::Hit(_))));
+//! assert_eq!(cache.stats().hits, 1);
+//! # fn futures_lite_block_on<F: std::future::Future>(f: F) -> F::Output {
+//! #     tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(f)
+//! # }
+//! ```
 #![deny(missing_docs)]
+
+use std::fmt;
+use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, TryLockError};
+use std::time::Duration;
+
+mod clock;
+pub mod entry;
+mod flight;
+#[doc(hidden)]
+pub mod refcount;
+mod stats;
+mod sync;
+
+#[doc(hidden)]
+pub use entry::MapRef;
+pub use entry::{Entry, EntryRef, Padded, RefLayout, Unpadded};
+pub use refcount::REF_SHARDS;
+pub use stats::Stats;
+
+use entry::{Accounting, NewEntry, Upgrade};
+use flight::{Flights, Role};
+use stats::{bump, ShardedCounters};
+
+/// Sizes and times of a [`PathCache`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// Counter shards (statistics); default: available parallelism.
+    pub shards: usize,
+    /// Maximum entries in the map (positive and negative).
+    pub max_entries: usize,
+    /// Maximum handles held by entries (including removed entries in use).
+    pub max_open: usize,
+    /// How long an entry is trusted before one `stat` re-checks it (default 1 s).
+    pub valid: Duration,
+    /// How long a not-found / forbidden result is cached (default 1 s).
+    pub negative_ttl: Duration,
+    /// Files up to this size are kept in memory (0 disables).
+    pub small_file_max: u64,
+    /// Total bytes of small files kept in memory.
+    pub small_bytes_budget: u64,
+    /// A path gets an open handle on its `min_uses`-th use (0 or 1: at once);
+    /// before that only its metadata is cached.
+    pub min_uses: u32,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            shards: std::thread::available_parallelism().map_or(4, |n| n.get()),
+            max_entries: 65_536,
+            max_open: 4_096,
+            valid: Duration::from_secs(1),
+            negative_ttl: Duration::from_secs(1),
+            small_file_max: 16 * 1024,
+            small_bytes_budget: 64 * 1024 * 1024,
+            min_uses: 1,
+        }
+    }
+}
+
+/// What the cache needs to know about a file's version.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct FileMeta {
+    /// Size in bytes.
+    pub size: u64,
+    /// Modification time, nanoseconds since the epoch.
+    pub mtime_ns: i64,
+    /// Status change time, nanoseconds since the epoch.
+    pub ctime_ns: i64,
+    /// Device of the inode.
+    pub dev: u64,
+    /// Inode number.
+    pub ino: u64,
+}
+
+/// Why a path has no file to serve.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Negative {
+    /// The path does not exist.
+    NotFound,
+    /// The path exists but may not be served.
+    Forbidden,
+}
+
+/// The result of a [`Loader::load`].
+#[derive(Debug)]
+pub enum Loaded<V> {
+    /// A servable file.
+    File {
+        /// Metadata taken BEFORE reading `bytes` (e.g. `fstat` on the opened
+        /// handle); the cache stats again after the read to detect a torn copy.
+        meta: FileMeta,
+        /// MIME type.
+        mime: &'static str,
+        /// The open handle, when `open` was true (or `None` if the loader
+        /// could not or would not open it).
+        handle: Option<V>,
+        /// The whole file when `read_small` allowed it and the file fit.
+        bytes: Option<Vec<u8>>,
+    },
+    /// Not servable; cached for `negative_ttl`.
+    Negative(Negative),
+}
+
+/// The caller's I/O: how to load a path and how to stat it again.
+///
+/// `open == false` means metadata only (the `min_uses` phase, or the
+/// open-handle budget is full): the loader must not return a handle then (one
+/// returned anyway is dropped). `read_small == Some(max)`: return the file's
+/// bytes if its size is at most `max`.
+pub trait Loader<V> {
+    /// The loader's error, passed through to the caller (never cached).
+    type Error;
+    /// Opens (if `open`) and stats `path`, optionally reading a small file.
+    fn load(
+        &self,
+        path: &str,
+        open: bool,
+        read_small: Option<u64>,
+    ) -> impl Future<Output = Result<Loaded<V>, Self::Error>>;
+    /// Stats `path` again; `Ok(None)` when it no longer exists.
+    fn stat(&self, path: &str) -> impl Future<Output = Result<Option<FileMeta>, Self::Error>>;
+}
+
+/// The answer of a lookup.
+pub enum Lookup<V, L: RefLayout = Padded> {
+    /// A cached file (hold it as long as the response needs it).
+    Hit(EntryRef<V, L>),
+    /// A cached negative answer.
+    Negative(Negative),
+}
+
+impl<V, L: RefLayout> Clone for Lookup<V, L> {
+    fn clone(&self) -> Self {
+        match self {
+            Lookup::Hit(e) => Lookup::Hit(e.clone()),
+            Lookup::Negative(n) => Lookup::Negative(*n),
+        }
+    }
+}
+
+impl<V, L: RefLayout> fmt::Debug for Lookup<V, L> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Lookup::Hit(e) => f.debug_tuple("Hit").field(e).finish(),
+            Lookup::Negative(n) => f.debug_tuple("Negative").field(n).finish(),
+        }
+    }
+}
+
+/// A map value: a file entry or a negative answer with its deadline.
+enum Slot<V, L: RefLayout> {
+    File(MapRef<V, L>),
+    Negative { kind: Negative, expires_ms: u64 },
+}
+
+impl<V, L: RefLayout> Slot<V, L> {
+    fn same(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Slot::File(a), Slot::File(b)) => a.same(b),
+            (Slot::Negative { .. }, Slot::Negative { .. }) => std::ptr::eq(self, other),
+            _ => false,
+        }
+    }
+    /// Called on every slot that leaves the map through us.
+    fn on_removed(&self) {
+        if let Slot::File(m) = self {
+            m.kill();
+        }
+    }
+}
+
+/// The outcome of probing the map, before counting.
+enum Probe<V, L: RefLayout> {
+    Fresh(EntryRef<V, L>),
+    Stale(EntryRef<V, L>),
+    Negative(Negative),
+    Absent,
+}
+
+type Map<V, L> = papaya::HashMap<Box<str>, Slot<V, L>, foldhash::fast::RandomState>;
+
+/// The concurrent path cache. `Send + Sync`; share it by reference or `Arc`.
+pub struct PathCache<V, L: RefLayout = Padded> {
+    map: Map<V, L>,
+    config: Config,
+    valid_ms: u64,
+    negative_ttl_ms: u64,
+    counters: ShardedCounters,
+    acct: Arc<Accounting>,
+    /// Map entries (strict: reserved before insertion).
+    entries: AtomicUsize,
+    flights: Flights<Lookup<V, L>>,
+    /// Serializes eviction scans and holds the CLOCK hand.
+    evictor: Mutex<usize>,
+}
+
+impl<V, L: RefLayout> fmt::Debug for PathCache<V, L> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PathCache")
+            .field("config", &self.config)
+            .field("entries", &self.entries)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What an eviction scan may take.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum EvictFor {
+    /// Any unused entry (negative entries first are free to go).
+    Entries,
+    /// Only unused entries that hold a handle.
+    Handles,
+}
+
+/// How many extra entries an eviction scan frees beyond the one needed, so the
+/// O(n) scan is amortized over many inserts.
+const EVICT_BATCH_DIVISOR: usize = 32;
+
+/// Torn small-file reads retried before caching without the bytes.
+const TORN_READ_RETRIES: u32 = 3;
+
+/// Uses of a budget-denied metadata entry between attempts to get a handle.
+const DENIED_RETRY_PERIOD: u32 = 64;
+
+impl<V: Send + Sync + 'static, L: RefLayout> PathCache<V, L> {
+    /// An empty cache.
+    pub fn new(config: Config) -> Self {
+        let map = papaya::HashMap::builder()
+            .hasher(foldhash::fast::RandomState::default())
+            .capacity(config.max_entries.min(1 << 16))
+            .build();
+        PathCache {
+            map,
+            valid_ms: config.valid.as_millis() as u64,
+            negative_ttl_ms: config.negative_ttl.as_millis() as u64,
+            counters: ShardedCounters::new(config.shards),
+            acct: Arc::new(Accounting::default()),
+            entries: AtomicUsize::new(0),
+            flights: Flights::new(config.shards * 4),
+            evictor: Mutex::new(0),
+            config,
+        }
+    }
+
+    /// The configuration in use.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Looks `path` up without counting.
+    #[inline]
+    fn probe(&self, path: &str, now_ms: u64) -> Probe<V, L> {
+        let guard = self.map.guard();
+        match self.map.get(path, &guard) {
+            None => Probe::Absent,
+            Some(Slot::Negative { kind, expires_ms }) => {
+                if now_ms < *expires_ms {
+                    Probe::Negative(*kind)
+                } else {
+                    Probe::Absent
+                }
+            }
+            Some(Slot::File(m)) => {
+                let Some(entry) = m.try_acquire() else {
+                    // Lost a race with a removal: the entry is on its way out.
+                    bump(&self.counters.local().contention_events);
+                    return Probe::Absent;
+                };
+                entry.touch();
+                if now_ms.wrapping_sub(entry.validated_ms()) < self.valid_ms {
+                    Probe::Fresh(entry)
+                } else {
+                    Probe::Stale(entry)
+                }
+            }
+        }
+    }
+
+    /// The cached answer for `path` if it is fresh; never loads. A miss or a
+    /// stale entry returns `None` (counted as a miss).
+    #[inline]
+    pub fn get(&self, path: &str) -> Option<Lookup<V, L>> {
+        let counters = self.counters.local();
+        match self.probe(path, clock::now_ms()) {
+            Probe::Fresh(entry) => {
+                bump(&counters.hits);
+                Some(Lookup::Hit(entry))
+            }
+            Probe::Negative(kind) => {
+                bump(&counters.negative_hits);
+                Some(Lookup::Negative(kind))
+            }
+            Probe::Stale(_) | Probe::Absent => {
+                bump(&counters.misses);
+                None
+            }
+        }
+    }
+
+    /// The answer for `path`: from the cache when fresh, else loaded (or
+    /// revalidated) through `loader`. Concurrent callers missing on one path
+    /// share one load. Loader errors are returned and not cached.
+    pub async fn get_or_load<Ld: Loader<V>>(
+        &self,
+        path: &str,
+        loader: &Ld,
+    ) -> Result<Lookup<V, L>, Ld::Error> {
+        let upgrade_from = match self.probe(path, clock::now_ms()) {
+            Probe::Fresh(entry) => {
+                if !self.wants_upgrade(&entry) {
+                    bump(&self.counters.local().hits);
+                    return Ok(Lookup::Hit(entry));
+                }
+                Some(entry)
+            }
+            Probe::Negative(kind) => {
+                bump(&self.counters.local().negative_hits);
+                return Ok(Lookup::Negative(kind));
+            }
+            Probe::Stale(_) | Probe::Absent => None,
+        };
+        let (lookup, hit) = self.load_slow(path, loader, upgrade_from).await?;
+        let counters = self.counters.local();
+        match (&lookup, hit) {
+            (Lookup::Negative(_), true) => bump(&counters.negative_hits),
+            (_, true) => bump(&counters.hits),
+            (_, false) => bump(&counters.misses),
+        }
+        Ok(lookup)
+    }
+
+    /// Counts a use of a metadata-only entry; true when it is time to load
+    /// it again with a handle.
+    fn wants_upgrade(&self, entry: &Entry<V, L>) -> bool {
+        let period = match entry.upgrade() {
+            Upgrade::No => return false,
+            Upgrade::MinUses => self.config.min_uses.max(1),
+            Upgrade::Denied => DENIED_RETRY_PERIOD,
+        };
+        entry.count_use() % period == 0
+    }
+
+    /// Single-flight slow path. Returns the lookup and whether it counts as a hit.
+    async fn load_slow<Ld: Loader<V>>(
+        &self,
+        path: &str,
+        loader: &Ld,
+        mut upgrade_from: Option<EntryRef<V, L>>,
+    ) -> Result<(Lookup<V, L>, bool), Ld::Error> {
+        loop {
+            let token = match self
+                .flights
+                .join(path, &self.counters.local().contention_events)
+            {
+                Role::Wait(flight) => {
+                    bump(&self.counters.local().contention_events);
+                    match flight.wait().await {
+                        Some(lookup) => return Ok((lookup, false)),
+                        // The leader failed or was cancelled: try again (maybe as leader).
+                        None => continue,
+                    }
+                }
+                Role::Lead(token) => token,
+            };
+            // Re-probe: a previous leader may have finished between our probe
+            // and our registration.
+            let stale = match self.probe(path, clock::now_ms()) {
+                Probe::Fresh(entry) => {
+                    let same = upgrade_from
+                        .as_ref()
+                        .is_some_and(|u| EntryRef::ptr_eq(u, &entry));
+                    if !same {
+                        let lookup = Lookup::Hit(entry);
+                        token.finish(Some(lookup.clone()));
+                        return Ok((lookup, true));
+                    }
+                    None
+                }
+                Probe::Negative(kind) => {
+                    token.finish(Some(Lookup::Negative(kind)));
+                    return Ok((Lookup::Negative(kind), true));
+                }
+                Probe::Stale(entry) => Some(entry),
+                Probe::Absent => None,
+            };
+            let upgrading = upgrade_from.take().is_some() && stale.is_none();
+            // On error the token's drop releases the waiters (they retry).
+            let result = self.lead(path, loader, stale, upgrading).await?;
+            token.finish(Some(result.0.clone()));
+            return Ok(result);
+        }
+    }
+
+    /// The leader's work: revalidate a stale entry or load a fresh one.
+    async fn lead<Ld: Loader<V>>(
+        &self,
+        path: &str,
+        loader: &Ld,
+        stale: Option<EntryRef<V, L>>,
+        upgrading: bool,
+    ) -> Result<(Lookup<V, L>, bool), Ld::Error> {
+        let mut open = upgrading || self.config.min_uses <= 1;
+        if let Some(entry) = stale {
+            bump(&self.counters.local().revalidations);
+            let checked_at = clock::now_ms();
+            if loader.stat(path).await? == Some(*entry.meta()) {
+                entry.mark_validated(checked_at);
+                return Ok((Lookup::Hit(entry), true));
+            }
+            // Changed: load a new version. A file that had a handle keeps
+            // getting one (it earned it with its uses).
+            open |= entry.has_handle();
+        }
+        self.load_and_insert(path, loader, open)
+            .await
+            .map(|l| (l, false))
+    }
+
+    /// Loads `path` (retrying torn small-file reads) and inserts the result.
+    async fn load_and_insert<Ld: Loader<V>>(
+        &self,
+        path: &str,
+        loader: &Ld,
+        open_wanted: bool,
+    ) -> Result<Lookup<V, L>, Ld::Error> {
+        let started_ms = clock::now_ms();
+        let open = open_wanted && self.reserve_handle();
+        let mut reservation = HandleReservation {
+            acct: &self.acct,
+            held: open,
+        };
+        let read_small = (self.config.small_file_max > 0
+            && self.acct.small_bytes.load(Ordering::Relaxed) < self.config.small_bytes_budget)
+            .then_some(self.config.small_file_max);
+        let mut attempt = 0;
+        loop {
+            bump(&self.counters.local().loads);
+            let (meta, mime, handle, mut bytes) = match loader.load(path, open, read_small).await? {
+                Loaded::Negative(kind) => {
+                    self.insert_negative(path, kind, started_ms);
+                    return Ok(Lookup::Negative(kind));
+                }
+                Loaded::File {
+                    meta,
+                    mime,
+                    handle,
+                    bytes,
+                } => (meta, mime, handle, bytes),
+            };
+            if let Some(b) = &bytes {
+                // A copy is trusted only if the file had the same version
+                // before (meta) and after (this stat) the read, and the copy
+                // has the size that version says.
+                let consistent =
+                    b.len() as u64 == meta.size && loader.stat(path).await? == Some(meta);
+                if !consistent {
+                    bump(&self.counters.local().torn_reads);
+                    if attempt < TORN_READ_RETRIES {
+                        attempt += 1;
+                        drop(handle);
+                        continue;
+                    }
+                    bytes = None;
+                }
+            }
+            let bytes = bytes.and_then(|b| self.reserve_bytes(b));
+            let handle = if reservation.held { handle } else { None };
+            let upgrade = if handle.is_some() || bytes.is_some() {
+                Upgrade::No
+            } else if open_wanted && !open {
+                Upgrade::Denied
+            } else if !open_wanted {
+                Upgrade::MinUses
+            } else {
+                Upgrade::No
+            };
+            // The reservation is consumed by the entry if it got a handle.
+            reservation.held &= handle.is_none();
+            let new = NewEntry {
+                path: path.into(),
+                meta,
+                mime,
+                handle,
+                bytes,
+                validated_ms: started_ms,
+                upgrade,
+                acct: self.acct.clone(),
+            };
+            return Ok(Lookup::Hit(self.insert_file(path, new)));
+        }
+    }
+
+    fn reserve_bytes(&self, bytes: Vec<u8>) -> Option<Box<[u8]>> {
+        let len = bytes.len() as u64;
+        let before = self.acct.small_bytes.fetch_add(len, Ordering::Relaxed);
+        if before + len > self.config.small_bytes_budget {
+            self.acct.small_bytes.fetch_sub(len, Ordering::Relaxed);
+            return None;
+        }
+        Some(bytes.into_boxed_slice())
+    }
+
+    /// Takes one unit of the open-handle budget, evicting unused handle
+    /// holders if the budget is full.
+    fn reserve_handle(&self) -> bool {
+        for round in 0..2 {
+            let mut n = self.acct.open_handles.load(Ordering::Relaxed);
+            while n < self.config.max_open {
+                match self.acct.open_handles.compare_exchange_weak(
+                    n,
+                    n + 1,
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                ) {
+                    Ok(_) => return true,
+                    Err(now) => {
+                        bump(&self.counters.local().contention_events);
+                        n = now;
+                    }
+                }
+            }
+            if round == 0
+                && self.evict(
+                    EvictFor::Handles,
+                    1 + self.config.max_open / EVICT_BATCH_DIVISOR,
+                ) == 0
+            {
+                return false;
+            }
+        }
+        false
+    }
+
+    /// Takes one map slot, evicting unused entries if the map is full.
+    fn reserve_entry(&self) -> bool {
+        for round in 0..2 {
+            let mut n = self.entries.load(Ordering::Relaxed);
+            while n < self.config.max_entries {
+                match self.entries.compare_exchange_weak(
+                    n,
+                    n + 1,
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                ) {
+                    Ok(_) => return true,
+                    Err(now) => {
+                        bump(&self.counters.local().contention_events);
+                        n = now;
+                    }
+                }
+            }
+            if round == 0
+                && self.evict(
+                    EvictFor::Entries,
+                    1 + self.config.max_entries / EVICT_BATCH_DIVISOR,
+                ) == 0
+            {
+                return false;
+            }
+        }
+        false
+    }
+
+    fn insert_file(&self, path: &str, new: NewEntry<V>) -> EntryRef<V, L> {
+        if !self.reserve_entry() {
+            // Every entry is in use: serve this one uncached.
+            return EntryRef::detached(new);
+        }
+        let (map_ref, entry) = MapRef::new(new);
+        self.insert_slot(path, Slot::File(map_ref));
+        entry
+    }
+
+    fn insert_negative(&self, path: &str, kind: Negative, now_ms: u64) {
+        if self.negative_ttl_ms == 0 || !self.reserve_entry() {
+            return;
+        }
+        self.insert_slot(
+            path,
+            Slot::Negative {
+                kind,
+                expires_ms: now_ms + self.negative_ttl_ms,
+            },
+        );
+    }
+
+    /// Inserts with one reserved slot; a replaced value gives its slot back.
+    fn insert_slot(&self, path: &str, slot: Slot<V, L>) {
+        let guard = self.map.guard();
+        if let Some(old) = self.map.insert(path.into(), slot, &guard) {
+            old.on_removed();
+            self.entries.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Drops the entry for `path` now (e.g. on an inotify event). Current
+    /// users keep their `EntryRef`s; the handle is released after the last.
+    pub fn invalidate(&self, path: &str) -> bool {
+        let guard = self.map.guard();
+        match self.map.remove(path, &guard) {
+            Some(old) => {
+                old.on_removed();
+                self.entries.fetch_sub(1, Ordering::Relaxed);
+                bump(&self.counters.local().invalidations);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Drops up to `n` entries that hold a handle and have no users, releasing
+    /// their handles now (EMFILE recovery). Returns how many were dropped.
+    pub fn evict_unused(&self, n: usize) -> usize {
+        self.evict(EvictFor::Handles, n)
+    }
+
+    /// CLOCK eviction: walks the map from the hand; an entry whose referenced
+    /// bit is set gets a second chance (bit cleared) on the first lap; entries
+    /// in use are never taken. At most two laps.
+    fn evict(&self, what: EvictFor, n: usize) -> usize {
+        if n == 0 {
+            return 0;
+        }
+        let mut hand = match self.evictor.try_lock() {
+            Ok(g) => g,
+            Err(TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(TryLockError::WouldBlock) => {
+                bump(&self.counters.local().contention_events);
+                self.evictor.lock().unwrap_or_else(|p| p.into_inner())
+            }
+        };
+        let guard = self.map.guard();
+        let now_ms = clock::now_ms();
+        let mut evicted = 0;
+        let mut visited = 0usize;
+        let start = *hand;
+        'laps: for lap in 0..2 {
+            let tail = self.map.iter(&guard).skip(start);
+            let head = self.map.iter(&guard).take(start);
+            for (key, slot) in tail.chain(head) {
+                visited += 1;
+                let take = match slot {
+                    Slot::Negative { expires_ms, .. } => {
+                        what == EvictFor::Entries && (lap == 1 || *expires_ms <= now_ms)
+                    }
+                    Slot::File(m) => {
+                        let e = m.entry();
+                        (what == EvictFor::Entries || e.has_handle())
+                            && e.is_live()
+                            && e.users() == 0
+                            && (lap == 1 || !e.take_referenced())
+                    }
+                };
+                if take {
+                    if let Ok(Some((_, old))) = self.map.remove_if(key, |_, v| v.same(slot), &guard)
+                    {
+                        old.on_removed();
+                        self.entries.fetch_sub(1, Ordering::Relaxed);
+                        evicted += 1;
+                        if evicted >= n {
+                            break 'laps;
+                        }
+                    }
+                }
+            }
+        }
+        *hand = (start + visited) % self.map.len().max(1);
+        if evicted > 0 {
+            let c = &self.counters.local().evictions;
+            c.fetch_add(evicted as u64, Ordering::Relaxed);
+        }
+        evicted
+    }
+
+    /// Entries in the map (positive and negative).
+    pub fn len(&self) -> usize {
+        self.entries.load(Ordering::Relaxed)
+    }
+
+    /// Whether the map is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Handles held by entries (including removed entries still in use).
+    pub fn open_handles(&self) -> usize {
+        self.acct.open_handles.load(Ordering::Relaxed)
+    }
+
+    /// Sums the per-shard counters.
+    pub fn stats(&self) -> Stats {
+        let c = &self.counters;
+        let hits = c.sum(|s| &s.hits);
+        let misses = c.sum(|s| &s.misses);
+        let negative_hits = c.sum(|s| &s.negative_hits);
+        Stats {
+            lookups: hits + misses + negative_hits,
+            hits,
+            misses,
+            negative_hits,
+            revalidations: c.sum(|s| &s.revalidations),
+            invalidations: c.sum(|s| &s.invalidations),
+            evictions: c.sum(|s| &s.evictions),
+            contention_events: c.sum(|s| &s.contention_events),
+            entries: self.len() as u64,
+            open_handles: self.open_handles() as u64,
+            loads: c.sum(|s| &s.loads),
+            small_bytes: self.acct.small_bytes.load(Ordering::Relaxed),
+            torn_reads: c.sum(|s| &s.torn_reads),
+        }
+    }
+}
+
+/// Gives an unused open-handle reservation back (error, cancellation, or the
+/// loader returned no handle).
+struct HandleReservation<'a> {
+    acct: &'a Accounting,
+    held: bool,
+}
+
+impl Drop for HandleReservation<'_> {
+    fn drop(&mut self) {
+        if self.held {
+            self.acct.open_handles.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
