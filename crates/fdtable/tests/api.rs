@@ -1,0 +1,386 @@
+//! Single-table behaviour through the public API.
+
+mod common;
+
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::{Arc, Barrier};
+
+use common::{Ledger, Tracked};
+use fdtable::{CloseError, Config, Error, Fd, FdTable, InsertError};
+
+fn table(shards: usize, initial_slots: usize, max_slots: usize) -> FdTable<Tracked> {
+    FdTable::new(Config {
+        shards,
+        initial_slots,
+        max_slots,
+    })
+}
+
+#[test]
+fn allocates_lowest_free_slot_first() {
+    let ledger = Ledger::new(1000);
+    let table = table(1, 64, 1024);
+    let fds: Vec<Fd> = (0..300)
+        .map(|id| table.insert(ledger.value(id)).unwrap())
+        .collect();
+    for (expected, fd) in fds.iter().enumerate() {
+        assert_eq!(fd.slot(), expected as u32);
+        assert_eq!(fd.shard(), 0);
+    }
+    for k in [0usize, 63, 64, 65, 130, 299] {
+        table.close(fds[k]).unwrap();
+        let again = table.insert(ledger.value(300 + k as u64)).unwrap();
+        assert_eq!(again.slot(), k as u32, "after freeing {k}");
+    }
+    // Free several: they come back lowest first.
+    for k in [200usize, 5, 100] {
+        table.close(fds[k]).unwrap();
+    }
+    let order: Vec<u32> = (0..3)
+        .map(|i| table.insert(ledger.value(700 + i)).unwrap().slot())
+        .collect();
+    assert_eq!(order, vec![5, 100, 200]);
+    assert_eq!(table.insert(ledger.value(710)).unwrap().slot(), 300);
+    drop(table);
+    assert_eq!(ledger.leaks(), 0);
+    assert_eq!(ledger.total_released(), 300 + 6 + 4);
+}
+
+#[test]
+fn fast_path_and_summary_counters_follow_word_boundaries() {
+    let ledger = Ledger::new(200);
+    let table = table(1, 64, 1024);
+    let fds: Vec<Fd> = (0..64)
+        .map(|id| table.insert(ledger.value(id)).unwrap())
+        .collect();
+    let stats = table.stats();
+    // Slots 0..=63, including the last bit of word 0, come from the hint's word.
+    assert_eq!(
+        (stats.fast_path_hits, stats.slow_path_scans, stats.growths),
+        (64, 0, 0)
+    );
+    // Slot 64 does not exist yet: summary scan, then growth.
+    assert_eq!(table.insert(ledger.value(64)).unwrap().slot(), 64);
+    let stats = table.stats();
+    assert_eq!(
+        (stats.fast_path_hits, stats.slow_path_scans, stats.growths),
+        (64, 1, 1)
+    );
+    assert_eq!(table.insert(ledger.value(65)).unwrap().slot(), 65);
+    assert_eq!(table.stats().fast_path_hits, 65);
+    // Free 63 (word 0): found at the hint.
+    table.close(fds[63]).unwrap();
+    assert_eq!(table.insert(ledger.value(66)).unwrap().slot(), 63);
+    assert_eq!(table.stats().fast_path_hits, 66);
+    // The hint is now 64 (word 1, not full): fast again, slot 66.
+    assert_eq!(table.insert(ledger.value(67)).unwrap().slot(), 66);
+    assert_eq!(table.stats().slow_path_scans, 1);
+}
+
+#[test]
+fn grows_by_doubling_up_to_max_then_returns_the_value() {
+    let ledger = Ledger::new(20);
+    let table = table(1, 4, 10);
+    let fds: Vec<Fd> = (0..10)
+        .map(|id| table.insert(ledger.value(id)).unwrap())
+        .collect();
+    assert_eq!(table.stats().growths, 2, "4 -> 8 -> 10");
+    match table.insert(ledger.value(10)) {
+        Err(InsertError::Full(value)) => {
+            assert_eq!(value.id, 10);
+            value.forget();
+        }
+        Ok(fd) => panic!("inserted past max: {fd:?}"),
+    }
+    // Room again after a close, at the freed slot.
+    table.close(fds[7]).unwrap();
+    assert_eq!(table.insert(ledger.value(11)).unwrap().slot(), 7);
+    assert_eq!(table.stats().live, 10);
+}
+
+#[test]
+fn stale_descriptor_is_rejected_after_reuse() {
+    let ledger = Ledger::new(10);
+    let table = table(1, 64, 64);
+    let old = table.insert(ledger.value(0)).unwrap();
+    table.close(old).unwrap();
+    let new = table.insert(ledger.value(1)).unwrap();
+    assert_eq!(new.slot(), old.slot());
+    assert_ne!(new.generation(), old.generation());
+    assert_eq!(table.get(old).err(), Some(Error::Stale));
+    assert!(matches!(table.close(old), Err(CloseError::Stale)));
+    assert_eq!(table.get(new).unwrap().id, 1);
+    assert_eq!(table.stats().stale_rejections, 2);
+    assert_eq!(ledger.releases(0), 1);
+    assert_eq!(ledger.releases(1), 0);
+}
+
+#[test]
+fn double_close_is_an_error_and_releases_once() {
+    let ledger = Ledger::new(1);
+    let table = table(1, 64, 64);
+    let fd = table.insert(ledger.value(0)).unwrap();
+    table.close(fd).unwrap();
+    assert!(matches!(table.close(fd), Err(CloseError::Stale)));
+    assert_eq!(ledger.releases(0), 1);
+    assert_eq!(table.stats().sync_releases, 1);
+}
+
+#[test]
+fn descriptor_from_another_table_is_rejected() {
+    let ledger = Ledger::new(2);
+    let a = table(1, 64, 64);
+    let b = table(1, 64, 64);
+    let fd_a = a.insert(ledger.value(0)).unwrap();
+    let fd_b = b.insert(ledger.value(1)).unwrap();
+    // Same shard, slot and generation: only the table tag differs.
+    assert_eq!((fd_a.shard(), fd_a.slot()), (fd_b.shard(), fd_b.slot()));
+    assert_eq!(b.get(fd_a).err(), Some(Error::WrongTable));
+    assert!(matches!(b.close(fd_a), Err(CloseError::WrongTable)));
+    assert_eq!(b.get(fd_b).unwrap().id, 1);
+    assert_eq!(a.get(fd_a).unwrap().id, 0);
+}
+
+#[test]
+fn forged_descriptors_are_rejected_not_resolved() {
+    let ledger = Ledger::new(1);
+    let table = table(1, 64, 128);
+    let fd = table.insert(ledger.value(0)).unwrap();
+    let raw = fd.to_raw();
+    assert_eq!(Fd::from_raw(raw), fd);
+    let other_slot = Fd::from_raw(raw + 1); // slot 1: never allocated
+    let far_slot = Fd::from_raw(raw | 0xF_FFFF); // beyond max_slots
+    let far_shard = Fd::from_raw(raw | 0xFF << 20); // no such shard
+    let other_generation = Fd::from_raw(raw + (1 << 40));
+    for forged in [other_slot, far_slot, far_shard, other_generation] {
+        assert_eq!(table.get(forged).err(), Some(Error::Stale), "{forged:?}");
+        assert!(matches!(table.close(forged), Err(CloseError::Stale)));
+    }
+    assert_eq!(table.get(fd).unwrap().id, 0);
+}
+
+#[test]
+fn close_releases_in_caller_and_returns_the_error_once() {
+    let ledger = Ledger::new(2);
+    ledger.failing.store(1, std::sync::atomic::Ordering::SeqCst);
+    let table = table(1, 64, 64);
+    let fine = table.insert(ledger.value(0)).unwrap();
+    let failing = table.insert(ledger.value(1)).unwrap();
+    assert!(table.close(fine).is_ok());
+    assert!(matches!(table.close(failing), Err(CloseError::Release(1))));
+    // The entry is gone even though its release failed; no retry.
+    assert!(matches!(table.close(failing), Err(CloseError::Stale)));
+    let stats = table.stats();
+    assert_eq!(
+        (stats.sync_releases, stats.release_errors, stats.live),
+        (2, 1, 0)
+    );
+    assert_eq!(ledger.releases(1), 1);
+}
+
+#[test]
+fn close_with_guard_outstanding_defers_to_the_last_guard() {
+    let ledger = Ledger::new(3);
+    let table = table(1, 64, 64);
+    let fd = table.insert(ledger.value(0)).unwrap();
+    let guard = table.get(fd).unwrap();
+    let second = table.get(fd).unwrap();
+    table.close(fd).unwrap();
+    // Closed now: new lookups fail, existing guards still read the value.
+    assert_eq!(table.get(fd).err(), Some(Error::Stale));
+    assert_eq!(guard.id, 0);
+    assert_eq!(ledger.releases(0), 0);
+    drop(guard);
+    assert_eq!(table.stats().deferred_queue_depth, 0);
+    drop(second);
+    assert_eq!(ledger.releases(0), 0, "a guard drop never releases inline");
+    let stats = table.stats();
+    assert_eq!((stats.deferred_queue_depth, stats.live), (1, 1));
+    // The owner's next operation drains the deferred list, then reuses the slot.
+    let next = table.insert(ledger.value(1)).unwrap();
+    assert_eq!(ledger.releases(0), 1);
+    assert_eq!(next.slot(), fd.slot());
+    let stats = table.stats();
+    assert_eq!(
+        (
+            stats.sync_releases,
+            stats.deferred_releases,
+            stats.deferred_queue_depth
+        ),
+        (0, 1, 0)
+    );
+}
+
+#[test]
+fn owned_handle_drop_defers_and_close_releases_now() {
+    let ledger = Ledger::new(4);
+    ledger.failing.store(1, std::sync::atomic::Ordering::SeqCst);
+    let table = Arc::new(table(1, 64, 64));
+    let dropped = table.insert_owned(ledger.value(0)).unwrap();
+    let closed = table.insert_owned(ledger.value(1)).unwrap();
+    assert_eq!(dropped.id, 0);
+    assert_eq!(table.get(closed.fd()).unwrap().id, 1);
+    drop(dropped);
+    assert_eq!(ledger.releases(0), 0);
+    assert_eq!(table.stats().deferred_queue_depth, 1);
+    assert!(matches!(closed.close(), Err(CloseError::Release(1))));
+    assert_eq!(ledger.releases(1), 1);
+    assert_eq!(table.reap(), 1);
+    assert_eq!(ledger.releases(0), 1);
+    let stats = table.stats();
+    assert_eq!(
+        (stats.sync_releases, stats.deferred_releases, stats.live),
+        (1, 1, 0)
+    );
+}
+
+#[test]
+fn owned_entry_closed_through_the_table_stays_valid_for_the_handle() {
+    let ledger = Ledger::new(2);
+    let table = Arc::new(table(1, 64, 64));
+    let owned = table.insert_owned(ledger.value(0)).unwrap();
+    table.close(owned.fd()).unwrap();
+    assert_eq!(table.get(owned.fd()).err(), Some(Error::Stale));
+    assert_eq!(owned.id, 0, "the handle's reference keeps the value");
+    assert_eq!(ledger.releases(0), 0);
+    owned.close().unwrap();
+    assert_eq!(ledger.releases(0), 1);
+    assert_eq!(table.stats().live, 0);
+}
+
+#[test]
+fn guard_dropped_on_another_thread_is_reaped_by_any_thread() {
+    let ledger = Ledger::new(2);
+    let table = Arc::new(table(2, 64, 64));
+    let fd = table.insert(ledger.value(0)).unwrap();
+    let worker = {
+        let table = Arc::clone(&table);
+        std::thread::spawn(move || {
+            let guard = table.get(fd).unwrap();
+            table.close(fd).unwrap();
+            drop(guard);
+        })
+    };
+    worker.join().unwrap();
+    assert_eq!(ledger.releases(0), 0);
+    assert_eq!(table.stats().deferred_queue_depth, 1);
+    assert_eq!(table.reap(), 1);
+    assert_eq!(ledger.releases(0), 1);
+    assert_eq!(table.stats().live, 0);
+}
+
+#[test]
+fn foreign_close_frees_the_slot_for_the_owner() {
+    let ledger = Ledger::new(3);
+    let table = Arc::new(table(2, 64, 64));
+    let first = table.insert(ledger.value(0)).unwrap();
+    let _second = table.insert(ledger.value(1)).unwrap();
+    {
+        let table = Arc::clone(&table);
+        std::thread::spawn(move || table.close(first).unwrap())
+            .join()
+            .unwrap();
+    }
+    assert_eq!(ledger.releases(0), 1, "close releases in its caller");
+    assert_eq!(table.insert(ledger.value(2)).unwrap().slot(), first.slot());
+}
+
+#[test]
+fn threads_beyond_the_shard_count_use_the_shared_shard() {
+    let ledger = Ledger::new(10);
+    let table = Arc::new(table(1, 64, 64));
+    let barrier = Arc::new(Barrier::new(2));
+    let owner = {
+        let (table, ledger, barrier) = (
+            Arc::clone(&table),
+            Arc::clone(&ledger),
+            Arc::clone(&barrier),
+        );
+        std::thread::spawn(move || {
+            let fd = table.insert(ledger.value(0)).unwrap();
+            assert_eq!(table.local_shard(), 0);
+            barrier.wait(); // hold the claim while the other thread runs
+            barrier.wait();
+            fd
+        })
+    };
+    barrier.wait();
+    let shared = {
+        let (table, ledger) = (Arc::clone(&table), Arc::clone(&ledger));
+        std::thread::spawn(move || {
+            assert_eq!(table.local_shard(), 1);
+            table.insert(ledger.value(1)).unwrap()
+        })
+        .join()
+        .unwrap()
+    };
+    assert_eq!((shared.shard(), shared.slot()), (1, 0));
+    barrier.wait();
+    let owned_fd = owner.join().unwrap();
+    assert_eq!(owned_fd.shard(), 0);
+    // The owner exited, so its shard is free to claim again.
+    let next = {
+        let (table, ledger) = (Arc::clone(&table), Arc::clone(&ledger));
+        std::thread::spawn(move || table.insert(ledger.value(2)).unwrap())
+            .join()
+            .unwrap()
+    };
+    assert_eq!((next.shard(), next.slot()), (0, 1));
+    assert_eq!(table.get(shared).unwrap().id, 1);
+    assert!(table.stats().contention_events <= 1);
+}
+
+#[test]
+fn os_files_are_closed_by_close() {
+    let table: FdTable<OwnedFd> = FdTable::new(Config::default());
+    let (read, write) = pipe();
+    let raw = read.as_raw_fd();
+    let fd = table.insert(read).unwrap();
+    let write_fd = table.insert(write).unwrap();
+    assert!(fd_is_open(raw));
+    table.close(fd).unwrap();
+    assert!(!fd_is_open(raw), "close(2) ran in the caller");
+    let file: FdTable<std::fs::File> = FdTable::new(Config::default());
+    let opened = std::fs::File::open("Cargo.toml").unwrap();
+    let raw_file = opened.as_raw_fd();
+    let file_fd = file.insert(opened).unwrap();
+    file.close(file_fd).unwrap();
+    assert!(!fd_is_open(raw_file));
+    table.close(write_fd).unwrap();
+}
+
+fn pipe() -> (OwnedFd, OwnedFd) {
+    use std::os::fd::FromRawFd;
+    let mut fds = [0; 2];
+    // SAFETY: `fds` is a valid out-array of two ints.
+    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+    // SAFETY: pipe2 returned two fresh descriptors we now own.
+    unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) }
+}
+
+fn fd_is_open(raw: i32) -> bool {
+    // SAFETY: F_GETFD only queries the descriptor number.
+    unsafe { libc::fcntl(raw, libc::F_GETFD) != -1 }
+}
+
+#[test]
+fn stats_count_every_path() {
+    let ledger = Ledger::new(4);
+    let table = table(1, 64, 64);
+    let a = table.insert(ledger.value(0)).unwrap();
+    let b = table.insert(ledger.value(1)).unwrap();
+    table.close(a).unwrap();
+    let guard = table.get(b).unwrap();
+    table.close(b).unwrap();
+    drop(guard);
+    let _ = table.get(a);
+    let stats = table.stats();
+    assert_eq!(stats.allocations, 2);
+    assert_eq!(stats.sync_releases, 1);
+    assert_eq!(stats.deferred_queue_depth, 1);
+    assert_eq!(stats.stale_rejections, 1);
+    assert_eq!(stats.live, 1);
+    assert_eq!(table.reap(), 1);
+    assert_eq!(table.stats().deferred_releases, 1);
+    assert_eq!(table.stats().live, 0);
+}
