@@ -1,2 +1,1074 @@
-//! Runtime-level file management (work in progress).
+//! Runtime-level file management for async servers on tokio: open files
+//! beneath a served root safely, read them without blocking worker threads
+//! (io_uring or a portable fallback), share them through a path cache, and
+//! release them with the close semantics of Linux 6.6 (`close()` releases in
+//! the caller and returns the OS error; dropping a handle defers the release
+//! to a batched reaper).
+//!
+//! This crate owns the I/O policy on top of two data structures:
+//! [`fdtable`] (the sharded descriptor table) and [`pathcache`] (the
+//! path → open file cache). It also owns the process descriptor budget
+//! (raising `RLIMIT_NOFILE`, keeping headroom for sockets, recovering from
+//! `EMFILE`) and the export of every counter to the `metrics` facade.
+//!
+//! # Example
+//!
+//! ```
+//! use filemanager::{Config, FileManager, Opened};
+//!
+//! let dir = tempfile::tempdir().unwrap();
+//! std::fs::write(dir.path().join("hello.txt"), b"hello, world").unwrap();
+//!
+//! let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+//! rt.block_on(async {
+//!     let fm = FileManager::new(Config::new(dir.path())).unwrap();
+//!     println!("backend: {:?} ({})", fm.backend().0, fm.backend().1);
+//!
+//!     // Cached open: the second open of the same path is a cache hit.
+//!     let Opened::File(file) = fm.open("hello.txt").await.unwrap() else { panic!() };
+//!     assert_eq!(file.meta().size, 12);
+//!     assert_eq!(&fm.read_at(&file, 7, 100).await.unwrap()[..], b"world");
+//!
+//!     // Escapes are refused by the kernel, not by string checks.
+//!     assert!(matches!(fm.open("../etc/passwd").await.unwrap(), Opened::Forbidden));
+//!
+//!     // Uncached handle: explicit close returns the OS error.
+//!     let h = fm.open_uncached("hello.txt").await.unwrap();
+//!     h.close().await.unwrap();
+//! });
+//! ```
+//!
+//! # Implementation
+//!
+//! ```text
+//!  FileManager (Arc<Shared>)
+//!   ├─ root: Arc<OwnedFd>           every open is openat2(root, path, BENEATH|IN_ROOT ...)  [resolve]
+//!   ├─ backend: Blocking | Uring     preadv2(NOWAIT)+pool | ring per worker thread           [backend]
+//!   ├─ cache: PathCache<Owned<FileValue>>  path -> entry {meta, etag, mime, Owned handle}
+//!   ├─ table: Arc<FdTable<FileValue>>      slot -> FileValue {fd, fixed slot, ring mask}     [file]
+//!   ├─ open_fds (padded atomic) vs budget   RLIMIT_NOFILE - open at start - headroom         [limits]
+//!   └─ reaper thread (Weak<Shared>)  every tick: table.reap() + batched fixed-slot clears
+//! ```
+//!
+//! A cache hit touches only the path cache (no syscall, no allocation); a
+//! miss opens through the backend, inserts into the descriptor table, and
+//! publishes the entry. `EMFILE`/`ENFILE` or a full budget evicts cold
+//! cache entries, reaps deferred releases, and retries once before
+//! [`OpenError::Exhausted`].
 #![deny(missing_docs)]
+
+mod backend;
+mod file;
+pub mod limits;
+mod resolve;
+
+use std::fmt;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use bytes::Bytes;
+use crossbeam_utils::CachePadded;
+use fdtable::{FdTable, Owned};
+use pathcache::{FileMeta, Loaded, Lookup, Negative, PathCache};
+
+pub use backend::BackendStats;
+use backend::{Backend, Counters, Target};
+pub use file::FileValue;
+use file::{BudgetToken, FdCount};
+use resolve::{c_path, is_exhausted, map_open_error, Kind};
+
+/// Which I/O backend to run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum BackendKind {
+    /// io_uring when the kernel allows it, else blocking (the reason is logged).
+    #[default]
+    Auto,
+    /// io_uring; `FileManager::new` fails if it is unavailable.
+    Uring,
+    /// `preadv2(RWF_NOWAIT)` inline plus tokio's blocking pool.
+    Blocking,
+}
+
+impl FromStr for BackendKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(BackendKind::Auto),
+            "uring" => Ok(BackendKind::Uring),
+            "blocking" => Ok(BackendKind::Blocking),
+            _ => Err(format!(
+                "unknown io backend {s:?} (expected auto|uring|blocking)"
+            )),
+        }
+    }
+}
+
+impl fmt::Display for BackendKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            BackendKind::Auto => "auto",
+            BackendKind::Uring => "uring",
+            BackendKind::Blocking => "blocking",
+        })
+    }
+}
+
+/// How symlinks inside the root are treated. No policy ever serves a file
+/// outside the root.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum SymlinkPolicy {
+    /// No symlink is followed (`RESOLVE_NO_SYMLINKS`): any symlink is Forbidden.
+    Deny,
+    /// Symlinks are followed while they stay beneath the root
+    /// (`RESOLVE_BENEATH`); an absolute or escaping target is Forbidden.
+    #[default]
+    WithinRoot,
+    /// Symlinks are followed with the root as `/` (`RESOLVE_IN_ROOT`, like a
+    /// chroot): `a -> /x` means `<root>/x`, and `..` stops at the root.
+    Follow,
+}
+
+impl FromStr for SymlinkPolicy {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "deny" => Ok(SymlinkPolicy::Deny),
+            "within_root" => Ok(SymlinkPolicy::WithinRoot),
+            "follow" => Ok(SymlinkPolicy::Follow),
+            _ => Err(format!(
+                "unknown symlink policy {s:?} (expected deny|within_root|follow)"
+            )),
+        }
+    }
+}
+
+/// Configuration of a [`FileManager`].
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// The served root directory.
+    pub root: PathBuf,
+    /// Shards of the descriptor table and counters (usually the worker count).
+    pub shards: usize,
+    /// The I/O backend.
+    pub backend: BackendKind,
+    /// Symlink policy.
+    pub symlinks: SymlinkPolicy,
+    /// Path cache bounds; `max_open` is further capped by the fd budget.
+    pub cache: pathcache::Config,
+    /// Descriptors this manager may hold; `None` derives it from `RLIMIT_NOFILE`.
+    pub fd_budget: Option<usize>,
+    /// Descriptors kept free for sockets and everything else.
+    pub fd_headroom: usize,
+}
+
+impl Config {
+    /// Defaults for serving `root`.
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        Config {
+            root: root.into(),
+            shards: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            backend: BackendKind::Auto,
+            symlinks: SymlinkPolicy::WithinRoot,
+            cache: pathcache::Config::default(),
+            fd_budget: None,
+            fd_headroom: 1024,
+        }
+    }
+}
+
+/// Why an open failed.
+#[derive(Debug)]
+pub enum OpenError {
+    /// No such file (or a path component is not a directory).
+    NotFound,
+    /// Escape attempt, symlink policy, permissions, or not a regular file.
+    Forbidden,
+    /// The path is a directory.
+    IsDir,
+    /// Out of descriptors even after evicting and reaping: map to 503.
+    Exhausted,
+    /// Any other OS error.
+    Io(io::Error),
+}
+
+impl fmt::Display for OpenError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            OpenError::NotFound => f.write_str("not found"),
+            OpenError::Forbidden => f.write_str("forbidden"),
+            OpenError::IsDir => f.write_str("is a directory"),
+            OpenError::Exhausted => f.write_str("out of file descriptors"),
+            OpenError::Io(e) => write!(f, "i/o error: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for OpenError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            OpenError::Io(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+/// The outcome of a cached open.
+#[derive(Debug)]
+pub enum Opened {
+    /// A regular file.
+    File(CachedFile),
+    /// Nothing at that path.
+    NotFound,
+    /// Refused (escape, symlink policy, permission, not a regular file).
+    Forbidden,
+    /// A directory (the server may redirect or serve an index).
+    IsDir,
+}
+
+type Entry = pathcache::EntryRef<Owned<FileValue>>;
+
+/// A file from the path cache. Holding it keeps the entry (and its
+/// descriptor) alive; dropping it is one refcount decrement.
+pub struct CachedFile {
+    entry: Entry,
+    /// Set when the cache entry holds metadata only (`min_uses`): the
+    /// descriptor was opened for this request.
+    own: Option<FileHandle>,
+}
+
+impl fmt::Debug for CachedFile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CachedFile")
+            .field("path", &self.entry.path())
+            .field("fd", &self.as_raw_fd())
+            .finish()
+    }
+}
+
+impl CachedFile {
+    /// Size, times and identity of the file.
+    pub fn meta(&self) -> &FileMeta {
+        self.entry.meta()
+    }
+    /// Strong, quoted ETag.
+    pub fn etag(&self) -> &str {
+        self.entry.etag()
+    }
+    /// MIME type guessed from the name.
+    pub fn mime(&self) -> &'static str {
+        self.entry.mime()
+    }
+    /// The whole file when it is small enough to be cached in memory.
+    pub fn bytes(&self) -> Option<&[u8]> {
+        self.entry.bytes()
+    }
+    /// The path relative to the root (the cache key).
+    pub fn path(&self) -> &str {
+        self.entry.path()
+    }
+    fn value(&self) -> &FileValue {
+        match &self.own {
+            Some(h) => h.value(),
+            None => self
+                .entry
+                .handle()
+                .expect("CachedFile without a handle always owns one"),
+        }
+    }
+}
+
+impl AsFd for CachedFile {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.value().as_fd()
+    }
+}
+
+impl AsRawFd for CachedFile {
+    fn as_raw_fd(&self) -> RawFd {
+        self.as_fd().as_raw_fd()
+    }
+}
+
+/// An uncached open file. `close().await` releases it now and returns the
+/// OS error; dropping it defers the release to the reaper.
+pub struct FileHandle {
+    owned: Owned<FileValue>,
+}
+
+impl fmt::Debug for FileHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FileHandle")
+            .field("fd", &self.as_raw_fd())
+            .finish()
+    }
+}
+
+impl FileHandle {
+    fn value(&self) -> &FileValue {
+        &self.owned
+    }
+
+    /// Size of the file when it was opened.
+    pub fn size(&self) -> u64 {
+        self.owned.size()
+    }
+
+    /// Closes now and returns the `close(2)` error, if any. If another
+    /// reference is still reading, the release happens when it finishes.
+    pub async fn close(self) -> io::Result<()> {
+        match self.owned.close() {
+            Ok(()) => Ok(()),
+            Err(fdtable::CloseError::Release(e)) => Err(e),
+            Err(e) => Err(io::Error::other(format!("descriptor table: {e:?}"))),
+        }
+    }
+}
+
+impl AsFd for FileHandle {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.owned.as_fd()
+    }
+}
+
+impl AsRawFd for FileHandle {
+    fn as_raw_fd(&self) -> RawFd {
+        self.as_fd().as_raw_fd()
+    }
+}
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// What [`FileManager::read_at`] can read: [`CachedFile`] and [`FileHandle`]
+/// (which use io_uring fixed-file slots), or any plain descriptor.
+pub trait ReadTarget: AsFd + sealed::Sealed {
+    #[doc(hidden)]
+    fn file_value(&self) -> Option<&FileValue>;
+}
+
+impl sealed::Sealed for CachedFile {}
+impl ReadTarget for CachedFile {
+    fn file_value(&self) -> Option<&FileValue> {
+        Some(self.value())
+    }
+}
+impl sealed::Sealed for FileHandle {}
+impl ReadTarget for FileHandle {
+    fn file_value(&self) -> Option<&FileValue> {
+        Some(self.value())
+    }
+}
+impl sealed::Sealed for std::fs::File {}
+impl ReadTarget for std::fs::File {
+    fn file_value(&self) -> Option<&FileValue> {
+        None
+    }
+}
+impl sealed::Sealed for OwnedFd {}
+impl ReadTarget for OwnedFd {
+    fn file_value(&self) -> Option<&FileValue> {
+        None
+    }
+}
+impl sealed::Sealed for BorrowedFd<'_> {}
+impl ReadTarget for BorrowedFd<'_> {
+    fn file_value(&self) -> Option<&FileValue> {
+        None
+    }
+}
+
+/// Everything a [`FileManager`] counts, summed at call time.
+#[derive(Clone, Debug)]
+pub struct Stats {
+    /// The backend that runs.
+    pub backend: BackendKind,
+    /// Descriptor table counters.
+    pub fdtable: fdtable::Stats,
+    /// Path cache counters.
+    pub cache: pathcache::Stats,
+    /// Backend operations and bytes read.
+    pub io: BackendStats,
+    /// Descriptors held by this manager now.
+    pub open_fds: u64,
+    /// The descriptor budget.
+    pub fd_budget: u64,
+    /// The soft `RLIMIT_NOFILE` after raising.
+    pub fd_limit: u64,
+    /// Opens that hit `EMFILE`/`ENFILE` or the budget and were recovered by
+    /// evicting and reaping.
+    pub emfile_recoveries: u64,
+    /// Opens refused with [`OpenError::Exhausted`].
+    pub exhausted: u64,
+    /// Reaper passes that released at least one descriptor.
+    pub reaper_batches: u64,
+    /// Descriptors released by the reaper.
+    pub reaped: u64,
+}
+
+/// Cheaply cloneable handle to the manager (an `Arc` inside); `Send + Sync`.
+#[derive(Clone)]
+pub struct FileManager {
+    shared: Arc<Shared>,
+}
+
+impl fmt::Debug for FileManager {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FileManager")
+            .field("root", &self.shared.root_path)
+            .field("backend", &self.shared.kind)
+            .field("fd_budget", &self.shared.budget)
+            .finish()
+    }
+}
+
+static NEXT_MANAGER_ID: AtomicU64 = AtomicU64::new(1);
+
+/// How long the reaper sleeps between passes.
+const REAP_TICK: Duration = Duration::from_millis(5);
+/// Cache entries evicted per `EMFILE` recovery.
+const EVICT_BATCH: usize = 64;
+
+struct Shared {
+    // Field order is drop order: the cache releases its handles into the
+    // table's deferred lists before the table itself goes.
+    cache: PathCache<Owned<FileValue>>,
+    table: Arc<FdTable<FileValue>>,
+    backend: Backend,
+    root: Arc<OwnedFd>,
+    root_path: PathBuf,
+    policy: SymlinkPolicy,
+    kind: BackendKind,
+    why: String,
+    id: u64,
+    shards: usize,
+    limit: u64,
+    budget: usize,
+    open_fds: FdCount,
+    counters: Arc<Counters>,
+    emfile_recoveries: CachePadded<AtomicU64>,
+    exhausted: CachePadded<AtomicU64>,
+    reaper_batches: AtomicU64,
+    reaped: AtomicU64,
+    described: Mutex<Option<String>>,
+    reaper_stop: AtomicBool,
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        self.reaper_stop.store(true, Ordering::Release);
+    }
+}
+
+fn choose_backend(
+    kind: BackendKind,
+    counters: &Arc<Counters>,
+) -> io::Result<(Backend, BackendKind, String)> {
+    let blocking = || {
+        Backend::Blocking(backend::blocking::Blocking {
+            counters: Arc::clone(counters),
+        })
+    };
+    #[cfg(target_os = "linux")]
+    {
+        let uring = || {
+            Backend::Uring(backend::uring::Uring {
+                counters: Arc::clone(counters),
+            })
+        };
+        match kind {
+            BackendKind::Blocking => Ok((blocking(), BackendKind::Blocking, "configured".into())),
+            BackendKind::Uring => match backend::uring::probe() {
+                Ok(()) => Ok((
+                    uring(),
+                    BackendKind::Uring,
+                    "configured; probe passed".into(),
+                )),
+                Err(why) => Err(io::Error::new(
+                    io::ErrorKind::Unsupported,
+                    format!("io_uring unavailable: {why}"),
+                )),
+            },
+            BackendKind::Auto => match backend::uring::probe() {
+                Ok(()) => Ok((
+                    uring(),
+                    BackendKind::Uring,
+                    "auto: io_uring probe passed".into(),
+                )),
+                Err(why) => {
+                    let disabled = std::fs::read_to_string("/proc/sys/kernel/io_uring_disabled")
+                        .map(|s| format!(" (kernel.io_uring_disabled={})", s.trim()))
+                        .unwrap_or_default();
+                    Ok((
+                        blocking(),
+                        BackendKind::Blocking,
+                        format!("auto: io_uring unavailable: {why}{disabled}"),
+                    ))
+                }
+            },
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    match kind {
+        BackendKind::Uring => Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "io_uring needs Linux",
+        )),
+        _ => Ok((
+            blocking(),
+            BackendKind::Blocking,
+            "io_uring needs Linux".into(),
+        )),
+    }
+}
+
+/// The `Loader` the path cache calls on a miss or revalidation.
+struct CacheLoader<'a> {
+    shared: &'a Shared,
+}
+
+impl pathcache::Loader<Owned<FileValue>> for CacheLoader<'_> {
+    type Error = OpenError;
+
+    async fn load(
+        &self,
+        path: &str,
+        open: bool,
+        read_small: Option<u64>,
+    ) -> Result<Loaded<Owned<FileValue>>, OpenError> {
+        let mime = mime_guess::from_path(path)
+            .first_raw()
+            .unwrap_or("application/octet-stream");
+        if !open {
+            return match self.shared.stat_path(path).await {
+                Ok(meta) => Ok(Loaded::File {
+                    meta,
+                    mime,
+                    handle: None,
+                    bytes: None,
+                }),
+                Err(OpenError::NotFound) => Ok(Loaded::Negative(Negative::NotFound)),
+                Err(OpenError::Forbidden) => Ok(Loaded::Negative(Negative::Forbidden)),
+                Err(e) => Err(e),
+            };
+        }
+        let (owned, meta) = match self.shared.open_owned(path).await {
+            Ok(v) => v,
+            Err(OpenError::NotFound) => return Ok(Loaded::Negative(Negative::NotFound)),
+            Err(OpenError::Forbidden) => return Ok(Loaded::Negative(Negative::Forbidden)),
+            Err(e) => return Err(e),
+        };
+        let bytes = match read_small {
+            Some(max) if meta.size <= max => {
+                let len = usize::try_from(meta.size).unwrap_or(usize::MAX);
+                let target = Target {
+                    fd: owned.as_fd(),
+                    file: Some(&owned),
+                };
+                let b = self
+                    .shared
+                    .backend
+                    .read(target, 0, len)
+                    .await
+                    .map_err(OpenError::Io)?;
+                // A file that changed size under us is served by descriptor.
+                (b.len() as u64 == meta.size).then(|| b.to_vec())
+            }
+            _ => None,
+        };
+        Ok(Loaded::File {
+            meta,
+            mime,
+            handle: Some(owned),
+            bytes,
+        })
+    }
+
+    async fn stat(&self, path: &str) -> Result<Option<FileMeta>, OpenError> {
+        match self.shared.stat_path(path).await {
+            Ok(meta) => Ok(Some(meta)),
+            Err(OpenError::NotFound) | Err(OpenError::Forbidden) | Err(OpenError::IsDir) => {
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
+    }
+}
+
+fn cache_key(rel_path: &str) -> &str {
+    rel_path.trim_start_matches('/')
+}
+
+impl Shared {
+    /// Makes room: evicts cold cache entries, then reaps deferred releases
+    /// and clears fixed slots. Returns descriptors released.
+    fn relieve(&self) -> usize {
+        self.cache.evict_unused(EVICT_BATCH);
+        self.reap_now()
+    }
+
+    fn reap_now(&self) -> usize {
+        let n = self.table.reap();
+        #[cfg(target_os = "linux")]
+        backend::uring::flush_unregisters();
+        if n > 0 {
+            self.reaper_batches.fetch_add(1, Ordering::Relaxed);
+            self.reaped.fetch_add(n as u64, Ordering::Relaxed);
+        }
+        n
+    }
+
+    fn over_budget(&self) -> bool {
+        self.open_fds.load(Ordering::Relaxed) >= self.budget
+    }
+
+    /// Opens through the backend with budget and `EMFILE` recovery.
+    async fn open_raw(
+        &self,
+        path: &str,
+        oflags: rustix::fs::OFlags,
+    ) -> Result<(OwnedFd, resolve::Stat), OpenError> {
+        let c = c_path(path)?;
+        let mut recovered = false;
+        if self.over_budget() {
+            self.relieve();
+            if self.over_budget() {
+                self.exhausted.fetch_add(1, Ordering::Relaxed);
+                return Err(OpenError::Exhausted);
+            }
+            recovered = true;
+        }
+        let res = match self
+            .backend
+            .open(&self.root, c.clone(), oflags, self.policy)
+            .await
+        {
+            Err(e) if is_exhausted(&e) => {
+                self.relieve();
+                recovered = true;
+                match self.backend.open(&self.root, c, oflags, self.policy).await {
+                    Err(e) if is_exhausted(&e) => {
+                        self.exhausted.fetch_add(1, Ordering::Relaxed);
+                        return Err(OpenError::Exhausted);
+                    }
+                    other => other,
+                }
+            }
+            other => other,
+        };
+        if recovered {
+            self.emfile_recoveries.fetch_add(1, Ordering::Relaxed);
+        }
+        res.map_err(map_open_error)
+    }
+
+    async fn stat_path(&self, path: &str) -> Result<FileMeta, OpenError> {
+        let (fd, st) = self.open_raw(path, resolve::path_oflags()).await?;
+        drop(fd);
+        match st.kind {
+            Kind::Regular => Ok(st.meta),
+            Kind::Dir => Err(OpenError::IsDir),
+            Kind::Other => Err(OpenError::Forbidden),
+        }
+    }
+
+    async fn open_owned(&self, path: &str) -> Result<(Owned<FileValue>, FileMeta), OpenError> {
+        let (fd, st) = self.open_raw(path, resolve::read_oflags()).await?;
+        match st.kind {
+            Kind::Regular => {}
+            Kind::Dir => return Err(OpenError::IsDir),
+            Kind::Other => return Err(OpenError::Forbidden),
+        }
+        let value = FileValue::new(fd, st.meta.size, BudgetToken::take(&self.open_fds));
+        let owned = match self.table.insert_owned(value) {
+            Ok(o) => o,
+            Err(fdtable::InsertError::Full(v)) => {
+                drop(v);
+                self.relieve();
+                self.exhausted.fetch_add(1, Ordering::Relaxed);
+                return Err(OpenError::Exhausted);
+            }
+        };
+        #[cfg(target_os = "linux")]
+        {
+            let fd = owned.fd();
+            let index = u64::from(fd.slot()) * self.shards as u64 + fd.shard() as u64;
+            if let Ok(index) = u32::try_from(index) {
+                owned.set_fixed_slot(file::FixedSlot {
+                    index,
+                    key: (self.id, fd.to_raw()),
+                });
+            }
+        }
+        Ok((owned, st.meta))
+    }
+}
+
+fn spawn_reaper(weak: Weak<Shared>) -> io::Result<()> {
+    std::thread::Builder::new()
+        .name("filemanager-reaper".into())
+        .spawn(move || loop {
+            std::thread::sleep(REAP_TICK);
+            let Some(shared) = weak.upgrade() else { return };
+            if shared.reaper_stop.load(Ordering::Acquire) {
+                return;
+            }
+            shared.reap_now();
+        })?;
+    Ok(())
+}
+
+impl FileManager {
+    /// Opens the root, raises the soft `RLIMIT_NOFILE`, derives the budget,
+    /// picks (and logs) the backend, and starts the reaper.
+    pub fn new(config: Config) -> io::Result<FileManager> {
+        let root = rustix::fs::open(
+            &config.root,
+            rustix::fs::OFlags::RDONLY
+                | rustix::fs::OFlags::DIRECTORY
+                | rustix::fs::OFlags::CLOEXEC,
+            rustix::fs::Mode::empty(),
+        )
+        .map_err(|e| {
+            io::Error::new(
+                io::Error::from(e).kind(),
+                format!("cannot open root {}: {e}", config.root.display()),
+            )
+        })?;
+        let limit = limits::raise_nofile();
+        let budget = limits::derive_budget(limit, config.fd_budget, config.fd_headroom);
+        let shards = config.shards.max(1);
+        let counters = Arc::new(Counters::new(shards));
+        let (backend, kind, why) = choose_backend(config.backend, &counters)?;
+        tracing::info!(backend = %kind, reason = %why, fd_limit = limit, fd_budget = budget, root = %config.root.display(), "filemanager started");
+        let table = Arc::new(FdTable::new(fdtable::Config {
+            shards,
+            initial_slots: 64,
+            max_slots: budget.max(64),
+        }));
+        let mut cache_cfg = config.cache.clone();
+        cache_cfg.max_open = cache_cfg.max_open.min(budget);
+        let shared = Arc::new(Shared {
+            cache: PathCache::new(cache_cfg),
+            table,
+            backend,
+            root: Arc::new(root),
+            root_path: config.root.clone(),
+            policy: config.symlinks,
+            kind,
+            why,
+            id: NEXT_MANAGER_ID.fetch_add(1, Ordering::Relaxed),
+            shards,
+            limit,
+            budget,
+            open_fds: Arc::new(CachePadded::new(AtomicUsize::new(0))),
+            counters,
+            emfile_recoveries: CachePadded::new(AtomicU64::new(0)),
+            exhausted: CachePadded::new(AtomicU64::new(0)),
+            reaper_batches: AtomicU64::new(0),
+            reaped: AtomicU64::new(0),
+            described: Mutex::new(None),
+            reaper_stop: AtomicBool::new(false),
+        });
+        spawn_reaper(Arc::downgrade(&shared))?;
+        Ok(FileManager { shared })
+    }
+
+    /// The backend that runs (`Uring` or `Blocking`) and why it was chosen.
+    pub fn backend(&self) -> (BackendKind, &str) {
+        (self.shared.kind, &self.shared.why)
+    }
+
+    /// The soft `RLIMIT_NOFILE` after raising it.
+    pub fn fd_limit(&self) -> u64 {
+        self.shared.limit
+    }
+
+    /// How many descriptors this manager may hold.
+    pub fn fd_budget(&self) -> usize {
+        self.shared.budget
+    }
+
+    /// The served root.
+    pub fn root(&self) -> &Path {
+        &self.shared.root_path
+    }
+
+    /// Opens `rel_path` through the path cache.
+    pub async fn open(&self, rel_path: &str) -> Result<Opened, OpenError> {
+        let key = cache_key(rel_path);
+        let loader = CacheLoader {
+            shared: &self.shared,
+        };
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            let entry = match self.shared.cache.get_or_load(key, &loader).await {
+                Ok(Lookup::Hit(e)) => e,
+                Ok(Lookup::Negative(Negative::NotFound)) | Err(OpenError::NotFound) => {
+                    return Ok(Opened::NotFound)
+                }
+                Ok(Lookup::Negative(Negative::Forbidden)) | Err(OpenError::Forbidden) => {
+                    return Ok(Opened::Forbidden)
+                }
+                Err(OpenError::IsDir) => return Ok(Opened::IsDir),
+                Err(e) => return Err(e),
+            };
+            if entry.handle().is_some() {
+                return Ok(Opened::File(CachedFile { entry, own: None }));
+            }
+            // Metadata-only entry (not yet used often enough to keep an fd
+            // cached): open for this request and check it is the same file.
+            let (owned, meta) = match self.shared.open_owned(key).await {
+                Ok(v) => v,
+                Err(OpenError::NotFound) => return Ok(Opened::NotFound),
+                Err(OpenError::Forbidden) => return Ok(Opened::Forbidden),
+                Err(OpenError::IsDir) => return Ok(Opened::IsDir),
+                Err(e) => return Err(e),
+            };
+            let m = entry.meta();
+            if (m.dev, m.ino, m.size, m.mtime_ns) == (meta.dev, meta.ino, meta.size, meta.mtime_ns)
+                || attempts >= 2
+            {
+                return Ok(Opened::File(CachedFile {
+                    entry,
+                    own: Some(FileHandle { owned }),
+                }));
+            }
+            // Changed since it was cached: drop the stale entry and look up
+            // again so metadata and descriptor agree.
+            self.shared.cache.invalidate(key);
+        }
+    }
+
+    /// Opens `rel_path` without the cache (regular files only).
+    pub async fn open_uncached(&self, rel_path: &str) -> Result<FileHandle, OpenError> {
+        let (owned, _) = self.shared.open_owned(cache_key(rel_path)).await?;
+        Ok(FileHandle { owned })
+    }
+
+    /// Metadata of `rel_path` (from the cache when fresh).
+    pub async fn stat(&self, rel_path: &str) -> Result<FileMeta, OpenError> {
+        let key = cache_key(rel_path);
+        match self.shared.cache.get(key) {
+            Some(Lookup::Hit(e)) => return Ok(*e.meta()),
+            Some(Lookup::Negative(Negative::NotFound)) => return Err(OpenError::NotFound),
+            Some(Lookup::Negative(Negative::Forbidden)) => return Err(OpenError::Forbidden),
+            None => {}
+        }
+        self.shared.stat_path(key).await
+    }
+
+    /// Reads up to `len` bytes at `offset` (fewer only at end of file).
+    pub async fn read_at(
+        &self,
+        file: &impl ReadTarget,
+        offset: u64,
+        len: usize,
+    ) -> io::Result<Bytes> {
+        let target = Target {
+            fd: file.as_fd(),
+            file: file.file_value(),
+        };
+        self.shared.backend.read(target, offset, len).await
+    }
+
+    /// Reads into `buf` at `offset`; returns bytes read (fewer only at end of
+    /// file). With io_uring the kernel writes an owned buffer that is then
+    /// copied, because a borrowed buffer could be freed by a dropped future
+    /// while the kernel still writes it.
+    pub async fn read_into(
+        &self,
+        file: &impl ReadTarget,
+        offset: u64,
+        buf: &mut [u8],
+    ) -> io::Result<usize> {
+        let target = Target {
+            fd: file.as_fd(),
+            file: file.file_value(),
+        };
+        match &self.shared.backend {
+            Backend::Blocking(b) => b.read_into(target, offset, buf).await,
+            #[cfg(target_os = "linux")]
+            Backend::Uring(_) => {
+                let bytes = self.shared.backend.read(target, offset, buf.len()).await?;
+                buf[..bytes.len()].copy_from_slice(&bytes);
+                Ok(bytes.len())
+            }
+        }
+    }
+
+    /// Drains deferred releases now (the reaper does this every tick).
+    pub fn reap(&self) -> usize {
+        self.shared.reap_now()
+    }
+
+    /// Drops the cached entry for `rel_path` (its descriptor is released when
+    /// the last user finishes).
+    pub fn invalidate(&self, rel_path: &str) -> bool {
+        self.shared.cache.invalidate(cache_key(rel_path))
+    }
+
+    /// Applies new cache limits where the running cache allows it. Sizes are
+    /// fixed at construction; this logs what needs a restart.
+    pub fn reload_cache_limits(&self, cache: &pathcache::Config) {
+        tracing::info!(?cache, "cache limits change takes effect on restart");
+    }
+
+    /// Counters of the table, the cache, the backend and this manager.
+    pub fn stats(&self) -> Stats {
+        let s = &self.shared;
+        Stats {
+            backend: s.kind,
+            fdtable: s.table.stats(),
+            cache: s.cache.stats(),
+            io: s.counters.snapshot(),
+            open_fds: s.open_fds.load(Ordering::Relaxed) as u64,
+            fd_budget: s.budget as u64,
+            fd_limit: s.limit,
+            emfile_recoveries: s.emfile_recoveries.load(Ordering::Relaxed),
+            exhausted: s.exhausted.load(Ordering::Relaxed),
+            reaper_batches: s.reaper_batches.load(Ordering::Relaxed),
+            reaped: s.reaped.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Sets every counter and gauge through the `metrics` facade from
+    /// [`FileManager::stats`]; call it when `/metrics` is scraped.
+    pub fn export_metrics(&self, prefix: &str) {
+        let st = self.stats();
+        self.describe(prefix);
+        let n = |s: &str| format!("{prefix}_{s}");
+        let c = &st.cache;
+        metrics::counter!(n("cache_hits_total")).absolute(c.hits);
+        metrics::counter!(n("cache_misses_total")).absolute(c.misses);
+        metrics::counter!(n("cache_negative_hits_total")).absolute(c.negative_hits);
+        metrics::counter!(n("cache_evictions_total")).absolute(c.evictions);
+        metrics::counter!(n("cache_revalidations_total")).absolute(c.revalidations);
+        metrics::counter!(n("cache_invalidations_total")).absolute(c.invalidations);
+        metrics::gauge!(n("cache_entries")).set(c.entries as f64);
+        metrics::counter!(n("contention_total"), "component" => "fdtable")
+            .absolute(st.fdtable.contention_events);
+        metrics::counter!(n("contention_total"), "component" => "pathcache")
+            .absolute(c.contention_events);
+        metrics::gauge!(n("fds_open")).set(st.open_fds as f64);
+        metrics::gauge!(n("fd_budget")).set(st.fd_budget as f64);
+        metrics::gauge!(n("fd_limit")).set(st.fd_limit as f64);
+        metrics::counter!(n("fd_allocations_total")).absolute(st.fdtable.allocations);
+        metrics::counter!(n("fd_releases_total"), "path" => "close")
+            .absolute(st.fdtable.sync_releases);
+        metrics::counter!(n("fd_releases_total"), "path" => "deferred")
+            .absolute(st.fdtable.deferred_releases);
+        metrics::counter!(n("fd_release_errors_total")).absolute(st.fdtable.release_errors);
+        metrics::counter!(n("fd_stale_total")).absolute(st.fdtable.stale_rejections);
+        metrics::gauge!(n("deferred_release_queue_depth"))
+            .set(st.fdtable.deferred_queue_depth as f64);
+        metrics::counter!(n("emfile_recoveries_total")).absolute(st.emfile_recoveries);
+        metrics::counter!(n("fd_exhausted_total")).absolute(st.exhausted);
+        for (label, v) in BackendStats::ops_labels().into_iter().zip(st.io.ops) {
+            metrics::counter!(n("backend_ops_total"), "op" => label).absolute(v);
+        }
+        metrics::counter!(n("read_bytes_total")).absolute(st.io.read_bytes);
+        metrics::counter!(n("reaper_batches_total")).absolute(st.reaper_batches);
+        metrics::gauge!(n("io_backend"), "backend" => st.backend.to_string()).set(1.0);
+    }
+
+    fn describe(&self, prefix: &str) {
+        let mut d = self
+            .shared
+            .described
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if d.as_deref() == Some(prefix) {
+            return;
+        }
+        *d = Some(prefix.to_string());
+        let n = |s: &str| format!("{prefix}_{s}");
+        use metrics::{describe_counter, describe_gauge, Unit};
+        describe_counter!(
+            n("cache_hits_total"),
+            "Path cache lookups answered from a fresh entry."
+        );
+        describe_counter!(
+            n("cache_misses_total"),
+            "Path cache lookups that had to load from the filesystem."
+        );
+        describe_counter!(
+            n("cache_negative_hits_total"),
+            "Lookups answered from a cached not-found/forbidden entry."
+        );
+        describe_counter!(
+            n("cache_evictions_total"),
+            "Path cache entries evicted (capacity, fd budget or EMFILE)."
+        );
+        describe_counter!(
+            n("cache_revalidations_total"),
+            "Entries re-stat'ed after their validity period."
+        );
+        describe_counter!(
+            n("cache_invalidations_total"),
+            "Entries dropped because the file changed or on request."
+        );
+        describe_gauge!(n("cache_entries"), "Entries in the path cache.");
+        describe_counter!(
+            n("contention_total"),
+            "Lock waits or CAS retries, by component."
+        );
+        describe_gauge!(n("fds_open"), "File descriptors held by the file manager.");
+        describe_gauge!(
+            n("fd_budget"),
+            "File descriptors the file manager may hold (RLIMIT_NOFILE less headroom)."
+        );
+        describe_gauge!(
+            n("fd_limit"),
+            "Soft RLIMIT_NOFILE after raising it to the hard limit."
+        );
+        describe_counter!(
+            n("fd_allocations_total"),
+            "Descriptor table slots allocated."
+        );
+        describe_counter!(
+            n("fd_releases_total"),
+            "Descriptors released, by path: close (synchronous) or deferred (drop, reaper)."
+        );
+        describe_counter!(
+            n("fd_release_errors_total"),
+            "close(2) errors seen while releasing descriptors."
+        );
+        describe_counter!(
+            n("fd_stale_total"),
+            "Operations refused because the descriptor was stale."
+        );
+        describe_gauge!(
+            n("deferred_release_queue_depth"),
+            "Dropped descriptors waiting for the reaper."
+        );
+        describe_counter!(
+            n("emfile_recoveries_total"),
+            "Opens that hit EMFILE/ENFILE or the budget and recovered by evicting and reaping."
+        );
+        describe_counter!(
+            n("fd_exhausted_total"),
+            "Opens refused because descriptors stayed exhausted after recovery."
+        );
+        describe_counter!(n("backend_ops_total"), "I/O backend operations by kind.");
+        describe_counter!(
+            n("read_bytes_total"),
+            Unit::Bytes,
+            "Bytes read from files by the backend."
+        );
+        describe_counter!(
+            n("reaper_batches_total"),
+            "Reaper passes that released at least one descriptor."
+        );
+        describe_gauge!(
+            n("io_backend"),
+            "The I/O backend that runs (label backend), always 1."
+        );
+    }
+}

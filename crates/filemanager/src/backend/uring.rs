@@ -1,0 +1,795 @@
+//! The io_uring backend: owns one ring per worker thread (created lazily on
+//! first use), the table of operations in flight on each ring, the fixed-file
+//! slots each ring has registered, and the driver task that turns ring
+//! completions into tokio wake-ups.
+//!
+//! ```text
+//!  worker thread (thread-local Arc<Ring>)         tokio reactor
+//!  ┌──────────────────────────────────────┐       ┌──────────────────┐
+//!  │ Mutex<Inner>                          │       │ AsyncFd(eventfd) │──▶ driver task:
+//!  │   IoUring (SQ 256 / CQ 512)           │──CQE──▶ eventfd counter   │    drain eventfd,
+//!  │   ops: Slab<OpSlot{state, keep}>      │       └──────────────────┘    reap CQ, wake
+//!  │   registered: [ (manager, Fd) ; cap ] │  fixed-file slot i = fdtable slot * shards + shard
+//!  │ unregister queue (from releases)      │
+//!  └──────────────────────────────────────┘
+//! ```
+//!
+//! Completion delivery needs no blocking thread: the submitter reaps the
+//! completion queue right after `io_uring_enter` (page-cache reads complete
+//! inline, so most reads finish inside one poll), and anything that
+//! completes later signals the eventfd, which the ring's driver task watches
+//! through tokio's `AsyncFd`. A ring is `Send + Sync` behind its mutex, so a
+//! task that migrates to another worker of a multi-thread runtime still
+//! completes: any thread may reap any ring.
+//!
+//! ## Memory the kernel writes (buffer lifetime)
+//!
+//! Every pointer handed to the kernel (read buffer, path, `open_how`,
+//! `statx` buffer, root directory fd) is owned by the operation's slot in the
+//! ring's slab (`Keep`), not by the future. Heap allocations do not move when
+//! the slab grows. If the future is dropped before its completion arrives,
+//! the slot is marked `Abandoned` and keeps the memory until the CQE is reaped
+//! (by any later submitter, the driver, or the ring's `Drop`, which waits for
+//! every operation in flight). An abandoned open that succeeded has its new
+//! descriptor closed on reaping.
+
+use std::cell::RefCell;
+use std::ffi::CString;
+use std::future::Future;
+use std::io;
+use std::mem::MaybeUninit;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::task::{Context, Poll, Waker};
+
+use bytes::Bytes;
+use io_uring::{opcode, squeue, types, IoUring};
+use rustix::fs::OFlags;
+use slab::Slab;
+
+use super::{Counters, IoBackend, Op, Target};
+use crate::resolve::{resolve_flags, stat_from_parts, Stat};
+use crate::SymlinkPolicy;
+
+/// Submission queue entries per ring.
+const RING_ENTRIES: u32 = 256;
+/// Upper bound on fixed-file slots per ring.
+const MAX_FIXED: u32 = 1 << 16;
+/// `user_data` of internal operations whose completion nobody awaits.
+const INTERNAL: u64 = u64::MAX;
+/// At most this many rings carry a bit in a file's `rings` mask.
+const MAX_RING_IDS: usize = 64;
+/// The `-1` a fixed-file update writes to clear a slot. A static, so the
+/// pointer in the SQE is valid forever.
+static CLEAR_SLOT: [RawFd; 1] = [-1];
+
+/// Identity of what a fixed slot holds: (manager id, fdtable descriptor).
+/// `(0, 0)` is empty; manager ids start at 1.
+pub(crate) type FixedKey = (u64, u64);
+
+/// Where a file may sit in every ring's fixed-file table.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct FixedSlot {
+    /// Slot index in each ring's sparse table.
+    pub(crate) index: u32,
+    /// What must be in the slot for a read to use it.
+    pub(crate) key: FixedKey,
+}
+
+/// Rings by id, so a released file can ask each ring that registered it to
+/// clear the slot.
+static REGISTRY: Mutex<Vec<Weak<Ring>>> = Mutex::new(Vec::new());
+
+thread_local! {
+    static LOCAL_RING: RefCell<Option<Arc<Ring>>> = const { RefCell::new(None) };
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding a ring lock leaves consistent data (every
+    // mutation is a single slab/array write), so poisoning is ignored.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Memory an operation lends to the kernel until its completion.
+#[derive(Debug)]
+enum Keep {
+    Buf(Vec<u8>),
+    Open {
+        _root: Arc<OwnedFd>,
+        _path: CString,
+        _how: Box<types::OpenHow>,
+    },
+    Statx {
+        fd: OwnedFd,
+        buf: Box<MaybeUninit<libc::statx>>,
+    },
+}
+
+#[derive(Debug)]
+enum State {
+    Waiting(Option<Waker>),
+    Done(i32),
+    Abandoned,
+}
+
+#[derive(Debug)]
+struct OpSlot {
+    state: State,
+    keep: Keep,
+}
+
+struct Inner {
+    ring: IoUring,
+    ops: Slab<OpSlot>,
+    registered: Vec<FixedKey>,
+}
+
+impl std::fmt::Debug for Inner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Inner")
+            .field("ops_in_flight", &self.ops.len())
+            .field("fixed_slots", &self.registered.len())
+            .finish()
+    }
+}
+
+/// One io_uring and its bookkeeping.
+#[derive(Debug)]
+pub(crate) struct Ring {
+    id: Option<usize>,
+    inner: Mutex<Inner>,
+    eventfd: OwnedFd,
+    unregister: Mutex<Vec<FixedSlot>>,
+    unregister_pending: AtomicBool,
+    driver_alive: AtomicBool,
+    counters: Mutex<Weak<Counters>>,
+    inflight: AtomicU64,
+}
+
+/// Result of probing io_uring at start.
+pub(crate) fn probe() -> Result<(), String> {
+    let ring = IoUring::new(8).map_err(|e| format!("io_uring_setup failed: {e}"))?;
+    let mut probe = io_uring::Probe::new();
+    ring.submitter()
+        .register_probe(&mut probe)
+        .map_err(|e| format!("IORING_REGISTER_PROBE failed: {e}"))?;
+    for (code, name) in [
+        (opcode::Read::CODE, "READ"),
+        (opcode::OpenAt2::CODE, "OPENAT2"),
+        (opcode::Statx::CODE, "STATX"),
+        (opcode::FilesUpdate::CODE, "FILES_UPDATE"),
+    ] {
+        if !probe.is_supported(code) {
+            return Err(format!("kernel lacks IORING_OP_{name}"));
+        }
+    }
+    ring.submitter()
+        .register_files_sparse(1)
+        .map_err(|e| format!("sparse fixed files unsupported: {e}"))?;
+    let mut ring = ring;
+    // SAFETY: a NOP carries no pointers.
+    unsafe {
+        ring.submission()
+            .push(&opcode::Nop::new().build().user_data(1))
+    }
+    .map_err(|_| "submission queue full on a fresh ring".to_string())?;
+    ring.submit_and_wait(1)
+        .map_err(|e| format!("io_uring_enter failed: {e}"))?;
+    let res = ring.completion().next().map(|c| c.result());
+    match res {
+        Some(r) if r >= 0 => Ok(()),
+        Some(r) => Err(format!("NOP failed: {}", io::Error::from_raw_os_error(-r))),
+        None => Err("NOP did not complete".into()),
+    }
+}
+
+impl Ring {
+    fn new() -> io::Result<Arc<Ring>> {
+        let ring = IoUring::builder()
+            .setup_cqsize(RING_ENTRIES * 2)
+            .build(RING_ENTRIES)?;
+        // The kernel refuses a table larger than RLIMIT_NOFILE.
+        let nofile = rustix::process::getrlimit(rustix::process::Resource::Nofile)
+            .current
+            .unwrap_or(u64::MAX);
+        let cap = u32::try_from(nofile).unwrap_or(u32::MAX).min(MAX_FIXED);
+        let registered = match ring.submitter().register_files_sparse(cap) {
+            Ok(()) => vec![(0, 0); cap as usize],
+            Err(e) => {
+                tracing::warn!(error = %e, "io_uring fixed files unavailable on this ring; reads use plain fds");
+                Vec::new()
+            }
+        };
+        // SAFETY: eventfd takes no pointers; a non-negative result is a new
+        // descriptor that we own from here on.
+        let efd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+        if efd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: see above: `efd` is a fresh descriptor owned by nobody else.
+        let efd = unsafe { OwnedFd::from_raw_fd(efd) };
+        ring.submitter().register_eventfd(efd.as_raw_fd())?;
+        let ring = Arc::new_cyclic(|weak| {
+            let mut reg = lock(&REGISTRY);
+            let id = match reg.iter().position(|w| w.strong_count() == 0) {
+                Some(i) => {
+                    reg[i] = weak.clone();
+                    Some(i)
+                }
+                None if reg.len() < MAX_RING_IDS => {
+                    reg.push(weak.clone());
+                    Some(reg.len() - 1)
+                }
+                None => None,
+            };
+            Ring {
+                id,
+                inner: Mutex::new(Inner {
+                    ring,
+                    ops: Slab::new(),
+                    registered,
+                }),
+                eventfd: efd,
+                unregister: Mutex::new(Vec::new()),
+                unregister_pending: AtomicBool::new(false),
+                driver_alive: AtomicBool::new(false),
+                counters: Mutex::new(Weak::new()),
+                inflight: AtomicU64::new(0),
+            }
+        });
+        Ok(ring)
+    }
+
+    /// Starts the driver task on the current tokio runtime.
+    fn spawn_driver(self: &Arc<Self>) -> io::Result<()> {
+        let handle = tokio::runtime::Handle::try_current().map_err(|_| {
+            io::Error::other("the io_uring backend must be used inside a tokio runtime")
+        })?;
+        // Registering panics when the runtime has no I/O driver; turn that
+        // into an error the caller sees instead of a hang later.
+        let ring = Arc::clone(self);
+        let afd = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+            // SAFETY: the eventfd is owned by the ring, and the ring (kept
+            // alive by the `Arc` inside `EventFd`) never closes or replaces
+            // it while this AsyncFd exists.
+            unsafe {
+                tokio::io::unix::AsyncFd::register_with_interest(
+                    EventFd(ring),
+                    tokio::io::Interest::READABLE,
+                )
+            }
+        }))
+        .map_err(|_| {
+            io::Error::other(
+                "the io_uring backend needs a tokio runtime with I/O enabled (enable_io)",
+            )
+        })?
+        .map_err(|e| io::Error::other(format!("cannot watch the io_uring eventfd: {e}")))?;
+        self.driver_alive.store(true, Ordering::Release);
+        // The guard is created before spawning so that a task dropped unpolled
+        // (runtime shutting down) still marks the driver dead.
+        let guard = DriverGuard(Arc::clone(self));
+        handle.spawn(async move {
+            let ring = Arc::clone(&guard.0);
+            let _guard = guard;
+            drive(ring, afd).await;
+        });
+        Ok(())
+    }
+
+    /// Queues the clearing of a fixed slot; applied by the next submitter or
+    /// the reaper.
+    fn queue_unregister(&self, slot: FixedSlot) {
+        lock(&self.unregister).push(slot);
+        self.unregister_pending.store(true, Ordering::Release);
+    }
+
+    /// Pushes one SQE, submitting first if the queue is full.
+    fn push(inner: &mut Inner, entry: &squeue::Entry) -> io::Result<()> {
+        loop {
+            // SAFETY: every pointer in `entry` is owned by an `OpSlot` in
+            // `inner.ops` (or is the static CLEAR_SLOT) and stays alive until
+            // the completion for its user_data is reaped (module docs).
+            if unsafe { inner.ring.submission().push(entry) }.is_ok() {
+                return Ok(());
+            }
+            inner.ring.submit()?;
+        }
+    }
+
+    /// Turns queued unregisters into FILES_UPDATE SQEs (not yet submitted).
+    fn apply_unregisters(&self, inner: &mut Inner) -> usize {
+        if !self.unregister_pending.swap(false, Ordering::AcqRel) {
+            return 0;
+        }
+        let list = std::mem::take(&mut *lock(&self.unregister));
+        let mut n = 0;
+        for slot in list {
+            let i = slot.index as usize;
+            if inner.registered.get(i) != Some(&slot.key) {
+                continue; // already overwritten by a newer file
+            }
+            inner.registered[i] = (0, 0);
+            let e = opcode::FilesUpdate::new(CLEAR_SLOT.as_ptr(), 1)
+                .offset(slot.index as i32)
+                .build()
+                .user_data(INTERNAL);
+            if Self::push(inner, &e).is_ok() {
+                n += 1;
+            }
+        }
+        if n > 0 {
+            if let Some(c) = lock(&self.counters).upgrade() {
+                for _ in 0..n {
+                    c.op(Op::FixedUnregister);
+                }
+            }
+        }
+        n
+    }
+
+    /// Drains the completion queue, recording results and waking waiters.
+    fn reap(inner: &mut Inner, inflight: &AtomicU64) {
+        let Inner { ring, ops, .. } = inner;
+        for cqe in ring.completion() {
+            let ud = cqe.user_data();
+            if ud == INTERNAL {
+                continue;
+            }
+            let key = ud as usize;
+            let Some(slot) = ops.get_mut(key) else {
+                continue;
+            };
+            match std::mem::replace(&mut slot.state, State::Done(cqe.result())) {
+                State::Waiting(w) => {
+                    if let Some(w) = w {
+                        w.wake();
+                    }
+                }
+                State::Abandoned => {
+                    let slot = ops.remove(key);
+                    inflight.fetch_sub(1, Ordering::Relaxed);
+                    if let Keep::Open { .. } = slot.keep {
+                        if cqe.result() >= 0 {
+                            // SAFETY: a successful OPENAT2 returns a new
+                            // descriptor that nobody else owns.
+                            drop(unsafe { OwnedFd::from_raw_fd(cqe.result()) });
+                        }
+                    }
+                }
+                State::Done(_) => {}
+            }
+        }
+    }
+
+    /// Submits an operation; returns its slab key and, if it already
+    /// completed inline, its result.
+    fn start(
+        &self,
+        mut keep: Keep,
+        build: impl FnOnce(&mut Keep) -> squeue::Entry,
+    ) -> io::Result<(usize, Option<i32>)> {
+        let mut inner = lock(&self.inner);
+        self.apply_unregisters(&mut inner);
+        let entry = build(&mut keep);
+        let key = inner.ops.insert(OpSlot {
+            state: State::Waiting(None),
+            keep,
+        });
+        self.inflight.fetch_add(1, Ordering::Relaxed);
+        let entry = entry.user_data(key as u64);
+        if let Err(e) = Self::push(&mut inner, &entry) {
+            // Nothing was queued for this key: it is safe to free at once.
+            inner.ops.remove(key);
+            self.inflight.fetch_sub(1, Ordering::Relaxed);
+            return Err(e);
+        }
+        if let Err(e) = inner.ring.submit() {
+            // The SQE may still be queued: the slot stays until its CQE.
+            inner.ops[key].state = State::Abandoned;
+            return Err(e);
+        }
+        Self::reap(&mut inner, &self.inflight);
+        let res = match inner.ops[key].state {
+            State::Done(r) => Some(r),
+            _ => None,
+        };
+        Ok((key, res))
+    }
+
+    fn take(&self, inner: &mut Inner, key: usize) -> Keep {
+        self.inflight.fetch_sub(1, Ordering::Relaxed);
+        inner.ops.remove(key).keep
+    }
+
+    /// Runs one operation to completion; returns the CQE result and the
+    /// memory it borrowed.
+    async fn run(
+        self: &Arc<Self>,
+        keep: Keep,
+        build: impl FnOnce(&mut Keep) -> squeue::Entry,
+    ) -> io::Result<(i32, Keep, bool)> {
+        let (key, res) = self.start(keep, build)?;
+        if let Some(res) = res {
+            let keep = self.take(&mut lock(&self.inner), key);
+            return Ok((res, keep, true));
+        }
+        let (res, keep) = OpFuture {
+            ring: Arc::clone(self),
+            key: Some(key),
+        }
+        .await;
+        Ok((res, keep, false))
+    }
+
+    /// The fixed slot to read `file` through, registering it if needed.
+    fn fixed_for(
+        &self,
+        inner: &mut Inner,
+        slot: FixedSlot,
+        raw: RawFd,
+        mask: &AtomicU64,
+    ) -> Option<u32> {
+        let id = self.id?;
+        let i = slot.index as usize;
+        let cur = *inner.registered.get(i)?;
+        if cur == slot.key {
+            return Some(slot.index);
+        }
+        // Synchronous update: one syscall, once per (file, ring).
+        inner
+            .ring
+            .submitter()
+            .register_files_update(slot.index, &[raw])
+            .ok()?;
+        inner.registered[i] = slot.key;
+        // Published before the release can run: the caller holds a reference
+        // to the file for the whole read.
+        mask.fetch_or(1 << id, Ordering::AcqRel);
+        if let Some(c) = lock(&self.counters).upgrade() {
+            c.op(Op::FixedRegister);
+        }
+        Some(slot.index)
+    }
+}
+
+impl Drop for Ring {
+    fn drop(&mut self) {
+        let inner = self.inner.get_mut().unwrap_or_else(|p| p.into_inner());
+        // Wait for every operation still in flight so no buffer is freed
+        // while the kernel may write it. File operations finish in bounded
+        // time; the bound below only guards against a kernel bug.
+        let mut rounds = 0;
+        while !inner.ops.is_empty() && rounds < 10_000 {
+            if inner.ring.submit_and_wait(1).is_err() {
+                rounds += 100;
+            }
+            for cqe in inner.ring.completion() {
+                let ud = cqe.user_data();
+                if ud != INTERNAL && inner.ops.contains(ud as usize) {
+                    let slot = inner.ops.remove(ud as usize);
+                    if let (Keep::Open { .. }, State::Abandoned) = (&slot.keep, &slot.state) {
+                        if cqe.result() >= 0 {
+                            // SAFETY: a successful open nobody awaits anymore.
+                            drop(unsafe { OwnedFd::from_raw_fd(cqe.result()) });
+                        }
+                    }
+                }
+            }
+            rounds += 1;
+        }
+        if !inner.ops.is_empty() {
+            // Leak rather than free memory the kernel might still write.
+            std::mem::forget(std::mem::take(&mut inner.ops));
+        }
+    }
+}
+
+/// Marks the driver dead when its task ends or is dropped.
+struct DriverGuard(Arc<Ring>);
+impl Drop for DriverGuard {
+    fn drop(&mut self) {
+        self.0.driver_alive.store(false, Ordering::Release);
+    }
+}
+
+struct EventFd(Arc<Ring>);
+impl AsRawFd for EventFd {
+    fn as_raw_fd(&self) -> RawFd {
+        self.0.eventfd.as_raw_fd()
+    }
+}
+
+async fn drive(ring: Arc<Ring>, afd: tokio::io::unix::AsyncFd<EventFd>) {
+    loop {
+        let mut guard = match afd.readable().await {
+            Ok(g) => g,
+            Err(_) => return,
+        };
+        let mut counter = [0u8; 8];
+        // Resets the eventfd counter; EAGAIN just means another wake-up
+        // already drained it.
+        let _ = rustix::io::read(&ring.eventfd, &mut counter);
+        guard.clear_ready();
+        let mut inner = lock(&ring.inner);
+        if ring.apply_unregisters(&mut inner) > 0 {
+            let _ = inner.ring.submit();
+        }
+        Ring::reap(&mut inner, &ring.inflight);
+    }
+}
+
+/// Waits for one operation's completion.
+struct OpFuture {
+    ring: Arc<Ring>,
+    key: Option<usize>,
+}
+
+impl Future for OpFuture {
+    type Output = (i32, Keep);
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let Some(key) = self.key else {
+            return Poll::Pending;
+        };
+        let ring = Arc::clone(&self.ring);
+        let mut inner = lock(&ring.inner);
+        Ring::reap(&mut inner, &ring.inflight);
+        match &mut inner.ops[key].state {
+            State::Done(res) => {
+                let res = *res;
+                let keep = ring.take(&mut inner, key);
+                self.key = None;
+                Poll::Ready((res, keep))
+            }
+            State::Waiting(w) => {
+                match w {
+                    Some(w) if w.will_wake(cx.waker()) => {}
+                    _ => *w = Some(cx.waker().clone()),
+                }
+                Poll::Pending
+            }
+            State::Abandoned => Poll::Pending,
+        }
+    }
+}
+
+impl Drop for OpFuture {
+    fn drop(&mut self) {
+        let Some(key) = self.key else { return };
+        let mut inner = lock(&self.ring.inner);
+        match inner.ops[key].state {
+            State::Done(res) => {
+                let keep = self.ring.take(&mut inner, key);
+                if let (Keep::Open { .. }, true) = (&keep, res >= 0) {
+                    // SAFETY: the open succeeded and its result is unclaimed.
+                    drop(unsafe { OwnedFd::from_raw_fd(res) });
+                }
+            }
+            // The kernel still owns the memory: keep it until the CQE.
+            _ => inner.ops[key].state = State::Abandoned,
+        }
+    }
+}
+
+/// The io_uring backend handle held by a `FileManager`.
+#[derive(Debug)]
+pub(crate) struct Uring {
+    pub(crate) counters: Arc<Counters>,
+}
+
+impl Uring {
+    /// This thread's ring, created (and its driver spawned) on first use.
+    fn local_ring(&self) -> io::Result<Arc<Ring>> {
+        LOCAL_RING.with(|cell| {
+            let mut cell = cell.borrow_mut();
+            let ring = match &*cell {
+                Some(r) => Arc::clone(r),
+                None => {
+                    let r = Ring::new()?;
+                    *cell = Some(Arc::clone(&r));
+                    r
+                }
+            };
+            if !ring.driver_alive.load(Ordering::Acquire) {
+                ring.spawn_driver()?;
+            }
+            {
+                let mut c = lock(&ring.counters);
+                if c.strong_count() == 0 {
+                    *c = Arc::downgrade(&self.counters);
+                }
+            }
+            Ok(ring)
+        })
+    }
+
+    async fn statx_fd(&self, ring: &Arc<Ring>, fd: OwnedFd) -> io::Result<(OwnedFd, Stat)> {
+        let keep = Keep::Statx {
+            fd,
+            buf: Box::new(MaybeUninit::zeroed()),
+        };
+        let mask = libc::STATX_TYPE
+            | libc::STATX_SIZE
+            | libc::STATX_MTIME
+            | libc::STATX_CTIME
+            | libc::STATX_INO;
+        let (res, keep, _) = ring
+            .run(keep, |k| {
+                let Keep::Statx { fd, buf } = k else {
+                    unreachable!()
+                };
+                opcode::Statx::new(
+                    types::Fd(fd.as_raw_fd()),
+                    c"".as_ptr(),
+                    buf.as_mut_ptr().cast(),
+                )
+                .flags(libc::AT_EMPTY_PATH)
+                .mask(mask)
+                .build()
+            })
+            .await?;
+        self.counters.op(Op::Stat);
+        let Keep::Statx { fd, buf } = keep else {
+            unreachable!()
+        };
+        if res < 0 {
+            return Err(io::Error::from_raw_os_error(-res));
+        }
+        // SAFETY: the kernel filled the statx buffer (res >= 0); it was
+        // zero-initialised, and every field of `statx` is plain data.
+        let s = unsafe { buf.assume_init() };
+        Ok((
+            fd,
+            stat_from_parts(
+                u32::from(s.stx_mode),
+                s.stx_size,
+                (s.stx_mtime.tv_sec, s.stx_mtime.tv_nsec),
+                (s.stx_ctime.tv_sec, s.stx_ctime.tv_nsec),
+                (s.stx_dev_major, s.stx_dev_minor),
+                s.stx_ino,
+            ),
+        ))
+    }
+}
+
+/// Asks every ring in `mask` to clear `slot` (called when a file is released).
+pub(crate) fn queue_unregister(mask: u64, slot: FixedSlot) {
+    let reg = lock(&REGISTRY);
+    for (i, w) in reg.iter().enumerate() {
+        if mask & (1 << i) != 0 {
+            if let Some(r) = w.upgrade() {
+                r.queue_unregister(slot);
+            }
+        }
+    }
+}
+
+/// Submits queued fixed-slot clears on every ring (the reaper's batch).
+pub(crate) fn flush_unregisters() -> usize {
+    let rings: Vec<Arc<Ring>> = lock(&REGISTRY).iter().filter_map(Weak::upgrade).collect();
+    let mut n = 0;
+    for r in rings {
+        if !r.unregister_pending.load(Ordering::Acquire) {
+            continue;
+        }
+        let mut inner = lock(&r.inner);
+        let k = r.apply_unregisters(&mut inner);
+        if k > 0 {
+            let _ = inner.ring.submit();
+            Ring::reap(&mut inner, &r.inflight);
+            n += k;
+        }
+    }
+    n
+}
+
+impl IoBackend for Uring {
+    async fn open(
+        &self,
+        root: &Arc<OwnedFd>,
+        path: CString,
+        oflags: OFlags,
+        policy: SymlinkPolicy,
+    ) -> io::Result<(OwnedFd, Stat)> {
+        let ring = self.local_ring()?;
+        let how = Box::new(
+            types::OpenHow::new()
+                .flags(u64::from(oflags.bits()))
+                .resolve(resolve_flags(policy).bits()),
+        );
+        let keep = Keep::Open {
+            _root: Arc::clone(root),
+            _path: path,
+            _how: how,
+        };
+        let root_raw = root.as_raw_fd();
+        let mut tries = 0;
+        let mut keep = keep;
+        let fd = loop {
+            let (res, k, _) = ring
+                .run(keep, |k| {
+                    let Keep::Open { _path, _how, .. } = k else {
+                        unreachable!()
+                    };
+                    opcode::OpenAt2::new(types::Fd(root_raw), _path.as_ptr(), &**_how as *const _)
+                        .build()
+                })
+                .await?;
+            self.counters.op(Op::Open);
+            if res == -libc::EAGAIN && tries < 8 {
+                // A racing rename made a `..` step unprovable; retry as the
+                // openat2 man page allows.
+                tries += 1;
+                keep = k;
+                continue;
+            }
+            if res < 0 {
+                return Err(io::Error::from_raw_os_error(-res));
+            }
+            // SAFETY: a successful OPENAT2 returns a fresh descriptor we own.
+            break unsafe { OwnedFd::from_raw_fd(res) };
+        };
+        self.statx_fd(&ring, fd).await
+    }
+
+    async fn read(&self, target: Target<'_>, offset: u64, len: usize) -> io::Result<Bytes> {
+        let ring = self.local_ring()?;
+        let raw = target.fd.as_raw_fd();
+        let fixed = {
+            let mut inner = lock(&ring.inner);
+            match target.file.and_then(|f| f.fixed_slot().map(|s| (f, s))) {
+                Some((f, s)) => ring.fixed_for(&mut inner, s, raw, f.ring_mask()),
+                None => None,
+            }
+        };
+        let mut buf: Vec<u8> = Vec::with_capacity(len);
+        let mut all_inline = true;
+        while buf.len() < len {
+            let filled = buf.len();
+            let at = offset + filled as u64;
+            let want = u32::try_from(len - filled).unwrap_or(u32::MAX);
+            let (res, keep, inline) = ring
+                .run(Keep::Buf(buf), |k| {
+                    let Keep::Buf(b) = k else { unreachable!() };
+                    // The write target is the spare capacity past `filled`;
+                    // the Vec's heap block never moves while it sits in Keep.
+                    let ptr = b.as_mut_ptr().wrapping_add(filled);
+                    match fixed {
+                        Some(i) => opcode::Read::new(types::Fixed(i), ptr, want)
+                            .offset(at)
+                            .build(),
+                        None => opcode::Read::new(types::Fd(raw), ptr, want)
+                            .offset(at)
+                            .build(),
+                    }
+                })
+                .await?;
+            all_inline &= inline;
+            let Keep::Buf(b) = keep else { unreachable!() };
+            buf = b;
+            if res == -libc::EINTR || res == -libc::EAGAIN {
+                continue;
+            }
+            if res < 0 {
+                return Err(io::Error::from_raw_os_error(-res));
+            }
+            if res == 0 {
+                break;
+            }
+            // SAFETY: the kernel initialised `res` bytes after `filled`, and
+            // `res <= want <= capacity - filled`.
+            unsafe { buf.set_len(filled + res as usize) };
+        }
+        self.counters.read(
+            if all_inline {
+                Op::ReadInline
+            } else {
+                Op::ReadAsync
+            },
+            buf.len(),
+        );
+        Ok(Bytes::from(buf))
+    }
+}

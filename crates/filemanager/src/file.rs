@@ -1,0 +1,127 @@
+//! The value stored in the descriptor table for every open file: owns the
+//! kernel descriptor, the file's io_uring fixed-slot identity, and the
+//! release rule (close the fd, ask rings to clear the slot, give the budget
+//! back).
+//!
+//! ```text
+//! FdTable<FileValue> slot ──▶ FileValue { fd: OwnedFd,
+//!                                         fixed: OnceLock<FixedSlot>  (set right after insert),
+//!                                         rings: AtomicU64            (bit i = ring i registered it),
+//!                                         _budget: BudgetToken }      (open-fd count; -1 on drop)
+//! ```
+
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd, IntoRawFd, OwnedFd};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use crossbeam_utils::CachePadded;
+
+#[cfg(target_os = "linux")]
+pub(crate) use crate::backend::uring::FixedSlot;
+
+#[cfg(not(target_os = "linux"))]
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct FixedSlot;
+
+/// The count of descriptors this crate holds, shared with every value.
+pub(crate) type FdCount = Arc<CachePadded<AtomicUsize>>;
+
+/// One unit of the descriptor budget; gives it back when dropped.
+#[derive(Debug)]
+pub(crate) struct BudgetToken(FdCount);
+
+impl BudgetToken {
+    pub(crate) fn take(count: &FdCount) -> Self {
+        count.fetch_add(1, Ordering::Relaxed);
+        BudgetToken(Arc::clone(count))
+    }
+}
+
+impl Drop for BudgetToken {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// An open file as stored in the descriptor table (the `V` of the path
+/// cache is `fdtable::Owned<FileValue>`).
+///
+/// Releasing it (explicit close, or the reaper after a drop) closes the
+/// kernel descriptor and reports the `close(2)` error once.
+#[derive(Debug)]
+pub struct FileValue {
+    fd: OwnedFd,
+    fixed: OnceLock<FixedSlot>,
+    rings: AtomicU64,
+    size: u64,
+    _budget: BudgetToken,
+}
+
+impl FileValue {
+    pub(crate) fn new(fd: OwnedFd, size: u64, budget: BudgetToken) -> Self {
+        FileValue {
+            fd,
+            fixed: OnceLock::new(),
+            rings: AtomicU64::new(0),
+            size,
+            _budget: budget,
+        }
+    }
+
+    /// Size of the file when it was opened.
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    pub(crate) fn set_fixed_slot(&self, slot: FixedSlot) {
+        let _ = self.fixed.set(slot);
+    }
+
+    pub(crate) fn fixed_slot(&self) -> Option<FixedSlot> {
+        self.fixed.get().copied()
+    }
+
+    pub(crate) fn ring_mask(&self) -> &AtomicU64 {
+        &self.rings
+    }
+}
+
+impl AsFd for FileValue {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
+impl fdtable::Release for FileValue {
+    type Error = io::Error;
+
+    fn release(self) -> Result<(), io::Error> {
+        let FileValue {
+            fd,
+            fixed,
+            rings,
+            size: _,
+            _budget,
+        } = self;
+        #[cfg(target_os = "linux")]
+        {
+            let mask = rings.load(Ordering::Acquire);
+            if let (true, Some(slot)) = (mask != 0, fixed.get()) {
+                crate::backend::uring::queue_unregister(mask, *slot);
+            }
+        }
+        #[cfg(not(target_os = "linux"))]
+        let _ = (fixed, rings);
+        // close(2) is called exactly once: the error is reported, never
+        // retried (the descriptor is gone either way on Linux).
+        let raw = fd.into_raw_fd();
+        // SAFETY: `raw` came out of an OwnedFd we own, so it is open and
+        // closed exactly once here.
+        if unsafe { libc::close(raw) } == 0 {
+            Ok(())
+        } else {
+            Err(io::Error::last_os_error())
+        }
+    }
+}

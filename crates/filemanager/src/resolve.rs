@@ -1,0 +1,181 @@
+//! Safe path resolution beneath the served root: owns the `openat2` flags of
+//! each [`SymlinkPolicy`], the mapping of resolution errors to [`OpenError`],
+//! and `statx` of an open descriptor.
+//!
+//! Every open is relative to the root directory's descriptor and goes through
+//! `openat2(2)` with `RESOLVE_BENEATH` or `RESOLVE_IN_ROOT`, so the kernel, not
+//! string checks, guarantees that no `..`, absolute path, symlink or concurrent
+//! rename reaches outside the root:
+//!
+//! ```text
+//! policy        resolve flags                          symlink "a -> /etc/passwd"   "a -> ../x"
+//! deny          BENEATH | NO_SYMLINKS (| NO_MAGICLINKS) ELOOP -> Forbidden           ELOOP -> Forbidden
+//! within_root   BENEATH | NO_MAGICLINKS                EXDEV -> Forbidden           allowed if it stays inside
+//! follow        IN_ROOT | NO_MAGICLINKS                root/etc/passwd (chroot-like) clamped at the root
+//! ```
+//!
+//! `follow` deliberately does NOT mean "follow anywhere": the standards say no
+//! file outside the served root is ever served, so `follow` resolves every
+//! symlink as if the root were `/` (`RESOLVE_IN_ROOT`), like a chroot.
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
+
+use rustix::fs::{AtFlags, Mode, OFlags, ResolveFlags, StatxFlags};
+
+use crate::{OpenError, SymlinkPolicy};
+
+/// `openat2` flags for a file that will be read: read-only, close-on-exec,
+/// no controlling tty, and non-blocking so a FIFO planted in the tree cannot
+/// park a worker (it is then rejected by type).
+pub(crate) fn read_oflags() -> OFlags {
+    OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOCTTY | OFlags::NONBLOCK
+}
+
+/// `openat2` flags for a metadata-only descriptor (`O_PATH`).
+pub(crate) fn path_oflags() -> OFlags {
+    OFlags::PATH | OFlags::CLOEXEC
+}
+
+/// The resolve flags of a symlink policy (see the module table).
+pub(crate) fn resolve_flags(policy: SymlinkPolicy) -> ResolveFlags {
+    match policy {
+        SymlinkPolicy::Deny => {
+            ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS
+        }
+        SymlinkPolicy::WithinRoot => ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS,
+        SymlinkPolicy::Follow => ResolveFlags::IN_ROOT | ResolveFlags::NO_MAGICLINKS,
+    }
+}
+
+/// Turns a request path into the C string handed to `openat2`.
+///
+/// Leading slashes are stripped (the path is always relative to the root) and
+/// an empty path names the root itself. A NUL byte can never name a file.
+pub(crate) fn c_path(rel_path: &str) -> Result<CString, OpenError> {
+    let trimmed = rel_path.trim_start_matches('/');
+    let rel = if trimmed.is_empty() { "." } else { trimmed };
+    CString::new(rel).map_err(|_| OpenError::NotFound)
+}
+
+/// How many times an `EAGAIN` from a racing `..` resolution is retried
+/// before the open is refused.
+const EAGAIN_RETRIES: usize = 8;
+
+/// Opens `path` beneath `root` with `policy`, synchronously (`openat2`).
+pub(crate) fn open_beneath(
+    root: impl AsFd,
+    path: &CString,
+    oflags: OFlags,
+    policy: SymlinkPolicy,
+) -> io::Result<OwnedFd> {
+    let resolve = resolve_flags(policy);
+    let mut tries = 0;
+    loop {
+        match rustix::fs::openat2(
+            root.as_fd(),
+            path.as_c_str(),
+            oflags,
+            Mode::empty(),
+            resolve,
+        ) {
+            // The kernel could not prove a `..` step safe because of a
+            // concurrent rename; the man page says the caller may retry.
+            Err(rustix::io::Errno::AGAIN) if tries < EAGAIN_RETRIES => tries += 1,
+            other => return other.map_err(io::Error::from),
+        }
+    }
+}
+
+/// What kind of object a descriptor refers to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// A regular file: the only kind served.
+    Regular,
+    /// A directory: the server may redirect or serve an index.
+    Dir,
+    /// Anything else (FIFO, socket, device): refused.
+    Other,
+}
+
+/// The result of `statx` on an open descriptor.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Stat {
+    pub(crate) kind: Kind,
+    pub(crate) meta: pathcache::FileMeta,
+}
+
+/// Kind of a `st_mode`.
+pub(crate) fn kind_of(mode: u32) -> Kind {
+    match mode & libc::S_IFMT {
+        libc::S_IFREG => Kind::Regular,
+        libc::S_IFDIR => Kind::Dir,
+        _ => Kind::Other,
+    }
+}
+
+/// Builds a [`Stat`] from the raw `statx` fields.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn stat_from_parts(
+    mode: u32,
+    size: u64,
+    mtime: (i64, u32),
+    ctime: (i64, u32),
+    dev: (u32, u32),
+    ino: u64,
+) -> Stat {
+    let ns = |(s, n): (i64, u32)| s.saturating_mul(1_000_000_000).saturating_add(i64::from(n));
+    Stat {
+        kind: kind_of(mode),
+        meta: pathcache::FileMeta {
+            size,
+            mtime_ns: ns(mtime),
+            ctime_ns: ns(ctime),
+            dev: libc::makedev(dev.0, dev.1),
+            ino,
+        },
+    }
+}
+
+/// `statx(fd, "", AT_EMPTY_PATH)`, synchronously.
+pub(crate) fn stat_fd(fd: impl AsFd) -> io::Result<Stat> {
+    let s = rustix::fs::statx(
+        fd,
+        c"",
+        AtFlags::EMPTY_PATH,
+        StatxFlags::TYPE
+            | StatxFlags::SIZE
+            | StatxFlags::MTIME
+            | StatxFlags::CTIME
+            | StatxFlags::INO,
+    )?;
+    Ok(stat_from_parts(
+        u32::from(s.stx_mode),
+        s.stx_size,
+        (s.stx_mtime.tv_sec, s.stx_mtime.tv_nsec),
+        (s.stx_ctime.tv_sec, s.stx_ctime.tv_nsec),
+        (s.stx_dev_major, s.stx_dev_minor),
+        s.stx_ino,
+    ))
+}
+
+/// Maps an `openat2`/`statx` error to the caller-facing error.
+///
+/// `EMFILE`/`ENFILE` are kept as [`OpenError::Io`] here: the manager turns
+/// them into recovery (evict, reap, retry) and only then into `Exhausted`.
+pub(crate) fn map_open_error(err: io::Error) -> OpenError {
+    match err.raw_os_error() {
+        Some(libc::ENOENT) | Some(libc::ENOTDIR) | Some(libc::ENAMETOOLONG) => OpenError::NotFound,
+        // EXDEV: the path tried to leave the root; ELOOP: a symlink under
+        // `deny` or a loop; EAGAIN: a `..` race that kept failing.
+        Some(libc::EXDEV) | Some(libc::ELOOP) | Some(libc::EACCES) | Some(libc::EPERM)
+        | Some(libc::EAGAIN) | Some(libc::ENXIO) => OpenError::Forbidden,
+        _ => OpenError::Io(err),
+    }
+}
+
+/// Whether an error means "out of descriptors".
+pub(crate) fn is_exhausted(err: &io::Error) -> bool {
+    matches!(err.raw_os_error(), Some(libc::EMFILE) | Some(libc::ENFILE))
+}

@@ -1,0 +1,86 @@
+//! Shared helpers for the integration tests (each test binary includes it).
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+
+use filemanager::{BackendKind, Config, FileManager, SymlinkPolicy};
+
+/// A served root inside a temp dir, with a secret beside it (outside).
+#[derive(Debug)]
+pub struct Tree {
+    pub base: tempfile::TempDir,
+    pub root: PathBuf,
+}
+
+impl Tree {
+    pub fn create() -> Tree {
+        let base = tempfile::tempdir().unwrap();
+        let root = base.path().join("root");
+        std::fs::create_dir(&root).unwrap();
+        std::fs::create_dir(root.join("sub")).unwrap();
+        std::fs::write(base.path().join("secret.txt"), b"SECRET-OUTSIDE").unwrap();
+        std::fs::write(root.join("inside.txt"), b"inside").unwrap();
+        std::fs::write(root.join("sub/secret.txt"), b"sub-inside").unwrap();
+        Tree { base, root }
+    }
+
+    pub fn path(&self, rel: &str) -> PathBuf {
+        self.root.join(rel)
+    }
+}
+
+/// The backends to test: blocking always; uring when the kernel allows it
+/// (otherwise prints why it is skipped).
+pub fn backends(root: &Path) -> Vec<BackendKind> {
+    let mut v = vec![BackendKind::Blocking];
+    let mut cfg = Config::new(root);
+    cfg.backend = BackendKind::Uring;
+    match FileManager::new(cfg) {
+        Ok(_) => v.push(BackendKind::Uring),
+        Err(e) => eprintln!("SKIP uring backend: {e}"),
+    }
+    v
+}
+
+pub fn manager(root: &Path, backend: BackendKind, symlinks: SymlinkPolicy) -> FileManager {
+    let mut cfg = Config::new(root);
+    cfg.backend = backend;
+    cfg.symlinks = symlinks;
+    cfg.shards = 4;
+    let fm = FileManager::new(cfg).unwrap();
+    eprintln!("backend ran: {:?} ({})", fm.backend().0, fm.backend().1);
+    assert_eq!(fm.backend().0, backend);
+    fm
+}
+
+pub fn current_thread() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+pub fn multi_thread() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(3)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+pub fn open_fds() -> usize {
+    filemanager::limits::open_fd_count().unwrap()
+}
+
+/// Deterministic pseudo-random bytes.
+pub fn pattern(len: usize) -> Vec<u8> {
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
