@@ -1,5 +1,4 @@
-//! The `fileserver` daemon (work in progress).
+//! The `fileserver` binary; everything lives in the library.
 fn main() {
-    eprintln!("fileserver: not built yet");
-    std::process::exit(1);
+    std::process::exit(fileserver::main_entry());
 }

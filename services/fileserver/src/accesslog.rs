@@ -1,0 +1,192 @@
+//! Access log: workers format a line and `try_send` it to a writer thread;
+//! a full queue drops the line (counted) instead of blocking a worker on disk.
+//!
+//! ```text
+//! worker --try_send(String)--> [bounded queue 64Ki] --> writer thread --> BufWriter(file|stdout)
+//!                                                      flushes when the queue runs dry
+//! ```
+
+use crate::config::{AccessLog, AccessLogFormat};
+use std::io::Write;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A handle workers log through; dropping every clone stops the writer after it drains.
+#[derive(Clone, Debug)]
+pub struct AccessLogger {
+    tx: SyncSender<String>,
+    /// Line format.
+    pub format: AccessLogFormat,
+    dropped: Arc<AtomicU64>,
+}
+
+/// One request's fields.
+#[derive(Debug)]
+pub struct Entry<'a> {
+    /// Client address.
+    pub peer: std::net::SocketAddr,
+    /// Unix seconds.
+    pub time: u64,
+    /// Method.
+    pub method: &'a str,
+    /// Target as sent.
+    pub target: &'a [u8],
+    /// 0 or 1.
+    pub minor_version: u8,
+    /// Status code.
+    pub status: u16,
+    /// Body bytes sent.
+    pub bytes: u64,
+    /// Referer.
+    pub referer: Option<&'a [u8]>,
+    /// User-Agent.
+    pub user_agent: Option<&'a [u8]>,
+    /// Handling time.
+    pub duration: Duration,
+}
+
+impl AccessLogger {
+    /// Starts a writer thread for `target` (None for `off`).
+    pub fn start(
+        target: &AccessLog,
+        format: AccessLogFormat,
+        dropped: Arc<AtomicU64>,
+    ) -> std::io::Result<Option<(AccessLogger, std::thread::JoinHandle<()>)>> {
+        let out: Box<dyn Write + Send> = match target {
+            AccessLog::Off => return Ok(None),
+            AccessLog::Stdout => Box::new(std::io::stdout()),
+            AccessLog::File(p) => Box::new(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(p)?,
+            ),
+        };
+        let (tx, rx) = sync_channel(65536);
+        let handle = std::thread::Builder::new()
+            .name("access-log".into())
+            .spawn(move || writer(rx, out))?;
+        Ok(Some((
+            AccessLogger {
+                tx,
+                format,
+                dropped,
+            },
+            handle,
+        )))
+    }
+
+    /// Formats and queues one line; never blocks.
+    pub fn log(&self, e: &Entry<'_>) {
+        let line = match self.format {
+            AccessLogFormat::Combined => combined(e),
+            AccessLogFormat::Json => json(e),
+        };
+        match self.tx.try_send(line) {
+            Ok(()) => {}
+            Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
+                self.dropped.fetch_add(1, Relaxed);
+            }
+        }
+    }
+}
+
+fn writer(rx: Receiver<String>, out: Box<dyn Write + Send>) {
+    let mut out = std::io::BufWriter::with_capacity(64 * 1024, out);
+    while let Ok(line) = rx.recv() {
+        let _ = out.write_all(line.as_bytes());
+        while let Ok(line) = rx.try_recv() {
+            let _ = out.write_all(line.as_bytes());
+        }
+        let _ = out.flush();
+    }
+    let _ = out.flush();
+}
+
+fn lossy(v: Option<&[u8]>) -> String {
+    v.map_or_else(
+        || "-".to_string(),
+        |b| String::from_utf8_lossy(b).into_owned(),
+    )
+}
+
+fn escape_clf(s: &str) -> String {
+    s.replace('\\', "\\\\").replace('"', "\\\"")
+}
+
+fn clf_time(secs: u64) -> String {
+    let mut d = [0u8; 29];
+    crate::http::date::fmt_http_date(secs, &mut d);
+    // "Sun, 06 Nov 1994 08:49:37 GMT" -> "06/Nov/1994:08:49:37 +0000"
+    let s = std::str::from_utf8(&d).unwrap_or_default();
+    format!(
+        "{}/{}/{}:{} +0000",
+        &s[5..7],
+        &s[8..11],
+        &s[12..16],
+        &s[17..25]
+    )
+}
+
+fn combined(e: &Entry<'_>) -> String {
+    format!(
+        "{} - - [{}] \"{} {} HTTP/1.{}\" {} {} \"{}\" \"{}\"\n",
+        e.peer.ip(),
+        clf_time(e.time),
+        e.method,
+        escape_clf(&String::from_utf8_lossy(e.target)),
+        e.minor_version,
+        e.status,
+        e.bytes,
+        escape_clf(&lossy(e.referer)),
+        escape_clf(&lossy(e.user_agent)),
+    )
+}
+
+fn json(e: &Entry<'_>) -> String {
+    let mut s = serde_json::json!({
+        "time": e.time,
+        "remote": e.peer.ip().to_string(),
+        "method": e.method,
+        "target": String::from_utf8_lossy(e.target),
+        "version": format!("HTTP/1.{}", e.minor_version),
+        "status": e.status,
+        "bytes": e.bytes,
+        "referer": e.referer.map(String::from_utf8_lossy),
+        "user_agent": e.user_agent.map(String::from_utf8_lossy),
+        "duration_us": e.duration.as_micros() as u64,
+    })
+    .to_string();
+    s.push('\n');
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats() {
+        let e = Entry {
+            peer: "127.0.0.1:5".parse().unwrap(),
+            time: 784_111_777,
+            method: "GET",
+            target: b"/a\"b",
+            minor_version: 1,
+            status: 200,
+            bytes: 12,
+            referer: None,
+            user_agent: Some(b"curl/8"),
+            duration: Duration::from_micros(5),
+        };
+        assert_eq!(
+            combined(&e),
+            "127.0.0.1 - - [06/Nov/1994:08:49:37 +0000] \"GET /a\\\"b HTTP/1.1\" 200 12 \"-\" \"curl/8\"\n"
+        );
+        let v: serde_json::Value = serde_json::from_str(&json(&e)).unwrap();
+        assert_eq!(v["status"], 200);
+        assert_eq!(v["target"], "/a\"b");
+    }
+}

@@ -1,0 +1,797 @@
+//! Configuration: one set of keys shared by the TOML file, the environment
+//! (`FILESERVER_<KEY>`) and the command line, merged with the precedence
+//! flags > env > file > built-in defaults.
+//!
+//! ```text
+//!   Config::default() --serialize--> toml table
+//!        ^ overlay file keys (unknown key / wrong type -> ConfigError{key})
+//!        ^ overlay FILESERVER_<KEY> (string converted to the default's type)
+//!        ^ overlay --flags
+//!   --deserialize--> Config (raw) --validate--> Settings (typed, checked)
+//! ```
+//!
+//! Every error carries the key it is about so `fileserver check-config` can
+//! explain all of them at once instead of stopping at the first.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Path-cache keys (`[cache]` table).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct CacheConfig {
+    /// Most paths kept in the cache.
+    pub max_entries: u64,
+    /// Most open descriptors the cache keeps.
+    pub max_open: u64,
+    /// How long an entry is trusted before it is re-stat'ed.
+    pub valid: String,
+    /// How long "not found" / "forbidden" answers are cached.
+    pub negative_ttl: String,
+    /// Files up to this many bytes are kept in memory (0 disables).
+    pub small_file_max: u64,
+    /// Total bytes of small files kept in memory.
+    pub small_bytes_budget: u64,
+    /// Uses of a path before its descriptor is kept open.
+    pub min_uses: u64,
+}
+
+impl Default for CacheConfig {
+    fn default() -> Self {
+        CacheConfig {
+            max_entries: 65536,
+            max_open: 16384,
+            valid: "1s".into(),
+            negative_ttl: "1s".into(),
+            small_file_max: 16384,
+            small_bytes_budget: 16 << 20,
+            min_uses: 1,
+        }
+    }
+}
+
+/// The raw configuration, exactly the keys of `config/fileserver.toml`.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// Directory served.
+    pub root: PathBuf,
+    /// Main HTTP listener address.
+    pub listen: String,
+    /// Admin listener (metrics, health).
+    pub admin_listen: String,
+    /// Worker threads; 0 = one per CPU.
+    pub workers: u64,
+    /// `auto`, `uring` or `blocking`.
+    pub io_backend: String,
+    /// `error`, `warn`, `info`, `debug`, `trace` or a tracing filter.
+    pub log_level: String,
+    /// `off`, `stdout` or a file path.
+    pub access_log: String,
+    /// `combined` or `json`.
+    pub access_log_format: String,
+    /// `deny`, `within_root` or `follow`.
+    pub symlinks: String,
+    /// Index files tried for a directory, in order.
+    pub index: Vec<String>,
+    /// Generate listings for directories without an index.
+    pub directory_listing: bool,
+    /// Serve files and directories whose name starts with a dot.
+    pub serve_dotfiles: bool,
+    /// Serve `.br`/`.zst`/`.gz` siblings by `Accept-Encoding`.
+    pub precompressed: bool,
+    /// Value of the `Cache-Control` header; empty = none.
+    pub cache_control: String,
+    /// Largest request head (request line + headers) in bytes.
+    pub max_header_bytes: u64,
+    /// Most header fields in one request.
+    pub max_headers: u64,
+    /// Time allowed to receive a complete request head.
+    pub header_read_timeout: String,
+    /// Idle time allowed between requests on a keep-alive connection.
+    pub keepalive_timeout: String,
+    /// Time a response write may stall before the connection is dropped.
+    pub send_timeout: String,
+    /// Time allowed for in-flight responses at SIGTERM/SIGINT.
+    pub shutdown_timeout: String,
+    /// Open client connections at most (accepting pauses at the limit).
+    pub max_connections: u64,
+    /// Byte ranges per request at most; more get the full body.
+    pub max_ranges: u64,
+    /// Kernel descriptors the file manager may hold; 0 = derive from RLIMIT_NOFILE.
+    pub fd_budget: u64,
+    /// Descriptors kept free for sockets.
+    pub fd_headroom: u64,
+    /// Path cache.
+    pub cache: CacheConfig,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            root: PathBuf::from("."),
+            listen: "127.0.0.1:8080".into(),
+            admin_listen: "127.0.0.1:8081".into(),
+            workers: 0,
+            io_backend: "auto".into(),
+            log_level: "info".into(),
+            access_log: "off".into(),
+            access_log_format: "combined".into(),
+            symlinks: "within_root".into(),
+            index: vec!["index.html".into()],
+            directory_listing: false,
+            serve_dotfiles: false,
+            precompressed: true,
+            cache_control: "no-cache".into(),
+            max_header_bytes: 8192,
+            max_headers: 100,
+            header_read_timeout: "10s".into(),
+            keepalive_timeout: "60s".into(),
+            send_timeout: "60s".into(),
+            shutdown_timeout: "30s".into(),
+            max_connections: 10000,
+            max_ranges: 16,
+            fd_budget: 0,
+            fd_headroom: 256,
+            cache: CacheConfig::default(),
+        }
+    }
+}
+
+/// One problem with one key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigError {
+    /// Dotted key (`cache.max_entries`), or where the problem is (`file`).
+    pub key: String,
+    /// What is wrong and what is expected.
+    pub message: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "key `{}`: {}", self.key, self.message)
+    }
+}
+
+fn err(key: &str, message: impl Into<String>) -> ConfigError {
+    ConfigError {
+        key: key.to_string(),
+        message: message.into(),
+    }
+}
+
+/// I/O backend selection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IoBackend {
+    /// io_uring when the kernel allows it.
+    Auto,
+    /// io_uring.
+    Uring,
+    /// Blocking pool fallback.
+    Blocking,
+}
+
+/// Symlink policy for opens beneath the root.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Symlinks {
+    /// Never follow a symlink.
+    Deny,
+    /// Follow symlinks whose target stays beneath the root.
+    WithinRoot,
+    /// Follow any symlink (the request path itself still cannot use `..`).
+    Follow,
+}
+
+/// Where the access log goes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AccessLog {
+    /// No access log.
+    Off,
+    /// Standard output.
+    Stdout,
+    /// Appended to a file.
+    File(PathBuf),
+}
+
+/// Access log line format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AccessLogFormat {
+    /// NCSA combined.
+    Combined,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Typed path-cache settings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[allow(missing_docs)]
+pub struct CacheSettings {
+    pub max_entries: usize,
+    pub max_open: usize,
+    pub valid: Duration,
+    pub negative_ttl: Duration,
+    pub small_file_max: u64,
+    pub small_bytes_budget: u64,
+    pub min_uses: u32,
+}
+
+/// Connection and request limits (reloadable).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[allow(missing_docs)]
+pub struct Limits {
+    pub max_header_bytes: usize,
+    pub max_headers: usize,
+    pub header_read_timeout: Duration,
+    pub keepalive_timeout: Duration,
+    pub send_timeout: Duration,
+    pub max_connections: usize,
+    pub max_ranges: usize,
+}
+
+/// Validated, typed configuration.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[allow(missing_docs)]
+pub struct Settings {
+    pub root: PathBuf,
+    pub listen: SocketAddr,
+    pub admin_listen: SocketAddr,
+    pub workers: usize,
+    pub io_backend: IoBackend,
+    pub log_level: String,
+    pub access_log: AccessLog,
+    pub access_log_format: AccessLogFormat,
+    pub symlinks: Symlinks,
+    pub index: Vec<String>,
+    pub directory_listing: bool,
+    pub serve_dotfiles: bool,
+    pub precompressed: bool,
+    pub cache_control: String,
+    pub limits: Limits,
+    pub shutdown_timeout: Duration,
+    pub fd_budget: Option<usize>,
+    pub fd_headroom: usize,
+    pub cache: CacheSettings,
+}
+
+/// Parses `10s`, `500ms`, `2m`, `1h` (a bare number is seconds).
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: f64 = num
+        .parse()
+        .map_err(|_| format!("`{s}` is not a duration (examples: 500ms, 10s, 2m)"))?;
+    let secs = match unit.trim() {
+        "ms" => n / 1000.0,
+        "" | "s" => n,
+        "m" => n * 60.0,
+        "h" => n * 3600.0,
+        other => {
+            return Err(format!(
+                "unknown duration unit `{other}` in `{s}` (use ms, s, m or h)"
+            ))
+        }
+    };
+    if !secs.is_finite() || secs > 1e9 {
+        return Err(format!("`{s}` is out of range"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+fn type_name(v: &toml::Value) -> &'static str {
+    v.type_str()
+}
+
+fn defaults_table() -> toml::Table {
+    match toml::Value::try_from(Config::default()) {
+        Ok(toml::Value::Table(t)) => t,
+        _ => unreachable!("Config serializes to a table"),
+    }
+}
+
+/// Overlays `src` onto `dst` (which holds the defaults and so every known
+/// key), reporting unknown keys and type mismatches.
+fn overlay(dst: &mut toml::Table, src: toml::Table, prefix: &str, errors: &mut Vec<ConfigError>) {
+    for (k, v) in src {
+        let key = if prefix.is_empty() {
+            k.clone()
+        } else {
+            format!("{prefix}.{k}")
+        };
+        let Some(slot) = dst.get_mut(&k) else {
+            let known: Vec<&str> = dst.keys().map(|s| s.as_str()).collect();
+            errors.push(err(
+                &key,
+                format!("unknown key (known keys here: {})", known.join(", ")),
+            ));
+            continue;
+        };
+        match (slot, v) {
+            (toml::Value::Table(d), toml::Value::Table(s)) => overlay(d, s, &key, errors),
+            (slot, v) => {
+                if std::mem::discriminant(slot) != std::mem::discriminant(&v) {
+                    errors.push(err(
+                        &key,
+                        format!(
+                            "expected {}, found {} `{}`",
+                            type_name(slot),
+                            type_name(&v),
+                            v
+                        ),
+                    ));
+                } else if let toml::Value::Integer(i) = v {
+                    if i < 0 {
+                        errors.push(err(&key, format!("must not be negative, found {i}")));
+                    } else {
+                        *slot = v;
+                    }
+                } else if let toml::Value::Array(items) = &v {
+                    if items.iter().any(|i| !i.is_str()) {
+                        errors.push(err(&key, "expected an array of strings"));
+                    } else {
+                        *slot = v;
+                    }
+                } else {
+                    *slot = v;
+                }
+            }
+        }
+    }
+}
+
+/// Every leaf key of the defaults, dotted (`cache.max_entries`).
+pub fn all_keys() -> Vec<String> {
+    fn walk(t: &toml::Table, prefix: &str, out: &mut Vec<String>) {
+        for (k, v) in t {
+            let key = if prefix.is_empty() {
+                k.clone()
+            } else {
+                format!("{prefix}.{k}")
+            };
+            match v {
+                toml::Value::Table(sub) => walk(sub, &key, out),
+                _ => out.push(key),
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(&defaults_table(), "", &mut out);
+    out
+}
+
+/// `cache.max_entries` -> `FILESERVER_CACHE_MAX_ENTRIES`.
+pub fn env_name(key: &str) -> String {
+    format!("FILESERVER_{}", key.replace('.', "_").to_ascii_uppercase())
+}
+
+/// Sets one key from a string (env var or flag), converting to the key's type.
+fn set_from_str(
+    table: &mut toml::Table,
+    key: &str,
+    value: &str,
+    origin: &str,
+    errors: &mut Vec<ConfigError>,
+) {
+    let mut parts: Vec<&str> = key.split('.').collect();
+    let leaf = parts.pop().unwrap_or_default();
+    let mut t = table;
+    for p in parts {
+        match t.get_mut(p) {
+            Some(toml::Value::Table(sub)) => t = sub,
+            _ => {
+                errors.push(err(key, format!("unknown key (from {origin})")));
+                return;
+            }
+        }
+    }
+    let Some(slot) = t.get_mut(leaf) else {
+        errors.push(err(key, format!("unknown key (from {origin})")));
+        return;
+    };
+    let new = match slot {
+        toml::Value::Integer(_) => match value.trim().parse::<u64>() {
+            Ok(n) if n <= i64::MAX as u64 => toml::Value::Integer(n as i64),
+            _ => {
+                errors.push(err(
+                    key,
+                    format!("expected a non-negative integer, found `{value}` (from {origin})"),
+                ));
+                return;
+            }
+        },
+        toml::Value::Boolean(_) => match value.trim() {
+            "true" | "1" | "yes" | "on" => toml::Value::Boolean(true),
+            "false" | "0" | "no" | "off" => toml::Value::Boolean(false),
+            _ => {
+                errors.push(err(
+                    key,
+                    format!("expected true or false, found `{value}` (from {origin})"),
+                ));
+                return;
+            }
+        },
+        toml::Value::Array(_) => toml::Value::Array(
+            value
+                .split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(|s| toml::Value::String(s.to_string()))
+                .collect(),
+        ),
+        _ => toml::Value::String(value.to_string()),
+    };
+    *slot = new;
+}
+
+/// Where a configuration comes from.
+#[derive(Clone, Debug, Default)]
+pub struct Sources {
+    /// Config file, if any.
+    pub file: Option<PathBuf>,
+    /// `(KEY, value)` environment pairs (only `FILESERVER_*` matter).
+    pub env: Vec<(String, String)>,
+    /// `(dotted key, value)` from command-line flags.
+    pub flags: Vec<(String, String)>,
+}
+
+impl Sources {
+    /// The process environment's `FILESERVER_*` variables.
+    pub fn process_env() -> Vec<(String, String)> {
+        std::env::vars()
+            .filter(|(k, _)| k.starts_with("FILESERVER_"))
+            .collect()
+    }
+}
+
+/// Parses the text of a config file over the defaults (no env, no flags).
+pub fn parse_file_text(text: &str) -> Result<Config, Vec<ConfigError>> {
+    let mut errors = Vec::new();
+    let mut table = defaults_table();
+    match text.parse::<toml::Table>() {
+        Ok(file) => overlay(&mut table, file, "", &mut errors),
+        Err(e) => errors.push(err(
+            "file",
+            format!("not valid TOML: {}", e.to_string().trim()),
+        )),
+    }
+    finish(table, errors).map(|(c, _)| c)
+}
+
+fn finish(
+    table: toml::Table,
+    mut errors: Vec<ConfigError>,
+) -> Result<(Config, Settings), Vec<ConfigError>> {
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    let config: Config = match toml::Value::Table(table).try_into() {
+        Ok(c) => c,
+        Err(e) => {
+            errors.push(err("file", e.to_string()));
+            return Err(errors);
+        }
+    };
+    let settings = config.validate()?;
+    Ok((config, settings))
+}
+
+/// Loads and validates a configuration from all sources.
+pub fn load(sources: &Sources) -> Result<(Config, Settings), Vec<ConfigError>> {
+    let mut errors = Vec::new();
+    let mut table = defaults_table();
+    if let Some(path) = &sources.file {
+        match std::fs::read_to_string(path) {
+            Ok(text) => match text.parse::<toml::Table>() {
+                Ok(file) => overlay(&mut table, file, "", &mut errors),
+                Err(e) => errors.push(err(
+                    "file",
+                    format!(
+                        "{} is not valid TOML: {}",
+                        path.display(),
+                        e.to_string().trim()
+                    ),
+                )),
+            },
+            Err(e) => errors.push(err(
+                "config",
+                format!("cannot read {}: {e}", path.display()),
+            )),
+        }
+    }
+    let keys = all_keys();
+    for (name, value) in &sources.env {
+        if name == "FILESERVER_CONFIG" {
+            continue;
+        }
+        if let Some(key) = keys.iter().find(|k| &env_name(k) == name) {
+            set_from_str(&mut table, key, value, &format!("env {name}"), &mut errors);
+        }
+    }
+    for (key, value) in &sources.flags {
+        set_from_str(&mut table, key, value, "command line", &mut errors);
+    }
+    finish(table, errors)
+}
+
+/// Environment variables named `FILESERVER_*` that match no key (reported as warnings).
+pub fn unknown_env(env: &[(String, String)]) -> Vec<String> {
+    let keys: Vec<String> = all_keys().iter().map(|k| env_name(k)).collect();
+    env.iter()
+        .map(|(k, _)| k)
+        .filter(|k| k.as_str() != "FILESERVER_CONFIG" && !keys.contains(k))
+        .cloned()
+        .collect()
+}
+
+fn parse_addr(key: &str, v: &str, errors: &mut Vec<ConfigError>) -> SocketAddr {
+    match v.parse::<SocketAddr>() {
+        Ok(a) => a,
+        Err(_) => {
+            errors.push(err(
+                key,
+                format!("`{v}` is not an address like 127.0.0.1:8080 or [::1]:8080"),
+            ));
+            SocketAddr::from(([127, 0, 0, 1], 0))
+        }
+    }
+}
+
+fn dur(key: &str, v: &str, errors: &mut Vec<ConfigError>) -> Duration {
+    parse_duration(v).unwrap_or_else(|e| {
+        errors.push(err(key, e));
+        Duration::ZERO
+    })
+}
+
+fn range(key: &str, v: u64, lo: u64, hi: u64, errors: &mut Vec<ConfigError>) -> usize {
+    if v < lo || v > hi {
+        errors.push(err(key, format!("{v} is out of range {lo}..={hi}")));
+    }
+    v as usize
+}
+
+impl Config {
+    /// Checks every key and converts to typed settings; reports all problems.
+    pub fn validate(&self) -> Result<Settings, Vec<ConfigError>> {
+        let mut e = Vec::new();
+        let listen = parse_addr("listen", &self.listen, &mut e);
+        let admin_listen = parse_addr("admin_listen", &self.admin_listen, &mut e);
+        if self.root.as_os_str().is_empty() {
+            e.push(err("root", "must not be empty"));
+        }
+        let workers = range("workers", self.workers, 0, 1024, &mut e);
+        let workers = if workers == 0 {
+            std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1)
+        } else {
+            workers
+        };
+        let io_backend = match self.io_backend.as_str() {
+            "auto" => IoBackend::Auto,
+            "uring" => IoBackend::Uring,
+            "blocking" => IoBackend::Blocking,
+            o => {
+                e.push(err(
+                    "io_backend",
+                    format!("`{o}` is not one of auto, uring, blocking"),
+                ));
+                IoBackend::Auto
+            }
+        };
+        if tracing_subscriber::EnvFilter::try_new(&self.log_level).is_err()
+            || self.log_level.is_empty()
+        {
+            e.push(err(
+                "log_level",
+                format!(
+                    "`{}` is not a level (error, warn, info, debug, trace) or filter",
+                    self.log_level
+                ),
+            ));
+        }
+        let access_log = match self.access_log.as_str() {
+            "off" => AccessLog::Off,
+            "stdout" | "-" => AccessLog::Stdout,
+            "" => {
+                e.push(err("access_log", "must be off, stdout or a file path"));
+                AccessLog::Off
+            }
+            p => AccessLog::File(PathBuf::from(p)),
+        };
+        let access_log_format = match self.access_log_format.as_str() {
+            "combined" => AccessLogFormat::Combined,
+            "json" => AccessLogFormat::Json,
+            o => {
+                e.push(err(
+                    "access_log_format",
+                    format!("`{o}` is not one of combined, json"),
+                ));
+                AccessLogFormat::Combined
+            }
+        };
+        let symlinks = match self.symlinks.as_str() {
+            "deny" => Symlinks::Deny,
+            "within_root" => Symlinks::WithinRoot,
+            "follow" => Symlinks::Follow,
+            o => {
+                e.push(err(
+                    "symlinks",
+                    format!("`{o}` is not one of deny, within_root, follow"),
+                ));
+                Symlinks::WithinRoot
+            }
+        };
+        for name in &self.index {
+            if name.is_empty()
+                || name.contains('/')
+                || name == ".."
+                || name == "."
+                || name.contains('\0')
+            {
+                e.push(err("index", format!("`{name}` must be a plain file name")));
+            }
+        }
+        if self
+            .cache_control
+            .bytes()
+            .any(|b| b == b'\r' || b == b'\n' || (b < 0x20 && b != b'\t'))
+        {
+            e.push(err("cache_control", "must not contain control characters"));
+        }
+        let limits = Limits {
+            max_header_bytes: range(
+                "max_header_bytes",
+                self.max_header_bytes,
+                256,
+                1 << 20,
+                &mut e,
+            ),
+            max_headers: range("max_headers", self.max_headers, 4, 10_000, &mut e),
+            header_read_timeout: dur("header_read_timeout", &self.header_read_timeout, &mut e),
+            keepalive_timeout: dur("keepalive_timeout", &self.keepalive_timeout, &mut e),
+            send_timeout: dur("send_timeout", &self.send_timeout, &mut e),
+            max_connections: range(
+                "max_connections",
+                self.max_connections,
+                1,
+                10_000_000,
+                &mut e,
+            ),
+            max_ranges: range("max_ranges", self.max_ranges, 1, 1000, &mut e),
+        };
+        for (k, d) in [
+            ("header_read_timeout", limits.header_read_timeout),
+            ("keepalive_timeout", limits.keepalive_timeout),
+            ("send_timeout", limits.send_timeout),
+        ] {
+            if d.is_zero() && !e.iter().any(|x| x.key == k) {
+                e.push(err(k, "must be greater than zero"));
+            }
+        }
+        let shutdown_timeout = dur("shutdown_timeout", &self.shutdown_timeout, &mut e);
+        let c = &self.cache;
+        let cache = CacheSettings {
+            max_entries: range("cache.max_entries", c.max_entries, 1, 1 << 32, &mut e),
+            max_open: range("cache.max_open", c.max_open, 0, 1 << 32, &mut e),
+            valid: dur("cache.valid", &c.valid, &mut e),
+            negative_ttl: dur("cache.negative_ttl", &c.negative_ttl, &mut e),
+            small_file_max: c.small_file_max,
+            small_bytes_budget: c.small_bytes_budget,
+            min_uses: range("cache.min_uses", c.min_uses, 0, u32::MAX as u64, &mut e) as u32,
+        };
+        if c.small_file_max > 1 << 30 {
+            e.push(err("cache.small_file_max", "must be at most 1 GiB"));
+        }
+        let settings = Settings {
+            root: self.root.clone(),
+            listen,
+            admin_listen,
+            workers,
+            io_backend,
+            log_level: self.log_level.clone(),
+            access_log,
+            access_log_format,
+            symlinks,
+            index: self.index.clone(),
+            directory_listing: self.directory_listing,
+            serve_dotfiles: self.serve_dotfiles,
+            precompressed: self.precompressed,
+            cache_control: self.cache_control.clone(),
+            limits,
+            shutdown_timeout,
+            fd_budget: (self.fd_budget > 0).then_some(self.fd_budget as usize),
+            fd_headroom: self.fd_headroom as usize,
+            cache,
+        };
+        if e.is_empty() {
+            Ok(settings)
+        } else {
+            Err(e)
+        }
+    }
+}
+
+/// Validates a config file for `fileserver check-config`; one line per error.
+pub fn check_file(path: &Path) -> Result<Settings, Vec<ConfigError>> {
+    load(&Sources {
+        file: Some(path.to_path_buf()),
+        ..Sources::default()
+    })
+    .map(|(_, s)| s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn precedence_flags_over_env_over_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("c.toml");
+        std::fs::write(
+            &f,
+            "workers = 3\nmax_ranges = 5\n[cache]\nmax_entries = 7\n",
+        )
+        .unwrap();
+        let (c, _) = load(&Sources {
+            file: Some(f),
+            env: vec![
+                ("FILESERVER_WORKERS".into(), "4".into()),
+                ("FILESERVER_CACHE_MAX_ENTRIES".into(), "9".into()),
+            ],
+            flags: vec![("workers".into(), "6".into())],
+        })
+        .unwrap();
+        assert_eq!(c.workers, 6);
+        assert_eq!(c.max_ranges, 5);
+        assert_eq!(c.cache.max_entries, 9);
+    }
+
+    #[test]
+    fn reports_every_error_with_its_key() {
+        let errs = parse_file_text(
+            "wokers = 2\nlisten = \"nope\"\nmax_ranges = \"x\"\n[cache]\nvalid = \"3 parsecs\"\nbogus = 1\n",
+        )
+        .unwrap_err();
+        let keys: Vec<&str> = errs.iter().map(|e| e.key.as_str()).collect();
+        assert!(keys.contains(&"wokers"), "{errs:?}");
+        assert!(keys.contains(&"max_ranges"), "{errs:?}");
+        assert!(keys.contains(&"cache.bogus"), "{errs:?}");
+        // Type errors stop before semantic checks; fix them and semantics show up.
+        let errs =
+            parse_file_text("listen = \"nope\"\n[cache]\nvalid = \"3 parsecs\"\n").unwrap_err();
+        let keys: Vec<&str> = errs.iter().map(|e| e.key.as_str()).collect();
+        assert_eq!(keys, vec!["listen", "cache.valid"], "{errs:?}");
+    }
+
+    #[test]
+    fn shipped_default_file_equals_builtin_defaults() {
+        let text = include_str!("../../../config/fileserver.toml");
+        assert_eq!(parse_file_text(text).unwrap(), Config::default());
+        // Every key is documented (present, possibly commented out).
+        for key in all_keys() {
+            let leaf = key.rsplit('.').next().unwrap();
+            assert!(
+                text.lines().any(|l| l
+                    .trim_start_matches(['#', ' '])
+                    .starts_with(&format!("{leaf} ="))),
+                "key {key} is not documented in config/fileserver.toml"
+            );
+        }
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("10s").unwrap(), Duration::from_secs(10));
+        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
+        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+        assert!(parse_duration("x").is_err());
+        assert!(parse_duration("3 parsecs").is_err());
+    }
+}

@@ -1,0 +1,830 @@
+//! One client connection: read heads into a reused buffer, answer each
+//! request (pipelined responses are batched into one write), send bodies with
+//! one writev (cached small files) or sendfile (everything else).
+//!
+//! ```text
+//! rbuf [....consumed....|req2 head|req3 part...]     (start..end = unparsed)
+//! wbuf [resp1 head+body|resp2 head]  -> flushed before any read or sendfile
+//! ```
+
+use crate::files::{FileRef, OpenError, Opened};
+use crate::http::conditional::{evaluate, Precondition};
+use crate::http::date::{fmt_http_date, with_now, HTTP_DATE_LEN};
+use crate::http::mime::{accepted_encodings, content_type};
+use crate::http::path::{normalize_path, PathError};
+use crate::http::range::{parse_range, ByteRange, RangeOutcome};
+use crate::http::request::{parse_request, Method, Request};
+use crate::http::response::{header, push_encoded_path, push_u64, reason, status_line};
+use crate::server::{Live, Worker};
+use rustix::fd::{AsFd, BorrowedFd};
+use std::io::{self, IoSlice};
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, Interest};
+use tokio::net::TcpStream;
+
+const STACK_HEADERS: usize = 128;
+const WBUF_FLUSH: usize = 64 * 1024;
+const ALLOW: &[u8] = b"Allow: GET, HEAD, OPTIONS\r\n";
+
+struct Conn {
+    w: Rc<Worker>,
+    stream: TcpStream,
+    peer: SocketAddr,
+    live: Arc<Live>,
+    generation: u64,
+    wbuf: Vec<u8>,
+    path: Vec<u8>,
+    alt: String,
+    ranges: Vec<ByteRange>,
+    parts: Vec<u8>,
+    part_ends: Vec<usize>,
+    stop_seen: bool,
+}
+
+/// Serves one accepted connection until it closes.
+pub async fn serve(w: Rc<Worker>, stream: TcpStream, peer: SocketAddr) {
+    let (live, generation) = w.shared.live();
+    let mut c = Conn {
+        w,
+        stream,
+        peer,
+        live,
+        generation,
+        wbuf: Vec::with_capacity(1024),
+        path: Vec::with_capacity(128),
+        alt: String::new(),
+        ranges: Vec::new(),
+        parts: Vec::new(),
+        part_ends: Vec::new(),
+        stop_seen: false,
+    };
+    if let Err(e) = c.run().await {
+        tracing::debug!(peer = %c.peer, "connection ended: {e}");
+    }
+}
+
+/// What one request produced, for counters and the access log.
+struct Outcome {
+    status: u16,
+    body: u64,
+}
+
+fn io_err(kind: io::ErrorKind, msg: &'static str) -> io::Error {
+    io::Error::new(kind, msg)
+}
+
+impl Conn {
+    async fn run(&mut self) -> io::Result<()> {
+        let mut rbuf = vec![0u8; self.live.s.limits.max_header_bytes];
+        let (mut start, mut end) = (0usize, 0usize);
+        let mut served = 0u64;
+        let mut head_started: Option<Instant> = None;
+        let sleep = tokio::time::sleep(Duration::ZERO);
+        tokio::pin!(sleep);
+        let mut shutdown = self.w.shutdown.clone();
+        loop {
+            if start < end {
+                let n = self.live.s.limits.max_headers;
+                let mut stack;
+                let mut heap;
+                let headers: &mut [httparse::Header<'_>] = if n <= STACK_HEADERS {
+                    stack = [httparse::EMPTY_HEADER; STACK_HEADERS];
+                    &mut stack[..n]
+                } else {
+                    heap = vec![httparse::EMPTY_HEADER; n];
+                    &mut heap[..]
+                };
+                let max_head = rbuf.len();
+                match parse_request(&rbuf[start..end], headers, max_head) {
+                    Ok(Some(req)) => {
+                        head_started = None;
+                        let head_len = req.head_len;
+                        let pending = end > start + head_len;
+                        let keep = self.handle(&req, pending).await?;
+                        start += head_len;
+                        served += 1;
+                        if !keep {
+                            self.flush(false).await?;
+                            return Ok(());
+                        }
+                        if start == end {
+                            start = 0;
+                            end = 0;
+                        }
+                        if self.wbuf.len() >= WBUF_FLUSH {
+                            self.flush(false).await?;
+                        }
+                        continue;
+                    }
+                    Ok(None) => {}
+                    Err(e) => {
+                        let why = match e {
+                            crate::http::request::ParseError::Bad(why) => why,
+                            _ => reason(e.status()),
+                        };
+                        let t0 = Instant::now();
+                        let out = self.simple(e.status(), false, false, b"", why);
+                        self.finish_stats(out.status, out.body, t0);
+                        self.flush(false).await?;
+                        return Ok(());
+                    }
+                }
+            }
+            // Need more bytes: answer what is batched first.
+            if !self.wbuf.is_empty() {
+                self.flush(false).await?;
+            }
+            if (self.w.stopping.get() || self.stop_seen) && start == end {
+                return Ok(());
+            }
+            if start > 0 {
+                rbuf.copy_within(start..end, 0);
+                end -= start;
+                start = 0;
+            }
+            let limits = &self.live.s.limits;
+            let now = Instant::now();
+            let deadline = if end > start {
+                *head_started.get_or_insert(now) + limits.header_read_timeout
+            } else if served == 0 {
+                now + limits.header_read_timeout
+            } else {
+                now + limits.keepalive_timeout
+            };
+            sleep.as_mut().reset(deadline.into());
+            tokio::select! {
+                biased;
+                r = self.stream.read(&mut rbuf[end..]) => match r {
+                    Ok(0) => return Ok(()),
+                    Ok(n) => end += n,
+                    Err(e) => return Err(e),
+                },
+                _ = &mut sleep => {
+                    if end > start {
+                        let t0 = Instant::now();
+                        let out = self.simple(408, false, false, b"", "request head not received in time");
+                        self.finish_stats(out.status, out.body, t0);
+                        self.flush(false).await?;
+                    }
+                    return Ok(());
+                },
+                _ = shutdown.changed(), if !self.stop_seen => {
+                    self.stop_seen = true;
+                    if start == end {
+                        return Ok(());
+                    }
+                },
+            }
+        }
+    }
+
+    fn refresh(&mut self) {
+        if self.w.shared.generation() != self.generation {
+            let (live, generation) = self.w.shared.live();
+            self.live = live;
+            self.generation = generation;
+        }
+    }
+
+    fn finish_stats(&self, status: u16, body: u64, t0: Instant) {
+        self.w.stats.record(status, body);
+        self.w.record_duration(t0.elapsed());
+    }
+
+    async fn handle(&mut self, req: &Request<'_>, pending: bool) -> io::Result<bool> {
+        let t0 = Instant::now();
+        self.refresh();
+        let mut keep = req.keep_alive && !req.has_body && !self.w.stopping.get() && !self.stop_seen;
+        let out = self.respond(req, pending, &mut keep).await?;
+        self.finish_stats(out.status, out.body, t0);
+        if let Some(log) = &self.live.access {
+            log.log(&crate::accesslog::Entry {
+                peer: self.peer,
+                time: crate::http::date::now_secs(),
+                method: req.method_raw,
+                target: req.target,
+                minor_version: req.minor_version,
+                status: out.status,
+                bytes: out.body,
+                referer: req.referer,
+                user_agent: req.user_agent,
+                duration: t0.elapsed(),
+            });
+        }
+        Ok(keep)
+    }
+
+    /// Writes status line, Server and Date.
+    fn head_start(&mut self, code: u16) -> u64 {
+        self.wbuf.extend_from_slice(status_line(code));
+        self.wbuf.extend_from_slice(b"Server: fileserver\r\n");
+        with_now(|now, date| {
+            self.wbuf.extend_from_slice(b"Date: ");
+            self.wbuf.extend_from_slice(date);
+            self.wbuf.extend_from_slice(b"\r\n");
+            now
+        })
+    }
+
+    fn head_end(&mut self, keep: bool, minor: u8) {
+        if !keep {
+            self.wbuf.extend_from_slice(b"Connection: close\r\n");
+        } else if minor == 0 {
+            self.wbuf.extend_from_slice(b"Connection: keep-alive\r\n");
+        }
+        self.wbuf.extend_from_slice(b"\r\n");
+    }
+
+    /// A small text response (errors, redirects, OPTIONS).
+    fn simple(&mut self, code: u16, head: bool, keep: bool, extra: &[u8], detail: &str) -> Outcome {
+        self.head_start(code);
+        self.wbuf.extend_from_slice(extra);
+        if code == 204 || code == 304 {
+            self.head_end(keep, 1);
+            return Outcome {
+                status: code,
+                body: 0,
+            };
+        }
+        let r = reason(code);
+        let body_len = 3
+            + 1
+            + r.len()
+            + if detail.is_empty() || detail == r {
+                0
+            } else {
+                2 + detail.len()
+            }
+            + 1;
+        self.wbuf
+            .extend_from_slice(b"Content-Type: text/plain; charset=utf-8\r\nContent-Length: ");
+        push_u64(&mut self.wbuf, body_len as u64);
+        self.wbuf.extend_from_slice(b"\r\n");
+        self.head_end(keep, 1);
+        if head {
+            return Outcome {
+                status: code,
+                body: 0,
+            };
+        }
+        push_u64(&mut self.wbuf, u64::from(code));
+        self.wbuf.push(b' ');
+        self.wbuf.extend_from_slice(r.as_bytes());
+        if !(detail.is_empty() || detail == r) {
+            self.wbuf.extend_from_slice(b": ");
+            self.wbuf.extend_from_slice(detail.as_bytes());
+        }
+        self.wbuf.push(b'\n');
+        Outcome {
+            status: code,
+            body: body_len as u64,
+        }
+    }
+
+    async fn respond(
+        &mut self,
+        req: &Request<'_>,
+        pending: bool,
+        keep: &mut bool,
+    ) -> io::Result<Outcome> {
+        let method = req.method();
+        let head = method == Method::Head;
+        match method {
+            Method::Other => {
+                if req.has_body {
+                    *keep = false;
+                }
+                return Ok(self.simple(405, false, *keep, ALLOW, ""));
+            }
+            Method::Options => {
+                if req.has_body {
+                    *keep = false;
+                }
+                if req.target != b"*" {
+                    let mut scratch = std::mem::take(&mut self.path);
+                    let bad = normalize_path(req.target, &mut scratch).err();
+                    self.path = scratch;
+                    if let Some(e) = bad {
+                        *keep = false;
+                        return Ok(self.simple(400, false, false, b"", e.reason()));
+                    }
+                }
+                return Ok(self.simple(204, false, *keep, ALLOW, ""));
+            }
+            Method::Get | Method::Head => {}
+        }
+        if req.has_body {
+            *keep = false;
+            return Ok(self.simple(
+                400,
+                head,
+                false,
+                b"",
+                "request body not allowed on GET/HEAD",
+            ));
+        }
+        let mut scratch = std::mem::take(&mut self.path);
+        let result = self
+            .respond_path(req, pending, keep, head, &mut scratch)
+            .await;
+        self.path = scratch;
+        result
+    }
+
+    async fn respond_path(
+        &mut self,
+        req: &Request<'_>,
+        pending: bool,
+        keep: &mut bool,
+        head: bool,
+        scratch: &mut Vec<u8>,
+    ) -> io::Result<Outcome> {
+        let np = match normalize_path(req.target, scratch) {
+            Ok(p) => p,
+            Err(e) => {
+                *keep = false;
+                let e = if e == PathError::Asterisk {
+                    PathError::NotOriginForm
+                } else {
+                    e
+                };
+                return Ok(self.simple(400, head, false, b"", e.reason()));
+            }
+        };
+        let live = self.live.clone();
+        if np.dotfile && !live.s.serve_dotfiles {
+            return Ok(self.simple(404, head, *keep, b"", ""));
+        }
+        let shared = self.w.shared.clone();
+        match shared.files.open(np.rel).await {
+            Ok(Opened::File(f)) => {
+                if np.trailing_slash && !np.rel.is_empty() {
+                    return Ok(self.simple(404, head, *keep, b"", ""));
+                }
+                self.serve_negotiated(req, f, np.rel, pending, *keep, head)
+                    .await
+            }
+            Ok(Opened::IsDir) => {
+                if !np.trailing_slash {
+                    let mut loc = Vec::with_capacity(np.rel.len() + 16);
+                    loc.extend_from_slice(b"Location: /");
+                    push_encoded_path(&mut loc, np.rel);
+                    loc.push(b'/');
+                    if let Some(q) = req.target.iter().position(|&b| b == b'?') {
+                        loc.extend_from_slice(&req.target[q..]);
+                    }
+                    loc.extend_from_slice(b"\r\n");
+                    return Ok(self.simple(301, head, *keep, &loc, ""));
+                }
+                for name in &live.s.index {
+                    let mut p = std::mem::take(&mut self.alt);
+                    p.clear();
+                    if !np.rel.is_empty() {
+                        p.push_str(np.rel);
+                        p.push('/');
+                    }
+                    p.push_str(name);
+                    let opened = shared.files.open(&p).await;
+                    let result = match opened {
+                        Ok(Opened::File(f)) => Some(
+                            self.serve_negotiated(req, f, &p, pending, *keep, head)
+                                .await,
+                        ),
+                        Ok(_) => None,
+                        Err(e) => Some(Ok(self.open_error(e, head, *keep))),
+                    };
+                    self.alt = p;
+                    if let Some(r) = result {
+                        return r;
+                    }
+                }
+                if live.s.directory_listing {
+                    return Ok(self.listing(req, np.rel, head, *keep, live.s.serve_dotfiles));
+                }
+                Ok(self.simple(404, head, *keep, b"", ""))
+            }
+            Ok(Opened::NotFound) => Ok(self.simple(404, head, *keep, b"", "")),
+            Ok(Opened::Forbidden) => Ok(self.simple(403, head, *keep, b"", "")),
+            Err(e) => Ok(self.open_error(e, head, *keep)),
+        }
+    }
+
+    fn open_error(&mut self, e: OpenError, head: bool, keep: bool) -> Outcome {
+        match e {
+            OpenError::Exhausted => self.simple(
+                503,
+                head,
+                keep,
+                b"Retry-After: 1\r\n",
+                "out of file descriptors",
+            ),
+            OpenError::Io(e) => {
+                tracing::warn!("open failed: {e}");
+                self.simple(500, head, keep, b"", "")
+            }
+        }
+    }
+
+    fn listing(
+        &mut self,
+        req: &Request<'_>,
+        rel: &str,
+        head: bool,
+        keep: bool,
+        dotfiles: bool,
+    ) -> Outcome {
+        let items = match self.w.shared.lister.read(rel, dotfiles) {
+            Ok(items) => items,
+            Err(e) => {
+                tracing::debug!("listing {rel}: {e}");
+                return self.simple(404, head, keep, b"", "");
+            }
+        };
+        let want_json = req.accept.is_some_and(|a| {
+            a.windows(16)
+                .any(|w| w.eq_ignore_ascii_case(b"application/json"))
+        });
+        let (body, ct): (String, &[u8]) = if want_json {
+            (crate::listing::json(&items), b"application/json")
+        } else {
+            (
+                crate::listing::html(rel, &items),
+                b"text/html; charset=utf-8",
+            )
+        };
+        self.head_start(200);
+        header(&mut self.wbuf, b"Content-Type", ct);
+        self.wbuf.extend_from_slice(b"Content-Length: ");
+        push_u64(&mut self.wbuf, body.len() as u64);
+        self.wbuf.extend_from_slice(b"\r\nVary: Accept\r\n");
+        self.head_end(keep, req.minor_version);
+        if head {
+            return Outcome {
+                status: 200,
+                body: 0,
+            };
+        }
+        self.wbuf.extend_from_slice(body.as_bytes());
+        Outcome {
+            status: 200,
+            body: body.len() as u64,
+        }
+    }
+
+    /// Picks a precompressed sibling by Accept-Encoding, else the file itself.
+    async fn serve_negotiated(
+        &mut self,
+        req: &Request<'_>,
+        f: FileRef,
+        rel: &str,
+        pending: bool,
+        keep: bool,
+        head: bool,
+    ) -> io::Result<Outcome> {
+        let live = self.live.clone();
+        let mut vary = false;
+        if live.s.precompressed {
+            if let Some(ae) = req.accept_encoding {
+                vary = true;
+                let already = [".br", ".zst", ".gz"].iter().any(|e| rel.ends_with(e));
+                if !already {
+                    let acc = accepted_encodings(ae);
+                    let shared = self.w.shared.clone();
+                    for (ok, ext, enc) in [
+                        (acc.br, ".br", "br"),
+                        (acc.zstd, ".zst", "zstd"),
+                        (acc.gzip, ".gz", "gzip"),
+                    ] {
+                        if !ok {
+                            continue;
+                        }
+                        let mut sib = String::with_capacity(rel.len() + 4);
+                        sib.push_str(rel);
+                        sib.push_str(ext);
+                        if let Ok(Opened::File(cf)) = shared.files.open(&sib).await {
+                            drop(f);
+                            return self
+                                .serve_file(req, &cf, rel, Some(enc), true, pending, keep, head)
+                                .await;
+                        }
+                    }
+                }
+            }
+        }
+        self.serve_file(req, &f, rel, None, vary, pending, keep, head)
+            .await
+    }
+
+    /// Writes the representation headers shared by 200/206/304/412/416.
+    fn validators(&mut self, f: &FileRef, last_modified: u64, encoding: Option<&str>, vary: bool) {
+        let mut lm = [0u8; HTTP_DATE_LEN];
+        fmt_http_date(last_modified, &mut lm);
+        header(&mut self.wbuf, b"Last-Modified", &lm);
+        header(&mut self.wbuf, b"ETag", f.etag().as_bytes());
+        let cc = &self.live.cache_control_line;
+        self.wbuf.extend_from_slice(cc);
+        if let Some(enc) = encoding {
+            header(&mut self.wbuf, b"Content-Encoding", enc.as_bytes());
+        }
+        if vary {
+            self.wbuf.extend_from_slice(b"Vary: Accept-Encoding\r\n");
+        }
+    }
+
+    fn content_type_header(&mut self, type_path: &str) {
+        let (mime, text) = content_type(type_path);
+        self.wbuf.extend_from_slice(b"Content-Type: ");
+        self.wbuf.extend_from_slice(mime.as_bytes());
+        if text {
+            self.wbuf.extend_from_slice(b"; charset=utf-8");
+        }
+        self.wbuf.extend_from_slice(b"\r\n");
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn serve_file(
+        &mut self,
+        req: &Request<'_>,
+        f: &FileRef,
+        type_path: &str,
+        encoding: Option<&str>,
+        vary: bool,
+        pending: bool,
+        keep: bool,
+        head: bool,
+    ) -> io::Result<Outcome> {
+        let size = f.size();
+        let now = crate::http::date::now_secs();
+        // Last-Modified is never later than Date (RFC 9110 8.8.2.1).
+        let last_modified = f.mtime_secs().min(now);
+        let is_get = !head;
+        let use_range = match evaluate(req, f.etag().as_bytes(), last_modified, is_get) {
+            Precondition::Failed => {
+                return Ok(self.simple(412, head, keep, b"", ""));
+            }
+            Precondition::NotModified => {
+                self.head_start(304);
+                self.validators(f, last_modified, encoding, vary);
+                self.head_end(keep, req.minor_version);
+                return Ok(Outcome {
+                    status: 304,
+                    body: 0,
+                });
+            }
+            Precondition::Proceed { use_range } => use_range,
+        };
+        let outcome = if use_range {
+            let max = self.live.s.limits.max_ranges;
+            parse_range(req.range.unwrap_or_default(), size, max, &mut self.ranges)
+        } else {
+            RangeOutcome::Full
+        };
+        match outcome {
+            RangeOutcome::Unsatisfiable => {
+                self.head_start(416);
+                self.wbuf.extend_from_slice(b"Content-Range: bytes */");
+                push_u64(&mut self.wbuf, size);
+                self.wbuf.extend_from_slice(b"\r\n");
+                self.validators(f, last_modified, encoding, vary);
+                self.wbuf.extend_from_slice(b"Content-Length: 0\r\n");
+                self.head_end(keep, req.minor_version);
+                Ok(Outcome {
+                    status: 416,
+                    body: 0,
+                })
+            }
+            RangeOutcome::Full => {
+                self.head_start(200);
+                self.content_type_header(type_path);
+                self.wbuf.extend_from_slice(b"Content-Length: ");
+                push_u64(&mut self.wbuf, size);
+                self.wbuf.extend_from_slice(b"\r\nAccept-Ranges: bytes\r\n");
+                self.validators(f, last_modified, encoding, vary);
+                self.head_end(keep, req.minor_version);
+                if head {
+                    return Ok(Outcome {
+                        status: 200,
+                        body: 0,
+                    });
+                }
+                self.send_body(f, 0, size, pending).await?;
+                Ok(Outcome {
+                    status: 200,
+                    body: size,
+                })
+            }
+            RangeOutcome::Partial if self.ranges.len() == 1 => {
+                let r = self.ranges[0];
+                self.head_start(206);
+                self.content_type_header(type_path);
+                self.wbuf.extend_from_slice(b"Content-Range: bytes ");
+                push_u64(&mut self.wbuf, r.start);
+                self.wbuf.push(b'-');
+                push_u64(&mut self.wbuf, r.end - 1);
+                self.wbuf.push(b'/');
+                push_u64(&mut self.wbuf, size);
+                self.wbuf.extend_from_slice(b"\r\nContent-Length: ");
+                push_u64(&mut self.wbuf, r.len());
+                self.wbuf.extend_from_slice(b"\r\nAccept-Ranges: bytes\r\n");
+                self.validators(f, last_modified, encoding, vary);
+                self.head_end(keep, req.minor_version);
+                self.send_body(f, r.start, r.len(), pending).await?;
+                Ok(Outcome {
+                    status: 206,
+                    body: r.len(),
+                })
+            }
+            RangeOutcome::Partial => {
+                self.multipart(req, f, type_path, size, last_modified, encoding, vary, keep)
+                    .await
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn multipart(
+        &mut self,
+        req: &Request<'_>,
+        f: &FileRef,
+        type_path: &str,
+        size: u64,
+        last_modified: u64,
+        encoding: Option<&str>,
+        vary: bool,
+        keep: bool,
+    ) -> io::Result<Outcome> {
+        let boundary = self.w.shared.boundary.clone();
+        let (mime, text) = content_type(type_path);
+        let mut parts = std::mem::take(&mut self.parts);
+        let mut ends = std::mem::take(&mut self.part_ends);
+        parts.clear();
+        ends.clear();
+        let mut total = 0u64;
+        for r in &self.ranges {
+            parts.extend_from_slice(b"\r\n--");
+            parts.extend_from_slice(boundary.as_bytes());
+            parts.extend_from_slice(b"\r\nContent-Type: ");
+            parts.extend_from_slice(mime.as_bytes());
+            if text {
+                parts.extend_from_slice(b"; charset=utf-8");
+            }
+            parts.extend_from_slice(b"\r\nContent-Range: bytes ");
+            push_u64(&mut parts, r.start);
+            parts.push(b'-');
+            push_u64(&mut parts, r.end - 1);
+            parts.push(b'/');
+            push_u64(&mut parts, size);
+            parts.extend_from_slice(b"\r\n\r\n");
+            ends.push(parts.len());
+            total += r.len();
+        }
+        let closing_start = parts.len();
+        parts.extend_from_slice(b"\r\n--");
+        parts.extend_from_slice(boundary.as_bytes());
+        parts.extend_from_slice(b"--\r\n");
+        let body_len = total + parts.len() as u64;
+        self.head_start(206);
+        self.wbuf
+            .extend_from_slice(b"Content-Type: multipart/byteranges; boundary=");
+        self.wbuf.extend_from_slice(boundary.as_bytes());
+        self.wbuf.extend_from_slice(b"\r\nContent-Length: ");
+        push_u64(&mut self.wbuf, body_len);
+        self.wbuf.extend_from_slice(b"\r\nAccept-Ranges: bytes\r\n");
+        self.validators(f, last_modified, encoding, vary);
+        self.head_end(keep, req.minor_version);
+        let ranges = std::mem::take(&mut self.ranges);
+        let mut prev = 0;
+        let mut result = Ok(());
+        for (r, &e) in ranges.iter().zip(ends.iter()) {
+            self.wbuf.extend_from_slice(&parts[prev..e]);
+            prev = e;
+            if let Err(err) = self.send_body(f, r.start, r.len(), true).await {
+                result = Err(err);
+                break;
+            }
+        }
+        if result.is_ok() {
+            self.wbuf.extend_from_slice(&parts[closing_start..]);
+        }
+        self.ranges = ranges;
+        self.parts = parts;
+        self.part_ends = ends;
+        result.map(|()| Outcome {
+            status: 206,
+            body: body_len,
+        })
+    }
+
+    /// Sends `len` bytes of `f` from `offset` after what is in `wbuf`.
+    /// Cached bytes: copied into `wbuf` when more responses follow, else one
+    /// writev of head and body. Otherwise: head with MSG_MORE, then sendfile.
+    async fn send_body(
+        &mut self,
+        f: &FileRef,
+        offset: u64,
+        len: u64,
+        pending: bool,
+    ) -> io::Result<()> {
+        if len == 0 {
+            return Ok(());
+        }
+        if let Some(bytes) = f.bytes() {
+            let end = offset + len;
+            if end > bytes.len() as u64 {
+                return Err(io_err(
+                    io::ErrorKind::UnexpectedEof,
+                    "cached bytes shorter than length",
+                ));
+            }
+            let body = &bytes[offset as usize..end as usize];
+            if pending {
+                self.wbuf.extend_from_slice(body);
+                return Ok(());
+            }
+            return self.flush_with(body).await;
+        }
+        self.flush(true).await?;
+        self.sendfile(f.fd(), offset, len).await
+    }
+
+    async fn wait_writable(&self) -> io::Result<()> {
+        match tokio::time::timeout(self.live.s.limits.send_timeout, self.stream.writable()).await {
+            Ok(r) => r,
+            Err(_) => Err(io_err(io::ErrorKind::TimedOut, "send timeout")),
+        }
+    }
+
+    /// Writes all of `wbuf` (with MSG_MORE when a body follows).
+    async fn flush(&mut self, more: bool) -> io::Result<()> {
+        let mut pos = 0;
+        let mut flags = rustix::net::SendFlags::NOSIGNAL;
+        if more {
+            flags |= rustix::net::SendFlags::MORE;
+        }
+        while pos < self.wbuf.len() {
+            let r = self.stream.try_io(Interest::WRITABLE, || {
+                rustix::net::send(&self.stream, &self.wbuf[pos..], flags).map_err(io::Error::from)
+            });
+            match r {
+                Ok(n) => pos += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.wait_writable().await?,
+                Err(e) => return Err(e),
+            }
+        }
+        self.wbuf.clear();
+        Ok(())
+    }
+
+    /// Writes `wbuf` then `body` with writev (one syscall in the common case).
+    async fn flush_with(&mut self, body: &[u8]) -> io::Result<()> {
+        let (mut a, mut b) = (0usize, 0usize);
+        while a < self.wbuf.len() || b < body.len() {
+            let r = self.stream.try_io(Interest::WRITABLE, || {
+                let iov = [IoSlice::new(&self.wbuf[a..]), IoSlice::new(&body[b..])];
+                rustix::io::writev(&self.stream, &iov).map_err(io::Error::from)
+            });
+            match r {
+                Ok(mut n) => {
+                    let h = (self.wbuf.len() - a).min(n);
+                    a += h;
+                    n -= h;
+                    b += n;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.wait_writable().await?,
+                Err(e) => return Err(e),
+            }
+        }
+        self.wbuf.clear();
+        Ok(())
+    }
+
+    /// sendfile(2) on the non-blocking socket; a file that ends early (it
+    /// shrank) is an error, which closes the connection: the client sees a
+    /// short body, never one that disagrees with Content-Length silently.
+    async fn sendfile(&self, file: BorrowedFd<'_>, offset: u64, len: u64) -> io::Result<()> {
+        let mut off = offset;
+        let end = offset + len;
+        while off < end {
+            let chunk = (end - off).min(1 << 30) as usize;
+            let r = self.stream.try_io(Interest::WRITABLE, || {
+                rustix::fs::sendfile(self.stream.as_fd(), file, Some(&mut off), chunk)
+                    .map_err(io::Error::from)
+            });
+            match r {
+                Ok(0) => {
+                    return Err(io_err(
+                        io::ErrorKind::UnexpectedEof,
+                        "file shrank while sending",
+                    ))
+                }
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.wait_writable().await?,
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,241 @@
+//! Request-head parsing on top of `httparse`, plus the framing rules httparse
+//! leaves to the server (RFC 9112: Host, Content-Length vs Transfer-Encoding,
+//! keep-alive). Pure and allocation-free: everything borrows the read buffer.
+
+/// Request methods the server distinguishes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Method {
+    /// GET
+    Get,
+    /// HEAD
+    Head,
+    /// OPTIONS
+    Options,
+    /// Anything else (answered with 405).
+    Other,
+}
+
+/// A parsed request head; slices borrow the connection's read buffer.
+#[derive(Clone, Debug, Default)]
+pub struct Request<'b> {
+    /// Method as sent.
+    pub method_raw: &'b str,
+    /// Request target as sent (origin-form, absolute-form or `*`).
+    pub target: &'b [u8],
+    /// 0 for HTTP/1.0, 1 for HTTP/1.1.
+    pub minor_version: u8,
+    /// Bytes of the head including the final CRLFCRLF.
+    pub head_len: usize,
+    /// Whether the client allows the connection to stay open.
+    pub keep_alive: bool,
+    /// The request declares a body (Content-Length > 0 or Transfer-Encoding).
+    pub has_body: bool,
+    /// `Host`.
+    pub host: Option<&'b [u8]>,
+    /// `If-Match`.
+    pub if_match: Option<&'b [u8]>,
+    /// `If-None-Match`.
+    pub if_none_match: Option<&'b [u8]>,
+    /// `If-Modified-Since`.
+    pub if_modified_since: Option<&'b [u8]>,
+    /// `If-Unmodified-Since`.
+    pub if_unmodified_since: Option<&'b [u8]>,
+    /// `If-Range`.
+    pub if_range: Option<&'b [u8]>,
+    /// `Range`.
+    pub range: Option<&'b [u8]>,
+    /// `Accept-Encoding`.
+    pub accept_encoding: Option<&'b [u8]>,
+    /// `Accept` (directory listings: HTML or JSON).
+    pub accept: Option<&'b [u8]>,
+    /// `User-Agent` (access log).
+    pub user_agent: Option<&'b [u8]>,
+    /// `Referer` (access log).
+    pub referer: Option<&'b [u8]>,
+}
+
+impl Request<'_> {
+    /// The method as an enum.
+    pub fn method(&self) -> Method {
+        match self.method_raw {
+            "GET" => Method::Get,
+            "HEAD" => Method::Head,
+            "OPTIONS" => Method::Options,
+            _ => Method::Other,
+        }
+    }
+}
+
+/// Why a request head was rejected.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ParseError {
+    /// Malformed; the string says which rule (400, connection closes).
+    Bad(&'static str),
+    /// The head is larger than the limit (431).
+    HeadTooLarge,
+    /// More header fields than the limit (431).
+    TooManyHeaders,
+}
+
+impl ParseError {
+    /// The status code answered for this error.
+    pub fn status(self) -> u16 {
+        match self {
+            ParseError::Bad(_) => 400,
+            ParseError::HeadTooLarge | ParseError::TooManyHeaders => 431,
+        }
+    }
+}
+
+fn eq_ci(a: &[u8], b: &[u8]) -> bool {
+    a.eq_ignore_ascii_case(b)
+}
+
+fn trim(v: &[u8]) -> &[u8] {
+    let s = v
+        .iter()
+        .position(|b| !matches!(b, b' ' | b'\t'))
+        .unwrap_or(v.len());
+    let e = v
+        .iter()
+        .rposition(|b| !matches!(b, b' ' | b'\t'))
+        .map_or(s, |p| p + 1);
+    &v[s..e.max(s)]
+}
+
+fn has_token(list: &[u8], token: &[u8]) -> bool {
+    list.split(|&b| b == b',').any(|t| eq_ci(trim(t), token))
+}
+
+/// Parses one request head from the start of `buf`.
+///
+/// `Ok(None)`: incomplete, read more (only while `buf.len() < max_head`).
+/// `headers` is scratch space whose length is the header-count limit.
+pub fn parse_request<'b>(
+    buf: &'b [u8],
+    headers: &mut [httparse::Header<'b>],
+    max_head: usize,
+) -> Result<Option<Request<'b>>, ParseError> {
+    let mut req = httparse::Request::new(headers);
+    let head_len = match req.parse(buf) {
+        Ok(httparse::Status::Complete(n)) => n,
+        Ok(httparse::Status::Partial) => {
+            if buf.len() >= max_head {
+                return Err(ParseError::HeadTooLarge);
+            }
+            return Ok(None);
+        }
+        Err(httparse::Error::TooManyHeaders) => return Err(ParseError::TooManyHeaders),
+        Err(httparse::Error::Version) => return Err(ParseError::Bad("unsupported HTTP version")),
+        Err(httparse::Error::HeaderName) => {
+            return Err(ParseError::Bad("invalid header name (obs-fold?)"))
+        }
+        Err(httparse::Error::HeaderValue) => return Err(ParseError::Bad("invalid header value")),
+        Err(httparse::Error::Token) | Err(httparse::Error::Status) => {
+            return Err(ParseError::Bad("invalid request line"))
+        }
+        Err(_) => return Err(ParseError::Bad("malformed request")),
+    };
+    if head_len > max_head {
+        return Err(ParseError::HeadTooLarge);
+    }
+    let minor_version = req.version.unwrap_or(1);
+    let mut r = Request {
+        method_raw: req.method.unwrap_or(""),
+        target: req.path.unwrap_or("").as_bytes(),
+        minor_version,
+        head_len,
+        keep_alive: minor_version == 1,
+        ..Request::default()
+    };
+    let mut content_length: Option<u64> = None;
+    let mut transfer_encoding = false;
+    for h in req.headers.iter() {
+        let name = h.name.as_bytes();
+        let v = trim(h.value);
+        match name.len() {
+            4 if eq_ci(name, b"host") => {
+                if r.host.is_some() {
+                    return Err(ParseError::Bad("more than one Host"));
+                }
+                r.host = Some(v);
+            }
+            5 if eq_ci(name, b"range") => r.range = Some(v),
+            6 if eq_ci(name, b"accept") => r.accept = Some(v),
+            7 if eq_ci(name, b"referer") => r.referer = Some(v),
+            8 if eq_ci(name, b"if-match") => r.if_match = Some(v),
+            8 if eq_ci(name, b"if-range") => r.if_range = Some(v),
+            10 if eq_ci(name, b"connection") => {
+                if has_token(v, b"close") {
+                    r.keep_alive = false;
+                } else if has_token(v, b"keep-alive") {
+                    r.keep_alive = true;
+                }
+            }
+            10 if eq_ci(name, b"user-agent") => r.user_agent = Some(v),
+            13 if eq_ci(name, b"if-none-match") => r.if_none_match = Some(v),
+            14 if eq_ci(name, b"content-length") => {
+                if v.is_empty() || !v.iter().all(u8::is_ascii_digit) || v.len() > 18 {
+                    return Err(ParseError::Bad("invalid Content-Length"));
+                }
+                let n: u64 = v.iter().fold(0, |a, d| a * 10 + u64::from(d - b'0'));
+                if content_length.is_some_and(|c| c != n) {
+                    return Err(ParseError::Bad("conflicting Content-Length"));
+                }
+                content_length = Some(n);
+            }
+            15 if eq_ci(name, b"accept-encoding") => r.accept_encoding = Some(v),
+            17 if eq_ci(name, b"if-modified-since") => r.if_modified_since = Some(v),
+            17 if eq_ci(name, b"transfer-encoding") => transfer_encoding = true,
+            19 if eq_ci(name, b"if-unmodified-since") => r.if_unmodified_since = Some(v),
+            _ => {}
+        }
+    }
+    if transfer_encoding && content_length.is_some() {
+        return Err(ParseError::Bad("both Transfer-Encoding and Content-Length"));
+    }
+    if minor_version == 1 && r.host.is_none() {
+        return Err(ParseError::Bad("HTTP/1.1 request without Host"));
+    }
+    r.has_body = transfer_encoding || content_length.unwrap_or(0) > 0;
+    Ok(Some(r))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(s: &'static str) -> Result<Option<Request<'static>>, ParseError> {
+        let h = Box::leak(Box::new([httparse::EMPTY_HEADER; 16]));
+        parse_request(s.as_bytes(), h, 8192)
+    }
+
+    #[test]
+    fn basic_and_pipelined() {
+        let r = parse("GET /a HTTP/1.1\r\nHost: x\r\n\r\nGET /b")
+            .unwrap()
+            .unwrap();
+        assert_eq!(r.target, b"/a");
+        assert_eq!(r.method(), Method::Get);
+        assert!(r.keep_alive);
+        assert_eq!(r.head_len, 28);
+        assert!(parse("GET /a HTTP/1.1\r\nHost: x\r\n").unwrap().is_none());
+    }
+
+    #[test]
+    fn framing_rules() {
+        assert!(parse("GET / HTTP/1.1\r\n\r\n").is_err());
+        assert!(parse(
+            "GET / HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n"
+        )
+        .is_err());
+        assert!(parse("GET / HTTP/1.1\r\nHost: a\r\nX: a\r\n b\r\n\r\n").is_err());
+        assert!(parse("GET / HTTP/1.1\r\nHost: a\r\nContent-Length: 1x\r\n\r\n").is_err());
+        let r = parse("GET / HTTP/1.0\r\n\r\n").unwrap().unwrap();
+        assert!(!r.keep_alive);
+        let r = parse("GET / HTTP/1.1\r\nHost: a\r\nConnection: Close\r\n\r\n")
+            .unwrap()
+            .unwrap();
+        assert!(!r.keep_alive);
+    }
+}

@@ -1,0 +1,208 @@
+//! `fileserver`: an HTTP/1.1 static file server built for throughput and
+//! RFC 9110 correctness, serving a directory tree beneath one root.
+//!
+//! The crate owns the daemon: configuration ([`config`]), the pure HTTP
+//! pieces a fuzzer can reach ([`http`]: request parser, path normalizer,
+//! range and precondition evaluation), connections ([`conn`]), workers and
+//! signals ([`server`]), the admin listener ([`admin`]) and the access log.
+//!
+//! ```
+//! use fileserver::http::path::normalize_path;
+//! use fileserver::http::range::{parse_range, RangeOutcome};
+//! let mut buf = Vec::new();
+//! let p = normalize_path(b"/docs/./a%20b.txt?x=1", &mut buf).unwrap();
+//! assert_eq!(p.rel, "docs/a b.txt");
+//! assert!(normalize_path(b"/%2e%2e/etc/passwd", &mut buf).is_err());
+//! let mut ranges = Vec::new();
+//! assert_eq!(parse_range(b"bytes=-10", 100, 16, &mut ranges), RangeOutcome::Partial);
+//! assert_eq!((ranges[0].start, ranges[0].end), (90, 100));
+//! ```
+#![deny(missing_docs)]
+
+pub mod accesslog;
+pub mod admin;
+pub mod config;
+pub mod conn;
+pub mod files;
+pub mod http;
+pub mod listing;
+pub mod server;
+pub mod stats;
+pub mod sysd;
+
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+
+/// Command line. Every flag is also a config key and a `FILESERVER_<KEY>` variable.
+#[derive(Parser, Debug)]
+#[command(name = "fileserver", version, about = "HTTP/1.1 static file server")]
+pub struct Cli {
+    /// Subcommand (default: serve).
+    #[command(subcommand)]
+    pub cmd: Option<Cmd>,
+    /// Directory to serve [key: root; default .]
+    #[arg(long, value_name = "DIR")]
+    pub root: Option<String>,
+    /// Address to serve HTTP on [key: listen; default 127.0.0.1:8080]
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<String>,
+    /// Address for /metrics, /healthz, /readyz [key: admin_listen; default 127.0.0.1:8081]
+    #[arg(long, value_name = "ADDR")]
+    pub admin_listen: Option<String>,
+    /// TOML config file [env: FILESERVER_CONFIG]
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Worker threads, 0 = one per CPU [key: workers]
+    #[arg(long, value_name = "N")]
+    pub workers: Option<String>,
+    /// auto|uring|blocking [key: io_backend]
+    #[arg(long, value_name = "KIND")]
+    pub io_backend: Option<String>,
+    /// error|warn|info|debug|trace or a tracing filter [key: log_level]
+    #[arg(long, value_name = "LEVEL")]
+    pub log_level: Option<String>,
+    /// off|stdout|FILE [key: access_log]
+    #[arg(long, value_name = "TARGET")]
+    pub access_log: Option<String>,
+    /// Any other config key, e.g. --set cache.max_entries=1000 (repeatable)
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+}
+
+/// Subcommands.
+#[derive(Subcommand, Debug)]
+pub enum Cmd {
+    /// Validate a config file: exit 0 if valid, else print each error with its key and exit 2.
+    CheckConfig {
+        /// The TOML file.
+        file: PathBuf,
+    },
+    /// Print every config key with its environment variable name.
+    Keys,
+}
+
+impl Cli {
+    /// Flags as `(dotted key, value)` overrides.
+    pub fn flag_overrides(&self) -> Result<Vec<(String, String)>, String> {
+        let mut v = Vec::new();
+        for (k, val) in [
+            ("root", &self.root),
+            ("listen", &self.listen),
+            ("admin_listen", &self.admin_listen),
+            ("workers", &self.workers),
+            ("io_backend", &self.io_backend),
+            ("log_level", &self.log_level),
+            ("access_log", &self.access_log),
+        ] {
+            if let Some(val) = val {
+                v.push((k.to_string(), val.clone()));
+            }
+        }
+        for s in &self.set {
+            let Some((k, val)) = s.split_once('=') else {
+                return Err(format!("--set {s}: expected KEY=VALUE"));
+            };
+            v.push((k.trim().to_string(), val.to_string()));
+        }
+        Ok(v)
+    }
+}
+
+type LogHandle =
+    tracing_subscriber::reload::Handle<tracing_subscriber::EnvFilter, tracing_subscriber::Registry>;
+
+fn init_logging(level: &str) -> LogHandle {
+    use tracing_subscriber::prelude::*;
+    let filter = tracing_subscriber::EnvFilter::try_new(level)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let (layer, handle) = tracing_subscriber::reload::Layer::new(filter);
+    let _ = tracing_subscriber::registry()
+        .with(layer)
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                .with_target(false),
+        )
+        .try_init();
+    handle
+}
+
+/// The binary's entry point; returns the process exit code.
+pub fn main_entry() -> i32 {
+    // Before anything else can open a descriptor that would take fd 3.
+    let activated = sysd::take_listen_fd();
+    let cli = Cli::parse();
+    match &cli.cmd {
+        Some(Cmd::CheckConfig { file }) => {
+            return match config::check_file(file) {
+                Ok(s) => {
+                    println!(
+                        "{}: ok (root {}, listen {}, {} workers)",
+                        file.display(),
+                        s.root.display(),
+                        s.listen,
+                        s.workers
+                    );
+                    0
+                }
+                Err(errors) => {
+                    for e in &errors {
+                        eprintln!("{}: error: {e}", file.display());
+                    }
+                    eprintln!("{}: {} error(s)", file.display(), errors.len());
+                    2
+                }
+            };
+        }
+        Some(Cmd::Keys) => {
+            for k in config::all_keys() {
+                println!("{k}\t{}", config::env_name(&k));
+            }
+            return 0;
+        }
+        None => {}
+    }
+    let flags = match cli.flag_overrides() {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("fileserver: {e}");
+            return 2;
+        }
+    };
+    let env = config::Sources::process_env();
+    let file = cli
+        .config
+        .clone()
+        .or_else(|| std::env::var_os("FILESERVER_CONFIG").map(PathBuf::from));
+    let sources = config::Sources { file, env, flags };
+    let settings = match config::load(&sources) {
+        Ok((_, s)) => s,
+        Err(errors) => {
+            for e in &errors {
+                eprintln!("fileserver: config error: {e}");
+            }
+            return 2;
+        }
+    };
+    let log = init_logging(&settings.log_level);
+    for name in config::unknown_env(&sources.env) {
+        tracing::warn!("ignoring environment variable {name}: no such key (see `fileserver keys`)");
+    }
+    let set_log_level = Box::new(move |level: &str| {
+        let f = tracing_subscriber::EnvFilter::try_new(level).map_err(|e| e.to_string())?;
+        log.reload(f).map_err(|e| e.to_string())
+    });
+    match server::run(server::RunArgs {
+        settings,
+        sources,
+        activated,
+        set_log_level,
+    }) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("fileserver: {e:#}");
+            tracing::error!("{e:#}");
+            1
+        }
+    }
+}

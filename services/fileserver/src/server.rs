@@ -1,0 +1,522 @@
+//! Process layout: N worker threads, each a tokio current-thread runtime with
+//! its own SO_REUSEPORT listener; the main thread runs signals, reload and the
+//! admin listener.
+//!
+//! ```text
+//! main thread (current-thread rt): SIGTERM/SIGINT/SIGHUP, admin :8081, upkeep
+//!   |  watch<bool> shutdown            RwLock<Arc<Live>> + generation (reload)
+//!   v                                   v (one relaxed load per request)
+//! worker i thread (current-thread rt + LocalSet)
+//!   listener i (SO_REUSEPORT) -> accept -> spawn_local(conn::serve)
+//!   WorkerStats i (single writer)   samples i -> histogram every 100 ms
+//! ```
+
+use crate::accesslog::AccessLogger;
+use crate::config::{Settings, Sources};
+use crate::files::Files;
+use crate::listing::Lister;
+use crate::stats::WorkerStats;
+use std::cell::{Cell, RefCell};
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
+
+/// Reloadable state: settings plus things derived from them.
+#[derive(Debug)]
+pub struct Live {
+    /// Current settings.
+    pub s: Settings,
+    /// Pre-rendered `Cache-Control: ...\r\n` (empty when not configured).
+    pub cache_control_line: Vec<u8>,
+    /// Access logger, when enabled.
+    pub access: Option<AccessLogger>,
+}
+
+/// State shared by all workers and the main thread.
+#[derive(Debug)]
+pub struct Shared {
+    /// File access beneath the root.
+    pub files: Files,
+    /// Directory listings.
+    pub lister: Lister,
+    live: RwLock<Arc<Live>>,
+    generation: AtomicU64,
+    /// One counter block per worker.
+    pub worker_stats: Vec<Arc<WorkerStats>>,
+    /// Open client connections (all workers).
+    pub open_conns: AtomicUsize,
+    /// False once shutdown began.
+    pub serving: AtomicBool,
+    /// Access log lines dropped.
+    pub access_dropped: Arc<AtomicU64>,
+    /// multipart/byteranges boundary.
+    pub boundary: String,
+    log_threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
+}
+
+impl Shared {
+    /// The current live settings and their generation.
+    pub fn live(&self) -> (Arc<Live>, u64) {
+        let g = self.generation.load(Relaxed);
+        let l = self.live.read().unwrap_or_else(|e| e.into_inner()).clone();
+        (l, g)
+    }
+
+    /// Bumped at each successful reload.
+    #[inline]
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Relaxed)
+    }
+
+    fn set_live(&self, live: Live) {
+        *self.live.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(live);
+        self.generation.fetch_add(1, Relaxed);
+    }
+}
+
+/// Per-worker state (lives on the worker thread).
+#[derive(Debug)]
+pub struct Worker {
+    /// Shared state.
+    pub shared: Arc<Shared>,
+    /// This worker's counters.
+    pub stats: Arc<WorkerStats>,
+    /// Set when shutdown began: finish the current response, then close.
+    pub stopping: Cell<bool>,
+    /// Shutdown notification.
+    pub shutdown: watch::Receiver<bool>,
+    samples: RefCell<Vec<f64>>,
+    local_conns: Cell<usize>,
+}
+
+impl Worker {
+    /// Queues one request duration (flushed to the histogram in batches).
+    #[inline]
+    pub fn record_duration(&self, d: Duration) {
+        let mut s = self.samples.borrow_mut();
+        s.push(d.as_secs_f64());
+        if s.len() >= 4096 {
+            flush_samples(&mut s);
+        }
+    }
+}
+
+fn flush_samples(s: &mut Vec<f64>) {
+    if s.is_empty() {
+        return;
+    }
+    let h = metrics::histogram!("fileserver_http_request_duration_seconds");
+    for &v in s.iter() {
+        h.record(v);
+    }
+    s.clear();
+}
+
+fn make_live(
+    s: &Settings,
+    shared_dropped: &Arc<AtomicU64>,
+) -> std::io::Result<(Live, Option<std::thread::JoinHandle<()>>)> {
+    let cache_control_line = if s.cache_control.is_empty() {
+        Vec::new()
+    } else {
+        format!("Cache-Control: {}\r\n", s.cache_control).into_bytes()
+    };
+    let (access, handle) =
+        match AccessLogger::start(&s.access_log, s.access_log_format, shared_dropped.clone())? {
+            Some((l, h)) => (Some(l), Some(h)),
+            None => (None, None),
+        };
+    Ok((
+        Live {
+            s: s.clone(),
+            cache_control_line,
+            access,
+        },
+        handle,
+    ))
+}
+
+/// Creates a non-blocking listener with SO_REUSEPORT so each worker can bind its own.
+fn bind_reuseport(addr: SocketAddr) -> std::io::Result<std::net::TcpListener> {
+    use rustix::net::{sockopt, AddressFamily, SocketFlags, SocketType};
+    let family = if addr.is_ipv4() {
+        AddressFamily::INET
+    } else {
+        AddressFamily::INET6
+    };
+    let fd = rustix::net::socket_with(
+        family,
+        SocketType::STREAM,
+        SocketFlags::CLOEXEC | SocketFlags::NONBLOCK,
+        None,
+    )?;
+    sockopt::set_socket_reuseaddr(&fd, true)?;
+    sockopt::set_socket_reuseport(&fd, true)?;
+    rustix::net::bind(&fd, &addr)?;
+    rustix::net::listen(&fd, 4096)?;
+    Ok(std::net::TcpListener::from(fd))
+}
+
+/// Listeners for the workers: systemd's socket (dup'ed per worker) or one
+/// SO_REUSEPORT socket per worker (port 0 resolved by the first).
+fn worker_listeners(
+    s: &Settings,
+    activated: Option<std::os::fd::OwnedFd>,
+) -> std::io::Result<(Vec<std::net::TcpListener>, SocketAddr)> {
+    let mut out = Vec::with_capacity(s.workers);
+    if let Some(fd) = activated {
+        let l = std::net::TcpListener::from(fd);
+        l.set_nonblocking(true)?;
+        let addr = l.local_addr()?;
+        for _ in 1..s.workers {
+            out.push(l.try_clone()?);
+        }
+        out.push(l);
+        return Ok((out, addr));
+    }
+    let first = bind_reuseport(s.listen)?;
+    let addr = first.local_addr()?;
+    out.push(first);
+    for _ in 1..s.workers {
+        out.push(bind_reuseport(addr)?);
+    }
+    Ok((out, addr))
+}
+
+/// Applies a new log filter (tracing reload handle).
+pub type SetLogLevel = Box<dyn Fn(&str) -> Result<(), String> + Send + Sync>;
+
+/// Everything the binary needs to run, after configuration succeeded.
+pub struct RunArgs {
+    /// Validated settings.
+    pub settings: Settings,
+    /// Where they came from (re-read at SIGHUP).
+    pub sources: Sources,
+    /// Socket from systemd, if any.
+    pub activated: Option<std::os::fd::OwnedFd>,
+    /// Changes the log filter at reload.
+    pub set_log_level: SetLogLevel,
+}
+
+impl std::fmt::Debug for RunArgs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunArgs")
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Runs the daemon until SIGTERM/SIGINT; returns the process exit code.
+pub fn run(args: RunArgs) -> anyhow::Result<i32> {
+    let s = args.settings.clone();
+    let files = Files::new(&s)
+        .map_err(|e| anyhow::anyhow!("cannot open root {}: {e}", s.root.display()))?;
+    let lister = Lister::new(&s)
+        .map_err(|e| anyhow::anyhow!("cannot open root {}: {e}", s.root.display()))?;
+    let dropped = Arc::new(AtomicU64::new(0));
+    let (live, log_thread) = make_live(&s, &dropped)?;
+    let boundary = format!(
+        "fileserver-{:016x}",
+        (std::process::id() as u64) << 32
+            ^ crate::http::date::now_secs().wrapping_mul(0x9E37_79B9_7F4A_7C15)
+    );
+    let shared = Arc::new(Shared {
+        files,
+        lister,
+        live: RwLock::new(Arc::new(live)),
+        generation: AtomicU64::new(0),
+        worker_stats: (0..s.workers)
+            .map(|_| Arc::new(WorkerStats::default()))
+            .collect(),
+        open_conns: AtomicUsize::new(0),
+        serving: AtomicBool::new(true),
+        access_dropped: dropped.clone(),
+        boundary,
+        log_threads: Mutex::new(log_thread.into_iter().collect()),
+    });
+
+    let handle = crate::admin::install_recorder()?;
+    let (listeners, http_addr) = worker_listeners(&s, args.activated)
+        .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", s.listen))?;
+    let admin = std::net::TcpListener::bind(s.admin_listen)
+        .map_err(|e| anyhow::anyhow!("cannot listen on {} (admin_listen): {e}", s.admin_listen))?;
+    admin.set_nonblocking(true)?;
+    let admin_addr = admin.local_addr()?;
+    let root = std::fs::canonicalize(&s.root).unwrap_or_else(|_| s.root.clone());
+    let (backend, why) = shared.files.backend();
+    let fd_limit = shared.files.fd_limit();
+    tracing::info!(%http_addr, %admin_addr, root = %root.display(), workers = s.workers, backend, why, fd_limit, "starting");
+    {
+        use std::io::Write;
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(
+            out,
+            "listening http={http_addr} admin={admin_addr} workers={} backend={backend} fd_limit={fd_limit} root={}",
+            s.workers,
+            root.display()
+        );
+        let _ = out.flush();
+    }
+
+    let (shutdown_tx, shutdown_rx) = watch::channel(false);
+    let mut threads = Vec::new();
+    for (i, l) in listeners.into_iter().enumerate() {
+        let shared = shared.clone();
+        let rx = shutdown_rx.clone();
+        threads.push(
+            std::thread::Builder::new()
+                .name(format!("worker-{i}"))
+                .spawn(move || worker_main(i, shared, l, rx))?,
+        );
+    }
+
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let code = rt.block_on(main_loop(
+        shared.clone(),
+        args.sources,
+        args.set_log_level,
+        admin,
+        handle,
+        shutdown_tx,
+        s,
+    ));
+    // Wait for workers (they honour shutdown_timeout themselves).
+    for t in threads {
+        let _ = t.join();
+    }
+    // Drop loggers so their threads drain and exit.
+    let (live, _) = shared.live();
+    drop(live);
+    shared.set_live(Live {
+        s: shared.live().0.s.clone(),
+        cache_control_line: Vec::new(),
+        access: None,
+    });
+    let handles: Vec<_> =
+        std::mem::take(&mut *shared.log_threads.lock().unwrap_or_else(|e| e.into_inner()));
+    for h in handles {
+        let _ = h.join();
+    }
+    Ok(code)
+}
+
+async fn main_loop(
+    shared: Arc<Shared>,
+    sources: Sources,
+    set_log_level: SetLogLevel,
+    admin: std::net::TcpListener,
+    handle: metrics_exporter_prometheus::PrometheusHandle,
+    shutdown_tx: watch::Sender<bool>,
+    started: Settings,
+) -> i32 {
+    use tokio::signal::unix::{signal, SignalKind};
+    let admin = match tokio::net::TcpListener::from_std(admin) {
+        Ok(a) => a,
+        Err(e) => {
+            tracing::error!("admin listener: {e}");
+            return 1;
+        }
+    };
+    let admin_task = tokio::spawn(crate::admin::serve(admin, shared.clone(), handle.clone()));
+    let upkeep = {
+        let handle = handle.clone();
+        tokio::spawn(async move {
+            let mut t = tokio::time::interval(Duration::from_secs(5));
+            loop {
+                t.tick().await;
+                handle.run_upkeep();
+            }
+        })
+    };
+    let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::hangup()),
+    ) else {
+        tracing::error!("cannot install signal handlers");
+        return 1;
+    };
+    crate::sysd::notify("READY=1");
+    loop {
+        tokio::select! {
+            _ = term.recv() => break,
+            _ = int.recv() => break,
+            _ = hup.recv() => reload(&shared, &sources, &*set_log_level, &started),
+        }
+    }
+    tracing::info!("shutting down: finishing in-flight responses");
+    shared.serving.store(false, Relaxed);
+    crate::sysd::notify("STOPPING=1");
+    let _ = shutdown_tx.send(true);
+    // Keep the admin listener (readyz = 503) until workers finish.
+    let deadline = Instant::now() + shared.live().0.s.shutdown_timeout + Duration::from_secs(1);
+    while shared.open_conns.load(Relaxed) > 0 && Instant::now() < deadline {
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(20)) => {}
+            _ = term.recv() => break,
+            _ = int.recv() => break,
+        }
+    }
+    admin_task.abort();
+    upkeep.abort();
+    0
+}
+
+/// SIGHUP: re-read the config; on error keep the old one.
+fn reload(
+    shared: &Arc<Shared>,
+    sources: &Sources,
+    set_log_level: &(dyn Fn(&str) -> Result<(), String> + Send + Sync),
+    started: &Settings,
+) {
+    let new = match crate::config::load(sources) {
+        Ok((_, s)) => s,
+        Err(errors) => {
+            for e in &errors {
+                tracing::error!("reload rejected, keeping the running config: {e}");
+            }
+            return;
+        }
+    };
+    for (key, changed) in [
+        ("root", new.root != started.root),
+        ("listen", new.listen != started.listen),
+        ("admin_listen", new.admin_listen != started.admin_listen),
+        ("workers", new.workers != started.workers),
+        ("io_backend", new.io_backend != started.io_backend),
+        ("symlinks", new.symlinks != started.symlinks),
+        ("fd_budget", new.fd_budget != started.fd_budget),
+    ] {
+        if changed {
+            tracing::warn!("reload: `{key}` changed but only takes effect after a restart");
+        }
+    }
+    let mut new = new;
+    // Keep the values that cannot change while running.
+    new.root = started.root.clone();
+    new.listen = started.listen;
+    new.admin_listen = started.admin_listen;
+    new.workers = started.workers;
+    new.io_backend = started.io_backend;
+    new.symlinks = started.symlinks;
+    new.fd_budget = started.fd_budget;
+    if let Err(e) = set_log_level(&new.log_level) {
+        tracing::error!("reload: log_level: {e}");
+    }
+    match make_live(&new, &shared.access_dropped) {
+        Ok((live, thread)) => {
+            shared.set_live(live);
+            if let Some(t) = thread {
+                shared
+                    .log_threads
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push(t);
+            }
+            tracing::info!("configuration reloaded");
+        }
+        Err(e) => tracing::error!("reload rejected, keeping the running config: access_log: {e}"),
+    }
+}
+
+fn worker_main(
+    i: usize,
+    shared: Arc<Shared>,
+    listener: std::net::TcpListener,
+    shutdown: watch::Receiver<bool>,
+) {
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            tracing::error!("worker {i}: runtime: {e}");
+            return;
+        }
+    };
+    let local = tokio::task::LocalSet::new();
+    let worker = Rc::new(Worker {
+        stats: shared.worker_stats[i].clone(),
+        shared,
+        stopping: Cell::new(false),
+        shutdown,
+        samples: RefCell::new(Vec::with_capacity(4096)),
+        local_conns: Cell::new(0),
+    });
+    local.block_on(&rt, accept_loop(worker, listener));
+}
+
+async fn accept_loop(w: Rc<Worker>, listener: std::net::TcpListener) {
+    let listener = match tokio::net::TcpListener::from_std(listener) {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::error!("worker listener: {e}");
+            return;
+        }
+    };
+    {
+        let w = w.clone();
+        tokio::task::spawn_local(async move {
+            let mut t = tokio::time::interval(Duration::from_millis(100));
+            loop {
+                t.tick().await;
+                flush_samples(&mut w.samples.borrow_mut());
+            }
+        });
+    }
+    let mut shutdown = w.shutdown.clone();
+    loop {
+        let max = w.shared.live().0.s.limits.max_connections;
+        if w.shared.open_conns.load(Relaxed) >= max {
+            // At the limit: stop accepting (the kernel backlog holds new
+            // clients) until a connection closes.
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_millis(5)) => continue,
+                _ = shutdown.changed() => break,
+            }
+        }
+        tokio::select! {
+            biased;
+            _ = shutdown.changed() => break,
+            r = listener.accept() => match r {
+                Ok((stream, peer)) => {
+                    let _ = stream.set_nodelay(true);
+                    w.shared.open_conns.fetch_add(1, Relaxed);
+                    w.local_conns.set(w.local_conns.get() + 1);
+                    let w2 = w.clone();
+                    tokio::task::spawn_local(async move {
+                        crate::conn::serve(w2.clone(), stream, peer).await;
+                        w2.local_conns.set(w2.local_conns.get() - 1);
+                        w2.shared.open_conns.fetch_sub(1, Relaxed);
+                    });
+                }
+                Err(e) => {
+                    // EMFILE/ENFILE and friends: back off instead of spinning.
+                    tracing::warn!("accept: {e}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            }
+        }
+    }
+    w.stopping.set(true);
+    drop(listener);
+    let deadline = Instant::now() + w.shared.live().0.s.shutdown_timeout;
+    while w.local_conns.get() > 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    if w.local_conns.get() > 0 {
+        tracing::warn!(
+            "shutdown timeout: closing {} connection(s) mid-response",
+            w.local_conns.get()
+        );
+        // Those connections are dropped with the runtime; keep the global count right.
+        w.shared.open_conns.fetch_sub(w.local_conns.get(), Relaxed);
+    }
+    flush_samples(&mut w.samples.borrow_mut());
+}
