@@ -75,6 +75,10 @@ systemd_security() {
 }
 check "systemd-analyze security --offline: exposure <= 2.0" systemd_security
 check "config/fileserver.toml (the unit's --config) passes fileserver check-config" "$BIN" check-config config/fileserver.toml
+# The unit's ExecStart under systemd-socket-activate: READY=1, serving through
+# LISTEN_FDS, STOPPING=1 and exit 0 on SIGTERM (Type=notify + fileserver.socket).
+check "socket activation + sd_notify with the unit's ExecStart (systemd-socket-activate)" \
+  "$PY" deploy/checks/check_activation.py "$BIN"
 
 # ----------------------------------------------------------- kubernetes ---
 # Core manifests against the schemas bundled in the kubernetes-validate wheel
@@ -188,6 +192,8 @@ scrape_daemon() {
   kill -TERM "$DAEMON_PID"; wait "$DAEMON_PID"; local rc=$?; DAEMON_PID=
   [ "$rc" -eq 0 ] || { echo "daemon exited $rc on SIGTERM"; cat "$WORK/daemon.log"; return 1; }
 }
+check "deploy/grafana/fileserver.json is the output of generate_dashboard.py" \
+  bash -c 'python3 deploy/grafana/generate_dashboard.py | cmp - deploy/grafana/fileserver.json'
 check "scrape a running fileserver's /metrics" scrape_daemon
 check "dashboard JSON + every dashboard/rule metric is exported by the daemon" \
   "$PY" deploy/checks/check_metrics.py --deploy deploy --scrape "$WORK/metrics.txt" --promql-out "$WORK/dashboard.rules.yml"
