@@ -7,7 +7,7 @@
 //! wbuf [resp1 head+body|resp2 head]  -> flushed before any read or sendfile
 //! ```
 
-use crate::files::{FileRef, OpenError, Opened};
+use crate::files::{FileExt, FileRef, OpenError, Opened};
 use crate::http::conditional::{evaluate, Precondition};
 use crate::http::date::{fmt_http_date, with_now, HTTP_DATE_LEN};
 use crate::http::mime::{accepted_encodings, content_type};
@@ -421,6 +421,9 @@ impl Conn {
                 b"Retry-After: 1\r\n",
                 "out of file descriptors",
             ),
+            OpenError::NotFound => self.simple(404, head, keep, b"", ""),
+            OpenError::Forbidden => self.simple(403, head, keep, b"", ""),
+            OpenError::IsDir => self.simple(404, head, keep, b"", ""),
             OpenError::Io(e) => {
                 tracing::warn!("open failed: {e}");
                 self.simple(500, head, keep, b"", "")

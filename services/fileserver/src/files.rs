@@ -1,163 +1,110 @@
-//! STAND-IN for `filemanager` until it compiles: the same shape (`open`
-//! beneath the root returning `Opened`), implemented with openat2
-//! RESOLVE_BENEATH and fstat, without a cache. Replaced by
-//! `filemanager::FileManager`.
+//! The server's view of `filemanager`: every request opens through its path
+//! cache (cached descriptor for sendfile, cached small-file bytes for one
+//! writev). This module only maps settings and result types.
 
-use crate::config::{Settings, Symlinks};
-use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
-use rustix::fs::{FileType, Mode, OFlags, ResolveFlags};
+use crate::config::{IoBackend, Settings, Symlinks};
+use rustix::fd::{AsFd, BorrowedFd};
 use std::io;
 
-/// Result of an open beneath the root.
-#[derive(Debug)]
-pub enum Opened {
-    /// A regular file.
-    File(FileRef),
-    /// No such file.
-    NotFound,
-    /// Exists but may not be served (escape attempt, symlink policy, permissions, not a regular file).
-    Forbidden,
-    /// A directory.
-    IsDir,
+pub use filemanager::{OpenError, Opened};
+
+/// An open regular file from the path cache (alias kept short for `conn`).
+pub type FileRef = filemanager::CachedFile;
+
+/// What responses need from a cached file.
+pub trait FileExt {
+    /// Size at open (or last revalidation).
+    fn size(&self) -> u64;
+    /// Modification time, Unix seconds.
+    fn mtime_secs(&self) -> u64;
+    /// The descriptor for sendfile.
+    fn fd(&self) -> BorrowedFd<'_>;
 }
 
-/// Open failures that are not answers about the path.
-#[derive(Debug)]
-pub enum OpenError {
-    /// EMFILE/ENFILE: answer 503.
-    Exhausted,
-    /// Anything else: answer 500.
-    Io(io::Error),
-}
-
-/// An open regular file with the metadata responses need.
-#[derive(Debug)]
-pub struct FileRef {
-    fd: OwnedFd,
-    size: u64,
-    mtime_secs: u64,
-    etag: String,
-    bytes: Option<Vec<u8>>,
-}
-
-impl FileRef {
-    /// Size at open time.
-    pub fn size(&self) -> u64 {
-        self.size
+impl FileExt for filemanager::CachedFile {
+    #[inline]
+    fn size(&self) -> u64 {
+        self.meta().size
     }
-    /// Modification time (Unix seconds).
-    pub fn mtime_secs(&self) -> u64 {
-        self.mtime_secs
+    #[inline]
+    fn mtime_secs(&self) -> u64 {
+        (self.meta().mtime_ns.max(0) / 1_000_000_000) as u64
     }
-    /// Strong, quoted ETag.
-    pub fn etag(&self) -> &str {
-        &self.etag
-    }
-    /// The whole file when it is small.
-    pub fn bytes(&self) -> Option<&[u8]> {
-        self.bytes.as_deref()
-    }
-    /// The descriptor (for sendfile).
-    pub fn fd(&self) -> BorrowedFd<'_> {
-        self.fd.as_fd()
+    #[inline]
+    fn fd(&self) -> BorrowedFd<'_> {
+        self.as_fd()
     }
 }
 
-/// Opens files beneath one root.
+/// Builds the pathcache configuration from settings.
+pub fn cache_config(s: &Settings) -> pathcache::Config {
+    pathcache::Config {
+        shards: s.workers.max(1),
+        max_entries: s.cache.max_entries,
+        max_open: s.cache.max_open,
+        valid: s.cache.valid,
+        negative_ttl: s.cache.negative_ttl,
+        small_file_max: s.cache.small_file_max,
+        small_bytes_budget: s.cache.small_bytes_budget,
+        min_uses: s.cache.min_uses,
+    }
+}
+
+/// File access beneath the root.
 #[derive(Debug)]
 pub struct Files {
-    root: OwnedFd,
-    resolve: ResolveFlags,
-    small_max: u64,
+    fm: filemanager::FileManager,
 }
 
 impl Files {
-    /// Opens the root directory.
+    /// Starts the file manager (raises RLIMIT_NOFILE, picks the backend).
     pub fn new(s: &Settings) -> io::Result<Files> {
-        let root = rustix::fs::open(
-            &s.root,
-            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-            Mode::empty(),
-        )?;
-        let resolve = match s.symlinks {
-            Symlinks::Deny => ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS,
-            Symlinks::WithinRoot => ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS,
-            Symlinks::Follow => ResolveFlags::NO_MAGICLINKS,
+        let config = filemanager::Config {
+            root: s.root.clone(),
+            shards: s.workers.max(1),
+            backend: match s.io_backend {
+                IoBackend::Auto => filemanager::BackendKind::Auto,
+                IoBackend::Uring => filemanager::BackendKind::Uring,
+                IoBackend::Blocking => filemanager::BackendKind::Blocking,
+            },
+            symlinks: match s.symlinks {
+                Symlinks::Deny => filemanager::SymlinkPolicy::Deny,
+                Symlinks::WithinRoot => filemanager::SymlinkPolicy::WithinRoot,
+                Symlinks::Follow => filemanager::SymlinkPolicy::Follow,
+            },
+            cache: cache_config(s),
+            fd_budget: s.fd_budget,
+            fd_headroom: s.fd_headroom,
         };
         Ok(Files {
-            root,
-            resolve,
-            small_max: s.cache.small_file_max,
+            fm: filemanager::FileManager::new(config)?,
         })
     }
 
-    /// Backend name and why.
-    pub fn backend(&self) -> (&'static str, &'static str) {
-        ("blocking", "stand-in until filemanager lands")
+    /// Backend that runs and why.
+    pub fn backend(&self) -> (String, String) {
+        let (k, why) = self.fm.backend();
+        (k.to_string(), why.to_string())
     }
 
-    /// Soft RLIMIT_NOFILE.
+    /// Soft RLIMIT_NOFILE after raising it.
     pub fn fd_limit(&self) -> u64 {
-        rustix::process::getrlimit(rustix::process::Resource::Nofile)
-            .current
-            .unwrap_or(u64::MAX)
+        self.fm.fd_limit()
     }
 
-    /// Opens `rel` (normalized, root-relative) beneath the root.
+    /// Opens `rel` (normalized, root-relative; `""` is the root) through the cache.
+    #[inline]
     pub async fn open(&self, rel: &str) -> Result<Opened, OpenError> {
-        let path = if rel.is_empty() { "." } else { rel };
-        let fd = match rustix::fs::openat2(
-            &self.root,
-            path,
-            OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NONBLOCK | OFlags::NOCTTY,
-            Mode::empty(),
-            self.resolve,
-        ) {
-            Ok(fd) => fd,
-            Err(e) => {
-                return match e {
-                    rustix::io::Errno::NOENT
-                    | rustix::io::Errno::NOTDIR
-                    | rustix::io::Errno::NAMETOOLONG => Ok(Opened::NotFound),
-                    rustix::io::Errno::XDEV
-                    | rustix::io::Errno::LOOP
-                    | rustix::io::Errno::ACCESS
-                    | rustix::io::Errno::PERM => Ok(Opened::Forbidden),
-                    rustix::io::Errno::MFILE | rustix::io::Errno::NFILE => {
-                        Err(OpenError::Exhausted)
-                    }
-                    e => Err(OpenError::Io(e.into())),
-                }
-            }
-        };
-        let st = rustix::fs::fstat(&fd).map_err(|e| OpenError::Io(e.into()))?;
-        match FileType::from_raw_mode(st.st_mode) {
-            FileType::Directory => return Ok(Opened::IsDir),
-            FileType::RegularFile => {}
-            _ => return Ok(Opened::Forbidden),
-        }
-        let size = st.st_size as u64;
-        let mtime_ns = st.st_mtime as i64 * 1_000_000_000 + st.st_mtime_nsec as i64;
-        let etag = format!("\"{:x}-{:x}-{:x}\"", st.st_ino, size, mtime_ns);
-        let bytes = if size <= self.small_max {
-            let mut v = vec![0u8; size as usize];
-            let n = rustix::io::pread(&fd, &mut v, 0).map_err(|e| OpenError::Io(e.into()))?;
-            v.truncate(n);
-            Some(v)
-        } else {
-            None
-        };
-        Ok(Opened::File(FileRef {
-            fd,
-            size: bytes.as_ref().map_or(size, |b| b.len() as u64),
-            mtime_secs: st.st_mtime.max(0) as u64,
-            etag,
-            bytes,
-        }))
+        self.fm.open(if rel.is_empty() { "." } else { rel }).await
     }
-}
 
-impl Files {
-    /// Metrics of the file layer (none in the stand-in).
-    pub fn export_metrics(&self, _prefix: &str) {}
+    /// Applies reloaded cache limits.
+    pub fn reload(&self, s: &Settings) {
+        self.fm.reload_cache_limits(&cache_config(s));
+    }
+
+    /// Publishes the file layer's counters (prefix `fileserver`).
+    pub fn export_metrics(&self, prefix: &str) {
+        self.fm.export_metrics(prefix);
+    }
 }

@@ -247,6 +247,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
     let admin_addr = admin.local_addr()?;
     let root = std::fs::canonicalize(&s.root).unwrap_or_else(|_| s.root.clone());
     let (backend, why) = shared.files.backend();
+    let (backend, why) = (backend.as_str(), why.as_str());
     let fd_limit = shared.files.fd_limit();
     tracing::info!(%http_addr, %admin_addr, root = %root.display(), workers = s.workers, backend, why, fd_limit, "starting");
     {
@@ -408,6 +409,7 @@ fn reload(
     if let Err(e) = set_log_level(&new.log_level) {
         tracing::error!("reload: log_level: {e}");
     }
+    shared.files.reload(&new);
     match make_live(&new, &shared.access_dropped) {
         Ok((live, thread)) => {
             shared.set_live(live);
