@@ -1,0 +1,485 @@
+//! Behaviour of the cache against real files in a temporary directory.
+
+use std::fs::File;
+use std::io::Read;
+use std::os::unix::fs::MetadataExt;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use pathcache::{Config, EntryRef, FileMeta, Loaded, Loader, Lookup, Negative, PathCache};
+
+fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap()
+        .block_on(f)
+}
+
+fn meta_of(m: &std::fs::Metadata) -> FileMeta {
+    FileMeta {
+        size: m.size(),
+        mtime_ns: m.mtime() * 1_000_000_000 + m.mtime_nsec(),
+        ctime_ns: m.ctime() * 1_000_000_000 + m.ctime_nsec(),
+        dev: m.dev(),
+        ino: m.ino(),
+    }
+}
+
+/// An open file whose drops are counted, so tests see exactly when the
+/// cache releases a handle.
+#[derive(Debug)]
+struct Handle {
+    file: File,
+    drops: Arc<AtomicUsize>,
+}
+impl Drop for Handle {
+    fn drop(&mut self) {
+        self.drops.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// Loads from a real directory; counts calls; optionally plays a writer that
+/// rewrites the file right after the first `torn` reads.
+#[derive(Default)]
+struct FsLoader {
+    root: PathBuf,
+    loads: AtomicUsize,
+    opens: AtomicUsize,
+    stats: AtomicUsize,
+    drops: Arc<AtomicUsize>,
+    /// Number of reads after which the loader rewrites the file (simulating a
+    /// concurrent writer between the read and the cache's re-stat).
+    torn: AtomicUsize,
+}
+
+impl FsLoader {
+    fn new(root: PathBuf) -> Self {
+        FsLoader {
+            root,
+            ..Default::default()
+        }
+    }
+}
+
+impl Loader<Handle> for FsLoader {
+    type Error = std::io::Error;
+    async fn load(
+        &self,
+        path: &str,
+        open: bool,
+        read_small: Option<u64>,
+    ) -> std::io::Result<Loaded<Handle>> {
+        self.loads.fetch_add(1, Ordering::SeqCst);
+        let full = self.root.join(path);
+        let mut file = match File::open(&full) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(Loaded::Negative(Negative::NotFound))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+                return Ok(Loaded::Negative(Negative::Forbidden))
+            }
+            Err(e) => return Err(e),
+        };
+        let meta = meta_of(&file.metadata()?);
+        let bytes = match read_small {
+            Some(max) if meta.size <= max => {
+                let mut buf = Vec::new();
+                file.read_to_end(&mut buf)?;
+                if self.torn.load(Ordering::SeqCst) > 0 {
+                    self.torn.fetch_sub(1, Ordering::SeqCst);
+                    // A writer replaces the content in place after our read.
+                    std::fs::write(
+                        &full,
+                        format!("{}-rewritten", String::from_utf8_lossy(&buf)),
+                    )?;
+                }
+                Some(buf)
+            }
+            _ => None,
+        };
+        let handle = if open {
+            self.opens.fetch_add(1, Ordering::SeqCst);
+            Some(Handle {
+                file,
+                drops: self.drops.clone(),
+            })
+        } else {
+            None
+        };
+        Ok(Loaded::File {
+            meta,
+            mime: "text/plain",
+            handle,
+            bytes,
+        })
+    }
+    async fn stat(&self, path: &str) -> std::io::Result<Option<FileMeta>> {
+        self.stats.fetch_add(1, Ordering::SeqCst);
+        match std::fs::metadata(self.root.join(path)) {
+            Ok(m) => Ok(Some(meta_of(&m))),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+fn config() -> Config {
+    Config {
+        shards: 4,
+        max_entries: 1000,
+        max_open: 1000,
+        valid: Duration::from_secs(3600),
+        negative_ttl: Duration::from_secs(3600),
+        small_file_max: 0,
+        small_bytes_budget: 0,
+        min_uses: 1,
+    }
+}
+
+fn hit(l: Lookup<Handle>) -> EntryRef<Handle> {
+    match l {
+        Lookup::Hit(e) => e,
+        Lookup::Negative(n) => panic!("expected a hit, got {n:?}"),
+    }
+}
+
+fn dir_with(files: &[(&str, &str)]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, body) in files {
+        std::fs::write(dir.path().join(name), body).unwrap();
+    }
+    dir
+}
+
+#[test]
+fn miss_then_hit_then_negative() {
+    let dir = dir_with(&[("a.txt", "hello")]);
+    let loader = FsLoader::new(dir.path().into());
+    let cache = PathCache::new(config());
+    let first = hit(block_on(cache.get_or_load("a.txt", &loader)).unwrap());
+    assert_eq!(first.meta().size, 5);
+    assert_eq!(first.path(), "a.txt");
+    assert!(first.handle().is_some());
+    let second = hit(block_on(cache.get_or_load("a.txt", &loader)).unwrap());
+    assert!(EntryRef::ptr_eq(&first, &second));
+    assert_eq!(second.etag(), first.etag());
+    assert_eq!(loader.loads.load(Ordering::SeqCst), 1);
+    assert!(matches!(cache.get("a.txt"), Some(Lookup::Hit(_))));
+
+    for _ in 0..2 {
+        assert!(matches!(
+            block_on(cache.get_or_load("missing", &loader)).unwrap(),
+            Lookup::Negative(Negative::NotFound)
+        ));
+    }
+    assert_eq!(
+        loader.loads.load(Ordering::SeqCst),
+        2,
+        "the negative answer is cached"
+    );
+    assert_eq!(cache.get("never-seen").map(|_| ()), None);
+    let s = cache.stats();
+    assert_eq!((s.hits, s.misses, s.negative_hits), (2, 3, 1));
+    assert_eq!(s.lookups, 6);
+    assert_eq!(s.entries, 2);
+    assert_eq!(s.open_handles, 1);
+    assert_eq!(s.loads, 2);
+}
+
+#[test]
+fn negative_entries_expire_on_their_own_ttl() {
+    let dir = dir_with(&[]);
+    let loader = FsLoader::new(dir.path().into());
+    let cache = PathCache::new(Config {
+        negative_ttl: Duration::from_millis(30),
+        ..config()
+    });
+    assert!(matches!(
+        block_on(cache.get_or_load("late.txt", &loader)).unwrap(),
+        Lookup::Negative(_)
+    ));
+    std::fs::write(dir.path().join("late.txt"), "now here").unwrap();
+    // Within the TTL the cached negative answer stands...
+    assert!(matches!(
+        cache.get("late.txt"),
+        Some(Lookup::Negative(Negative::NotFound))
+    ));
+    std::thread::sleep(Duration::from_millis(60));
+    // ...after it, the file is found.
+    let e = hit(block_on(cache.get_or_load("late.txt", &loader)).unwrap());
+    assert_eq!(e.meta().size, 8);
+}
+
+#[test]
+fn revalidation_keeps_unchanged_and_replaces_changed_files() {
+    let dir = dir_with(&[("page.html", "v1")]);
+    let loader = FsLoader::new(dir.path().into());
+    // valid = 0: every lookup revalidates with one stat.
+    let cache = PathCache::new(Config {
+        valid: Duration::ZERO,
+        small_file_max: 1024,
+        small_bytes_budget: 1 << 20,
+        ..config()
+    });
+    let old = hit(block_on(cache.get_or_load("page.html", &loader)).unwrap());
+    let stats_after_load = loader.stats.load(Ordering::SeqCst);
+    let same = hit(block_on(cache.get_or_load("page.html", &loader)).unwrap());
+    assert!(
+        EntryRef::ptr_eq(&old, &same),
+        "unchanged file keeps its entry"
+    );
+    assert_eq!(
+        loader.stats.load(Ordering::SeqCst),
+        stats_after_load + 1,
+        "one stat per revalidation"
+    );
+    assert_eq!(loader.loads.load(Ordering::SeqCst), 1);
+    drop(same);
+
+    // Replace the file (new inode, new size).
+    let tmp = dir.path().join("page.html.tmp");
+    std::fs::write(&tmp, "version two").unwrap();
+    std::fs::rename(&tmp, dir.path().join("page.html")).unwrap();
+    let new = hit(block_on(cache.get_or_load("page.html", &loader)).unwrap());
+    assert!(!EntryRef::ptr_eq(&old, &new));
+    assert_eq!(new.bytes(), Some(&b"version two"[..]));
+    assert_ne!(new.etag(), old.etag());
+    // The old user still sees the old version, handle open.
+    assert_eq!(old.bytes(), Some(&b"v1"[..]));
+    assert!(old.handle().is_some());
+    assert_eq!(loader.drops.load(Ordering::SeqCst), 0);
+    assert_eq!(cache.open_handles(), 2);
+    drop(old);
+    assert_eq!(
+        loader.drops.load(Ordering::SeqCst),
+        1,
+        "old handle released by its last user"
+    );
+    assert_eq!(cache.open_handles(), 1);
+    let s = cache.stats();
+    assert_eq!(s.revalidations, 2);
+    assert_eq!(s.entries, 1);
+}
+
+#[test]
+fn invalidate_drops_the_entry_but_not_its_users() {
+    let dir = dir_with(&[("x", "1")]);
+    let loader = FsLoader::new(dir.path().into());
+    let cache = PathCache::new(config());
+    let e = hit(block_on(cache.get_or_load("x", &loader)).unwrap());
+    assert!(cache.invalidate("x"));
+    assert!(!cache.invalidate("x"));
+    assert_eq!(cache.len(), 0);
+    assert!(e.handle().is_some());
+    assert_eq!(loader.drops.load(Ordering::SeqCst), 0);
+    drop(e);
+    assert_eq!(loader.drops.load(Ordering::SeqCst), 1);
+    assert_eq!(cache.stats().invalidations, 1);
+    hit(block_on(cache.get_or_load("x", &loader)).unwrap());
+    assert_eq!(loader.loads.load(Ordering::SeqCst), 2);
+}
+
+#[test]
+fn entry_bound_evicts_only_unused_entries() {
+    let names: Vec<String> = (0..20).map(|i| format!("f{i}")).collect();
+    let files: Vec<(&str, &str)> = names.iter().map(|n| (n.as_str(), "data")).collect();
+    let dir = dir_with(&files);
+    let loader = FsLoader::new(dir.path().into());
+    let cache = PathCache::new(Config {
+        max_entries: 4,
+        ..config()
+    });
+    let pinned = hit(block_on(cache.get_or_load("f0", &loader)).unwrap());
+    for n in &names {
+        drop(block_on(cache.get_or_load(n, &loader)).unwrap());
+        assert!(cache.len() <= 4, "len {} after {n}", cache.len());
+    }
+    assert!(cache.stats().evictions >= 16);
+    // The pinned entry was never taken from the map.
+    let again = hit(cache.get("f0").expect("pinned entry stays cached"));
+    assert!(EntryRef::ptr_eq(&pinned, &again));
+    // Handles: everything evicted was released, the rest is live.
+    let opens = loader.opens.load(Ordering::SeqCst);
+    assert_eq!(
+        opens,
+        loader.drops.load(Ordering::SeqCst) + cache.open_handles()
+    );
+}
+
+#[test]
+fn full_of_users_serves_uncached_instead_of_growing() {
+    let dir = dir_with(&[("a", "1"), ("b", "2"), ("c", "3")]);
+    let loader = FsLoader::new(dir.path().into());
+    let cache = PathCache::new(Config {
+        max_entries: 2,
+        ..config()
+    });
+    let a = hit(block_on(cache.get_or_load("a", &loader)).unwrap());
+    let b = hit(block_on(cache.get_or_load("b", &loader)).unwrap());
+    let c = hit(block_on(cache.get_or_load("c", &loader)).unwrap());
+    assert_eq!(cache.len(), 2);
+    assert_eq!(c.meta().size, 1);
+    assert!(cache.get("c").is_none());
+    drop((a, b));
+    drop(c);
+    assert_eq!(
+        loader.drops.load(Ordering::SeqCst),
+        1,
+        "the uncached entry released its handle"
+    );
+}
+
+#[test]
+fn open_bound_and_evict_unused() {
+    let names: Vec<String> = (0..6).map(|i| format!("f{i}")).collect();
+    let files: Vec<(&str, &str)> = names.iter().map(|n| (n.as_str(), "data")).collect();
+    let dir = dir_with(&files);
+    let loader = FsLoader::new(dir.path().into());
+    let cache = PathCache::new(Config {
+        max_open: 2,
+        ..config()
+    });
+    let held: Vec<_> = names
+        .iter()
+        .map(|n| hit(block_on(cache.get_or_load(n, &loader)).unwrap()))
+        .collect();
+    assert_eq!(cache.open_handles(), 2);
+    assert_eq!(held.iter().filter(|e| e.handle().is_some()).count(), 2);
+    assert_eq!(
+        cache.evict_unused(10),
+        0,
+        "entries in use are never evicted"
+    );
+    drop(held);
+    assert_eq!(cache.open_handles(), 2);
+    assert_eq!(cache.evict_unused(1), 1);
+    assert_eq!(
+        cache.open_handles(),
+        1,
+        "evict_unused releases the handle at once"
+    );
+    assert_eq!(loader.drops.load(Ordering::SeqCst), 1);
+    assert_eq!(cache.evict_unused(10), 1);
+    assert_eq!(cache.open_handles(), 0);
+    assert_eq!(cache.len(), 4, "metadata-only entries stay");
+}
+
+#[test]
+fn min_uses_opens_on_the_nth_use() {
+    let dir = dir_with(&[("m", "meta first")]);
+    let loader = FsLoader::new(dir.path().into());
+    let cache = PathCache::new(Config {
+        min_uses: 3,
+        ..config()
+    });
+    let first = hit(block_on(cache.get_or_load("m", &loader)).unwrap());
+    assert!(first.handle().is_none());
+    assert_eq!(first.meta().size, 10);
+    let second = hit(block_on(cache.get_or_load("m", &loader)).unwrap());
+    assert!(second.handle().is_none());
+    assert_eq!(loader.opens.load(Ordering::SeqCst), 0);
+    let third = hit(block_on(cache.get_or_load("m", &loader)).unwrap());
+    assert!(third.handle().is_some(), "third use opens");
+    assert_eq!(loader.opens.load(Ordering::SeqCst), 1);
+    let fourth = hit(block_on(cache.get_or_load("m", &loader)).unwrap());
+    assert!(EntryRef::ptr_eq(&third, &fourth));
+    assert_eq!(cache.len(), 1);
+}
+
+#[test]
+fn small_files_are_cached_within_budget() {
+    let dir = dir_with(&[
+        ("s1", "0123456789"),
+        ("s2", "abcdefghij"),
+        ("big", "this one is too large"),
+    ]);
+    let loader = FsLoader::new(dir.path().into());
+    let cache = PathCache::new(Config {
+        small_file_max: 16,
+        small_bytes_budget: 15,
+        ..config()
+    });
+    let s1 = hit(block_on(cache.get_or_load("s1", &loader)).unwrap());
+    assert_eq!(s1.bytes(), Some(&b"0123456789"[..]));
+    let s2 = hit(block_on(cache.get_or_load("s2", &loader)).unwrap());
+    assert_eq!(s2.bytes(), None, "budget of 15 bytes holds only one file");
+    let big = hit(block_on(cache.get_or_load("big", &loader)).unwrap());
+    assert_eq!(big.bytes(), None);
+    assert_eq!(cache.stats().small_bytes, 10);
+    drop(s1);
+    assert!(cache.invalidate("s1"));
+    assert_eq!(
+        cache.stats().small_bytes,
+        0,
+        "bytes are returned to the budget"
+    );
+}
+
+#[test]
+fn torn_small_file_read_is_retried_never_mixed() {
+    let dir = dir_with(&[("t", "version-one")]);
+    let loader = FsLoader::new(dir.path().into());
+    loader.torn.store(1, Ordering::SeqCst);
+    let cache = PathCache::new(Config {
+        small_file_max: 1024,
+        small_bytes_budget: 1 << 20,
+        ..config()
+    });
+    let e = hit(block_on(cache.get_or_load("t", &loader)).unwrap());
+    let on_disk = std::fs::read(dir.path().join("t")).unwrap();
+    assert_eq!(on_disk, b"version-one-rewritten");
+    assert_eq!(
+        e.bytes(),
+        Some(&on_disk[..]),
+        "cached bytes are the version on disk"
+    );
+    assert_eq!(e.meta().size, on_disk.len() as u64);
+    assert_eq!(loader.loads.load(Ordering::SeqCst), 2);
+    assert_eq!(cache.stats().torn_reads, 1);
+    assert_eq!(
+        loader.drops.load(Ordering::SeqCst),
+        1,
+        "the torn attempt's handle was dropped"
+    );
+}
+
+#[test]
+fn endlessly_changing_file_is_cached_without_bytes() {
+    let dir = dir_with(&[("t", "x")]);
+    let loader = FsLoader::new(dir.path().into());
+    loader.torn.store(100, Ordering::SeqCst);
+    let cache = PathCache::new(Config {
+        small_file_max: 1 << 20,
+        small_bytes_budget: 1 << 20,
+        ..config()
+    });
+    let e = hit(block_on(cache.get_or_load("t", &loader)).unwrap());
+    assert_eq!(e.bytes(), None);
+    assert_eq!(cache.stats().torn_reads, 4);
+    assert_eq!(cache.stats().small_bytes, 0);
+}
+
+#[test]
+fn loader_errors_are_returned_and_not_cached() {
+    struct Failing(AtomicUsize);
+    impl Loader<u8> for Failing {
+        type Error = &'static str;
+        async fn load(&self, _: &str, _: bool, _: Option<u64>) -> Result<Loaded<u8>, &'static str> {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            Err("EIO")
+        }
+        async fn stat(&self, _: &str) -> Result<Option<FileMeta>, &'static str> {
+            Err("EIO")
+        }
+    }
+    let cache: PathCache<u8> = PathCache::new(config());
+    let l = Failing(AtomicUsize::new(0));
+    assert_eq!(block_on(cache.get_or_load("p", &l)).unwrap_err(), "EIO");
+    assert_eq!(block_on(cache.get_or_load("p", &l)).unwrap_err(), "EIO");
+    assert_eq!(l.0.load(Ordering::SeqCst), 2);
+    assert_eq!(cache.len(), 0);
+    assert_eq!(cache.open_handles(), 0);
+}
