@@ -58,8 +58,14 @@ fn child(backend: BackendKind) {
         },
     )
     .unwrap();
-    let fm = manager(&t.root, backend, SymlinkPolicy::WithinRoot);
+    let mut cfg = filemanager::Config::new(&t.root);
+    cfg.backend = backend;
+    cfg.symlinks = SymlinkPolicy::WithinRoot;
+    cfg.fd_headroom = 4;
+    let fm = filemanager::FileManager::new(cfg).unwrap();
+    eprintln!("child backend: {:?}, limit {}, budget {}", fm.backend(), fm.fd_limit(), fm.fd_budget());
     assert_eq!(fm.fd_limit(), lim);
+    assert!(fm.fd_budget() > 40, "budget {}", fm.fd_budget());
     current_thread().block_on(async {
         // Fill the cache with 30 idle entries, each holding a descriptor.
         for i in 0..30 {
@@ -68,7 +74,8 @@ fn child(backend: BackendKind) {
             };
             drop(f);
         }
-        assert_eq!(fm.stats().open_fds, 30);
+        let st = fm.stats();
+        assert_eq!(st.open_fds, 30, "{st:?}");
         // Someone else in the process takes every remaining descriptor.
         let mut hog = Vec::new();
         while let Ok(f) = std::fs::File::open("/dev/null") {

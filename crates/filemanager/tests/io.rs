@@ -345,3 +345,24 @@ fn auto_picks_a_backend_and_says_why() {
     assert!(!why.is_empty());
     assert!(fm.fd_budget() > 0 && (fm.fd_budget() as u64) < fm.fd_limit());
 }
+
+#[test]
+fn a_miss_costs_one_open_and_a_hit_costs_no_io() {
+    let t = Tree::create();
+    std::fs::write(t.path("big.bin"), pattern(100_000)).unwrap();
+    for backend in backends(&t.root) {
+        let fm = manager(&t.root, backend, SymlinkPolicy::WithinRoot);
+        current_thread().block_on(async {
+            let Opened::File(f) = fm.open("big.bin").await.unwrap() else { panic!() };
+            drop(f);
+            let after_miss = fm.stats().io;
+            eprintln!("{backend:?} after one miss: {after_miss:?}");
+            assert_eq!(after_miss.ops[0], 1, "opens");
+            for _ in 0..100 {
+                let Opened::File(f) = fm.open("big.bin").await.unwrap() else { panic!() };
+                drop(f);
+            }
+            assert_eq!(fm.stats().io, after_miss, "cache hits must not do I/O");
+        });
+    }
+}
