@@ -118,6 +118,10 @@ def main():
         if config.get(key, "127.0.0.1").startswith(("127.", "[::1]", "localhost")):
             problem(f"configmap {key} binds loopback: probes and the Service cannot reach it")
 
+    if config.get("fd_headroom", 256) < config.get("max_connections", 10000):
+        problem("configmap: fd_headroom < max_connections: client sockets could eat the file descriptors"
+                " the fd budget counts on")
+
     mounts = {m["name"]: m for m in container.get("volumeMounts", [])}
     volumes = {v["name"]: v for v in spec.get("volumes", [])}
     cfg_mount = next((m for m in mounts.values()
