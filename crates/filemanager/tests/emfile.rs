@@ -63,7 +63,12 @@ fn child(backend: BackendKind) {
     cfg.symlinks = SymlinkPolicy::WithinRoot;
     cfg.fd_headroom = 4;
     let fm = filemanager::FileManager::new(cfg).unwrap();
-    eprintln!("child backend: {:?}, limit {}, budget {}", fm.backend(), fm.fd_limit(), fm.fd_budget());
+    eprintln!(
+        "child backend: {:?}, limit {}, budget {}",
+        fm.backend(),
+        fm.fd_limit(),
+        fm.fd_budget()
+    );
     assert_eq!(fm.fd_limit(), lim);
     assert!(fm.fd_budget() > 40, "budget {}", fm.fd_budget());
     current_thread().block_on(async {

@@ -63,6 +63,14 @@ fn dropped_handles_are_released_by_the_reaper() {
             assert!(st.fdtable.deferred_releases >= deferred_before + 200);
             assert!(st.reaper_batches >= 1);
             assert_eq!(st.fdtable.deferred_queue_depth, 0);
+            if backend == filemanager::BackendKind::Uring {
+                // The reaper closed them as io_uring batches.
+                let i = filemanager::BackendStats::ops_labels()
+                    .iter()
+                    .position(|l| *l == "close_batched")
+                    .unwrap();
+                assert!(st.io.ops[i] >= 200, "{:?}", st.io);
+            }
         });
     }
 }

@@ -353,13 +353,17 @@ fn a_miss_costs_one_open_and_a_hit_costs_no_io() {
     for backend in backends(&t.root) {
         let fm = manager(&t.root, backend, SymlinkPolicy::WithinRoot);
         current_thread().block_on(async {
-            let Opened::File(f) = fm.open("big.bin").await.unwrap() else { panic!() };
+            let Opened::File(f) = fm.open("big.bin").await.unwrap() else {
+                panic!()
+            };
             drop(f);
             let after_miss = fm.stats().io;
             eprintln!("{backend:?} after one miss: {after_miss:?}");
             assert_eq!(after_miss.ops[0], 1, "opens");
             for _ in 0..100 {
-                let Opened::File(f) = fm.open("big.bin").await.unwrap() else { panic!() };
+                let Opened::File(f) = fm.open("big.bin").await.unwrap() else {
+                    panic!()
+                };
                 drop(f);
             }
             assert_eq!(fm.stats().io, after_miss, "cache hits must not do I/O");

@@ -109,8 +109,8 @@ pub(crate) enum Op {
     /// A read that waited: blocking pool, or an io_uring completion that
     /// arrived asynchronously.
     ReadAsync,
-    /// A `close` of a file descriptor.
-    Close,
+    /// A `close` issued by the reaper as part of an io_uring batch.
+    CloseBatched,
     /// A file registered into an io_uring fixed-file slot.
     FixedRegister,
     /// A fixed-file slot cleared after its file was released.
@@ -124,7 +124,7 @@ impl Op {
         Op::Stat,
         Op::ReadInline,
         Op::ReadAsync,
-        Op::Close,
+        Op::CloseBatched,
         Op::FixedRegister,
         Op::FixedUnregister,
     ];
@@ -136,7 +136,7 @@ impl Op {
             Op::Stat => "stat",
             Op::ReadInline => "read_inline",
             Op::ReadAsync => "read_async",
-            Op::Close => "close",
+            Op::CloseBatched => "close_batched",
             Op::FixedRegister => "fixed_register",
             Op::FixedUnregister => "fixed_unregister",
         }
