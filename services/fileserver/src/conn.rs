@@ -103,11 +103,17 @@ impl Conn {
                         head_started = None;
                         let head_len = req.head_len;
                         let pending = end > start + head_len;
+                        // A declared body we will not read: close gracefully so
+                        // the client sees our answer, not a reset.
+                        let req_unread = req.has_body;
                         let keep = self.handle(&req, pending).await?;
                         start += head_len;
                         served += 1;
                         if !keep {
                             self.flush(false).await?;
+                            if req_unread {
+                                self.linger_close().await;
+                            }
                             return Ok(());
                         }
                         if start == end {
@@ -129,6 +135,7 @@ impl Conn {
                         let out = self.simple(e.status(), false, false, b"", why);
                         self.finish_stats(out.status, out.body, t0);
                         self.flush(false).await?;
+                        self.linger_close().await;
                         return Ok(());
                     }
                 }
@@ -168,6 +175,7 @@ impl Conn {
                         let out = self.simple(408, false, false, b"", "request head not received in time");
                         self.finish_stats(out.status, out.body, t0);
                         self.flush(false).await?;
+                        self.linger_close().await;
                     }
                     return Ok(());
                 },
@@ -177,6 +185,23 @@ impl Conn {
                         return Ok(());
                     }
                 },
+            }
+        }
+    }
+
+    /// Half-closes and discards what the client still sends (bounded in
+    /// bytes and time), so closing with unread input does not turn into a
+    /// TCP reset that destroys the response we just sent.
+    async fn linger_close(&mut self) {
+        use tokio::io::AsyncWriteExt;
+        let _ = self.stream.shutdown().await;
+        let mut buf = [0u8; 4096];
+        let mut drained = 0usize;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(1);
+        while drained < 256 * 1024 {
+            match tokio::time::timeout_at(deadline, self.stream.read(&mut buf)).await {
+                Ok(Ok(n)) if n > 0 => drained += n,
+                _ => break,
             }
         }
     }
@@ -354,12 +379,13 @@ impl Conn {
                 return Ok(self.simple(400, head, false, b"", e.reason()));
             }
         };
-        let live = self.live.clone();
-        if np.dotfile && !live.s.serve_dotfiles {
+        let serve_dotfiles = self.live.s.serve_dotfiles;
+        if np.dotfile && !serve_dotfiles {
             return Ok(self.simple(404, head, *keep, b"", ""));
         }
-        let shared = self.w.shared.clone();
-        match shared.files.open(np.rel).await {
+        // Rc clone (not the Arc inside): no shared atomic write per request.
+        let w = self.w.clone();
+        match w.shared.files.open(np.rel).await {
             Ok(Opened::File(f)) => {
                 if np.trailing_slash && !np.rel.is_empty() {
                     return Ok(self.simple(404, head, *keep, b"", ""));
@@ -379,6 +405,8 @@ impl Conn {
                     loc.extend_from_slice(b"\r\n");
                     return Ok(self.simple(301, head, *keep, &loc, ""));
                 }
+                // Directories are the rare path: holding the Arc here is fine.
+                let live = self.live.clone();
                 for name in &live.s.index {
                     let mut p = std::mem::take(&mut self.alt);
                     p.clear();
@@ -387,7 +415,7 @@ impl Conn {
                         p.push('/');
                     }
                     p.push_str(name);
-                    let opened = shared.files.open(&p).await;
+                    let opened = w.shared.files.open(&p).await;
                     let result = match opened {
                         Ok(Opened::File(f)) => Some(
                             self.serve_negotiated(req, f, &p, pending, *keep, head)
@@ -402,7 +430,7 @@ impl Conn {
                     }
                 }
                 if live.s.directory_listing {
-                    return Ok(self.listing(req, np.rel, head, *keep, live.s.serve_dotfiles));
+                    return Ok(self.listing(req, np.rel, head, *keep, serve_dotfiles));
                 }
                 Ok(self.simple(404, head, *keep, b"", ""))
             }
@@ -487,15 +515,14 @@ impl Conn {
         keep: bool,
         head: bool,
     ) -> io::Result<Outcome> {
-        let live = self.live.clone();
         let mut vary = false;
-        if live.s.precompressed {
+        if self.live.s.precompressed {
             if let Some(ae) = req.accept_encoding {
                 vary = true;
                 let already = [".br", ".zst", ".gz"].iter().any(|e| rel.ends_with(e));
                 if !already {
                     let acc = accepted_encodings(ae);
-                    let shared = self.w.shared.clone();
+                    let w = self.w.clone();
                     for (ok, ext, enc) in [
                         (acc.br, ".br", "br"),
                         (acc.zstd, ".zst", "zstd"),
@@ -507,7 +534,7 @@ impl Conn {
                         let mut sib = String::with_capacity(rel.len() + 4);
                         sib.push_str(rel);
                         sib.push_str(ext);
-                        if let Ok(Opened::File(cf)) = shared.files.open(&sib).await {
+                        if let Ok(Opened::File(cf)) = w.shared.files.open(&sib).await {
                             drop(f);
                             return self
                                 .serve_file(req, &cf, rel, Some(enc), true, pending, keep, head)

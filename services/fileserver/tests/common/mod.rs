@@ -1,0 +1,303 @@
+//! Shared helpers for tests that run the real `fileserver` binary on loopback.
+//!
+//! Other test files use it with `mod common;`. The daemon prints one start
+//! line on stdout:
+//!
+//! ```text
+//! listening http=127.0.0.1:PORT admin=127.0.0.1:PORT workers=N backend=KIND fd_limit=N root=/abs/path
+//! ```
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Path of the daemon binary built by cargo for these tests.
+pub fn bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_fileserver"))
+}
+
+/// Parsed start line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StartLine {
+    pub http: SocketAddr,
+    pub admin: SocketAddr,
+    pub workers: usize,
+    pub backend: String,
+    pub fd_limit: u64,
+    pub root: PathBuf,
+}
+
+/// Parses `listening http=.. admin=.. workers=.. backend=.. fd_limit=.. root=..`.
+pub fn parse_start_line(line: &str) -> Option<StartLine> {
+    let rest = line.trim_end().strip_prefix("listening ")?;
+    let (fields, root) = rest.split_once(" root=")?;
+    let mut http = None;
+    let mut admin = None;
+    let mut workers = None;
+    let mut backend = None;
+    let mut fd_limit = None;
+    for kv in fields.split(' ') {
+        let (k, v) = kv.split_once('=')?;
+        match k {
+            "http" => http = v.parse().ok(),
+            "admin" => admin = v.parse().ok(),
+            "workers" => workers = v.parse().ok(),
+            "backend" => backend = Some(v.to_string()),
+            "fd_limit" => fd_limit = v.parse().ok(),
+            _ => {}
+        }
+    }
+    Some(StartLine {
+        http: http?,
+        admin: admin?,
+        workers: workers?,
+        backend: backend?,
+        fd_limit: fd_limit?,
+        root: PathBuf::from(root),
+    })
+}
+
+/// A running daemon; killed (SIGKILL) and reaped on drop.
+pub struct Daemon {
+    pub child: Option<Child>,
+    pub start: StartLine,
+    pub http: SocketAddr,
+    pub admin: SocketAddr,
+    /// Everything the daemon wrote to stderr so far.
+    pub stderr: Arc<Mutex<String>>,
+    /// Stdout lines after the start line (access log on stdout).
+    pub stdout: Arc<Mutex<Vec<String>>>,
+}
+
+/// Arguments that make a daemon test-friendly: free ports, 2 workers.
+pub fn base_args(root: &Path) -> Vec<String> {
+    vec![
+        "--root".into(),
+        root.display().to_string(),
+        "--listen".into(),
+        "127.0.0.1:0".into(),
+        "--admin-listen".into(),
+        "127.0.0.1:0".into(),
+        "--workers".into(),
+        "2".into(),
+    ]
+}
+
+impl Daemon {
+    /// Starts the daemon serving `root` with extra arguments.
+    pub fn start(root: &Path, extra: &[&str]) -> Daemon {
+        let mut cmd = Command::new(bin());
+        cmd.args(base_args(root)).args(extra);
+        Daemon::spawn(cmd)
+    }
+
+    /// Starts a prepared command (stdout/stderr are taken over) and waits for the start line.
+    pub fn spawn(mut cmd: Command) -> Daemon {
+        cmd.stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .stdin(Stdio::null());
+        let mut child = cmd.spawn().expect("spawn fileserver");
+        let stdout = child.stdout.take().unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let err_buf = Arc::new(Mutex::new(String::new()));
+        let out_lines = Arc::new(Mutex::new(Vec::new()));
+        {
+            let err_buf = err_buf.clone();
+            std::thread::spawn(move || {
+                for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                    let mut b = err_buf.lock().unwrap();
+                    b.push_str(&line);
+                    b.push('\n');
+                }
+            });
+        }
+        let (tx, rx) = mpsc::channel();
+        {
+            let out_lines = out_lines.clone();
+            std::thread::spawn(move || {
+                let mut sent = false;
+                for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                    if !sent {
+                        if let Some(s) = parse_start_line(&line) {
+                            let _ = tx.send(s);
+                            sent = true;
+                            continue;
+                        }
+                    }
+                    out_lines.lock().unwrap().push(line);
+                }
+            });
+        }
+        let start = match rx.recv_timeout(Duration::from_secs(20)) {
+            Ok(s) => s,
+            Err(_) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                std::thread::sleep(Duration::from_millis(100));
+                panic!("no start line; stderr:\n{}", err_buf.lock().unwrap());
+            }
+        };
+        Daemon {
+            http: start.http,
+            admin: start.admin,
+            start,
+            child: Some(child),
+            stderr: err_buf,
+            stdout: out_lines,
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{}", self.http, path)
+    }
+
+    pub fn admin_url(&self, path: &str) -> String {
+        format!("http://{}{}", self.admin, path)
+    }
+
+    pub fn pid(&self) -> i32 {
+        self.child.as_ref().unwrap().id() as i32
+    }
+
+    /// Sends a signal (libc::SIGTERM, SIGHUP, ...).
+    pub fn signal(&self, sig: i32) {
+        // SAFETY: kill(2) on our own child, not yet reaped, so the pid is ours.
+        let rc = unsafe { libc::kill(self.pid(), sig) };
+        assert_eq!(rc, 0, "kill: {}", std::io::Error::last_os_error());
+    }
+
+    /// Waits up to `timeout` for exit.
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        let child = self.child.as_mut()?;
+        loop {
+            if let Ok(Some(st)) = child.try_wait() {
+                self.child = None;
+                return Some(st);
+            }
+            if Instant::now() > deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// The `/metrics` text.
+    pub fn metrics(&self) -> String {
+        reqwest::blocking::get(self.admin_url("/metrics"))
+            .unwrap()
+            .text()
+            .unwrap()
+    }
+
+    pub fn stderr_text(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    /// Waits until stderr contains `needle`.
+    pub fn wait_stderr(&self, needle: &str, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if self.stderr_text().contains(needle) {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        false
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Value of one sample line `name{labels} value` in Prometheus text.
+pub fn metric(text: &str, series: &str) -> Option<f64> {
+    text.lines().filter(|l| !l.starts_with('#')).find_map(|l| {
+        l.strip_prefix(series)
+            .and_then(|r| r.strip_prefix(' '))
+            .and_then(|v| v.trim().parse().ok())
+    })
+}
+
+/// A blocking HTTP client without redirects, compression or proxies.
+pub fn client() -> reqwest::blocking::Client {
+    reqwest::blocking::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .no_proxy()
+        .timeout(Duration::from_secs(20))
+        .build()
+        .unwrap()
+}
+
+/// Sends raw bytes and reads until the server closes (or `timeout`).
+pub fn raw(addr: SocketAddr, req: &[u8], timeout: Duration) -> Vec<u8> {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(timeout)).unwrap();
+    s.write_all(req).unwrap();
+    let mut out = Vec::new();
+    let mut buf = [0u8; 65536];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+            Err(_) => break,
+        }
+    }
+    out
+}
+
+/// Status code of the first response in `resp`.
+pub fn status_of(resp: &[u8]) -> u16 {
+    let s = String::from_utf8_lossy(resp);
+    s.split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0)
+}
+
+/// A temp root with some files and a canary file OUTSIDE the root.
+pub struct Tree {
+    pub dir: tempfile::TempDir,
+    pub root: PathBuf,
+    pub canary: PathBuf,
+}
+
+/// Bytes of the canary file; they must never appear in any response.
+pub const CANARY: &[u8] = b"CANARY-6f1e0c-never-serve-me";
+
+impl Tree {
+    pub fn new() -> Tree {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("root");
+        std::fs::create_dir(&root).unwrap();
+        let canary = dir.path().join("secret.txt");
+        std::fs::write(&canary, CANARY).unwrap();
+        Tree { dir, root, canary }
+    }
+
+    pub fn write(&self, rel: &str, data: &[u8]) -> PathBuf {
+        let p = self.root.join(rel);
+        if let Some(parent) = p.parent() {
+            std::fs::create_dir_all(parent).unwrap();
+        }
+        std::fs::write(&p, data).unwrap();
+        p
+    }
+}
+
+impl Default for Tree {
+    fn default() -> Self {
+        Tree::new()
+    }
+}

@@ -1,0 +1,437 @@
+//! Never outside the root, malformed input, limits and timeouts, against the
+//! real daemon with raw sockets (like `curl --path-as-is`).
+
+mod common;
+
+use common::{client, raw, status_of, Daemon, Tree, CANARY};
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle)
+}
+
+fn assert_no_canary(resp: &[u8], what: &str) {
+    assert!(
+        !contains(resp, CANARY),
+        "{what}: canary bytes served:\n{}",
+        String::from_utf8_lossy(resp)
+    );
+}
+
+fn get_raw(d: &Daemon, target: &str) -> Vec<u8> {
+    let req = format!("GET {target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    raw(d.http, req.as_bytes(), Duration::from_secs(5))
+}
+
+fn closed_after(d: &Daemon, req: &[u8]) -> (u16, bool) {
+    let mut s = TcpStream::connect(d.http).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s.write_all(req).unwrap();
+    let mut out = Vec::new();
+    let mut buf = [0u8; 4096];
+    let mut closed = false;
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => {
+                closed = true;
+                break;
+            }
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+            Err(_) => break,
+        }
+    }
+    (status_of(&out), closed)
+}
+
+#[test]
+fn traversal_attempts_never_leave_the_root() {
+    let tree = Tree::new();
+    tree.write("a.txt", b"inside");
+    tree.write("sub/b.txt", b"inside b");
+    let d = Daemon::start(&tree.root, &[]);
+    let targets = [
+        "/../secret.txt",
+        "/sub/../../secret.txt",
+        "/%2e%2e/secret.txt",
+        "/%2E%2E/secret.txt",
+        "/..%2fsecret.txt",
+        "/..%2Fsecret.txt",
+        "/sub/..%2f..%2fsecret.txt",
+        "/%2e%2e%2fsecret.txt",
+        "/.%2e/secret.txt",
+        "/sub/%2e%2e/%2e%2e/secret.txt",
+        "/..\\secret.txt",
+        "/sub\\..\\..\\secret.txt",
+        "/%252e%252e/secret.txt",
+        "/..%00/secret.txt",
+        "/a.txt%00.html",
+        "//../secret.txt",
+        "/./../secret.txt",
+        "http://x/../secret.txt",
+        "http://x/%2e%2e/secret.txt",
+        "/%c0%ae%c0%ae/secret.txt",
+        "/..;/secret.txt",
+        "/....//secret.txt",
+        "/sub/../../../../../../../../etc/passwd",
+        "/%2F..%2F..%2Fsecret.txt",
+        "/secret.txt",
+        "/../root/../secret.txt",
+    ];
+    for t in targets {
+        let resp = get_raw(&d, t);
+        assert_no_canary(&resp, t);
+        let code = status_of(&resp);
+        assert!([400, 403, 404].contains(&code), "{t}: {code}");
+    }
+    // `..` in any form is a 400 and the connection closes.
+    for t in [
+        "/../secret.txt",
+        "/%2e%2e/secret.txt",
+        "/sub/..%2F..%2Fsecret.txt",
+    ] {
+        let (code, closed) = closed_after(
+            &d,
+            format!("GET {t} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes(),
+        );
+        assert_eq!((code, closed), (400, true), "{t}");
+    }
+    // Inside the root still works after all that.
+    assert_eq!(
+        client()
+            .get(d.url("/sub/b.txt"))
+            .send()
+            .unwrap()
+            .text()
+            .unwrap(),
+        "inside b"
+    );
+}
+
+#[test]
+fn symlinks_in_and_out_of_root() {
+    let tree = Tree::new();
+    tree.write("a.txt", b"inside");
+    tree.write("d/x.txt", b"x in d");
+    let r = &tree.root;
+    std::os::unix::fs::symlink("a.txt", r.join("link_in")).unwrap();
+    std::os::unix::fs::symlink("d", r.join("dir_in")).unwrap();
+    std::os::unix::fs::symlink("../secret.txt", r.join("link_out")).unwrap();
+    std::os::unix::fs::symlink(&tree.canary, r.join("abs_out")).unwrap();
+    std::os::unix::fs::symlink(tree.dir.path(), r.join("dir_out")).unwrap();
+    std::os::unix::fs::symlink("/etc/passwd", r.join("passwd")).unwrap();
+
+    let d = Daemon::start(&tree.root, &[]); // within_root (default)
+    let c = client();
+    assert_eq!(
+        c.get(d.url("/link_in")).send().unwrap().text().unwrap(),
+        "inside"
+    );
+    assert_eq!(
+        c.get(d.url("/dir_in/x.txt"))
+            .send()
+            .unwrap()
+            .text()
+            .unwrap(),
+        "x in d"
+    );
+    for t in [
+        "/link_out",
+        "/abs_out",
+        "/dir_out/secret.txt",
+        "/passwd",
+        "/dir_out/root/a.txt",
+    ] {
+        let resp = get_raw(&d, t);
+        assert_no_canary(&resp, t);
+        assert!(!contains(&resp, b"root:x:0:0"), "{t}");
+        let code = status_of(&resp);
+        assert!(code == 403 || code == 404, "{t}: {code}");
+    }
+    drop(d);
+
+    let d = Daemon::start(&tree.root, &["--set", "symlinks=deny"]);
+    for t in [
+        "/link_in",
+        "/dir_in/x.txt",
+        "/link_out",
+        "/abs_out",
+        "/dir_out/secret.txt",
+    ] {
+        let resp = get_raw(&d, t);
+        assert_no_canary(&resp, t);
+        let code = status_of(&resp);
+        assert!(code == 403 || code == 404, "deny {t}: {code}");
+    }
+    assert_eq!(status_of(&get_raw(&d, "/a.txt")), 200);
+    drop(d);
+
+    let d = Daemon::start(&tree.root, &["--set", "symlinks=follow"]);
+    assert_eq!(status_of(&get_raw(&d, "/link_in")), 200);
+    for t in ["/link_out", "/abs_out", "/dir_out/secret.txt", "/passwd"] {
+        let resp = get_raw(&d, t);
+        assert_no_canary(&resp, t);
+        assert!(!contains(&resp, b"root:x:0:0"), "follow {t}");
+    }
+}
+
+#[test]
+fn special_files_are_not_served() {
+    let tree = Tree::new();
+    let fifo = tree.root.join("fifo");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo with a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+    let d = Daemon::start(&tree.root, &[]);
+    let t0 = Instant::now();
+    let code = status_of(&get_raw(&d, "/fifo"));
+    assert!(code == 403 || code == 404, "fifo: {code}");
+    assert!(
+        t0.elapsed() < Duration::from_secs(4),
+        "a FIFO must not block a worker"
+    );
+}
+
+#[test]
+fn malformed_requests_get_400_and_close() {
+    let tree = Tree::new();
+    tree.write("a.txt", b"inside");
+    let d = Daemon::start(&tree.root, &[]);
+    let cases: &[(&str, &[u8])] = &[
+        (
+            "TE and CL",
+            b"GET /a.txt HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\nabc",
+        ),
+        ("obs-fold", b"GET /a.txt HTTP/1.1\r\nHost: x\r\nX-Long: a\r\n  folded\r\n\r\n"),
+        ("bad percent", b"GET /a%zz.txt HTTP/1.1\r\nHost: x\r\n\r\n"),
+        ("truncated percent", b"GET /a.txt% HTTP/1.1\r\nHost: x\r\n\r\n"),
+        ("NUL", b"GET /a.txt%00 HTTP/1.1\r\nHost: x\r\n\r\n"),
+        ("garbage line", b"GARBAGE\r\n\r\n"),
+        ("no version", b"GET /a.txt\r\nHost: x\r\n\r\n"),
+        ("bad version", b"GET /a.txt HTTP/9.9\r\nHost: x\r\n\r\n"),
+        ("space in target", b"GET /a b HTTP/1.1\r\nHost: x\r\n\r\n"),
+        ("missing host", b"GET /a.txt HTTP/1.1\r\n\r\n"),
+        ("two hosts", b"GET /a.txt HTTP/1.1\r\nHost: x\r\nHost: y\r\n\r\n"),
+        ("bad content-length", b"GET /a.txt HTTP/1.1\r\nHost: x\r\nContent-Length: 1x\r\n\r\n"),
+        ("body on GET", b"GET /a.txt HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello"),
+        ("chunked body on GET", b"GET /a.txt HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"),
+        ("bad header name", b"GET /a.txt HTTP/1.1\r\nHost: x\r\nBad Header: y\r\n\r\n"),
+        ("not origin form", b"GET a.txt HTTP/1.1\r\nHost: x\r\n\r\n"),
+        ("non-utf8 path", b"GET /%ff%fe HTTP/1.1\r\nHost: x\r\n\r\n"),
+    ];
+    for (what, req) in cases {
+        let (code, closed) = closed_after(&d, req);
+        assert_eq!(code, 400, "{what}");
+        assert!(closed, "{what}: connection must close");
+    }
+    // Still serving.
+    assert_eq!(
+        client()
+            .get(d.url("/a.txt"))
+            .send()
+            .unwrap()
+            .text()
+            .unwrap(),
+        "inside"
+    );
+}
+
+#[test]
+fn header_size_and_count_limits() {
+    let tree = Tree::new();
+    tree.write("a.txt", b"inside");
+    let d = Daemon::start(
+        &tree.root,
+        &["--set", "max_headers=10", "--set", "max_header_bytes=1024"],
+    );
+    let mut req = String::from("GET /a.txt HTTP/1.1\r\nHost: x\r\n");
+    for i in 0..11 {
+        req.push_str(&format!("X-{i}: v\r\n"));
+    }
+    req.push_str("\r\n");
+    assert_eq!(
+        closed_after(&d, req.as_bytes()),
+        (431, true),
+        "too many headers"
+    );
+    let big = format!(
+        "GET /a.txt HTTP/1.1\r\nHost: x\r\nX-Big: {}\r\n\r\n",
+        "a".repeat(2000)
+    );
+    assert_eq!(
+        closed_after(&d, big.as_bytes()),
+        (431, true),
+        "head too large"
+    );
+    // An unterminated head larger than the limit also gets 431 without waiting for the rest.
+    let partial = format!(
+        "GET /a.txt HTTP/1.1\r\nHost: x\r\nX-Big: {}",
+        "a".repeat(2000)
+    );
+    let t0 = Instant::now();
+    assert_eq!(closed_after(&d, partial.as_bytes()), (431, true));
+    assert!(t0.elapsed() < Duration::from_secs(4));
+    // Within limits is fine.
+    let mut ok = String::from("GET /a.txt HTTP/1.1\r\nHost: x\r\nConnection: close\r\n");
+    for i in 0..8 {
+        ok.push_str(&format!("X-{i}: v\r\n"));
+    }
+    ok.push_str("\r\n");
+    assert_eq!(
+        status_of(&raw(d.http, ok.as_bytes(), Duration::from_secs(5))),
+        200
+    );
+}
+
+#[test]
+fn header_read_timeout_gives_408() {
+    let tree = Tree::new();
+    tree.write("a.txt", b"inside");
+    let d = Daemon::start(&tree.root, &["--set", "header_read_timeout=300ms"]);
+    let mut s = TcpStream::connect(d.http).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s.write_all(b"GET /a.txt HTTP/1.1\r\nHost: x\r\n").unwrap();
+    let t0 = Instant::now();
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).unwrap();
+    assert_eq!(status_of(&out), 408);
+    assert!(t0.elapsed() < Duration::from_secs(3), "{:?}", t0.elapsed());
+    // Dribbling bytes does not extend the deadline (slowloris).
+    let mut s = TcpStream::connect(d.http).unwrap();
+    s.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+    let t0 = Instant::now();
+    let mut closed = false;
+    for b in b"GET /a.txt HTTP/1.1\r\nHost: xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx".iter() {
+        if s.write_all(&[*b]).is_err() {
+            closed = true;
+            break;
+        }
+        let mut buf = [0u8; 256];
+        if let Ok(n) = s.read(&mut buf) {
+            if n == 0 || status_of(&buf[..n]) == 408 {
+                closed = true;
+                break;
+            }
+        }
+    }
+    assert!(closed, "slowloris connection must be cut");
+    assert!(t0.elapsed() < Duration::from_secs(3), "{:?}", t0.elapsed());
+    // A connection that sends nothing is closed too.
+    let mut s = TcpStream::connect(d.http).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut out = Vec::new();
+    let t0 = Instant::now();
+    let _ = s.read_to_end(&mut out);
+    assert!(t0.elapsed() < Duration::from_secs(3));
+}
+
+#[test]
+fn keepalive_idle_timeout_closes() {
+    let tree = Tree::new();
+    tree.write("a.txt", b"inside");
+    let d = Daemon::start(&tree.root, &["--set", "keepalive_timeout=300ms"]);
+    let mut s = TcpStream::connect(d.http).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s.write_all(b"GET /a.txt HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let t0 = Instant::now();
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).unwrap();
+    assert_eq!(status_of(&out), 200);
+    assert!(String::from_utf8_lossy(&out).ends_with("inside"));
+    let e = t0.elapsed();
+    assert!(
+        e >= Duration::from_millis(250) && e < Duration::from_secs(3),
+        "{e:?}"
+    );
+}
+
+#[test]
+fn max_connections_pauses_accepting() {
+    let tree = Tree::new();
+    tree.write("a.txt", b"inside");
+    let d = Daemon::start(&tree.root, &["--set", "max_connections=2"]);
+    let mut c1 = TcpStream::connect(d.http).unwrap();
+    let mut c2 = TcpStream::connect(d.http).unwrap();
+    for c in [&mut c1, &mut c2] {
+        c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        c.write_all(b"GET /a.txt HTTP/1.1\r\nHost: x\r\n\r\n")
+            .unwrap();
+        let mut buf = [0u8; 1024];
+        let n = c.read(&mut buf).unwrap();
+        assert_eq!(status_of(&buf[..n]), 200);
+    }
+    // Third client: the kernel queues it, the server does not serve it yet.
+    let mut c3 = TcpStream::connect(d.http).unwrap();
+    c3.write_all(b"GET /a.txt HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    c3.set_read_timeout(Some(Duration::from_millis(700)))
+        .unwrap();
+    let mut buf = [0u8; 1024];
+    assert!(c3.read(&mut buf).is_err(), "served beyond max_connections");
+    drop(c1);
+    c3.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut out = Vec::new();
+    c3.read_to_end(&mut out).unwrap();
+    assert_eq!(status_of(&out), 200);
+    drop(c2);
+}
+
+#[test]
+fn shrinking_file_never_gets_a_mismatched_body() {
+    let tree = Tree::new();
+    let big = vec![b'z'; 48 << 20];
+    let path = tree.write("big.bin", &big);
+    drop(big);
+    let d = Daemon::start(&tree.root, &[]);
+    let mut s = TcpStream::connect(d.http).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(b"GET /big.bin HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut buf = vec![0u8; 65536];
+    let n = s.read(&mut buf).unwrap();
+    let head = String::from_utf8_lossy(&buf[..n]).to_string();
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert!(head.contains(&format!("Content-Length: {}", 48 << 20)));
+    let mut got = n - (head.find("\r\n\r\n").unwrap() + 4);
+    std::fs::File::options()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_len(1 << 20)
+        .unwrap();
+    let closed = loop {
+        match s.read(&mut buf) {
+            Ok(0) => break true,
+            Ok(k) => got += k,
+            Err(_) => break false,
+        }
+    };
+    assert!(closed, "the connection must be closed, not left hanging");
+    assert!(
+        got < 48 << 20,
+        "a shrunk file cannot produce the full declared body"
+    );
+    // A new request in the cache-validity window also never gets a wrong-length body.
+    let mut s = TcpStream::connect(d.http).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(b"GET /big.bin HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    let text_end = out.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+    let head = String::from_utf8_lossy(&out[..text_end]).to_string();
+    let cl: usize = head
+        .lines()
+        .find_map(|l| l.strip_prefix("Content-Length: "))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let body = out.len() - text_end;
+    assert!(body <= cl, "body longer than Content-Length");
+    if body == cl {
+        assert_eq!(cl, 1 << 20, "complete response must describe the new file");
+    }
+}

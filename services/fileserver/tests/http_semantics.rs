@@ -1,0 +1,728 @@
+//! RFC 9110 semantics against the real daemon: GET/HEAD, methods, redirects,
+//! index, dotfiles, content types, every conditional and range rule,
+//! precompressed siblings, pipelining and keep-alive.
+
+mod common;
+
+use common::{client, raw, status_of, Daemon, Tree};
+use reqwest::blocking::Response;
+use reqwest::header::HeaderMap;
+use std::time::{Duration, SystemTime};
+
+fn hdr<'a>(h: &'a HeaderMap, name: &str) -> &'a str {
+    h.get(name).map(|v| v.to_str().unwrap()).unwrap_or("")
+}
+
+fn pattern(n: usize) -> Vec<u8> {
+    (0..n).map(|i| (i * 7 % 251) as u8).collect()
+}
+
+struct Fixture {
+    tree: Tree,
+    d: Daemon,
+    small: Vec<u8>,
+    large: Vec<u8>,
+}
+
+fn fixture(extra: &[&str]) -> Fixture {
+    let tree = Tree::new();
+    let small = pattern(1000);
+    let large = pattern(300_000); // above cache.small_file_max: sendfile path
+    tree.write("small.bin", &small);
+    tree.write("large.bin", &large);
+    tree.write("index.html", b"<h1>root index</h1>");
+    tree.write("dir/index.html", b"<h1>dir index</h1>");
+    tree.write("dir/page.html", b"<p>page</p>");
+    tree.write("empty/readme.txt", b"no index here");
+    tree.write(".hidden", b"dot");
+    tree.write("sub/.git/config", b"secret config");
+    tree.write(".well-known/security.txt", b"Contact: me");
+    tree.write("app.js", b"console.log('plain');");
+    tree.write("app.js.gz", b"GZ-BYTES");
+    tree.write("app.js.br", b"BR-BYTES");
+    tree.write("style.css", b"body{}");
+    tree.write("style.css.zst", b"ZSTD-BYTES");
+    tree.write("img.png", b"\x89PNG....");
+    tree.write("noext", b"???");
+    tree.write("a b.txt", b"space");
+    // mtime well in the past so date comparisons are unambiguous.
+    for f in ["small.bin", "large.bin"] {
+        let t = SystemTime::UNIX_EPOCH + Duration::from_secs(1_600_000_000);
+        std::fs::File::options()
+            .write(true)
+            .open(tree.root.join(f))
+            .unwrap()
+            .set_modified(t)
+            .unwrap();
+    }
+    let d = Daemon::start(&tree.root, extra);
+    Fixture {
+        tree,
+        d,
+        small,
+        large,
+    }
+}
+
+fn get(f: &Fixture, path: &str, headers: &[(&str, &str)]) -> Response {
+    let mut rb = client().get(f.d.url(path));
+    for (k, v) in headers {
+        rb = rb.header(*k, *v);
+    }
+    rb.send().unwrap()
+}
+
+const LM: &str = "Sun, 13 Sep 2020 12:26:40 GMT"; // 1_600_000_000
+
+#[test]
+fn get_small_and_large_with_representation_headers() {
+    let f = fixture(&[]);
+    for (path, body) in [("/small.bin", &f.small), ("/large.bin", &f.large)] {
+        let r = get(&f, path, &[]);
+        assert_eq!(r.status(), 200);
+        let h = r.headers().clone();
+        assert_eq!(hdr(&h, "content-length"), body.len().to_string());
+        assert_eq!(hdr(&h, "accept-ranges"), "bytes");
+        assert_eq!(hdr(&h, "content-type"), "application/octet-stream");
+        assert_eq!(hdr(&h, "cache-control"), "no-cache");
+        assert_eq!(hdr(&h, "last-modified"), LM);
+        let etag = hdr(&h, "etag");
+        assert!(
+            etag.starts_with('"') && etag.ends_with('"') && etag.len() > 2,
+            "strong etag: {etag}"
+        );
+        let date = httpdate::parse_http_date(hdr(&h, "date")).unwrap();
+        assert!(httpdate::parse_http_date(hdr(&h, "last-modified")).unwrap() <= date);
+        assert_eq!(&r.bytes().unwrap()[..], &body[..]);
+    }
+}
+
+#[test]
+fn last_modified_never_later_than_date() {
+    let f = fixture(&[]);
+    let p = f.tree.write("future.txt", b"from the future");
+    let t = SystemTime::now() + Duration::from_secs(86_400 * 365);
+    std::fs::File::options()
+        .write(true)
+        .open(&p)
+        .unwrap()
+        .set_modified(t)
+        .unwrap();
+    let r = get(&f, "/future.txt", &[]);
+    let date = httpdate::parse_http_date(hdr(r.headers(), "date")).unwrap();
+    let lm = httpdate::parse_http_date(hdr(r.headers(), "last-modified")).unwrap();
+    assert!(lm <= date, "Last-Modified {lm:?} after Date {date:?}");
+}
+
+#[test]
+fn head_has_get_headers_and_no_body() {
+    let f = fixture(&[]);
+    for path in ["/small.bin", "/large.bin", "/nope", "/dir"] {
+        let g = get(&f, path, &[]);
+        let h = client().head(f.d.url(path)).send().unwrap();
+        assert_eq!(g.status(), h.status(), "{path}");
+        for name in [
+            "content-length",
+            "content-type",
+            "etag",
+            "last-modified",
+            "accept-ranges",
+            "location",
+        ] {
+            assert_eq!(
+                hdr(g.headers(), name),
+                hdr(h.headers(), name),
+                "{path} {name}"
+            );
+        }
+    }
+    // On the wire: HEAD then GET pipelined; the HEAD must carry no body bytes.
+    let req = b"HEAD /small.bin HTTP/1.1\r\nHost: x\r\n\r\nGET /noext HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    let resp = raw(f.d.http, req, Duration::from_secs(5));
+    let text = String::from_utf8_lossy(&resp);
+    let second = text
+        .find("HTTP/1.1 200 OK")
+        .and_then(|i| text[i + 1..].find("HTTP/1.1 200 OK").map(|j| i + 1 + j));
+    let second = second.expect("two responses");
+    assert!(
+        text[..second].ends_with("\r\n\r\n"),
+        "HEAD response carried a body: {text}"
+    );
+    assert!(text.ends_with("???"));
+}
+
+#[test]
+fn other_methods_405_and_options() {
+    let f = fixture(&[]);
+    for m in ["POST", "PUT", "DELETE", "PATCH", "BREW"] {
+        let r = client()
+            .request(
+                reqwest::Method::from_bytes(m.as_bytes()).unwrap(),
+                f.d.url("/small.bin"),
+            )
+            .send()
+            .unwrap();
+        assert_eq!(r.status(), 405, "{m}");
+        assert_eq!(hdr(r.headers(), "allow"), "GET, HEAD, OPTIONS");
+    }
+    let r = client()
+        .request(reqwest::Method::OPTIONS, f.d.url("/small.bin"))
+        .send()
+        .unwrap();
+    assert_eq!(r.status(), 204);
+    assert_eq!(hdr(r.headers(), "allow"), "GET, HEAD, OPTIONS");
+    let resp = raw(
+        f.d.http,
+        b"OPTIONS * HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        Duration::from_secs(5),
+    );
+    assert_eq!(status_of(&resp), 204);
+    assert!(String::from_utf8_lossy(&resp).contains("Allow: GET, HEAD, OPTIONS"));
+}
+
+#[test]
+fn directory_redirect_index_and_404() {
+    let f = fixture(&[]);
+    let r = get(&f, "/dir", &[]);
+    assert_eq!(r.status(), 301);
+    assert_eq!(hdr(r.headers(), "location"), "/dir/");
+    let r = get(&f, "/dir?x=1", &[]);
+    assert_eq!(hdr(r.headers(), "location"), "/dir/?x=1");
+    let r = get(&f, "/dir/", &[]);
+    assert_eq!(r.status(), 200);
+    assert_eq!(hdr(r.headers(), "content-type"), "text/html; charset=utf-8");
+    assert_eq!(r.text().unwrap(), "<h1>dir index</h1>");
+    assert_eq!(get(&f, "/", &[]).text().unwrap(), "<h1>root index</h1>");
+    assert_eq!(
+        get(&f, "/empty/", &[]).status(),
+        404,
+        "no index, listing off"
+    );
+    assert_eq!(
+        get(&f, "/small.bin/", &[]).status(),
+        404,
+        "a file is not a directory"
+    );
+    assert_eq!(get(&f, "/missing.txt", &[]).status(), 404);
+    assert_eq!(get(&f, "/a%20b.txt", &[]).text().unwrap(), "space");
+}
+
+#[test]
+fn configurable_index_and_listing() {
+    let f = fixture(&[
+        "--set",
+        "index=page.html,index.html",
+        "--set",
+        "directory_listing=true",
+    ]);
+    assert_eq!(get(&f, "/dir/", &[]).text().unwrap(), "<p>page</p>");
+    let r = get(&f, "/empty/", &[]);
+    assert_eq!(r.status(), 200);
+    assert_eq!(hdr(r.headers(), "content-type"), "text/html; charset=utf-8");
+    let html = r.text().unwrap();
+    assert!(html.contains("readme.txt"), "{html}");
+    let r = get(&f, "/sub/", &[("Accept", "application/json")]);
+    assert_eq!(hdr(r.headers(), "content-type"), "application/json");
+    let v: serde_json::Value = r.json().unwrap();
+    assert_eq!(v.as_array().unwrap().len(), 0, ".git is hidden: {v}");
+    let r = get(&f, "/empty/", &[("Accept", "application/json")]);
+    let v: serde_json::Value = r.json().unwrap();
+    assert_eq!(v[0]["name"], "readme.txt");
+    assert_eq!(v[0]["size"], 13);
+}
+
+#[test]
+fn dotfiles_hidden_except_well_known() {
+    let f = fixture(&[]);
+    assert_eq!(get(&f, "/.hidden", &[]).status(), 404);
+    assert_eq!(get(&f, "/%2ehidden", &[]).status(), 404);
+    assert_eq!(get(&f, "/sub/.git/config", &[]).status(), 404);
+    assert_eq!(
+        get(&f, "/.well-known/security.txt", &[]).text().unwrap(),
+        "Contact: me"
+    );
+    let f = fixture(&["--set", "serve_dotfiles=true"]);
+    assert_eq!(get(&f, "/.hidden", &[]).text().unwrap(), "dot");
+}
+
+#[test]
+fn content_types() {
+    let f = fixture(&[]);
+    assert_eq!(
+        hdr(get(&f, "/index.html", &[]).headers(), "content-type"),
+        "text/html; charset=utf-8"
+    );
+    assert_eq!(
+        hdr(get(&f, "/img.png", &[]).headers(), "content-type"),
+        "image/png"
+    );
+    assert_eq!(
+        hdr(get(&f, "/style.css", &[]).headers(), "content-type"),
+        "text/css; charset=utf-8"
+    );
+    assert_eq!(
+        hdr(get(&f, "/noext", &[]).headers(), "content-type"),
+        "application/octet-stream"
+    );
+}
+
+#[test]
+fn cache_control_is_configurable() {
+    let f = fixture(&["--set", "cache_control=public, max-age=60"]);
+    assert_eq!(
+        hdr(get(&f, "/small.bin", &[]).headers(), "cache-control"),
+        "public, max-age=60"
+    );
+    let f = fixture(&["--set", "cache_control="]);
+    assert!(get(&f, "/small.bin", &[])
+        .headers()
+        .get("cache-control")
+        .is_none());
+}
+
+fn etag_of(f: &Fixture, path: &str) -> String {
+    hdr(get(f, path, &[]).headers(), "etag").to_string()
+}
+
+#[test]
+fn if_match_strong_and_412() {
+    let f = fixture(&[]);
+    let etag = etag_of(&f, "/small.bin");
+    let weak = format!("W/{etag}");
+    assert_eq!(get(&f, "/small.bin", &[("If-Match", &etag)]).status(), 200);
+    assert_eq!(get(&f, "/small.bin", &[("If-Match", "*")]).status(), 200);
+    assert_eq!(
+        get(&f, "/small.bin", &[("If-Match", &format!("\"x\", {etag}"))]).status(),
+        200
+    );
+    assert_eq!(
+        get(&f, "/small.bin", &[("If-Match", "\"other\"")]).status(),
+        412
+    );
+    assert_eq!(
+        get(&f, "/small.bin", &[("If-Match", &weak)]).status(),
+        412,
+        "weak never matches strongly"
+    );
+    // If-Match is evaluated before If-None-Match.
+    assert_eq!(
+        get(
+            &f,
+            "/small.bin",
+            &[("If-Match", "\"other\""), ("If-None-Match", &etag)]
+        )
+        .status(),
+        412
+    );
+}
+
+#[test]
+fn if_unmodified_since() {
+    let f = fixture(&[]);
+    assert_eq!(
+        get(
+            &f,
+            "/small.bin",
+            &[("If-Unmodified-Since", "Sat, 12 Sep 2020 00:00:00 GMT")]
+        )
+        .status(),
+        412
+    );
+    assert_eq!(
+        get(&f, "/small.bin", &[("If-Unmodified-Since", LM)]).status(),
+        200
+    );
+    assert_eq!(
+        get(
+            &f,
+            "/small.bin",
+            &[("If-Unmodified-Since", "Mon, 14 Sep 2020 00:00:00 GMT")]
+        )
+        .status(),
+        200
+    );
+    assert_eq!(
+        get(&f, "/small.bin", &[("If-Unmodified-Since", "not a date")]).status(),
+        200,
+        "invalid date ignored"
+    );
+    // Ignored when If-Match is present (and matches).
+    let etag = etag_of(&f, "/small.bin");
+    let r = get(
+        &f,
+        "/small.bin",
+        &[
+            ("If-Match", &etag),
+            ("If-Unmodified-Since", "Sat, 12 Sep 2020 00:00:00 GMT"),
+        ],
+    );
+    assert_eq!(r.status(), 200);
+}
+
+#[test]
+fn if_none_match_weak_comparison_and_304_headers() {
+    let f = fixture(&["--set", "cache_control=max-age=5"]);
+    let etag = etag_of(&f, "/small.bin");
+    for v in [
+        etag.clone(),
+        format!("W/{etag}"),
+        format!("\"a\", {etag}"),
+        "*".to_string(),
+    ] {
+        let r = get(&f, "/small.bin", &[("If-None-Match", &v)]);
+        assert_eq!(r.status(), 304, "{v}");
+        let h = r.headers().clone();
+        assert_eq!(hdr(&h, "etag"), etag);
+        assert_eq!(hdr(&h, "last-modified"), LM);
+        assert_eq!(hdr(&h, "cache-control"), "max-age=5");
+        assert!(h.get("date").is_some());
+        assert!(r.bytes().unwrap().is_empty());
+    }
+    let r = client()
+        .head(f.d.url("/small.bin"))
+        .header("If-None-Match", &etag)
+        .send()
+        .unwrap();
+    assert_eq!(r.status(), 304);
+    assert_eq!(
+        get(&f, "/small.bin", &[("If-None-Match", "\"other\"")]).status(),
+        200
+    );
+    // 304 on the wire has no body: a pipelined request right after it parses.
+    let req = format!(
+        "GET /small.bin HTTP/1.1\r\nHost: x\r\nIf-None-Match: {etag}\r\n\r\nGET /noext HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    );
+    let resp =
+        String::from_utf8_lossy(&raw(f.d.http, req.as_bytes(), Duration::from_secs(5))).to_string();
+    assert!(resp.starts_with("HTTP/1.1 304"), "{resp}");
+    assert!(resp.contains("\r\n\r\nHTTP/1.1 200 OK"), "{resp}");
+    assert!(
+        !resp[..resp.find("\r\n\r\n").unwrap()].contains("Content-Length"),
+        "{resp}"
+    );
+}
+
+#[test]
+fn if_modified_since_only_without_if_none_match() {
+    let f = fixture(&[]);
+    assert_eq!(
+        get(&f, "/small.bin", &[("If-Modified-Since", LM)]).status(),
+        304
+    );
+    assert_eq!(
+        get(
+            &f,
+            "/small.bin",
+            &[("If-Modified-Since", "Tue, 01 Jan 2030 00:00:00 GMT")]
+        )
+        .status(),
+        304,
+        "date later than mtime"
+    );
+    assert_eq!(
+        get(
+            &f,
+            "/small.bin",
+            &[("If-Modified-Since", "Sat, 12 Sep 2020 00:00:00 GMT")]
+        )
+        .status(),
+        200
+    );
+    assert_eq!(
+        get(&f, "/small.bin", &[("If-Modified-Since", "garbage")]).status(),
+        200
+    );
+    // Ignored when If-None-Match is present.
+    assert_eq!(
+        get(
+            &f,
+            "/small.bin",
+            &[("If-None-Match", "\"other\""), ("If-Modified-Since", LM)]
+        )
+        .status(),
+        200
+    );
+}
+
+#[test]
+fn if_range_strong_etag_or_exact_date() {
+    let f = fixture(&[]);
+    let etag = etag_of(&f, "/small.bin");
+    let r = get(
+        &f,
+        "/small.bin",
+        &[("Range", "bytes=0-9"), ("If-Range", &etag)],
+    );
+    assert_eq!(r.status(), 206);
+    assert_eq!(&r.bytes().unwrap()[..], &f.small[0..10]);
+    let r = get(
+        &f,
+        "/small.bin",
+        &[("Range", "bytes=0-9"), ("If-Range", "\"stale\"")],
+    );
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.bytes().unwrap().len(), 1000);
+    assert_eq!(
+        get(
+            &f,
+            "/small.bin",
+            &[("Range", "bytes=0-9"), ("If-Range", &format!("W/{etag}"))]
+        )
+        .status(),
+        200
+    );
+    assert_eq!(
+        get(
+            &f,
+            "/small.bin",
+            &[("Range", "bytes=0-9"), ("If-Range", LM)]
+        )
+        .status(),
+        206
+    );
+    assert_eq!(
+        get(
+            &f,
+            "/small.bin",
+            &[
+                ("Range", "bytes=0-9"),
+                ("If-Range", "Mon, 14 Sep 2020 00:00:00 GMT")
+            ]
+        )
+        .status(),
+        200
+    );
+}
+
+#[test]
+fn single_ranges_small_and_large() {
+    let f = fixture(&[]);
+    for (path, body) in [("/small.bin", &f.small), ("/large.bin", &f.large)] {
+        let len = body.len();
+        for (spec, s, e) in [
+            ("bytes=0-0", 0, 0),
+            ("bytes=10-19", 10, 19),
+            ("bytes=100-", 100, len - 1),
+            ("bytes=-10", len - 10, len - 1),
+            ("bytes=-999999999", 0, len - 1),
+            ("bytes=5-999999999", 5, len - 1),
+        ] {
+            let r = get(&f, path, &[("Range", spec)]);
+            assert_eq!(r.status(), 206, "{path} {spec}");
+            assert_eq!(
+                hdr(r.headers(), "content-range"),
+                format!("bytes {s}-{e}/{len}"),
+                "{path} {spec}"
+            );
+            assert_eq!(hdr(r.headers(), "content-length"), (e - s + 1).to_string());
+            assert_eq!(&r.bytes().unwrap()[..], &body[s..=e], "{path} {spec}");
+        }
+        for spec in [
+            format!("bytes={len}-"),
+            "bytes=-0".to_string(),
+            format!("bytes={}-{}", len + 5, len + 10),
+        ] {
+            let r = get(&f, path, &[("Range", &spec)]);
+            assert_eq!(r.status(), 416, "{spec}");
+            assert_eq!(hdr(r.headers(), "content-range"), format!("bytes */{len}"));
+        }
+        for spec in [
+            "bytes=9-5",
+            "bytes=abc",
+            "pages=1-2",
+            "bytes=",
+            "bytes=1-2-3",
+            "bytes 0-5",
+        ] {
+            let r = get(&f, path, &[("Range", spec)]);
+            assert_eq!(r.status(), 200, "invalid {spec} is ignored");
+            assert_eq!(r.bytes().unwrap().len(), len);
+        }
+        // HEAD ignores Range.
+        let r = client()
+            .head(f.d.url(path))
+            .header("Range", "bytes=0-9")
+            .send()
+            .unwrap();
+        assert_eq!(r.status(), 200);
+    }
+}
+
+fn parse_multipart(ct: &str, body: &[u8]) -> Vec<(String, Vec<u8>)> {
+    let boundary = ct.split("boundary=").nth(1).unwrap();
+    let delim = format!("\r\n--{boundary}");
+    let text = body;
+    let mut parts = Vec::new();
+    let mut pos = 0;
+    let find = |hay: &[u8], needle: &[u8], from: usize| -> Option<usize> {
+        hay[from..]
+            .windows(needle.len())
+            .position(|w| w == needle)
+            .map(|p| p + from)
+    };
+    loop {
+        let start = find(text, delim.as_bytes(), pos).expect("delimiter");
+        let after = start + delim.len();
+        if text[after..].starts_with(b"--") {
+            assert_eq!(&text[after..], b"--\r\n", "closing delimiter ends the body");
+            break;
+        }
+        let head_end = find(text, b"\r\n\r\n", after).unwrap();
+        let head = String::from_utf8_lossy(&text[after + 2..head_end]).to_string();
+        let cr = head
+            .lines()
+            .find_map(|l| l.strip_prefix("Content-Range: "))
+            .unwrap()
+            .to_string();
+        let data_start = head_end + 4;
+        let next = find(text, delim.as_bytes(), data_start).unwrap();
+        parts.push((cr, text[data_start..next].to_vec()));
+        pos = next;
+    }
+    parts
+}
+
+#[test]
+fn multipart_ranges_and_limits() {
+    let f = fixture(&[]);
+    for (path, body) in [("/small.bin", &f.small), ("/large.bin", &f.large)] {
+        let len = body.len();
+        let r = get(&f, path, &[("Range", "bytes=0-4, 10-14, -3")]);
+        assert_eq!(r.status(), 206);
+        let ct = hdr(r.headers(), "content-type").to_string();
+        assert!(ct.starts_with("multipart/byteranges; boundary="), "{ct}");
+        let cl: usize = hdr(r.headers(), "content-length").parse().unwrap();
+        let b = r.bytes().unwrap();
+        assert_eq!(b.len(), cl);
+        let parts = parse_multipart(&ct, &b);
+        assert_eq!(parts.len(), 3);
+        assert_eq!(parts[0], (format!("bytes 0-4/{len}"), body[0..5].to_vec()));
+        assert_eq!(
+            parts[1],
+            (format!("bytes 10-14/{len}"), body[10..15].to_vec())
+        );
+        assert_eq!(
+            parts[2],
+            (
+                format!("bytes {}-{}/{len}", len - 3, len - 1),
+                body[len - 3..].to_vec()
+            )
+        );
+        // Unsatisfiable members are dropped; one left -> single part.
+        let r = get(&f, path, &[("Range", &format!("bytes={}-, 1-2", len + 1))]);
+        assert_eq!(r.status(), 206);
+        assert_eq!(
+            hdr(r.headers(), "content-range"),
+            format!("bytes 1-2/{len}")
+        );
+        // More than max_ranges (16): full body.
+        let many: Vec<String> = (0..17).map(|i| format!("{}-{}", i * 2, i * 2)).collect();
+        let r = get(&f, path, &[("Range", &format!("bytes={}", many.join(",")))]);
+        assert_eq!(r.status(), 200);
+        assert_eq!(r.bytes().unwrap().len(), len);
+        // Exactly 16 is fine.
+        let r = get(
+            &f,
+            path,
+            &[("Range", &format!("bytes={}", many[..16].join(",")))],
+        );
+        assert_eq!(r.status(), 206);
+        // Overlapping ranges adding up past the size: full body.
+        let r = get(
+            &f,
+            path,
+            &[("Range", &format!("bytes=0-{}, 1-{}", len - 1, len - 1))],
+        );
+        assert_eq!(r.status(), 200);
+        assert_eq!(&r.bytes().unwrap()[..], &body[..]);
+    }
+    let f = fixture(&["--set", "max_ranges=2"]);
+    assert_eq!(
+        get(&f, "/small.bin", &[("Range", "bytes=0-1,3-4,6-7")]).status(),
+        200
+    );
+    assert_eq!(
+        get(&f, "/small.bin", &[("Range", "bytes=0-1,3-4")]).status(),
+        206
+    );
+}
+
+#[test]
+fn precompressed_siblings_by_accept_encoding() {
+    let f = fixture(&[]);
+    let r = get(&f, "/app.js", &[("Accept-Encoding", "gzip")]);
+    assert_eq!(hdr(r.headers(), "content-encoding"), "gzip");
+    assert_eq!(hdr(r.headers(), "vary"), "Accept-Encoding");
+    assert_eq!(
+        hdr(r.headers(), "content-type"),
+        "text/javascript; charset=utf-8"
+    );
+    assert_eq!(r.text().unwrap(), "GZ-BYTES");
+    let r = get(&f, "/app.js", &[("Accept-Encoding", "gzip, br")]);
+    assert_eq!(hdr(r.headers(), "content-encoding"), "br");
+    assert_eq!(r.text().unwrap(), "BR-BYTES");
+    let r = get(&f, "/app.js", &[("Accept-Encoding", "br;q=0, gzip")]);
+    assert_eq!(r.text().unwrap(), "GZ-BYTES");
+    let r = get(&f, "/style.css", &[("Accept-Encoding", "zstd, gzip")]);
+    assert_eq!(hdr(r.headers(), "content-encoding"), "zstd");
+    assert_eq!(r.text().unwrap(), "ZSTD-BYTES");
+    let r = get(&f, "/app.js", &[("Accept-Encoding", "identity")]);
+    assert!(r.headers().get("content-encoding").is_none());
+    assert_eq!(hdr(r.headers(), "vary"), "Accept-Encoding");
+    assert_eq!(r.text().unwrap(), "console.log('plain');");
+    let r = get(&f, "/app.js", &[]);
+    assert!(r.headers().get("content-encoding").is_none());
+    assert_eq!(r.text().unwrap(), "console.log('plain');");
+    // The sibling has its own validator.
+    let plain = etag_of(&f, "/app.js");
+    let gz = get(&f, "/app.js", &[("Accept-Encoding", "gzip")]);
+    assert_ne!(hdr(gz.headers(), "etag"), plain);
+    let f = fixture(&["--set", "precompressed=false"]);
+    let r = get(&f, "/app.js", &[("Accept-Encoding", "gzip, br")]);
+    assert!(r.headers().get("content-encoding").is_none());
+    assert_eq!(r.text().unwrap(), "console.log('plain');");
+}
+
+#[test]
+fn pipelining_and_keep_alive() {
+    let f = fixture(&[]);
+    let req = b"GET /noext HTTP/1.1\r\nHost: x\r\n\r\nGET /small.bin HTTP/1.1\r\nHost: x\r\nRange: bytes=0-1\r\n\r\nGET /missing HTTP/1.1\r\nHost: x\r\n\r\nGET /a%20b.txt HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    let resp = String::from_utf8_lossy(&raw(f.d.http, req, Duration::from_secs(5))).to_string();
+    let codes: Vec<&str> = resp
+        .match_indices("HTTP/1.1 ")
+        .map(|(i, _)| &resp[i + 9..i + 12])
+        .collect();
+    assert_eq!(codes, vec!["200", "206", "404", "200"], "{resp}");
+    assert!(resp.ends_with("space"));
+    // HTTP/1.0 closes by default; keep-alive when asked.
+    let resp = raw(
+        f.d.http,
+        b"GET /noext HTTP/1.0\r\n\r\n",
+        Duration::from_secs(5),
+    );
+    assert!(String::from_utf8_lossy(&resp).ends_with("???"));
+    let resp = raw(
+        f.d.http,
+        b"GET /noext HTTP/1.0\r\nConnection: keep-alive\r\n\r\nGET /noext HTTP/1.0\r\n\r\n",
+        Duration::from_secs(5),
+    );
+    let text = String::from_utf8_lossy(&resp);
+    assert_eq!(text.matches("HTTP/1.1 200").count(), 2, "{text}");
+    assert!(text.contains("Connection: keep-alive"));
+}
+
+#[test]
+fn many_small_requests_on_one_connection_stay_correct() {
+    let f = fixture(&[]);
+    let c = client();
+    for i in 0..200 {
+        let path = if i % 2 == 0 {
+            "/small.bin"
+        } else {
+            "/large.bin"
+        };
+        let r = c.get(f.d.url(path)).send().unwrap();
+        let want = if i % 2 == 0 { &f.small } else { &f.large };
+        assert_eq!(&r.bytes().unwrap()[..], &want[..]);
+    }
+}

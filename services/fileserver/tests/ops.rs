@@ -1,0 +1,566 @@
+//! Operations against the real daemon: start line, config precedence and
+//! check-config, graceful shutdown with a request in flight, SIGHUP reload
+//! (valid and invalid), /metrics content, health, access log, sd_notify and
+//! systemd socket activation.
+
+mod common;
+
+use common::{bin, client, metric, raw, status_of, Daemon, Tree};
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+#[test]
+fn start_line_reports_addresses_root_workers_backend_fd_limit() {
+    let tree = Tree::new();
+    let d = Daemon::start(&tree.root, &[]);
+    assert!(d.http.ip().is_loopback() && d.http.port() != 0);
+    assert!(d.admin.ip().is_loopback() && d.admin.port() != 0);
+    assert_ne!(d.http, d.admin);
+    assert_eq!(d.start.workers, 2);
+    assert!(
+        ["uring", "blocking"].contains(&d.start.backend.as_str()),
+        "{}",
+        d.start.backend
+    );
+    assert!(d.start.fd_limit > 0);
+    assert_eq!(d.start.root, std::fs::canonicalize(&tree.root).unwrap());
+}
+
+#[test]
+fn check_config_accepts_default_and_explains_each_error() {
+    let default = concat!(env!("CARGO_MANIFEST_DIR"), "/../../config/fileserver.toml");
+    let out = Command::new(bin())
+        .args(["check-config", default])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(
+        &bad,
+        "listen = \"not an address\"\nworkers = 5000\nheader_read_timeout = \"ten seconds\"\nio_backend = \"magic\"\n[cache]\nvalid = \"1 fortnight\"\n",
+    )
+    .unwrap();
+    let out = Command::new(bin())
+        .arg("check-config")
+        .arg(&bad)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    for key in [
+        "`listen`",
+        "`workers`",
+        "`header_read_timeout`",
+        "`io_backend`",
+        "`cache.valid`",
+    ] {
+        assert!(err.contains(key), "missing {key} in:\n{err}");
+    }
+    std::fs::write(
+        &bad,
+        "unknown_key = 1\nmax_ranges = \"many\"\n[cache]\nmax_entries = -1\n",
+    )
+    .unwrap();
+    let out = Command::new(bin())
+        .arg("check-config")
+        .arg(&bad)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    for key in [
+        "`unknown_key`: unknown key",
+        "`max_ranges`: expected integer",
+        "`cache.max_entries`",
+    ] {
+        assert!(err.contains(key), "missing {key} in:\n{err}");
+    }
+    std::fs::write(&bad, "this is [not toml").unwrap();
+    let out = Command::new(bin())
+        .arg("check-config")
+        .arg(&bad)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn daemon_refuses_bad_config_with_its_key() {
+    let tree = Tree::new();
+    let cfg = tree.dir.path().join("c.toml");
+    std::fs::write(&cfg, "bogus = true\n").unwrap();
+    let out = Command::new(bin())
+        .args(common::base_args(&tree.root))
+        .arg("--config")
+        .arg(&cfg)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("`bogus`: unknown key"));
+    let out = Command::new(bin())
+        .args(common::base_args(&tree.root))
+        .env("FILESERVER_MAX_RANGES", "lots")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("`max_ranges`"));
+}
+
+#[test]
+fn precedence_flags_over_env_over_file() {
+    let tree = Tree::new();
+    tree.write("a.txt", b"x");
+    let cfg = tree.dir.path().join("c.toml");
+    std::fs::write(&cfg, "cache_control = \"from-file\"\nmax_ranges = 3\n").unwrap();
+    let cc = |d: &Daemon| {
+        client()
+            .get(d.url("/a.txt"))
+            .send()
+            .unwrap()
+            .headers()
+            .get("cache-control")
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .to_string()
+    };
+    let mut cmd = Command::new(bin());
+    cmd.args(common::base_args(&tree.root))
+        .arg("--config")
+        .arg(&cfg);
+    let d = Daemon::spawn(cmd);
+    assert_eq!(cc(&d), "from-file");
+    drop(d);
+    let mut cmd = Command::new(bin());
+    cmd.args(common::base_args(&tree.root))
+        .env("FILESERVER_CONFIG", &cfg)
+        .env("FILESERVER_CACHE_CONTROL", "from-env");
+    let d = Daemon::spawn(cmd);
+    assert_eq!(cc(&d), "from-env");
+    drop(d);
+    let mut cmd = Command::new(bin());
+    cmd.args(common::base_args(&tree.root))
+        .args(["--set", "cache_control=from-flag"])
+        .arg("--config")
+        .arg(&cfg)
+        .env("FILESERVER_CACHE_CONTROL", "from-env");
+    let d = Daemon::spawn(cmd);
+    assert_eq!(cc(&d), "from-flag");
+    // Env for the root and workers works too (flags in base_args win for those).
+    drop(d);
+    let mut cmd = Command::new(bin());
+    cmd.args(["--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"])
+        .env("FILESERVER_ROOT", &tree.root)
+        .env("FILESERVER_WORKERS", "1");
+    let d = Daemon::spawn(cmd);
+    assert_eq!(d.start.workers, 1);
+    assert_eq!(
+        client()
+            .get(d.url("/a.txt"))
+            .send()
+            .unwrap()
+            .text()
+            .unwrap(),
+        "x"
+    );
+}
+
+#[test]
+fn health_and_readiness() {
+    let tree = Tree::new();
+    let d = Daemon::start(&tree.root, &[]);
+    let r = client().get(d.admin_url("/healthz")).send().unwrap();
+    assert_eq!(r.status(), 200);
+    let r = client().get(d.admin_url("/readyz")).send().unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(
+        client().get(d.admin_url("/nope")).send().unwrap().status(),
+        404
+    );
+}
+
+const NAMES: &[&str] = &[
+    "fileserver_cache_hits_total",
+    "fileserver_cache_misses_total",
+    "fileserver_cache_negative_hits_total",
+    "fileserver_cache_evictions_total",
+    "fileserver_cache_revalidations_total",
+    "fileserver_cache_invalidations_total",
+    "fileserver_cache_entries",
+    "fileserver_contention_total",
+    "fileserver_fds_open",
+    "fileserver_fd_budget",
+    "fileserver_fd_allocations_total",
+    "fileserver_fd_releases_total",
+    "fileserver_fd_stale_total",
+    "fileserver_deferred_release_queue_depth",
+    "fileserver_emfile_recoveries_total",
+    "fileserver_backend_ops_total",
+    "fileserver_read_bytes_total",
+    "fileserver_reaper_batches_total",
+    "fileserver_http_requests_total",
+    "fileserver_http_response_body_bytes_total",
+    "fileserver_http_request_duration_seconds",
+    "fileserver_connections_open",
+];
+
+#[test]
+fn metrics_names_help_and_counts_move() {
+    let tree = Tree::new();
+    tree.write("a.txt", b"0123456789");
+    let d = Daemon::start(&tree.root, &[]);
+    let c = client();
+    // Make every series exist once.
+    c.get(d.url("/a.txt")).send().unwrap();
+    c.get(d.url("/missing")).send().unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let before = d.metrics();
+    for name in NAMES {
+        assert!(
+            before.contains(&format!("# HELP {name} ")),
+            "no HELP for {name}:\n{before}"
+        );
+        assert!(
+            before.lines().any(|l| l.starts_with(name)),
+            "no samples for {name}"
+        );
+    }
+    assert!(before.contains("fileserver_contention_total{component=\"fdtable\"}"));
+    assert!(before.contains("fileserver_contention_total{component=\"pathcache\"}"));
+    assert!(before.contains("fileserver_fd_releases_total{path=\"close\"}"));
+    assert!(before.contains("fileserver_fd_releases_total{path=\"deferred\"}"));
+    assert!(
+        before.contains("fileserver_http_request_duration_seconds_bucket{le=\"0.001\"}"),
+        "explicit buckets"
+    );
+    let m = |t: &str, s: &str| metric(t, s).unwrap_or(0.0);
+    for _ in 0..5 {
+        assert_eq!(
+            c.get(d.url("/a.txt")).send().unwrap().text().unwrap(),
+            "0123456789"
+        );
+    }
+    for _ in 0..3 {
+        assert_eq!(c.get(d.url("/missing")).send().unwrap().status(), 404);
+    }
+    c.head(d.url("/a.txt")).send().unwrap();
+    // Duration samples are flushed by each worker every 100 ms.
+    std::thread::sleep(Duration::from_millis(400));
+    let after = d.metrics();
+    let delta = |s: &str| m(&after, s) - m(&before, s);
+    assert_eq!(delta("fileserver_http_requests_total{code=\"200\"}"), 6.0);
+    assert_eq!(delta("fileserver_http_requests_total{code=\"404\"}"), 3.0);
+    let not_found_body = "404 Not Found\n".len() as f64;
+    assert_eq!(
+        delta("fileserver_http_response_body_bytes_total"),
+        50.0 + 3.0 * not_found_body,
+        "5 x 10 bytes + three 404 bodies; HEAD sends none"
+    );
+    assert!(
+        delta("fileserver_cache_hits_total") >= 5.0,
+        "{}",
+        delta("fileserver_cache_hits_total")
+    );
+    assert!(delta("fileserver_cache_negative_hits_total") >= 1.0);
+    assert_eq!(delta("fileserver_http_request_duration_seconds_count"), 9.0);
+    assert!(m(&after, "fileserver_fds_open") >= 1.0);
+    // connections_open follows open client connections.
+    let mut s = TcpStream::connect(d.http).unwrap();
+    s.write_all(b"GET /a.txt HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut buf = [0u8; 512];
+    let _ = s.read(&mut buf).unwrap();
+    let open = m(&d.metrics(), "fileserver_connections_open");
+    assert!(open >= 1.0, "{open}");
+    drop(s);
+    drop(c); // its pooled keep-alive connections too
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while m(&d.metrics(), "fileserver_connections_open") != 0.0 {
+        assert!(
+            Instant::now() < deadline,
+            "connections_open did not return to 0"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn graceful_shutdown_finishes_in_flight_response() {
+    let tree = Tree::new();
+    let big: Vec<u8> = (0..(32usize << 20)).map(|i| (i % 253) as u8).collect();
+    tree.write("big.bin", &big);
+    tree.write("a.txt", b"x");
+    let mut d = Daemon::start(&tree.root, &[]);
+    // An idle keep-alive connection: must be closed at shutdown, not waited for.
+    let mut idle = TcpStream::connect(d.http).unwrap();
+    idle.write_all(b"GET /a.txt HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut buf = vec![0u8; 1 << 16];
+    let _ = idle.read(&mut buf).unwrap();
+    // The in-flight request: read only the start, so the server is blocked on us.
+    let mut s = TcpStream::connect(d.http).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    s.write_all(b"GET /big.bin HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut got = Vec::new();
+    let n = s.read(&mut buf).unwrap();
+    got.extend_from_slice(&buf[..n]);
+    d.signal(libc::SIGTERM);
+    // Readiness flips while the response is still being sent.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let r = client().get(d.admin_url("/readyz")).send().unwrap();
+        if r.status() == 503 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "readyz never went 503");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // No new connections are served.
+    if let Ok(mut c) = TcpStream::connect(d.http) {
+        c.set_read_timeout(Some(Duration::from_millis(500)))
+            .unwrap();
+        let _ = c.write_all(b"GET /a.txt HTTP/1.1\r\nHost: x\r\n\r\n");
+        let mut b = [0u8; 64];
+        assert!(
+            !matches!(c.read(&mut b), Ok(n) if n > 0),
+            "served a new connection after SIGTERM"
+        );
+    }
+    // The idle connection gets closed.
+    idle.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    assert_eq!(idle.read(&mut buf).unwrap(), 0);
+    // The in-flight response completes, byte for byte, then the connection closes.
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => break,
+            Ok(k) => got.extend_from_slice(&buf[..k]),
+            Err(e) => panic!("in-flight response cut: {e} after {} bytes", got.len()),
+        }
+    }
+    let head_end = got.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+    assert!(String::from_utf8_lossy(&got[..head_end]).contains("Content-Length: 33554432"));
+    assert_eq!(got.len() - head_end, big.len());
+    assert!(got[head_end..] == big[..], "body corrupted");
+    let st = d
+        .wait_exit(Duration::from_secs(10))
+        .expect("exit after shutdown");
+    assert!(st.success(), "{st:?}");
+}
+
+#[test]
+fn shutdown_timeout_bounds_a_stalled_client() {
+    let tree = Tree::new();
+    tree.write("big.bin", &vec![7u8; 32 << 20]);
+    let mut d = Daemon::start(&tree.root, &["--set", "shutdown_timeout=500ms"]);
+    let mut s = TcpStream::connect(d.http).unwrap();
+    s.write_all(b"GET /big.bin HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut buf = [0u8; 1024];
+    let _ = s.read(&mut buf).unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let t0 = Instant::now();
+    d.signal(libc::SIGINT);
+    let st = d.wait_exit(Duration::from_secs(10)).expect("exit");
+    assert!(st.success(), "{st:?}");
+    assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+}
+
+#[test]
+fn sighup_reload_valid_and_invalid() {
+    let tree = Tree::new();
+    tree.write("a.txt", b"x");
+    let cfg = tree.dir.path().join("c.toml");
+    std::fs::write(&cfg, "cache_control = \"first\"\n").unwrap();
+    let mut cmd = Command::new(bin());
+    cmd.args(common::base_args(&tree.root))
+        .arg("--config")
+        .arg(&cfg);
+    let d = Daemon::spawn(cmd);
+    // A keep-alive connection opened before the reload.
+    let mut s = TcpStream::connect(d.http).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let ask = |s: &mut TcpStream| -> String {
+        s.write_all(b"GET /a.txt HTTP/1.1\r\nHost: x\r\n\r\n")
+            .unwrap();
+        let mut buf = [0u8; 2048];
+        let n = s.read(&mut buf).unwrap();
+        String::from_utf8_lossy(&buf[..n]).to_string()
+    };
+    assert!(ask(&mut s).contains("Cache-Control: first\r\n"));
+    std::fs::write(&cfg, "cache_control = \"second\"\nmax_ranges = 1\n").unwrap();
+    d.signal(libc::SIGHUP);
+    assert!(
+        d.wait_stderr("configuration reloaded", Duration::from_secs(5)),
+        "{}",
+        d.stderr_text()
+    );
+    // Same connection, new settings.
+    assert!(ask(&mut s).contains("Cache-Control: second\r\n"));
+    let r = client()
+        .get(d.url("/a.txt"))
+        .header("Range", "bytes=0-0,0-0")
+        .send()
+        .unwrap();
+    assert_eq!(r.status(), 200, "max_ranges=1 applied");
+    // Invalid config: reported with its key, old config kept, connections kept.
+    std::fs::write(&cfg, "cache_control = \"third\"\nmax_ranges = \"x\"\n").unwrap();
+    d.signal(libc::SIGHUP);
+    assert!(
+        d.wait_stderr("reload rejected", Duration::from_secs(5)),
+        "{}",
+        d.stderr_text()
+    );
+    assert!(d.stderr_text().contains("`max_ranges`"));
+    assert!(ask(&mut s).contains("Cache-Control: second\r\n"));
+    assert_eq!(
+        status_of(&raw(
+            d.http,
+            b"GET /a.txt HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+            Duration::from_secs(5)
+        )),
+        200
+    );
+}
+
+#[test]
+fn access_log_combined_and_json() {
+    let tree = Tree::new();
+    tree.write("a.txt", b"0123456789");
+    let log = tree.dir.path().join("access.log");
+    let d = Daemon::start(&tree.root, &["--access-log", log.to_str().unwrap()]);
+    client()
+        .get(d.url("/a.txt"))
+        .header("User-Agent", "tester/1")
+        .send()
+        .unwrap();
+    client().get(d.url("/nope")).send().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let text = loop {
+        let t = std::fs::read_to_string(&log).unwrap_or_default();
+        if t.lines().count() >= 2 {
+            break t;
+        }
+        assert!(Instant::now() < deadline, "access log not written: {t:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines[0].starts_with("127.0.0.1 - - ["), "{}", lines[0]);
+    assert!(
+        lines[0].contains("\"GET /a.txt HTTP/1.1\" 200 10 \"-\" \"tester/1\""),
+        "{}",
+        lines[0]
+    );
+    assert!(
+        lines[1].contains("\"GET /nope HTTP/1.1\" 404"),
+        "{}",
+        lines[1]
+    );
+    drop(d);
+
+    let d = Daemon::start(
+        &tree.root,
+        &["--access-log", "stdout", "--set", "access_log_format=json"],
+    );
+    client().get(d.url("/a.txt")).send().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let lines = d.stdout.lock().unwrap().clone();
+        if let Some(l) = lines.iter().find(|l| l.starts_with('{')) {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            assert_eq!(v["status"], 200);
+            assert_eq!(v["target"], "/a.txt");
+            assert_eq!(v["bytes"], 10);
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no JSON access log line on stdout"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn access_log_off_by_default() {
+    let tree = Tree::new();
+    tree.write("a.txt", b"0123456789");
+    let d = Daemon::start(&tree.root, &[]);
+    client().get(d.url("/a.txt")).send().unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(d.stdout.lock().unwrap().is_empty());
+}
+
+#[test]
+fn sd_notify_ready_and_stopping() {
+    let tree = Tree::new();
+    let sock_path = tree.dir.path().join("notify.sock");
+    let sock = std::os::unix::net::UnixDatagram::bind(&sock_path).unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut cmd = Command::new(bin());
+    cmd.args(common::base_args(&tree.root))
+        .env("NOTIFY_SOCKET", &sock_path);
+    let mut d = Daemon::spawn(cmd);
+    let mut buf = [0u8; 256];
+    let n = sock.recv(&mut buf).unwrap();
+    assert_eq!(&buf[..n], b"READY=1");
+    d.signal(libc::SIGTERM);
+    let n = sock.recv(&mut buf).unwrap();
+    assert_eq!(&buf[..n], b"STOPPING=1");
+    assert!(d.wait_exit(Duration::from_secs(10)).unwrap().success());
+}
+
+#[test]
+fn systemd_socket_activation() {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::process::CommandExt;
+    let tree = Tree::new();
+    tree.write("a.txt", b"activated");
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let fd = listener.as_raw_fd();
+    let mut cmd = Command::new("/bin/sh");
+    cmd.arg("-c")
+        .arg("export LISTEN_PID=$$ LISTEN_FDS=1; exec \"$0\" \"$@\"")
+        .arg(bin())
+        .args([
+            "--root",
+            tree.root.to_str().unwrap(),
+            "--admin-listen",
+            "127.0.0.1:0",
+            "--workers",
+            "2",
+        ]);
+    // SAFETY: only async-signal-safe calls (dup2, fcntl) between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::dup2(fd, 3) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            libc::fcntl(3, libc::F_SETFD, 0);
+            Ok(())
+        });
+    }
+    let d = Daemon::spawn(cmd);
+    assert_eq!(d.http, addr, "the inherited socket is used, not --listen");
+    for _ in 0..10 {
+        assert_eq!(
+            client()
+                .get(d.url("/a.txt"))
+                .send()
+                .unwrap()
+                .text()
+                .unwrap(),
+            "activated"
+        );
+    }
+}
