@@ -370,3 +370,86 @@ fn a_miss_costs_one_open_and_a_hit_costs_no_io() {
         });
     }
 }
+
+#[test]
+fn stress_multi_thread_runtime_with_cancellations() {
+    // Many tasks on a multi-thread runtime open, read, drop and cancel
+    // concurrently; tasks migrate between workers, so completions are reaped
+    // by whichever thread polls. Every completed read must be correct.
+    let t = Tree::create();
+    let data = Arc::new(pattern(4 << 20));
+    std::fs::write(t.path("data.bin"), &*data).unwrap();
+    for i in 0..16 {
+        std::fs::write(t.path(&format!("f{i}")), format!("file {i}")).unwrap();
+    }
+    for backend in backends(&t.root) {
+        let fm = manager(&t.root, backend, SymlinkPolicy::WithinRoot);
+        let rt = multi_thread();
+        rt.block_on(async {
+            let mut tasks = Vec::new();
+            for w in 0..8u64 {
+                let fm = fm.clone();
+                let data = Arc::clone(&data);
+                tasks.push(tokio::spawn(async move {
+                    let mut x = w + 1;
+                    for _ in 0..300 {
+                        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                        let name = format!("f{}", (x >> 33) % 16);
+                        match (x >> 40) % 4 {
+                            0 => {
+                                let Opened::File(f) = fm.open(&name).await.unwrap() else { panic!() };
+                                let b = fm.read_at(&f, 0, 64).await.unwrap();
+                                assert_eq!(&b[..], format!("file {}", (x >> 33) % 16).as_bytes());
+                            }
+                            1 => {
+                                let h = fm.open_uncached("data.bin").await.unwrap();
+                                let off = (x >> 20) % (data.len() as u64 - 8192);
+                                let b = fm.read_at(&h, off, 8192).await.unwrap();
+                                assert_eq!(&b[..], &data[off as usize..off as usize + 8192]);
+                                if x & 1 == 0 {
+                                    h.close().await.unwrap();
+                                }
+                            }
+                            2 => {
+                                // Cancelled mid-flight (or not even started).
+                                let h = fm.open_uncached("data.bin").await.unwrap();
+                                let _ = tokio::time::timeout(std::time::Duration::from_micros(1), fm.read_at(&h, 0, 1 << 20)).await;
+                                let _ = tokio::time::timeout(std::time::Duration::from_micros(1), fm.open_uncached(&name)).await;
+                            }
+                            _ => {
+                                fm.invalidate(&name);
+                                tokio::task::yield_now().await;
+                            }
+                        }
+                    }
+                }));
+            }
+            for t in tasks {
+                t.await.unwrap();
+            }
+        });
+        drop(rt);
+        fm.reap();
+        let st = fm.stats();
+        eprintln!("{backend:?}: {st:?}");
+    }
+}
+
+#[test]
+fn metadata_only_entries_still_serve_a_descriptor() {
+    let t = Tree::create();
+    let mut cfg = filemanager::Config::new(&t.root);
+    cfg.cache.min_uses = 3;
+    for backend in backends(&t.root) {
+        cfg.backend = backend;
+        let fm = filemanager::FileManager::new(cfg.clone()).unwrap();
+        current_thread().block_on(async {
+            for _ in 0..5 {
+                let Opened::File(f) = fm.open("inside.txt").await.unwrap() else { panic!() };
+                assert_eq!(f.meta().size, 6);
+                assert_eq!(&fm.read_at(&f, 0, 100).await.unwrap()[..], b"inside");
+            }
+        });
+        assert_eq!(fm.stats().cache.open_handles, 1);
+    }
+}

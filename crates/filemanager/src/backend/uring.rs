@@ -431,6 +431,7 @@ impl Ring {
         slot: FixedSlot,
         raw: RawFd,
         mask: &AtomicU64,
+        counters: &Counters,
     ) -> Option<u32> {
         let id = self.id?;
         let i = slot.index as usize;
@@ -448,9 +449,7 @@ impl Ring {
         // Published before the release can run: the caller holds a reference
         // to the file for the whole read.
         mask.fetch_or(1 << id, Ordering::AcqRel);
-        if let Some(c) = lock(&self.counters).upgrade() {
-            c.op(Op::FixedRegister);
-        }
+        counters.op(Op::FixedRegister);
         Some(slot.index)
     }
 }
@@ -828,7 +827,7 @@ impl IoBackend for Uring {
         let fixed = {
             let mut inner = lock(&ring.inner);
             match target.file.and_then(|f| f.fixed_slot().map(|s| (f, s))) {
-                Some((f, s)) => ring.fixed_for(&mut inner, s, raw, f.ring_mask()),
+                Some((f, s)) => ring.fixed_for(&mut inner, s, raw, f.ring_mask(), &self.counters),
                 None => None,
             }
         };
