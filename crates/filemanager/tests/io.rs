@@ -115,6 +115,8 @@ fn uncached_and_async_reads_survive_dropped_futures() {
     let t = Tree::create();
     let data = pattern(8 << 20);
     std::fs::write(t.path("big.bin"), &data).unwrap();
+    // Clean pages only: DONTNEED below cannot drop dirty ones.
+    std::fs::File::open(t.path("big.bin")).unwrap().sync_all().unwrap();
     for backend in backends(&t.root) {
         let fm = manager(&t.root, backend, SymlinkPolicy::WithinRoot);
         current_thread().block_on(async {
@@ -145,8 +147,16 @@ fn uncached_and_async_reads_survive_dropped_futures() {
                 let h = fm.open_uncached("big.bin").await.unwrap();
                 let b = fm.read_at(&h, 4_000_000, 65_536).await.unwrap();
                 assert_eq!(&b[..], &data[4_000_000..4_065_536]);
+                // SAFETY: as above.
+                unsafe { libc::posix_fadvise(std::os::fd::AsRawFd::as_raw_fd(&h), 0, 0, libc::POSIX_FADV_DONTNEED) };
+                // Cold read awaited to completion: the async path.
+                let b = fm.read_at(&h, 1_000_000, 1 << 20).await.unwrap();
+                assert_eq!(&b[..], &data[1_000_000..1_000_000 + (1 << 20)]);
             }
         });
+        let io = fm.stats().io;
+        eprintln!("{backend:?}: {io:?}");
+        assert!(io.ops[3] > 0, "no read took the asynchronous path: {io:?}");
     }
 }
 
