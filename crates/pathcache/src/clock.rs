@@ -1,6 +1,8 @@
 //! The coarse clock of freshness checks and the per-thread shard index.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+#[cfg(not(loom))]
+use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::Ordering;
 
 use crate::refcount::REF_SHARDS;
 
@@ -32,7 +34,15 @@ fn fallback_ms() -> u64 {
     START.get_or_init(Instant::now).elapsed().as_millis() as u64
 }
 
+#[cfg(not(loom))]
 static NEXT_THREAD: AtomicUsize = AtomicUsize::new(0);
+
+// Under loom the counter is a modeled static, reset for every execution, so
+// shard choice is deterministic per schedule.
+#[cfg(loom)]
+loom::lazy_static! {
+    static ref NEXT_THREAD: loom::sync::atomic::AtomicUsize = loom::sync::atomic::AtomicUsize::new(0);
+}
 
 crate::sync::thread_local! {
     static THREAD_INDEX: usize = NEXT_THREAD.fetch_add(1, Ordering::Relaxed);

@@ -35,7 +35,7 @@
 //! the other, because a reader that found the entry in the map may still be
 //! about to touch the counters after the payload is gone.
 
-use crate::sync::{AtomicU8, AtomicUsize, Ordering};
+use crate::sync::{sc_fence, AtomicU8, AtomicUsize, Ordering};
 
 /// Reference counters per entry, each on its own cache line in the padded layout.
 ///
@@ -64,6 +64,7 @@ pub(crate) fn try_acquire(
 ) -> Result<(), bool> {
     let old = counts[shard].fetch_add(1, Ordering::SeqCst);
     check_overflow(old);
+    sc_fence();
     if state.load(Ordering::SeqCst) == LIVE {
         return Ok(());
     }
@@ -96,6 +97,7 @@ fn check_overflow(old: usize) {
 #[inline]
 pub(crate) fn release(counts: [&AtomicUsize; REF_SHARDS], shard: usize, state: &AtomicU8) -> bool {
     counts[shard].fetch_sub(1, Ordering::SeqCst);
+    sc_fence();
     if state.load(Ordering::SeqCst) == LIVE {
         return false;
     }
@@ -111,6 +113,7 @@ pub(crate) fn kill(counts: [&AtomicUsize; REF_SHARDS], state: &AtomicU8) -> bool
     {
         return false;
     }
+    sc_fence();
     try_claim(counts, state)
 }
 

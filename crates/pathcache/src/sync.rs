@@ -17,3 +17,17 @@ pub(crate) use std::sync::atomic::{AtomicU8, AtomicUsize};
 pub(crate) use std::thread_local;
 
 pub(crate) use std::sync::atomic::Ordering;
+
+/// Orders a SeqCst RMW before the SeqCst load that follows it (the
+/// store-buffering pattern of the refcount protocol).
+///
+/// In the C++/Rust memory model the protocol's SeqCst accesses alone forbid
+/// store buffering, and on x86-64 the `lock`-prefixed RMW is a full barrier
+/// anyway, so the std build emits nothing here. loom models SeqCst *accesses*
+/// only as AcqRel (it reports false store-buffering races) but models SeqCst
+/// *fences* exactly, so under loom this is a real fence.
+#[inline(always)]
+pub(crate) fn sc_fence() {
+    #[cfg(loom)]
+    loom::sync::atomic::fence(Ordering::SeqCst);
+}

@@ -1,0 +1,107 @@
+//! Loom model of the entry reference protocol (per-shard counts, the
+//! LIVE/DYING/FREED state and the two memory owners), on the real `Entry`,
+//! `EntryRef` and `MapRef` types. papaya is not modeled: a `loom::sync::Arc`
+//! around the `MapRef` stands in for the map node, whose drop papaya defers
+//! until no reader can see it.
+//!
+//! Run: `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 cargo test --release -p pathcache --test loom`
+#![cfg(loom)]
+
+use loom::sync::atomic::{AtomicUsize, Ordering};
+use loom::sync::Arc;
+use loom::thread;
+use pathcache::MapRef;
+
+/// The handle: counts its drops, and users check it was not dropped under them.
+struct Handle(Arc<AtomicUsize>);
+impl Drop for Handle {
+    fn drop(&mut self) {
+        assert_eq!(
+            self.0.fetch_add(1, Ordering::SeqCst),
+            0,
+            "handle released twice"
+        );
+    }
+}
+
+fn assert_alive(e: &pathcache::EntryRef<Handle>) {
+    let h = e.handle().expect("handle present while referenced");
+    assert_eq!(
+        h.0.load(Ordering::SeqCst),
+        0,
+        "handle released while in use"
+    );
+}
+
+/// A lookup that races the removal from the map either gets a reference
+/// that keeps the handle alive, or backs off; the handle is released once.
+#[test]
+fn lookup_races_removal() {
+    loom::model(|| {
+        let drops = Arc::new(AtomicUsize::new(0));
+        let (map_ref, first) = MapRef::<Handle>::new_for_test(Handle(drops.clone()));
+        drop(first);
+        let node = Arc::new(map_ref);
+        let reader_node = node.clone();
+        let reader = thread::spawn(move || {
+            if let Some(e) = reader_node.try_acquire() {
+                assert_alive(&e);
+                let c = e.clone();
+                drop(e);
+                assert_alive(&c);
+            }
+            drop(reader_node);
+        });
+        node.kill();
+        drop(node);
+        reader.join().unwrap();
+        assert_eq!(drops.load(Ordering::SeqCst), 1);
+    });
+}
+
+/// References on different threads (hence shards) drop while the entry is
+/// removed: exactly one of the three releases the handle, after both users.
+#[test]
+fn users_on_two_shards_and_removal() {
+    loom::model(|| {
+        let drops = Arc::new(AtomicUsize::new(0));
+        let (map_ref, first) = MapRef::<Handle>::new_for_test(Handle(drops.clone()));
+        let node = Arc::new(map_ref);
+        let a = thread::spawn(move || {
+            assert_alive(&first);
+            drop(first);
+        });
+        let b_node = node.clone();
+        let b = thread::spawn(move || {
+            if let Some(e) = b_node.try_acquire() {
+                assert_alive(&e);
+            }
+        });
+        node.kill();
+        a.join().unwrap();
+        b.join().unwrap();
+        assert_eq!(drops.load(Ordering::SeqCst), 1);
+        drop(node);
+    });
+}
+
+/// After removal, clones travel to another thread and all copies race to be
+/// the last one.
+#[test]
+fn dying_entry_clones_race_to_release() {
+    loom::model(|| {
+        let drops = Arc::new(AtomicUsize::new(0));
+        let (map_ref, first) = MapRef::<Handle>::new_for_test(Handle(drops.clone()));
+        map_ref.kill();
+        drop(map_ref);
+        let second = first.clone();
+        let t = thread::spawn(move || {
+            assert_alive(&second);
+            drop(second);
+        });
+        assert_alive(&first);
+        drop(first);
+        t.join().unwrap();
+        assert_eq!(drops.load(Ordering::SeqCst), 1);
+    });
+}
