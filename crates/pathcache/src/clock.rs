@@ -44,14 +44,36 @@ loom::lazy_static! {
     static ref NEXT_THREAD: loom::sync::atomic::AtomicUsize = loom::sync::atomic::AtomicUsize::new(0);
 }
 
-crate::sync::thread_local! {
-    static THREAD_INDEX: usize = NEXT_THREAD.fetch_add(1, Ordering::Relaxed);
+#[cfg(not(loom))]
+std::thread_local! {
+    // Const-initialized so the hot path is a plain TLS load, no lazy-init check.
+    static THREAD_INDEX: std::cell::Cell<usize> = const { std::cell::Cell::new(usize::MAX) };
 }
 
 /// A small per-thread number, assigned round-robin on first use, used to pick
 /// a statistics shard and a reference shard. Consecutively started worker
 /// threads get different shards.
+#[cfg(not(loom))]
 #[inline]
+pub(crate) fn thread_index() -> usize {
+    THREAD_INDEX.with(|i| {
+        let v = i.get();
+        if v != usize::MAX {
+            return v;
+        }
+        let v = NEXT_THREAD.fetch_add(1, Ordering::Relaxed) % (usize::MAX - 1);
+        i.set(v);
+        v
+    })
+}
+
+#[cfg(loom)]
+loom::thread_local! {
+    static THREAD_INDEX: usize = NEXT_THREAD.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Under loom: the modeled counter (see above).
+#[cfg(loom)]
 pub(crate) fn thread_index() -> usize {
     THREAD_INDEX.with(|i| *i)
 }

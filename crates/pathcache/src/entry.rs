@@ -7,14 +7,14 @@
 //!  ------  ----  -------------------------  -----------------------------------
 //!    0      0    meta (size, mtime, ctime,   construction only
 //!                dev, ino)            40 B
-//!   40      0    mime: &'static str   16 B   construction only
-//!   56      0    validated_ms         8 B    revalidation (once per `valid`)
-//!   64      1    bytes: small-file copy 16 B construction / payload release
-//!   80      1    etag: "\"<16 hex>\""  18 B  construction only
-//!   98      1    state (LIVE/DYING/FREED)    removal from the map (once)
-//!   99      1    referenced (CLOCK bit)      hit only when clear; eviction scan
-//!  100      1    upgrade, has_handle         construction only
-//!  104      1    handle: Option<V>           construction / payload release
+//!   40      0    validated_ms          8 B   revalidation (once per `valid`)
+//!   48      0    state (LIVE/DYING/FREED)    removal from the map (once)
+//!   49      0    referenced (CLOCK bit)      hit only when clear; eviction scan
+//!   50      0    upgrade, has_handle         construction only
+//!   52      0    etag: "\"<16 hex>\""  18 B  construction only
+//!   72      1    mime: &'static str   16 B   construction only
+//!   88      1    bytes: small-file copy 16 B construction / payload release
+//!  104      1    handle: Option<V>  <=24 B   construction / payload release
 //!  ------  ----  ------------------------------------------------------------
 //!  128      2    refs[0]: AtomicUsize        every hit of threads on shard 0
 //!  136      2    owners (memory)             death only
@@ -23,8 +23,8 @@
 //!  256           end (size_of, align 64)
 //! ```
 //!
-//! Lines 0-1 hold everything a lookup and a response read; nothing on them is
-//! written on a hit (the CLOCK bit only when an eviction scan cleared it). Each
+//! A lookup reads line 0 only (freshness, state, CLOCK bit); a response
+//! reads lines 0-1. Nothing on lines 0-1 is written on a hit (the CLOCK bit only when an eviction scan cleared it). Each
 //! reference shard has its own 64-byte line (the line size of this machine's
 //! AMD Zen 3; Intel's adjacent-line prefetcher pairs lines into 128 bytes,
 //! which would argue for 128-byte spacing at the cost of a 384-byte entry).
@@ -192,14 +192,14 @@ pub(crate) enum Upgrade {
 pub struct Entry<V, L: RefLayout = Padded> {
     hot: L::Hot,
     meta: FileMeta,
-    mime: &'static str,
     validated_ms: AtomicU64,
-    bytes: UnsafeCell<ManuallyDrop<Option<Box<[u8]>>>>,
-    etag: [u8; ETAG_LEN],
     state: AtomicU8,
     referenced: AtomicBool,
     upgrade: Upgrade,
     has_handle: bool,
+    etag: [u8; ETAG_LEN],
+    mime: &'static str,
+    bytes: UnsafeCell<ManuallyDrop<Option<Box<[u8]>>>>,
     handle: UnsafeCell<ManuallyDrop<Option<V>>>,
     refs: L::Cold,
 }
@@ -591,12 +591,13 @@ mod tests {
     #[test]
     fn padded_layout_keeps_refcounts_off_lookup_lines() {
         assert_eq!(offset_of!(E16, meta), 0);
-        assert_eq!(offset_of!(E16, mime), 40);
-        assert_eq!(offset_of!(E16, validated_ms), 56);
-        assert_eq!(offset_of!(E16, bytes), 64);
-        assert_eq!(offset_of!(E16, etag), 80);
-        assert_eq!(offset_of!(E16, state), 98);
-        assert_eq!(offset_of!(E16, referenced), 99);
+        assert_eq!(offset_of!(E16, validated_ms), 40);
+        assert_eq!(offset_of!(E16, state), 48);
+        assert_eq!(offset_of!(E16, referenced), 49);
+        assert_eq!(offset_of!(E16, etag), 52);
+        assert!(offset_of!(E16, etag) + ETAG_LEN <= 72);
+        assert_eq!(offset_of!(E16, mime), 72);
+        assert_eq!(offset_of!(E16, bytes), 88);
         assert_eq!(offset_of!(E16, handle), 104);
         let refs = offset_of!(E16, refs);
         assert_eq!(refs, 128);

@@ -8,13 +8,9 @@
 
 #[cfg(loom)]
 pub(crate) use loom::sync::atomic::{AtomicU8, AtomicUsize};
-#[cfg(loom)]
-pub(crate) use loom::thread_local;
 
 #[cfg(not(loom))]
 pub(crate) use std::sync::atomic::{AtomicU8, AtomicUsize};
-#[cfg(not(loom))]
-pub(crate) use std::thread_local;
 
 pub(crate) use std::sync::atomic::Ordering;
 
