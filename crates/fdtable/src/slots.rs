@@ -12,8 +12,9 @@
 //! traffic never dirties the lines that hold the values.
 
 use std::mem::MaybeUninit;
+use std::ptr;
 
-use crate::sync::{AtomicU32, AtomicU64, UnsafeCell};
+use crate::sync::{AtomicPtr, AtomicU32, AtomicU64, Ordering, UnsafeCell};
 
 /// Number of references (guards, owning handle, the table's own while open).
 pub(crate) const REFS_MASK: u64 = 0xFFFF_FFFF;
@@ -44,20 +45,86 @@ pub(crate) fn dead_successor(state: u64) -> u64 {
 /// Sentinel for "no slot" in the deferred lists.
 pub(crate) const NO_SLOT: u32 = u32::MAX;
 
-pub(crate) struct Page<T> {
-    pub(crate) states: Box<[AtomicU64]>,
-    pub(crate) links: Box<[AtomicU32]>,
-    pub(crate) values: Box<[UnsafeCell<MaybeUninit<T>>]>,
+/// Most pages a shard can have: page 0 of one slot, then doubling to
+/// `MAX_SLOTS_PER_SHARD` (2^20) is 21 pages.
+pub(crate) const MAX_PAGES: usize = 21;
+
+/// A shard's pages: three pointer arrays inline in the shard, so reaching a
+/// slot's state word is one load (the page pointer) plus an index, with no
+/// chain of boxes in between (a profile showed the chained loads dominating
+/// lookup). Each page is published once, by the shard's claim holder, and
+/// freed only when the table is dropped.
+pub(crate) struct Pages<T> {
+    states: [AtomicPtr<AtomicU64>; MAX_PAGES],
+    links: [AtomicPtr<AtomicU32>; MAX_PAGES],
+    values: [AtomicPtr<UnsafeCell<MaybeUninit<T>>>; MAX_PAGES],
 }
 
-impl<T> Page<T> {
-    pub(crate) fn new(len: usize) -> Self {
-        Page {
-            states: (0..len).map(|_| AtomicU64::new(0)).collect(),
-            links: (0..len).map(|_| AtomicU32::new(NO_SLOT)).collect(),
-            values: (0..len)
-                .map(|_| UnsafeCell::new(MaybeUninit::uninit()))
-                .collect(),
+impl<T> Pages<T> {
+    pub(crate) fn new() -> Self {
+        Pages {
+            states: std::array::from_fn(|_| AtomicPtr::new(ptr::null_mut())),
+            links: std::array::from_fn(|_| AtomicPtr::new(ptr::null_mut())),
+            values: std::array::from_fn(|_| AtomicPtr::new(ptr::null_mut())),
+        }
+    }
+
+    /// Allocates page `page` with `len` free slots and publishes it.
+    /// Only the shard's claim holder calls this, once per page.
+    pub(crate) fn publish(&self, page: usize, len: usize) {
+        let states: Box<[AtomicU64]> = (0..len).map(|_| AtomicU64::new(0)).collect();
+        let links: Box<[AtomicU32]> = (0..len).map(|_| AtomicU32::new(NO_SLOT)).collect();
+        let values: Box<[UnsafeCell<MaybeUninit<T>>]> = (0..len)
+            .map(|_| UnsafeCell::new(MaybeUninit::uninit()))
+            .collect();
+        self.links[page].store(Box::into_raw(links).cast(), Ordering::Release);
+        self.values[page].store(Box::into_raw(values).cast(), Ordering::Release);
+        // Published last: a reader that sees `states` non-null (Acquire) also
+        // sees the other two arrays.
+        self.states[page].store(Box::into_raw(states).cast(), Ordering::Release);
+    }
+
+    /// The slot at `offset` of `page`, or `None` if the page was never
+    /// published. `offset` must be below the page's length (the geometry
+    /// guarantees it for every slot it locates).
+    #[inline(always)]
+    pub(crate) fn slot(&self, page: usize, offset: usize) -> Option<SlotRef<'_, T>> {
+        let states = self.states.get(page)?.load(Ordering::Acquire);
+        if states.is_null() {
+            return None;
+        }
+        let links = self.links[page].load(Ordering::Acquire);
+        let values = self.values[page].load(Ordering::Acquire);
+        // SAFETY: the three arrays of a published page have the page's length,
+        // `offset` is below it, and they stay allocated until `free_all`,
+        // which needs `&mut self`.
+        unsafe {
+            Some(SlotRef {
+                state: &*states.add(offset),
+                link: &*links.add(offset),
+                value: &*values.add(offset),
+            })
+        }
+    }
+
+    /// Frees every published page; `len_of(page)` must return the length
+    /// each page was published with.
+    pub(crate) fn free_all(&mut self, len_of: impl Fn(usize) -> usize) {
+        for page in 0..MAX_PAGES {
+            let states = self.states[page].swap(ptr::null_mut(), Ordering::Acquire);
+            if states.is_null() {
+                continue;
+            }
+            let links = self.links[page].swap(ptr::null_mut(), Ordering::Acquire);
+            let values = self.values[page].swap(ptr::null_mut(), Ordering::Acquire);
+            let len = len_of(page);
+            // SAFETY: the pointers came from `Box::into_raw` of boxed slices
+            // of `len` elements in `publish`, and were swapped out once.
+            unsafe {
+                drop(Box::from_raw(ptr::slice_from_raw_parts_mut(states, len)));
+                drop(Box::from_raw(ptr::slice_from_raw_parts_mut(links, len)));
+                drop(Box::from_raw(ptr::slice_from_raw_parts_mut(values, len)));
+            }
         }
     }
 }
@@ -120,6 +187,10 @@ impl Geometry {
         } else {
             1 << (self.shift + page as u32 - 1)
         }
+    }
+
+    pub(crate) fn page_len(&self, page: usize) -> usize {
+        (self.page_end(page) - self.page_start(page)) as usize
     }
 
     pub(crate) fn page_end(&self, page: usize) -> u32 {

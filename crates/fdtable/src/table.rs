@@ -13,9 +13,10 @@ use crossbeam_utils::CachePadded;
 use crate::bitmap::{Bitmap, Found};
 use crate::local::{self, ClaimFlags};
 use crate::slots::{
-    dead_successor, generation_of, refs_of, Geometry, Page, SlotRef, ALLOC, NO_SLOT, OPEN,
+    dead_successor, generation_of, refs_of, Geometry, Pages, SlotRef, ALLOC, NO_SLOT, OPEN,
+    REFS_MASK,
 };
-use crate::sync::{self, AtomicPtr, AtomicU32, AtomicU64, Ordering, UnsafeCell};
+use crate::sync::{self, AtomicU32, AtomicU64, Ordering, UnsafeCell};
 use crate::{CloseError, Config, Error, Fd, InsertError, Release, Stats};
 
 /// Table ids are never reused in a process, so a thread-local claim can
@@ -92,8 +93,7 @@ struct Remote {
 struct Shard<T> {
     /// Written only by the thread holding this shard's claim flag.
     bitmap: UnsafeCell<Bitmap>,
-    /// Published once each (Release), freed only in `Drop`.
-    pages: Box<[AtomicPtr<Page<T>>]>,
+    pages: Pages<T>,
     local: CachePadded<Counters>,
     remote: CachePadded<Remote>,
 }
@@ -150,11 +150,8 @@ impl<T: Release> FdTable<T> {
         let id = TABLE_IDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let shards = (0..=owner_shards)
             .map(|_| {
-                let pages: Box<[AtomicPtr<Page<T>>]> = (0..geometry.pages())
-                    .map(|_| AtomicPtr::new(ptr::null_mut()))
-                    .collect();
-                let first = Box::new(Page::new(geometry.page_end(0) as usize));
-                pages[0].store(Box::into_raw(first), Ordering::Release);
+                let pages = Pages::new();
+                pages.publish(0, geometry.page_len(0));
                 Shard {
                     bitmap: UnsafeCell::new(Bitmap::with_capacity(geometry.page_end(0))),
                     pages,
@@ -296,14 +293,18 @@ impl<T: Release> FdTable<T> {
             (*cell).write(value);
             cell as *const T
         });
-        // fetch_add rather than store: a failed lookup with a stale Fd may
-        // hold a transient +1 here that its undo will take back.
-        let old = slot_ref
+        // A plain store, not a read-modify-write: in a free slot only failed
+        // lookups write the state (a transient +1 each), and their undo sees
+        // ALLOC appear and knows the store wiped that +1 (`undo_on_free_slot`).
+        // The generation cannot change while the slot is free.
+        let free = slot_ref.state.load(Ordering::Relaxed);
+        debug_assert_eq!(free & ALLOC, 0, "allocating an occupied slot");
+        slot_ref
             .state
-            .fetch_add(ALLOC | OPEN | refs, Ordering::Release);
+            .store((free & !REFS_MASK) | ALLOC | OPEN | refs, Ordering::Release);
         bump_local(&shard.local.allocations, 1);
         bump_local(&shard.local.live, 1);
-        let fd = Fd::pack(self.tag, shard_index, slot, generation_of(old));
+        let fd = Fd::pack(self.tag, shard_index, slot, generation_of(free));
         Ok((fd, value_ptr))
     }
 
@@ -321,9 +322,8 @@ impl<T: Release> FdTable<T> {
         }
         let page = self.geometry.next_page(capacity);
         let end = self.geometry.page_end(page);
-        let fresh = Box::new(Page::new((end - capacity) as usize));
-        // Release: a reader that loads the pointer sees initialized arrays.
-        shard.pages[page].store(Box::into_raw(fresh), Ordering::Release);
+        debug_assert_eq!(self.geometry.page_len(page), (end - capacity) as usize);
+        shard.pages.publish(page, self.geometry.page_len(page));
         bump_local(&shard.local.growths, 1);
         // SAFETY: exclusive to the claim holder.
         shard.bitmap.with_mut(|bitmap| unsafe {
@@ -338,18 +338,7 @@ impl<T: Release> FdTable<T> {
     #[inline(always)]
     fn slot_ref(&self, shard: usize, slot: u32) -> Option<SlotRef<'_, T>> {
         let (page, offset) = self.geometry.locate(slot)?;
-        let page = self.shards.get(shard)?.pages[page].load(Ordering::Acquire);
-        if page.is_null() {
-            return None;
-        }
-        // SAFETY: a published page is never freed or moved before the table
-        // is dropped, and `&self` keeps the table alive.
-        let page = unsafe { &*page };
-        Some(SlotRef {
-            state: page.states.get(offset)?,
-            link: &page.links[offset],
-            value: &page.values[offset],
-        })
+        self.shards.get(shard)?.pages.slot(page, offset)
     }
 
     /// Validates the table tag and finds the slot of `fd`.
@@ -409,11 +398,17 @@ impl<T: Release> FdTable<T> {
                 value,
             });
         }
-        // Undo. This can be the decrement that ends the last reference of a
-        // closed entry (it raced with that entry's last drop); then it queues
-        // the slot for deferred release exactly like a guard drop would. It
-        // never releases inline and never touches a value it did not see open.
-        self.put_ref(fd, slot);
+        if old & ALLOC == 0 {
+            undo_on_free_slot(slot.state, old);
+        } else {
+            // The slot holds a value (closed, or another generation): its
+            // count is exact, so give the reference back like a guard would.
+            // This can be the decrement that ends a closed entry (it raced
+            // with that entry's last drop); then it queues the slot for
+            // deferred release exactly like a guard drop. It never releases
+            // inline and never touches a value it did not see open.
+            self.put_ref(fd, slot);
+        }
         self.count_stale(fd.shard());
         Err(Error::Stale)
     }
@@ -814,22 +809,50 @@ impl<T: Release> Drop for FdTable<T> {
                     .with_mut(|cell| unsafe { ptr::read(cell).assume_init() });
                 let _ = value.release();
             }
-            for page in self.shards[shard_index].pages.iter() {
-                let page = page.swap(ptr::null_mut(), Ordering::Acquire);
-                if page.is_null() {
-                    continue;
-                }
-                // SAFETY: pages come from Box::into_raw and are taken out once.
-                let page = unsafe { Box::from_raw(page) };
-                for (state, value) in page.states.iter().zip(page.values.iter()) {
-                    if state.load(Ordering::Acquire) & ALLOC != 0 {
+            for page in 0..self.geometry.pages() {
+                let start = self.geometry.page_start(page);
+                for slot_number in start..self.geometry.page_end(page) {
+                    let Some(slot) = self.slot_ref(shard_index, slot_number) else {
+                        break;
+                    };
+                    if slot.state.load(Ordering::Acquire) & ALLOC != 0 {
                         // SAFETY: ALLOC with no handle left means an open
                         // entry whose value nobody else will take.
-                        let value = value.with_mut(|cell| unsafe { ptr::read(cell).assume_init() });
+                        let value = slot
+                            .value
+                            .with_mut(|cell| unsafe { ptr::read(cell).assume_init() });
                         let _ = value.release();
                     }
                 }
             }
+            let geometry = self.geometry;
+            self.shards[shard_index]
+                .pages
+                .free_all(|page| geometry.page_len(page));
+        }
+    }
+}
+
+/// Takes back the +1 a failed lookup added to a free slot, unless an insert
+/// has overwritten the state since (ALLOC set or the generation moved on):
+/// then the +1 is already gone and decrementing would steal a reference
+/// from the new entry. A zero count also means "already gone", which keeps
+/// the count from ever wrapping into the flag bits.
+#[cold]
+fn undo_on_free_slot(state: &AtomicU64, seen: u64) {
+    let mut current = state.load(Ordering::Relaxed);
+    while current & ALLOC == 0
+        && generation_of(current) == generation_of(seen)
+        && refs_of(current) > 0
+    {
+        match state.compare_exchange_weak(
+            current,
+            current - 1,
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        ) {
+            Ok(_) => return,
+            Err(actual) => current = actual,
         }
     }
 }
