@@ -515,3 +515,35 @@ pub fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// The daemon's descriptors by kind.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FdKinds {
+    /// All descriptors.
+    pub total: usize,
+    /// Regular files beneath the served root (cached entries, open handles).
+    pub files: usize,
+    /// Sockets (listeners, client and admin connections).
+    pub sockets: usize,
+    /// Everything else (epoll, eventfd, io_uring, pipes, the root directory).
+    pub other: usize,
+}
+
+/// Classifies `/proc/PID/fd` against the served `root`.
+pub fn fd_kinds(pid: i32, root: &std::path::Path) -> FdKinds {
+    let root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
+    let prefix = format!("{}/", root.display());
+    let mut k = FdKinds::default();
+    for t in fd_targets(pid) {
+        k.total += 1;
+        let target = t.split_once("->").map_or("", |(_, t)| t);
+        if target.starts_with(&prefix) {
+            k.files += 1;
+        } else if target.starts_with("socket:") {
+            k.sockets += 1;
+        } else {
+            k.other += 1;
+        }
+    }
+    k
+}
