@@ -547,3 +547,53 @@ pub fn fd_kinds(pid: i32, root: &std::path::Path) -> FdKinds {
     }
     k
 }
+
+/// Connects to an IPv4 `addr` from a socket whose receive buffer was set to
+/// `rcvbuf` bytes BEFORE connecting (so the window stays small and a large
+/// response stays in flight while the client does not read).
+pub fn connect_small_rcvbuf(addr: SocketAddr, rcvbuf: i32) -> io::Result<TcpStream> {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    let SocketAddr::V4(v4) = addr else {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "IPv4 only"));
+    };
+    // SAFETY: socket(2) with constant arguments; the result is checked.
+    let raw = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
+    if raw < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `raw` is a fresh descriptor nobody else owns; OwnedFd closes it.
+    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+    // SAFETY: setsockopt on our socket with a pointer to a live c_int and its size.
+    let rc = unsafe {
+        libc::setsockopt(
+            raw,
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUF,
+            (&rcvbuf as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let sa = libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: v4.port().to_be(),
+        sin_addr: libc::in_addr {
+            s_addr: u32::from(*v4.ip()).to_be(),
+        },
+        sin_zero: [0; 8],
+    };
+    // SAFETY: connect(2) on our socket with a pointer to a live sockaddr_in and its size.
+    let rc = unsafe {
+        libc::connect(
+            raw,
+            (&sa as *const libc::sockaddr_in).cast(),
+            std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(TcpStream::from(fd))
+}
