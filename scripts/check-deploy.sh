@@ -3,11 +3,13 @@
 #   systemd units (systemd-analyze verify + offline security score), Kubernetes
 #   manifests (kubernetes-validate, offline schemas), the ServiceMonitor (JSON
 #   schema) and cross-file consistency, the ConfigMap's TOML and the image's
-#   config (`fileserver check-config`), the Dockerfile (hadolint + structure),
+#   config (`fileserver check-config`), socket activation + sd_notify and the
+#   syscall filter against the real daemon, the Dockerfile (hadolint + structure),
 #   Prometheus config/rules/rule unit tests (promtool) plus a mutation check of
 #   the alert tests, and the dashboard/rules metric names against a real scrape.
 # Exits non-zero if any check fails. Needs what scripts/install-deps.sh
-# installs (prometheus, systemd, curl) and python3 with venv/pip.
+# installs (prometheus, systemd, curl, strace) and python3 with venv/pip
+# (Debian: python3-venv).
 # Python tools go into a venv under $DEPLOY_CHECK_CACHE (default target/deploy-check).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -79,6 +81,10 @@ check "config/fileserver.toml (the unit's --config) passes fileserver check-conf
 # LISTEN_FDS, STOPPING=1 and exit 0 on SIGTERM (Type=notify + fileserver.socket).
 check "socket activation + sd_notify with the unit's ExecStart (systemd-socket-activate)" \
   "$PY" deploy/checks/check_activation.py "$BIN"
+# Every system call the daemon makes under traffic (strace -f) must pass the
+# unit's SystemCallFilter=, or production would see EPERM where tests pass.
+syscalls() { need strace || return 1; "$PY" deploy/checks/check_syscalls.py "$BIN"; }
+check "daemon's system calls under traffic pass the unit's SystemCallFilter (strace)" syscalls
 
 # ----------------------------------------------------------- kubernetes ---
 # Core manifests against the schemas bundled in the kubernetes-validate wheel
