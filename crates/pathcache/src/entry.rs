@@ -410,18 +410,6 @@ unsafe impl<V: Send + Sync, L: RefLayout> Send for EntryRef<V, L> {}
 unsafe impl<V: Send + Sync, L: RefLayout> Sync for EntryRef<V, L> {}
 
 impl<V, L: RefLayout> EntryRef<V, L> {
-    /// A fresh entry that the map will not hold (cache full of in-use
-    /// entries): dying from birth, released when this reference drops.
-    pub(crate) fn detached(new: NewEntry<V>) -> Self {
-        let ptr = Entry::<V, L>::new_boxed(new, refcount::MEMORY_OWNERS_DETACHED);
-        // SAFETY: just allocated, not shared yet.
-        let entry = unsafe { ptr.as_ref() };
-        entry.state.store(refcount::DYING, Ordering::Relaxed);
-        let shard = crate::clock::ref_shard();
-        refcount::acquire_clone(entry.counts()[shard]);
-        EntryRef { ptr, shard }
-    }
-
     /// Whether two references point at the same entry.
     pub fn ptr_eq(a: &Self, b: &Self) -> bool {
         a.ptr == b.ptr

@@ -71,7 +71,9 @@ use stats::{bump, ShardedCounters};
 pub struct Config {
     /// Counter shards (statistics); default: available parallelism.
     pub shards: usize,
-    /// Maximum entries in the map (positive and negative).
+    /// Maximum entries in the map (positive and negative). Exact, except that an
+    /// insert racing a removal of the same key may exceed it by one until the
+    /// next insert evicts.
     pub max_entries: usize,
     /// Maximum handles held by entries (including removed entries in use).
     pub max_open: usize,
@@ -579,46 +581,42 @@ impl<V: Send + Sync + 'static, L: RefLayout> PathCache<V, L> {
 
     /// Takes one map slot, evicting unused entries if the map is full.
     fn reserve_entry(&self) -> bool {
-        for round in 0..2 {
-            let mut n = self.entries.load(Ordering::Relaxed);
-            while n < self.config.max_entries {
-                match self.entries.compare_exchange_weak(
-                    n,
-                    n + 1,
-                    Ordering::Relaxed,
-                    Ordering::Relaxed,
-                ) {
-                    Ok(_) => return true,
-                    Err(now) => {
-                        bump(&self.counters.local().contention_events);
-                        n = now;
-                    }
-                }
-            }
-            if round == 0
-                && self.evict(
-                    EvictFor::Entries,
-                    1 + self.config.max_entries / EVICT_BATCH_DIVISOR,
-                ) == 0
+        self.try_reserve_entry()
+            || (self.evict(
+                EvictFor::Entries,
+                1 + self.config.max_entries / EVICT_BATCH_DIVISOR,
+            ) > 0
+                && self.try_reserve_entry())
+    }
+
+    /// Takes one map slot if the map is below `max_entries`.
+    fn try_reserve_entry(&self) -> bool {
+        let mut n = self.entries.load(Ordering::Relaxed);
+        while n < self.config.max_entries {
+            match self
+                .entries
+                .compare_exchange_weak(n, n + 1, Ordering::Relaxed, Ordering::Relaxed)
             {
-                return false;
+                Ok(_) => return true,
+                Err(now) => {
+                    bump(&self.counters.local().contention_events);
+                    n = now;
+                }
             }
         }
         false
     }
 
     fn insert_file(&self, path: &str, new: NewEntry<V>) -> EntryRef<V, L> {
-        if !self.reserve_entry() {
-            // Every entry is in use: serve this one uncached.
-            return EntryRef::detached(new);
-        }
         let (map_ref, entry) = MapRef::new(new);
+        // If the map is full of entries in use, the slot is dropped unmapped:
+        // the caller's reference is then the only one and releases it.
         self.insert_slot(path, Slot::File(map_ref));
         entry
     }
 
     fn insert_negative(&self, path: &str, kind: Negative, now_ms: u64) {
-        if self.negative_ttl_ms == 0 || !self.reserve_entry() {
+        if self.negative_ttl_ms == 0 {
             return;
         }
         self.insert_slot(
@@ -630,13 +628,35 @@ impl<V: Send + Sync + 'static, L: RefLayout> PathCache<V, L> {
         );
     }
 
-    /// Inserts with one reserved slot; a replaced value gives its slot back.
-    fn insert_slot(&self, path: &str, slot: Slot<V, L>) {
+    /// Inserts `slot`, taking a map slot (and evicting for it) only when the
+    /// key is new. Returns false when the map is full of entries in use; the
+    /// slot is then dropped (a file entry lives on in its users only).
+    fn insert_slot(&self, path: &str, slot: Slot<V, L>) -> bool {
         let guard = self.map.guard();
-        if let Some(old) = self.map.insert(path.into(), slot, &guard) {
-            old.on_removed();
-            self.entries.fetch_sub(1, Ordering::Relaxed);
+        let present = self.map.contains_key(path, &guard);
+        if !present && !self.reserve_entry() {
+            return false;
         }
+        let key: Box<str> = path.into();
+        match self.map.insert(key, slot, &guard) {
+            Some(old) => {
+                old.on_removed();
+                if !present {
+                    // Someone inserted the key meanwhile: our reservation is spare.
+                    self.entries.fetch_sub(1, Ordering::Relaxed);
+                }
+            }
+            None if present => {
+                // The key was removed between the check and the insert, so
+                // this insert holds a slot after all. Count it without
+                // evicting: the bound may be exceeded by one per inserter
+                // racing a removal of its own key, and the next
+                // reservation evicts it back.
+                self.entries.fetch_add(1, Ordering::Relaxed);
+            }
+            None => {}
+        }
+        true
     }
 
     /// Drops the entry for `path` now (e.g. on an inotify event). Current

@@ -139,8 +139,6 @@ pub(crate) fn users(counts: [&AtomicUsize; REF_SHARDS]) -> usize {
 
 /// Two owners of an entry's memory: the payload release and the map node.
 pub(crate) const MEMORY_OWNERS_MAPPED: u8 = 2;
-/// An entry that was never in the map has only the payload-release owner.
-pub(crate) const MEMORY_OWNERS_DETACHED: u8 = 1;
 
 /// Drops one owner of the memory; returns true when the caller must free it.
 pub(crate) fn drop_memory_owner(owners: &AtomicU8) -> bool {
