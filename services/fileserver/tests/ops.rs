@@ -564,3 +564,47 @@ fn systemd_socket_activation() {
         );
     }
 }
+
+#[test]
+fn no_arguments_serves_cwd_on_8080_with_admin_on_8081() {
+    // The documented defaults can only be checked when those ports are free
+    // on this machine (a benchmark or a developer's daemon may hold them).
+    for port in [8080, 8081] {
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_err() {
+            eprintln!("SKIP: 127.0.0.1:{port} is in use");
+            return;
+        }
+    }
+    let tree = Tree::new();
+    tree.write("hello.txt", b"from cwd");
+    let mut cmd = Command::new(bin());
+    cmd.current_dir(&tree.root);
+    for (k, _) in std::env::vars().filter(|(k, _)| k.starts_with("FILESERVER_")) {
+        cmd.env_remove(k);
+    }
+    let d = Daemon::spawn(cmd);
+    assert_eq!(d.http, "127.0.0.1:8080".parse().unwrap());
+    assert_eq!(d.admin, "127.0.0.1:8081".parse().unwrap());
+    assert_eq!(d.start.root, std::fs::canonicalize(&tree.root).unwrap());
+    assert_eq!(
+        d.start.workers,
+        std::thread::available_parallelism().unwrap().get()
+    );
+    assert_eq!(
+        client()
+            .get(d.url("/hello.txt"))
+            .send()
+            .unwrap()
+            .text()
+            .unwrap(),
+        "from cwd"
+    );
+    assert_eq!(
+        client()
+            .get(d.admin_url("/healthz"))
+            .send()
+            .unwrap()
+            .status(),
+        200
+    );
+}
