@@ -1,1 +1,20 @@
-//! Shared helpers for the benchmark suite.
+//! Shared code of the benchmark suite.
+//!
+//! The criterion groups live in `benches/benches/*.rs`. This library holds
+//! the side-by-side HTTP load harness that the `loadtest` binary drives:
+//! it generates file trees, starts `fileserver` and nginx on loopback,
+//! verifies both, drives them with `wrk` and `oha` in alternation, samples
+//! their RSS and CPU from `/proc`, and renders the results as a table, JSON,
+//! markdown and a PNG chart. See [`loadtest`] for the data flow.
+//!
+//! The pure parts (tool output parsing, statistics, rendering) are usable on
+//! their own:
+//!
+//! ```
+//! use benches::loadtest::stats::{median, ratio};
+//! assert_eq!(median(&[3.0, 1.0, 2.0]), Some(2.0));
+//! assert_eq!(ratio(90.0, 100.0), Some(0.9));
+//! ```
+#![deny(missing_docs)]
+
+pub mod loadtest;
