@@ -8,6 +8,8 @@
 //!   (one blocking-pool hop per `pread`, the cheapest thing tokio offers).
 //! - `filemanager_open_cached`: open + close of a path that is already open:
 //!   `filemanager` (path cache hit) vs `tokio_fs_open` (`tokio::fs::File::open`).
+//! - `filemanager_open_uncached`: a cache miss's work (safe `openat2` +
+//!   `statx` + close) per backend: `uring`, `blocking`, vs `tokio_fs_open`.
 //!
 //! All run on a current-thread runtime (one per worker, as the daemon does);
 //! each sample is one `block_on` of a loop, so runtime entry is not measured.
@@ -185,9 +187,49 @@ fn open_cached(c: &mut Criterion) {
     g.finish();
 }
 
+fn open_uncached(c: &mut Criterion) {
+    let dir = setup();
+    let mut g = c.benchmark_group("filemanager_open_uncached");
+    let rt = rt();
+    for (name, kind) in [
+        ("uring", BackendKind::Uring),
+        ("blocking", BackendKind::Blocking),
+    ] {
+        let Some(fm) = manager(&dir, kind) else {
+            continue;
+        };
+        g.bench_function(name, |b| {
+            b.iter_custom(|iters| {
+                rt.block_on(async {
+                    let start = Instant::now();
+                    for _ in 0..iters {
+                        let h = fm.open_uncached("small.txt").await.unwrap();
+                        h.close().await.unwrap();
+                    }
+                    start.elapsed()
+                })
+            })
+        });
+    }
+    let path = dir.path().join("small.txt");
+    g.bench_function("tokio_fs_open", |b| {
+        b.iter_custom(|iters| {
+            rt.block_on(async {
+                let start = Instant::now();
+                for _ in 0..iters {
+                    let f = tokio::fs::File::open(&path).await.unwrap();
+                    let _ = std::hint::black_box(f.metadata().await.unwrap().len());
+                }
+                start.elapsed()
+            })
+        })
+    });
+    g.finish();
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default().measurement_time(Duration::from_secs(2)).warm_up_time(Duration::from_millis(500));
-    targets = read_4k, open_cached
+    targets = read_4k, open_cached, open_uncached
 }
 criterion_main!(benches);

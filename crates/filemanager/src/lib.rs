@@ -38,6 +38,22 @@
 //! });
 //! ```
 //!
+//! # Backends
+//!
+//! - `uring`: one io_uring per worker thread (per runtime on that thread),
+//!   created on first use. Reads go through a fixed-file slot (registered
+//!   once per file and ring, at `slot * shards + shard` of the descriptor),
+//!   opens and stats are `IORING_OP_OPENAT2`/`STATX`, and the reaper closes
+//!   dropped descriptors as one batch of `IORING_OP_CLOSE`. Completions that
+//!   do not arrive inline wake the waiting task through an eventfd watched
+//!   by tokio's `AsyncFd`: no blocking thread per operation.
+//! - `blocking`: `preadv2(RWF_NOWAIT)` inline (page-cache hits never leave
+//!   the task), tokio's blocking pool otherwise and for opens.
+//! - `auto` probes io_uring (setup, opcodes, sparse fixed files, a NOP) and
+//!   falls back to `blocking` when it is disabled (`kernel.io_uring_disabled`,
+//!   seccomp, containers) or too old; [`FileManager::backend`] says which
+//!   runs and why, and `new` logs it.
+//!
 //! # Implementation
 //!
 //! ```text

@@ -116,7 +116,10 @@ fn uncached_and_async_reads_survive_dropped_futures() {
     let data = pattern(8 << 20);
     std::fs::write(t.path("big.bin"), &data).unwrap();
     // Clean pages only: DONTNEED below cannot drop dirty ones.
-    std::fs::File::open(t.path("big.bin")).unwrap().sync_all().unwrap();
+    std::fs::File::open(t.path("big.bin"))
+        .unwrap()
+        .sync_all()
+        .unwrap();
     for backend in backends(&t.root) {
         let fm = manager(&t.root, backend, SymlinkPolicy::WithinRoot);
         current_thread().block_on(async {
@@ -148,7 +151,14 @@ fn uncached_and_async_reads_survive_dropped_futures() {
                 let b = fm.read_at(&h, 4_000_000, 65_536).await.unwrap();
                 assert_eq!(&b[..], &data[4_000_000..4_065_536]);
                 // SAFETY: as above.
-                unsafe { libc::posix_fadvise(std::os::fd::AsRawFd::as_raw_fd(&h), 0, 0, libc::POSIX_FADV_DONTNEED) };
+                unsafe {
+                    libc::posix_fadvise(
+                        std::os::fd::AsRawFd::as_raw_fd(&h),
+                        0,
+                        0,
+                        libc::POSIX_FADV_DONTNEED,
+                    )
+                };
                 // Cold read awaited to completion: the async path.
                 let b = fm.read_at(&h, 1_000_000, 1 << 20).await.unwrap();
                 assert_eq!(&b[..], &data[1_000_000..1_000_000 + (1 << 20)]);
@@ -403,11 +413,15 @@ fn stress_multi_thread_runtime_with_cancellations() {
                 tasks.push(tokio::spawn(async move {
                     let mut x = w + 1;
                     for _ in 0..300 {
-                        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                        x = x
+                            .wrapping_mul(6364136223846793005)
+                            .wrapping_add(1442695040888963407);
                         let name = format!("f{}", (x >> 33) % 16);
                         match (x >> 40) % 4 {
                             0 => {
-                                let Opened::File(f) = fm.open(&name).await.unwrap() else { panic!() };
+                                let Opened::File(f) = fm.open(&name).await.unwrap() else {
+                                    panic!()
+                                };
                                 let b = fm.read_at(&f, 0, 64).await.unwrap();
                                 assert_eq!(&b[..], format!("file {}", (x >> 33) % 16).as_bytes());
                             }
@@ -423,8 +437,16 @@ fn stress_multi_thread_runtime_with_cancellations() {
                             2 => {
                                 // Cancelled mid-flight (or not even started).
                                 let h = fm.open_uncached("data.bin").await.unwrap();
-                                let _ = tokio::time::timeout(std::time::Duration::from_micros(1), fm.read_at(&h, 0, 1 << 20)).await;
-                                let _ = tokio::time::timeout(std::time::Duration::from_micros(1), fm.open_uncached(&name)).await;
+                                let _ = tokio::time::timeout(
+                                    std::time::Duration::from_micros(1),
+                                    fm.read_at(&h, 0, 1 << 20),
+                                )
+                                .await;
+                                let _ = tokio::time::timeout(
+                                    std::time::Duration::from_micros(1),
+                                    fm.open_uncached(&name),
+                                )
+                                .await;
                             }
                             _ => {
                                 fm.invalidate(&name);
@@ -455,11 +477,100 @@ fn metadata_only_entries_still_serve_a_descriptor() {
         let fm = filemanager::FileManager::new(cfg.clone()).unwrap();
         current_thread().block_on(async {
             for _ in 0..5 {
-                let Opened::File(f) = fm.open("inside.txt").await.unwrap() else { panic!() };
+                let Opened::File(f) = fm.open("inside.txt").await.unwrap() else {
+                    panic!()
+                };
                 assert_eq!(f.meta().size, 6);
                 assert_eq!(&fm.read_at(&f, 0, 100).await.unwrap()[..], b"inside");
             }
         });
         assert_eq!(fm.stats().cache.open_handles, 1);
+    }
+}
+
+#[test]
+fn a_thread_switching_runtimes_still_gets_completions() {
+    // Runtime A stays alive but idle while the same thread drives runtime B:
+    // B's asynchronous completions must not depend on A's driver.
+    let t = Tree::create();
+    let data = pattern(4 << 20);
+    std::fs::write(t.path("big.bin"), &data).unwrap();
+    std::fs::File::open(t.path("big.bin"))
+        .unwrap()
+        .sync_all()
+        .unwrap();
+    for backend in backends(&t.root) {
+        let fm = manager(&t.root, backend, SymlinkPolicy::WithinRoot);
+        let a = current_thread();
+        a.block_on(async {
+            let h = fm.open_uncached("big.bin").await.unwrap();
+            assert_eq!(fm.read_at(&h, 0, 10).await.unwrap().len(), 10);
+        });
+        let b = current_thread();
+        b.block_on(async {
+            let h = fm.open_uncached("big.bin").await.unwrap();
+            // SAFETY: fadvise takes no pointers; the fd is open for the call.
+            unsafe {
+                libc::posix_fadvise(
+                    std::os::fd::AsRawFd::as_raw_fd(&h),
+                    0,
+                    0,
+                    libc::POSIX_FADV_DONTNEED,
+                )
+            };
+            let r = tokio::time::timeout(
+                std::time::Duration::from_secs(10),
+                fm.read_at(&h, 0, 2 << 20),
+            )
+            .await;
+            let bytes = r.expect("cold read hung on a runtime switch").unwrap();
+            assert_eq!(&bytes[..], &data[..2 << 20]);
+        });
+        drop(a);
+    }
+}
+
+#[test]
+fn reused_descriptor_slots_never_read_the_previous_file() {
+    // The io_uring fixed-file slot of a descriptor is reused by the next
+    // file that gets the same table slot; every read must see its own file,
+    // whether the previous one was closed, dropped (deferred), or evicted.
+    let t = Tree::create();
+    for i in 0..4 {
+        std::fs::write(t.path(&format!("v{i}")), format!("version-{i}").repeat(100)).unwrap();
+    }
+    for backend in backends(&t.root) {
+        let fm = manager(&t.root, backend, SymlinkPolicy::WithinRoot);
+        current_thread().block_on(async {
+            for round in 0..2000usize {
+                let i = round % 4;
+                let want = format!("version-{i}");
+                let h = fm.open_uncached(&format!("v{i}")).await.unwrap();
+                let b = fm.read_at(&h, 0, want.len()).await.unwrap();
+                assert_eq!(&b[..], want.as_bytes(), "round {round}");
+                match round % 3 {
+                    0 => h.close().await.unwrap(),
+                    1 => drop(h),
+                    _ => {
+                        drop(h);
+                        fm.reap();
+                    }
+                }
+                if round % 7 == 0 {
+                    let Opened::File(f) = fm.open(&format!("v{}", (i + 1) % 4)).await.unwrap()
+                    else {
+                        panic!()
+                    };
+                    let want = format!("version-{}", (i + 1) % 4);
+                    assert_eq!(
+                        &fm.read_at(&f, 90, want.len()).await.unwrap()[..],
+                        want.as_bytes()
+                    );
+                    fm.invalidate(&format!("v{}", (i + 1) % 4));
+                }
+            }
+        });
+        let st = fm.stats();
+        eprintln!("{backend:?}: {:?}", st.io);
     }
 }

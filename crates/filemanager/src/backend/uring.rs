@@ -83,13 +83,19 @@ pub(crate) struct FixedSlot {
 static REGISTRY: Mutex<Vec<Weak<Ring>>> = Mutex::new(Vec::new());
 
 thread_local! {
-    static LOCAL_RING: RefCell<Option<Arc<Ring>>> = const { RefCell::new(None) };
+    static LOCAL_RING: RefCell<Option<(tokio::runtime::Id, Arc<Ring>)>> = const { RefCell::new(None) };
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // A panic while holding a ring lock leaves consistent data (every
     // mutation is a single slab/array write), so poisoning is ignored.
     m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// What `Ring::start` returns.
+enum Started {
+    Done(i32, Keep),
+    Pending(usize),
 }
 
 /// Memory an operation lends to the kernel until its completion.
@@ -364,16 +370,21 @@ impl Ring {
         }
     }
 
-    /// Submits an operation; returns its slab key and, if it already
-    /// completed inline, its result.
+    /// Submits an operation. When it completed inline (the common case for
+    /// page-cache reads), its result and memory come back under the same
+    /// lock; otherwise its slab key to wait on.
     fn start(
         &self,
         mut keep: Keep,
-        build: impl FnOnce(&mut Keep) -> squeue::Entry,
-    ) -> io::Result<(usize, Option<i32>)> {
+        build: impl FnOnce(&mut Inner, &mut Keep) -> squeue::Entry,
+    ) -> io::Result<Started> {
         let mut inner = lock(&self.inner);
+        // `build` may register a fixed slot synchronously; queued clears are
+        // applied after it, so a clear of the slot's previous file (which
+        // checks the slot still holds that file) can never undo the new
+        // registration.
+        let entry = build(&mut inner, &mut keep);
         self.apply_unregisters(&mut inner);
-        let entry = build(&mut keep);
         let key = inner.ops.insert(OpSlot {
             state: State::Waiting(None),
             keep,
@@ -392,11 +403,10 @@ impl Ring {
             return Err(e);
         }
         Self::reap(&mut inner, &self.inflight);
-        let res = match inner.ops[key].state {
-            State::Done(r) => Some(r),
-            _ => None,
-        };
-        Ok((key, res))
+        match inner.ops[key].state {
+            State::Done(res) => Ok(Started::Done(res, self.take(&mut inner, key))),
+            _ => Ok(Started::Pending(key)),
+        }
     }
 
     fn take(&self, inner: &mut Inner, key: usize) -> Keep {
@@ -404,24 +414,24 @@ impl Ring {
         inner.ops.remove(key).keep
     }
 
-    /// Runs one operation to completion; returns the CQE result and the
-    /// memory it borrowed.
+    /// Runs one operation to completion; returns the CQE result, the
+    /// memory it borrowed, and whether it completed inline.
     async fn run(
         self: &Arc<Self>,
         keep: Keep,
-        build: impl FnOnce(&mut Keep) -> squeue::Entry,
+        build: impl FnOnce(&mut Inner, &mut Keep) -> squeue::Entry,
     ) -> io::Result<(i32, Keep, bool)> {
-        let (key, res) = self.start(keep, build)?;
-        if let Some(res) = res {
-            let keep = self.take(&mut lock(&self.inner), key);
-            return Ok((res, keep, true));
+        match self.start(keep, build)? {
+            Started::Done(res, keep) => Ok((res, keep, true)),
+            Started::Pending(key) => {
+                let (res, keep) = OpFuture {
+                    ring: Arc::clone(self),
+                    key: Some(key),
+                }
+                .await;
+                Ok((res, keep, false))
+            }
         }
-        let (res, keep) = OpFuture {
-            ring: Arc::clone(self),
-            key: Some(key),
-        }
-        .await;
-        Ok((res, keep, false))
     }
 
     /// The fixed slot to read `file` through, registering it if needed.
@@ -581,25 +591,31 @@ pub(crate) struct Uring {
 impl Uring {
     /// This thread's ring, created (and its driver spawned) on first use.
     fn local_ring(&self) -> io::Result<Arc<Ring>> {
+        let rt = tokio::runtime::Handle::try_current()
+            .map_err(|_| {
+                io::Error::other("the io_uring backend must be used inside a tokio runtime")
+            })?
+            .id();
         LOCAL_RING.with(|cell| {
             let mut cell = cell.borrow_mut();
+            // A ring's completions are watched by a driver task on one
+            // runtime. If this thread now runs another runtime (or the old
+            // one shut down), it gets a fresh ring whose driver runs here;
+            // the old ring lives on with its own driver and futures.
             let ring = match &*cell {
-                Some(r) => Arc::clone(r),
-                None => {
+                Some((id, r)) if *id == rt && r.driver_alive.load(Ordering::Acquire) => {
+                    Arc::clone(r)
+                }
+                _ => {
                     let r = Ring::new()?;
-                    *cell = Some(Arc::clone(&r));
+                    // Fixed-slot clears are counted on the manager that
+                    // created the ring (rings are shared per thread).
+                    *lock(&r.counters) = Arc::downgrade(&self.counters);
+                    r.spawn_driver()?;
+                    *cell = Some((rt, Arc::clone(&r)));
                     r
                 }
             };
-            if !ring.driver_alive.load(Ordering::Acquire) {
-                ring.spawn_driver()?;
-            }
-            {
-                let mut c = lock(&ring.counters);
-                if c.strong_count() == 0 {
-                    *c = Arc::downgrade(&self.counters);
-                }
-            }
             Ok(ring)
         })
     }
@@ -615,7 +631,7 @@ impl Uring {
             | libc::STATX_CTIME
             | libc::STATX_INO;
         let (res, keep, _) = ring
-            .run(keep, |k| {
+            .run(keep, |_, k| {
                 let Keep::Statx { fd, buf } = k else {
                     unreachable!()
                 };
@@ -796,7 +812,7 @@ impl IoBackend for Uring {
         let mut keep = keep;
         let fd = loop {
             let (res, k, _) = ring
-                .run(keep, |k| {
+                .run(keep, |_, k| {
                     let Keep::Open { _path, _how, .. } = k else {
                         unreachable!()
                     };
@@ -824,13 +840,9 @@ impl IoBackend for Uring {
     async fn read(&self, target: Target<'_>, offset: u64, len: usize) -> io::Result<Bytes> {
         let ring = self.local_ring()?;
         let raw = target.fd.as_raw_fd();
-        let fixed = {
-            let mut inner = lock(&ring.inner);
-            match target.file.and_then(|f| f.fixed_slot().map(|s| (f, s))) {
-                Some((f, s)) => ring.fixed_for(&mut inner, s, raw, f.ring_mask(), &self.counters),
-                None => None,
-            }
-        };
+        // Resolved under the first submission's lock (one lock per read).
+        let mut fixed: Option<Option<u32>> = None;
+        let file = target.file.and_then(|f| f.fixed_slot().map(|s| (f, s)));
         let mut buf: Vec<u8> = Vec::with_capacity(len);
         let mut all_inline = true;
         while buf.len() < len {
@@ -838,7 +850,11 @@ impl IoBackend for Uring {
             let at = offset + filled as u64;
             let want = u32::try_from(len - filled).unwrap_or(u32::MAX);
             let (res, keep, inline) = ring
-                .run(Keep::Buf(buf), |k| {
+                .run(Keep::Buf(buf), |inner, k| {
+                    let fixed = *fixed.get_or_insert_with(|| {
+                        let (f, s) = file?;
+                        ring.fixed_for(inner, s, raw, f.ring_mask(), &self.counters)
+                    });
                     let Keep::Buf(b) = k else { unreachable!() };
                     // The write target is the spare capacity past `filled`;
                     // the Vec's heap block never moves while it sits in Keep.
