@@ -239,6 +239,27 @@ mod tests {
         assert_eq!(next, 1 << 20);
     }
 
+    /// Table bytes per slot beyond the value, in 1/512 byte units: the state
+    /// word, the deferred link, one `open` bit (64/512 B) and 1/64 of a
+    /// `full` bit (1/512 B). Must stay within 16 bytes.
+    #[test]
+    fn per_slot_overhead_is_at_most_16_bytes() {
+        use std::mem::size_of;
+        let per_slot_512ths = (size_of::<AtomicU64>() + size_of::<AtomicU32>()) * 512 + 64 + 1;
+        assert_eq!(per_slot_512ths, 6209, "12.13 bytes");
+        assert!(per_slot_512ths <= 16 * 512);
+        // The value cell adds nothing to the value.
+        assert_eq!(size_of::<MaybeUninit<u64>>(), size_of::<u64>());
+        assert_eq!(
+            size_of::<MaybeUninit<std::os::fd::OwnedFd>>(),
+            size_of::<std::os::fd::OwnedFd>()
+        );
+        assert_eq!(
+            size_of::<MaybeUninit<std::fs::File>>(),
+            size_of::<std::fs::File>()
+        );
+    }
+
     #[test]
     fn odd_maximum_truncates_the_last_page() {
         let geometry = Geometry::new(4, 10);
