@@ -285,8 +285,7 @@ fn replace_files_under_load_never_mixes_versions() {
         writes: vec![Vec::new(); FILES.len()],
         ..Published::default()
     }));
-    for file in 0..FILES.len() {
-        let (name, _, _) = FILES[file];
+    for (file, (name, _, _)) in FILES.iter().enumerate() {
         std::fs::write(t.root.join(name), b"").unwrap();
         publish(&t.root, file, 0, &p);
     }
