@@ -36,6 +36,18 @@ impl FileExt for filemanager::CachedFile {
     }
 }
 
+/// Whether the file behind the cached descriptor no longer matches the
+/// cached size or mtime.
+fn changed_in_place(f: &filemanager::CachedFile) -> bool {
+    match rustix::fs::fstat(f.as_fd()) {
+        Ok(st) => {
+            let mtime_ns = st.st_mtime * 1_000_000_000 + st.st_mtime_nsec as i64;
+            st.st_size as u64 != f.meta().size || mtime_ns != f.meta().mtime_ns
+        }
+        Err(_) => false,
+    }
+}
+
 /// Builds the pathcache configuration from settings.
 pub fn cache_config(s: &Settings) -> pathcache::Config {
     pathcache::Config {
@@ -93,9 +105,24 @@ impl Files {
     }
 
     /// Opens `rel` (normalized, root-relative; `""` is the root) through the cache.
-    #[inline]
+    ///
+    /// A file sent with sendfile (no cached bytes) is checked with one fstat
+    /// on its cached descriptor: a file rewritten in place within the cache's
+    /// `valid` window would otherwise go out as new bytes under the old
+    /// length and validators. One fstat is noise next to a >16 KiB send;
+    /// cached small-file bytes are a snapshot that matches their metadata, so
+    /// they need no check.
     pub async fn open(&self, rel: &str) -> Result<Opened, OpenError> {
-        self.fm.open(if rel.is_empty() { "." } else { rel }).await
+        let rel = if rel.is_empty() { "." } else { rel };
+        let opened = self.fm.open(rel).await?;
+        if let Opened::File(f) = &opened {
+            if f.bytes().is_none() && changed_in_place(f) {
+                drop(opened);
+                self.fm.invalidate(rel);
+                return self.fm.open(rel).await;
+            }
+        }
+        Ok(opened)
     }
 
     /// Applies reloaded cache limits.

@@ -435,3 +435,30 @@ fn shrinking_file_never_gets_a_mismatched_body() {
         assert_eq!(cl, 1 << 20, "complete response must describe the new file");
     }
 }
+
+#[test]
+fn file_rewritten_in_place_is_not_served_with_stale_length() {
+    let tree = Tree::new();
+    let v1 = vec![b'1'; 100_000];
+    let path = tree.write("doc.bin", &v1);
+    // A long validity window: only the per-response check can notice.
+    let d = Daemon::start(&tree.root, &["--set", "cache.valid=60s"]);
+    let c = client();
+    let r = c.get(d.url("/doc.bin")).send().unwrap();
+    let etag1 = r.headers()["etag"].to_str().unwrap().to_string();
+    assert_eq!(&r.bytes().unwrap()[..], &v1[..]);
+    // Same inode, new length and bytes.
+    let v2 = vec![b'2'; 150_000];
+    std::thread::sleep(Duration::from_millis(20)); // a different mtime tick
+    let mut f = std::fs::File::options().write(true).open(&path).unwrap();
+    f.write_all(&v2).unwrap();
+    drop(f);
+    let r = c.get(d.url("/doc.bin")).send().unwrap();
+    assert_ne!(
+        r.headers()["etag"].to_str().unwrap(),
+        etag1,
+        "validator must change"
+    );
+    assert_eq!(r.headers()["content-length"].to_str().unwrap(), "150000");
+    assert_eq!(&r.bytes().unwrap()[..], &v2[..]);
+}
