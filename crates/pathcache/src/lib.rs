@@ -7,10 +7,47 @@
 //! (async, runtime-agnostic; concurrent misses on one path run one load and
 //! share it), and a stale entry is re-checked with one [`Loader::stat`].
 //!
-//! Hits are lock-free: a papaya (epoch-protected) map lookup, then one atomic
-//! increment on a reference counter that sits on its own cache line, picked
-//! per thread from [`REF_SHARDS`] lines (see [`entry`] for the layout). Nothing
-//! else shared is written on a hit.
+//! # How a hit works, and why
+//!
+//! * The map is [papaya](https://docs.rs/papaya) (lock-free reads; removed
+//!   nodes are reclaimed by its `seize` collector only after every reader that
+//!   could see them has left). A lookup pins the collector (thread-local
+//!   writes only), hashes the path (foldhash), and compares the key.
+//! * The lookup then takes a counted [`EntryRef`]: one `fetch_add` on a
+//!   reference counter picked by the calling thread out of [`REF_SHARDS`]
+//!   counters, each on its own cache line, apart from everything a lookup
+//!   reads (the kernel's d_lockref lesson, seed 03; layout in [`entry`]). Two
+//!   workers hitting one hot file therefore write different lines. Dropping
+//!   the `EntryRef` is one `fetch_sub` on the same line plus one load of the
+//!   entry state (read-shared).
+//! * Freshness is checked against `CLOCK_MONOTONIC_COARSE` (a vDSO read).
+//! * Hit/miss counters are per shard on padded lines (`Stats` sums them).
+//!
+//! Nothing else shared is written on a hit. The reference protocol (per-shard
+//! counts summed only once the entry left the map; `LIVE -> DYING -> FREED`)
+//! is in [`refcount`] and model-checked with loom (`tests/loom.rs`).
+//!
+//! # Lifecycle
+//!
+//! * Misses and stale entries go through one leader per path (single flight);
+//!   other callers wait on an `event_listener` event and share the result. A
+//!   cancelled or failed leader hands over to a waiter.
+//! * An entry older than [`Config::valid`] is re-checked with one
+//!   [`Loader::stat`]; a change of (dev, ino, size, mtime, ctime) loads a new
+//!   entry that replaces the old one, whose users keep it until they drop it.
+//! * Removing an entry from the map (replacement, [`PathCache::invalidate`],
+//!   eviction) releases its payload (drops `V`, frees small-file bytes) at once
+//!   when it has no users, else when the last [`EntryRef`] drops.
+//! * Bounds: `max_entries` and `max_open` are reserved before an insert or an
+//!   open; a full budget runs a CLOCK scan (second chance via a referenced bit
+//!   that a hit sets only when clear) that takes only entries without users.
+//!   If everything is in use, a load is served uncached (entries) or without a
+//!   handle (handles) rather than exceeding the bound.
+//! * Small files: the copy is cached only if the loader's `meta` (taken before
+//!   the read) equals a `stat` taken after it and the length matches; else the
+//!   read is retried (3 times) and finally cached without bytes. Like any
+//!   stat-based check, an in-place rewrite that keeps size and mtime (same
+//!   timestamp tick) is not detectable.
 //!
 //! ```
 //! use pathcache::{Config, FileMeta, Loaded, Loader, Lookup, PathCache};
@@ -29,14 +66,14 @@
 //! }
 //!
 //! let cache: PathCache<u32> = PathCache::new(Config::default());
-//! let first = futures_lite_block_on(cache.get_or_load("index.html", &Disk)).unwrap();
+//! let first = block_on(cache.get_or_load("index.html", &Disk)).unwrap();
 //! let Lookup::Hit(entry) = first else { panic!("a file") };
 //! assert_eq!(entry.handle(), Some(&7));
 //! assert!(entry.etag().starts_with('"'));
 //! // The second lookup is a hit that takes no lock.
 //! assert!(matches!(cache.get("index.html"), Some(Lookup::Hit(_))));
 //! assert_eq!(cache.stats().hits, 1);
-//! # fn futures_lite_block_on<F: std::future::Future>(f: F) -> F::Output {
+//! # fn block_on<F: std::future::Future>(f: F) -> F::Output {
 //! #     tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(f)
 //! # }
 //! ```
@@ -51,7 +88,6 @@ use std::time::Duration;
 mod clock;
 pub mod entry;
 mod flight;
-#[doc(hidden)]
 pub mod refcount;
 mod stats;
 mod sync;
@@ -275,7 +311,10 @@ impl<V: Send + Sync + 'static, L: RefLayout> PathCache<V, L> {
     pub fn new(config: Config) -> Self {
         let map = papaya::HashMap::builder()
             .hasher(foldhash::fast::RandomState::default())
-            .capacity(config.max_entries.min(1 << 16))
+            // Start small and let papaya grow: a table pre-sized for the
+            // bound spreads a few hot entries over cold lines (measured: 1000
+            // entries in a 65536-slot table made hits ~2x slower than dashmap).
+            .capacity(config.max_entries.min(1024))
             .build();
         PathCache {
             map,
@@ -348,6 +387,11 @@ impl<V: Send + Sync + 'static, L: RefLayout> PathCache<V, L> {
     /// The answer for `path`: from the cache when fresh, else loaded (or
     /// revalidated) through `loader`. Concurrent callers missing on one path
     /// share one load. Loader errors are returned and not cached.
+    ///
+    /// Cancel-safe: dropping the future releases any reserved handle budget
+    /// and, if it was the leader, wakes the waiters (one of them loads).
+    /// Needs no particular runtime; the future is `Send` when the loader's
+    /// futures are.
     pub async fn get_or_load<Ld: Loader<V>>(
         &self,
         path: &str,
@@ -367,7 +411,13 @@ impl<V: Send + Sync + 'static, L: RefLayout> PathCache<V, L> {
             }
             Probe::Stale(_) | Probe::Absent => None,
         };
-        let (lookup, hit) = self.load_slow(path, loader, upgrade_from).await?;
+        let (lookup, hit) = match self.load_slow(path, loader, upgrade_from).await {
+            Ok(done) => done,
+            Err(e) => {
+                bump(&self.counters.local().misses);
+                return Err(e);
+            }
+        };
         let counters = self.counters.local();
         match (&lookup, hit) {
             (Lookup::Negative(_), true) => bump(&counters.negative_hits),
