@@ -20,7 +20,26 @@
 //! completes later signals the eventfd, which the ring's driver task watches
 //! through tokio's `AsyncFd`. A ring is `Send + Sync` behind its mutex, so a
 //! task that migrates to another worker of a multi-thread runtime still
-//! completes: any thread may reap any ring.
+//! completes: any thread may reap any ring. A thread that starts driving a
+//! different runtime gets a fresh ring whose driver runs there, so a ring is
+//! never left waiting on a runtime nobody drives.
+//!
+//! ## Fixed files
+//!
+//! A file is registered into a ring's sparse table (one synchronous
+//! `IORING_REGISTER_FILES_UPDATE`) the first time that ring reads it, at
+//! index `slot * shards + shard` of its fdtable descriptor, and the ring
+//! records `(manager id, descriptor)` for that index. A later file that gets
+//! the same descriptor slot has another generation, so it re-registers. When
+//! a file is released, each ring that registered it (a bit in the file's
+//! `rings` mask) is asked to clear the index; the clear is applied as a
+//! `FILES_UPDATE(-1)` SQE only if the index still holds that very file, and
+//! only after any registration made in the same locked section, so it can
+//! never undo a newer file's registration. Files whose index does not fit
+//! the table are read through their plain descriptor.
+//!
+//! The reaper closes dropped descriptors as one batch of `IORING_OP_CLOSE`
+//! on a ring of its own ([`CloseRing`]), waiting for all completions.
 //!
 //! ## Memory the kernel writes (buffer lifetime)
 //!
