@@ -33,9 +33,12 @@ fn rel(i: usize) -> String {
     format!("d{}/f{i}.bin", i / 100)
 }
 
-fn content(i: usize) -> Vec<u8> {
+/// `file=I\n` then a slice of one shared random block: unique per file and
+/// cheap to build 5000 times in a debug build.
+fn content(i: usize, block: &[u8]) -> Vec<u8> {
     let mut v = format!("file={i}\n").into_bytes();
-    v.extend(pseudo_random_bytes(i as u64, 1500 + i % 1000));
+    let start = (i * 7) % 1000;
+    v.extend_from_slice(&block[start..start + 1500 + i % 1000]);
     v
 }
 
@@ -127,8 +130,12 @@ fn load_thread(
 
 #[test]
 fn exhaustion_nofile_64_serving_5000_files() {
+    let setup_started = Instant::now();
     let t = Tree::new();
-    let files: Arc<Vec<Vec<u8>>> = Arc::new((0..FILES).map(content).collect());
+    let files: Arc<Vec<Vec<u8>>> = Arc::new({
+        let block = pseudo_random_bytes(99, 3600);
+        (0..FILES).map(|i| content(i, &block)).collect()
+    });
     for (i, f) in files.iter().enumerate() {
         t.write(&rel(i), f);
     }
@@ -157,6 +164,7 @@ fn exhaustion_nofile_64_serving_5000_files() {
         d.start.fd_limit
     );
     let pid = d.pid();
+    let setup_secs = setup_started.elapsed().as_secs_f64();
 
     let started = Instant::now();
     let deadline = started + TIME_BOUND;
@@ -189,12 +197,20 @@ fn exhaustion_nofile_64_serving_5000_files() {
         .child
         .as_mut()
         .is_some_and(|c| c.try_wait().ok().flatten().is_none());
+    let drain_started = Instant::now();
     let idle = alive_after_load
         && wait_until(Duration::from_secs(20), || {
-            scrape(d.admin).must("fileserver_connections_open") == 0.0
+            let m = scrape(d.admin);
+            m.must("fileserver_connections_open") == 0.0
+                && m.sum("fileserver_deferred_release_queue_depth")
+                    .unwrap_or(0.0)
+                    == 0.0
         });
+    // A moment of quiet after the last connection and release.
+    std::thread::sleep(Duration::from_secs(1));
 
     // Load stopped: every file is served again.
+    let drain_secs = drain_started.elapsed().as_secs_f64();
     let after_started = Instant::now();
     let mut after_ok = 0;
     let mut after_errors = Vec::new();
@@ -227,7 +243,7 @@ fn exhaustion_nofile_64_serving_5000_files() {
     let m = scrape(d.admin);
     summary(&format!(
         "reliability exhaustion: nofile={NOFILE} files={FILES} connections={} requests={} ok={} status_503={} \
-         errors={} reconnects={} load_secs={load_secs:.1} max_daemon_fds={max_fds} fd_budget={} fds_open={} \
+         errors={} reconnects={} setup_secs={setup_secs:.1} load_secs={load_secs:.1} drain_secs={drain_secs:.1} max_daemon_fds={max_fds} fd_budget={} fds_open={} \
          evictions={} emfile_recoveries={} fd_exhausted={} served_after={after_ok}/{FILES} after_secs={after_secs:.1} alive={alive_after_load}",
         THREADS * SOCKETS_PER_THREAD,
         total.requests,
