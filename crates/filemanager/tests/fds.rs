@@ -58,6 +58,8 @@ fn dropped_handles_are_released_by_the_reaper() {
                 "fds {} > base {base}",
                 open_fds()
             );
+            // The reaper counts a pass after its closes complete.
+            assert!(wait_until(|| fm.stats().reaper_batches >= 1));
             let st = fm.stats();
             assert_eq!(st.open_fds, 0);
             assert!(st.fdtable.deferred_releases >= deferred_before + 200);
