@@ -16,7 +16,7 @@ mod reliability_support;
 
 use common::{Daemon, Tree, CANARY};
 use reliability_support::{
-    admin_status, fd_count, get, get_once, scrape, summary, wait_until, Client,
+    admin_status, fd_kinds, get, get_once, scrape, summary, wait_until, Client,
 };
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -458,7 +458,9 @@ fn hostile_slow_clients_dropped_at_header_timeout_without_blocking_others() {
                 && served < 100_000
             {
                 let r0 = Instant::now();
-                match get_once(addr, "/a.txt", Duration::from_secs(5)) {
+                // Shorter than the 2 s header timeout: a worker stuck on a
+                // slow client until it is dropped would make this time out.
+                match get_once(addr, "/a.txt", Duration::from_millis(1500)) {
                     Ok(r) if r.status == 200 && r.body == A_TXT => served += 1,
                     Ok(r) => errors.push(format!("status {}", r.status)),
                     Err(e) => errors.push(e.to_string()),
@@ -513,7 +515,7 @@ fn hostile_slow_clients_dropped_at_header_timeout_without_blocking_others() {
         "normal client failed while slow clients were connected: {errors:?}"
     );
     assert!(
-        served >= 20,
+        served >= 5,
         "normal client served only {served} requests while slow clients were connected"
     );
 }
@@ -542,7 +544,7 @@ fn hostile_connection_flood_above_max_connections() {
             .status,
         200
     );
-    let fds_before = fd_count(pid);
+    let fds_before = fd_kinds(pid, &t.root);
 
     // Phase 1: idle connections far above the limit.
     let flood_n = 64;
@@ -624,15 +626,24 @@ fn hostile_connection_flood_above_max_connections() {
     let idle_again = wait_until(Duration::from_secs(10), || {
         scrape(d.admin).must("fileserver_connections_open") == 0.0
     });
-    let fds_ok = wait_until(Duration::from_secs(10), || fd_count(pid) <= fds_before);
-    let fds_after = fd_count(pid);
+    // No socket or file descriptor left behind by the flood (rings and
+    // eventfds created lazily by daemon threads are not counted).
+    let fds_ok = wait_until(Duration::from_secs(10), || {
+        let k = fd_kinds(pid, &t.root);
+        k.sockets <= fds_before.sockets && k.files <= fds_before.files
+    });
+    let fds_after = fd_kinds(pid, &t.root);
     summary(&format!(
         "reliability hostile flood: max_connections={max_conns} flood={flood_n} max_open_seen={max_open_seen} \
          healthz={healthz} queued_status={:?} queued_wait_ms={} churned={} burst_ok={burst_ok}/48 \
-         fds_before={fds_before} fds_after={fds_after}",
+         sockets_before={} sockets_after={} fds_before={} fds_after={}",
         queued.as_ref().map(|r| r.status),
         queued_wait.as_millis(),
-        churned.load(Ordering::Relaxed)
+        churned.load(Ordering::Relaxed),
+        fds_before.sockets,
+        fds_after.sockets,
+        fds_before.total,
+        fds_after.total
     ));
     assert_eq!(healthz, 200, "admin /healthz during the flood");
     assert!(
@@ -645,7 +656,7 @@ fn hostile_connection_flood_above_max_connections() {
     assert!(idle_again, "connections_open did not return to 0");
     assert!(
         fds_ok,
-        "daemon holds {fds_after} fds after the flood, {fds_before} before"
+        "daemon fds after the flood {fds_after:?}, before {fds_before:?}"
     );
     assert!(alive(&mut d), "daemon exited during the flood");
 }
