@@ -77,7 +77,8 @@ def main():
         proc = subprocess.Popen(["strace", "-f", "-qq", "-o", log, binary, "--root", str(root),
                                  "--listen", f"127.0.0.1:{http}", "--admin-listen", f"127.0.0.1:{admin}",
                                  "--workers", "2", "--log-level", "warn"],
-                                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                start_new_session=True)
         try:
             deadline = time.time() + 60
             while True:
@@ -111,9 +112,12 @@ def main():
             if code != 0:
                 raise SystemExit(f"daemon under strace exited {code} on SIGTERM")
         finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+            # strace and the daemon share a new process group: end both.
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait()
         used = set()
         for line in pathlib.Path(log).read_text(errors="replace").splitlines():
             m = re.match(r"^\d+\s+([a-z_0-9]+)\(", line)
