@@ -86,8 +86,8 @@ struct Published {
     bytes: HashMap<(usize, u64), Arc<Vec<u8>>>,
     /// Per file: (version, visible since) in order.
     history: Vec<Vec<(u64, Instant)>>,
-    /// Per file: when each write started and ended.
-    writes: Vec<Vec<(Instant, Instant)>>,
+    /// Per file: when each write started and ended (None: in progress).
+    writes: Vec<Vec<(Instant, Option<Instant>)>>,
 }
 
 impl Published {
@@ -102,7 +102,9 @@ impl Published {
 
     /// No write to `file` overlapped `from..=to`.
     fn stable(&self, file: usize, from: Instant, to: Instant) -> bool {
-        !self.writes[file].iter().any(|&(s, e)| s <= to && e >= from)
+        !self.writes[file]
+            .iter()
+            .any(|&(s, e)| s <= to && e.is_none_or(|e| e >= from))
     }
 }
 
@@ -113,6 +115,11 @@ fn publish(root: &std::path::Path, file: usize, ver: u64, p: &RwLock<Published>)
     p.write().unwrap().bytes.insert((file, ver), bytes.clone());
     let path = root.join(name);
     let started = Instant::now();
+    let slot = {
+        let mut w = p.write().unwrap();
+        w.writes[file].push((started, None));
+        w.writes[file].len() - 1
+    };
     if by_rename {
         let tmp: PathBuf = root.join(format!(".tmp-{name}"));
         std::fs::write(&tmp, &bytes[..]).unwrap();
@@ -125,7 +132,7 @@ fn publish(root: &std::path::Path, file: usize, ver: u64, p: &RwLock<Published>)
     }
     let mut w = p.write().unwrap();
     w.history[file].push((ver, Instant::now()));
-    w.writes[file].push((started, Instant::now()));
+    w.writes[file][slot].1 = Some(Instant::now());
 }
 
 #[derive(Default, Debug)]
@@ -266,9 +273,9 @@ fn reader(
                         head.body_len,
                         String::from_utf8_lossy(&body[..body.len().min(48)]),
                         pubd.history[file].last().map(|(v, _)| *v),
-                        pubd.writes[file]
-                            .last()
-                            .map(|(_, e)| sent.saturating_duration_since(*e).as_millis())
+                        pubd.writes[file].last().and_then(
+                            |(_, e)| e.map(|e| sent.saturating_duration_since(e).as_millis())
+                        )
                     ));
                 }
             }
