@@ -447,7 +447,7 @@ fn soak_mixed_keepalive_pipelined_and_aborted() {
 
     summary(&format!(
         "reliability soak: requests={} aborted_clients={aborted} errors={} secs={secs:.1} req_per_s={:.0} \
-         fds_before={} fds_after={} file_fds_before={} file_fds_after={} sockets_before={} sockets_after={} rss_before_kb={rss_before} rss_after_kb={rss_after} \
+         fds_before={} fds_after={} file_fds_before={} file_fds_after={} sockets_before={} sockets_after={} rss_before_kb={rss_before} rss_after_kb={rss_after} rss_growth_bound_kb={RSS_GROWTH_BOUND_KB} \
          codes(client/metrics) 200={client_200}/{d200} 206={}/{d206} 304={}/{d304} 404={}/{d404} all={all_codes} \
          hist_count={d_hist} body_bytes(client/metrics)={}/{d_body} fd_allocs={allocs} fd_releases={releases} \
          fds_open={fds_open} cache_entries={cache_entries}",
