@@ -24,7 +24,7 @@ pub fn install_recorder() -> anyhow::Result<PrometheusHandle> {
 /// Refreshes counters from the per-worker blocks and renders the exposition.
 pub fn render(shared: &Shared, handle: &PrometheusHandle) -> String {
     let t = stats::totals(&shared.worker_stats);
-    stats::publish(&t, shared.open_conns.load(Relaxed) as u64);
+    stats::publish(&t, shared.active_conns.load(Relaxed) as u64);
     metrics::gauge!("fileserver_up").set(if shared.serving.load(Relaxed) {
         1.0
     } else {

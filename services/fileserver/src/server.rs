@@ -48,6 +48,8 @@ pub struct Shared {
     pub worker_stats: Vec<Arc<WorkerStats>>,
     /// Open client connections (all workers).
     pub open_conns: AtomicUsize,
+    /// Connections being served (at most `max_connections`; the rest wait).
+    pub active_conns: AtomicUsize,
     /// False once shutdown began.
     pub serving: AtomicBool,
     /// Access log lines dropped.
@@ -232,6 +234,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
             .map(|_| Arc::new(WorkerStats::default()))
             .collect(),
         open_conns: AtomicUsize::new(0),
+        active_conns: AtomicUsize::new(0),
         serving: AtomicBool::new(true),
         access_dropped: dropped.clone(),
         boundary,
@@ -454,6 +457,29 @@ fn worker_main(
     local.block_on(&rt, accept_loop(worker, listener));
 }
 
+/// Takes one of the `max_connections` slots (for the next accepted
+/// connection), waiting while all are taken; false when shutdown began.
+async fn acquire_slot(w: &Worker) -> bool {
+    loop {
+        let max = w.shared.live().0.s.limits.max_connections;
+        let cur = w.shared.active_conns.load(Relaxed);
+        if cur < max {
+            if w.shared
+                .active_conns
+                .compare_exchange(cur, cur + 1, Relaxed, Relaxed)
+                .is_ok()
+            {
+                return true;
+            }
+            continue;
+        }
+        if w.stopping.get() || *w.shutdown.borrow() {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
 async fn accept_loop(w: Rc<Worker>, listener: std::net::TcpListener) {
     let listener = match tokio::net::TcpListener::from_std(listener) {
         Ok(l) => l,
@@ -493,7 +519,14 @@ async fn accept_loop(w: Rc<Worker>, listener: std::net::TcpListener) {
                     w.local_conns.set(w.local_conns.get() + 1);
                     let w2 = w.clone();
                     tokio::task::spawn_local(async move {
-                        crate::conn::serve(w2.clone(), stream, peer).await;
+                        // Every worker may be parked in accept() when the
+                        // limit is reached, so up to `workers - 1` extra
+                        // connections can be accepted; they wait here,
+                        // unserved and not counted as open, for a slot.
+                        if acquire_slot(&w2).await {
+                            crate::conn::serve(w2.clone(), stream, peer).await;
+                            w2.shared.active_conns.fetch_sub(1, Relaxed);
+                        }
                         w2.local_conns.set(w2.local_conns.get() - 1);
                         w2.shared.open_conns.fetch_sub(1, Relaxed);
                     });
