@@ -17,12 +17,7 @@ REPO=$PWD
 CACHE=${DEPLOY_CHECK_CACHE:-$REPO/target/deploy-check}
 TARGET_DIR=${CARGO_TARGET_DIR:-$REPO/target}
 WORK=$(mktemp -d)
-DAEMON_PID=
-cleanup() {
-  if [ -n "$DAEMON_PID" ]; then kill "$DAEMON_PID" 2>/dev/null; wait "$DAEMON_PID" 2>/dev/null; fi
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
+trap 'rm -rf "$WORK"' EXIT
 
 failed=0
 passed=0
@@ -176,18 +171,12 @@ check "every alert has a unit test that fires it (mutation check)" alert_mutatio
 # HEAD) so labelled series exist, scrape /metrics, and check every metric the
 # dashboard and the rules use against what it really exports.
 free_port() { "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-scrape_daemon() {
-  need curl || return 1
-  mkdir -p "$WORK/root"; echo hello > "$WORK/root/index.html"
-  local http admin
-  http=$(free_port); admin=$(free_port)
-  "$BIN" --root "$WORK/root" --listen "127.0.0.1:$http" --admin-listen "127.0.0.1:$admin" \
-    --workers 2 --log-level warn >"$WORK/daemon.log" 2>&1 &
-  DAEMON_PID=$!
-  local i
+# scrape_traffic HTTP ADMIN PID: waits for readiness, sends traffic, scrapes.
+scrape_traffic() {
+  local http=$1 admin=$2 pid=$3 i
   for i in $(seq 100); do
     curl -fsS "http://127.0.0.1:$admin/readyz" >/dev/null 2>&1 && break
-    kill -0 "$DAEMON_PID" 2>/dev/null || { echo "daemon exited:"; cat "$WORK/daemon.log"; return 1; }
+    kill -0 "$pid" 2>/dev/null || { echo "daemon exited:"; cat "$WORK/daemon.log"; return 1; }
     sleep 0.1
   done
   for i in 1 2 3; do curl -fsS "http://127.0.0.1:$http/index.html" >/dev/null || return 1; done
@@ -195,7 +184,20 @@ scrape_daemon() {
   curl -sS -o /dev/null -I "http://127.0.0.1:$http/index.html"
   sleep 0.3  # request durations are folded into the histogram every 100 ms
   curl -fsS "http://127.0.0.1:$admin/metrics" >"$WORK/metrics.txt" || { cat "$WORK/daemon.log"; return 1; }
-  kill -TERM "$DAEMON_PID"; wait "$DAEMON_PID"; local rc=$?; DAEMON_PID=
+}
+# check runs this in a subshell, so it stops its daemon itself on every path.
+scrape_daemon() {
+  need curl || return 1
+  mkdir -p "$WORK/root"; echo hello > "$WORK/root/index.html"
+  local http admin pid rc
+  http=$(free_port); admin=$(free_port)
+  "$BIN" --root "$WORK/root" --listen "127.0.0.1:$http" --admin-listen "127.0.0.1:$admin" \
+    --workers 2 --log-level warn >"$WORK/daemon.log" 2>&1 &
+  pid=$!
+  if ! scrape_traffic "$http" "$admin" "$pid"; then
+    kill -KILL "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; return 1
+  fi
+  kill -TERM "$pid"; wait "$pid"; rc=$?
   [ "$rc" -eq 0 ] || { echo "daemon exited $rc on SIGTERM"; cat "$WORK/daemon.log"; return 1; }
 }
 check "deploy/grafana/fileserver.json is the output of generate_dashboard.py" \
