@@ -553,11 +553,17 @@ fn hostile_connection_flood_above_max_connections() {
         idle.push(TcpStream::connect(d.http).expect("connect (kernel backlog accepts)"));
     }
     let mut max_open_seen = 0.0f64;
+    let mut max_sockets_seen = 0usize;
     for _ in 0..10 {
         let m = scrape(d.admin);
         max_open_seen = max_open_seen.max(m.must("fileserver_connections_open"));
         std::thread::sleep(Duration::from_millis(100));
+        max_sockets_seen = max_sockets_seen.max(fd_kinds(pid, &t.root).sockets);
     }
+    // Accepted sockets the daemon holds: the limit, plus one per other
+    // worker parked in accept() when the limit was reached, plus 2 for the
+    // admin connection of the scrape still closing.
+    let socket_bound = fds_before.sockets + max_conns + (d.start.workers.saturating_sub(1)) + 2;
     let healthz = admin_status(d.admin, "/healthz").expect("admin answers during the flood");
     // A real client queued behind the flood is served once idle ones time out.
     let t0 = Instant::now();
@@ -635,6 +641,7 @@ fn hostile_connection_flood_above_max_connections() {
     let fds_after = fd_kinds(pid, &t.root);
     summary(&format!(
         "reliability hostile flood: max_connections={max_conns} flood={flood_n} max_open_seen={max_open_seen} \
+         sockets_during_flood={max_sockets_seen} socket_bound={socket_bound} \
          healthz={healthz} queued_status={:?} queued_wait_ms={} churned={} burst_ok={burst_ok}/48 \
          sockets_before={} sockets_after={} fds_before={} fds_after={}",
         queued.as_ref().map(|r| r.status),
@@ -649,6 +656,10 @@ fn hostile_connection_flood_above_max_connections() {
     assert!(
         max_open_seen <= max_conns as f64,
         "fileserver_connections_open reached {max_open_seen} with max_connections={max_conns}"
+    );
+    assert!(
+        max_sockets_seen <= socket_bound,
+        "daemon held {max_sockets_seen} sockets during the flood, bound {socket_bound}"
     );
     assert_eq!(queued.expect("client queued behind the flood").status, 200);
     assert!(burst_err.is_empty(), "burst above the limit: {burst_err:?}");
