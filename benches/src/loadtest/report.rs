@@ -391,6 +391,12 @@ pub mod chart {
     /// Draws three panels: the ratios, req/s per server (log scale), and
     /// peak RSS per server.
     pub fn draw(report: &Report, path: &Path) -> Result<()> {
+        draw_sized(report, path, (1400, 1500))
+    }
+
+    /// [`draw`] at another size in pixels (the tests draw small: plotters
+    /// fills pixel by pixel and is slow in debug builds).
+    pub fn draw_sized(report: &Report, path: &Path, size: (u32, u32)) -> Result<()> {
         let names: Vec<String> = report.scenarios.iter().map(|s| s.name.clone()).collect();
         let n = names.len().max(1);
         // Ticks land on "nice" values; only those on a scenario's index get its name.
@@ -401,7 +407,7 @@ pub mod chart {
             }
             names.get(i as usize).cloned().unwrap_or_default()
         };
-        let root = BitMapBackend::new(path, (1400, 1500)).into_drawing_area();
+        let root = BitMapBackend::new(path, size).into_drawing_area();
         root.fill(&WHITE).map_err(e)?;
         let (title, body) = root.split_vertically(60);
         let s = &report.settings;
@@ -694,7 +700,7 @@ mod tests {
     #[test]
     fn chart_renders_a_png() {
         let path = std::env::temp_dir().join(format!("loadtest-chart-{}.png", std::process::id()));
-        chart::draw(&sample_report(), &path).unwrap();
+        chart::draw_sized(&sample_report(), &path, (700, 750)).unwrap();
         let bytes = std::fs::read(&path).unwrap();
         let _ = std::fs::remove_file(&path);
         assert!(bytes.starts_with(b"\x89PNG"), "not a PNG");
