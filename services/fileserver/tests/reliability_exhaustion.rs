@@ -206,8 +206,6 @@ fn exhaustion_nofile_64_serving_5000_files() {
                     .unwrap_or(0.0)
                     == 0.0
         });
-    // A moment of quiet after the last connection and release.
-    std::thread::sleep(Duration::from_secs(1));
 
     // Load stopped: every file is served again.
     let drain_secs = drain_started.elapsed().as_secs_f64();
