@@ -90,8 +90,10 @@ struct Remote {
 }
 
 struct Shard<T> {
-    /// Written only by the thread holding this shard's claim flag.
-    bitmap: UnsafeCell<Bitmap>,
+    /// Written only by the thread holding this shard's claim flag, on every
+    /// operation (`next_free`), so padded away from the page pointers that
+    /// lookups on other threads read.
+    bitmap: CachePadded<UnsafeCell<Bitmap>>,
     pages: Pages<T>,
     local: CachePadded<Counters>,
     remote: CachePadded<Remote>,
@@ -152,7 +154,9 @@ impl<T: Release> FdTable<T> {
                 let pages = Pages::new();
                 pages.publish(0, geometry.page_len(0));
                 Shard {
-                    bitmap: UnsafeCell::new(Bitmap::with_capacity(geometry.page_end(0))),
+                    bitmap: CachePadded::new(UnsafeCell::new(Bitmap::with_capacity(
+                        geometry.page_end(0),
+                    ))),
                     pages,
                     local: CachePadded::new(Counters::new()),
                     remote: CachePadded::new(Remote {
