@@ -108,15 +108,14 @@ pub fn describe() {
 
 /// Publishes the summed counters into the recorder (called at each scrape).
 pub fn publish(t: &Totals, connections_open: u64) {
+    // Every code's series exists from the first scrape, at 0 until used:
+    // `rate()` cannot see the increase that creates a series, so a code that
+    // first appears in a burst (the first 503s) would otherwise be missed.
     for (i, &code) in CODES.iter().enumerate() {
-        if t.codes[i] > 0 {
-            metrics::counter!("fileserver_http_requests_total", "code" => code_str(code))
-                .absolute(t.codes[i]);
-        }
+        metrics::counter!("fileserver_http_requests_total", "code" => code_str(code))
+            .absolute(t.codes[i]);
     }
-    if t.other > 0 {
-        metrics::counter!("fileserver_http_requests_total", "code" => "other").absolute(t.other);
-    }
+    metrics::counter!("fileserver_http_requests_total", "code" => "other").absolute(t.other);
     metrics::counter!("fileserver_http_response_body_bytes_total").absolute(t.body_bytes);
     metrics::gauge!("fileserver_connections_open").set(connections_open as f64);
 }
