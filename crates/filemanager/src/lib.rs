@@ -448,8 +448,12 @@ impl fmt::Debug for FileManager {
 
 static NEXT_MANAGER_ID: AtomicU64 = AtomicU64::new(1);
 
-/// How long the reaper sleeps between passes.
+/// How long the reaper sleeps after a pass that released something.
 const REAP_TICK: Duration = Duration::from_millis(5);
+/// The longest it sleeps while passes find nothing: an idle daemon should not
+/// wake 200 times a second. Exhaustion never waits for it (`relieve` reaps
+/// inline), so the back-off only delays the release of dropped descriptors.
+const REAP_IDLE_MAX: Duration = Duration::from_millis(200);
 /// Cache entries evicted per `EMFILE` recovery.
 const EVICT_BATCH: usize = 64;
 
@@ -752,13 +756,20 @@ impl Shared {
 fn spawn_reaper(weak: Weak<Shared>) -> io::Result<()> {
     std::thread::Builder::new()
         .name("filemanager-reaper".into())
-        .spawn(move || loop {
-            std::thread::sleep(REAP_TICK);
-            let Some(shared) = weak.upgrade() else { return };
-            if shared.reaper_stop.load(Ordering::Acquire) {
-                return;
+        .spawn(move || {
+            let mut tick = REAP_TICK;
+            loop {
+                std::thread::sleep(tick);
+                let Some(shared) = weak.upgrade() else { return };
+                if shared.reaper_stop.load(Ordering::Acquire) {
+                    return;
+                }
+                tick = if shared.reap_now() > 0 {
+                    REAP_TICK
+                } else {
+                    (tick * 2).min(REAP_IDLE_MAX)
+                };
             }
-            shared.reap_now();
         })?;
     Ok(())
 }
