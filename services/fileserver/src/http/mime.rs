@@ -1,5 +1,7 @@
 //! Content-Type by file extension (`mime_guess`), with `charset=utf-8` for text.
 
+use super::trim_ows;
+
 /// The media type for `path` and whether it is text (gets `; charset=utf-8`).
 pub fn content_type(path: &str) -> (&'static str, bool) {
     let name = path.rsplit('/').next().unwrap_or(path);
@@ -40,10 +42,10 @@ pub fn accepted_encodings(v: &[u8]) -> Accepted {
     let (mut br, mut zstd, mut gzip) = (None, None, None);
     for item in v.split(|&b| b == b',') {
         let mut parts = item.split(|&b| b == b';');
-        let name = trim(parts.next().unwrap_or_default());
+        let name = trim_ows(parts.next().unwrap_or_default());
         let mut ok = true;
         for p in parts {
-            let p = trim(p);
+            let p = trim_ows(p);
             if p.len() >= 2 && p[..2].eq_ignore_ascii_case(b"q=") {
                 let q = &p[2..];
                 ok = q.iter().any(|&b| (b'1'..=b'9').contains(&b));
@@ -64,18 +66,6 @@ pub fn accepted_encodings(v: &[u8]) -> Accepted {
     a.zstd = zstd.unwrap_or(star);
     a.gzip = gzip.unwrap_or(star);
     a
-}
-
-fn trim(v: &[u8]) -> &[u8] {
-    let s = v
-        .iter()
-        .position(|b| !matches!(b, b' ' | b'\t'))
-        .unwrap_or(v.len());
-    let e = v
-        .iter()
-        .rposition(|b| !matches!(b, b' ' | b'\t'))
-        .map_or(s, |p| p + 1);
-    &v[s..e.max(s)]
 }
 
 #[cfg(test)]

@@ -1,5 +1,7 @@
 //! `Range: bytes=...` evaluation against a representation length (RFC 9110 14).
 
+use super::trim_ows;
+
 /// One satisfiable range, `start..end` (end exclusive).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ByteRange {
@@ -39,18 +41,6 @@ fn digits(s: &[u8]) -> Option<u64> {
     Some(s.iter().fold(0u64, |a, d| a * 10 + u64::from(d - b'0')))
 }
 
-fn trim(v: &[u8]) -> &[u8] {
-    let s = v
-        .iter()
-        .position(|b| !matches!(b, b' ' | b'\t'))
-        .unwrap_or(v.len());
-    let e = v
-        .iter()
-        .rposition(|b| !matches!(b, b' ' | b'\t'))
-        .map_or(s, |p| p + 1);
-    &v[s..e.max(s)]
-}
-
 /// Evaluates a Range header value for a representation of `len` bytes.
 /// Satisfiable ranges are written to `out` (cleared first) in request order.
 pub fn parse_range(
@@ -69,7 +59,7 @@ pub fn parse_range(
     let mut specs = 0usize;
     let mut total: u64 = 0;
     for spec in header[eq + 1..].split(|&b| b == b',') {
-        let spec = trim(spec);
+        let spec = trim_ows(spec);
         if spec.is_empty() {
             continue; // empty list elements are allowed
         }

@@ -2,6 +2,8 @@
 //! leaves to the server (RFC 9112: Host, Content-Length vs Transfer-Encoding,
 //! keep-alive). Pure and allocation-free: everything borrows the read buffer.
 
+use super::trim_ows;
+
 /// Request methods the server distinguishes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Method {
@@ -91,20 +93,9 @@ fn eq_ci(a: &[u8], b: &[u8]) -> bool {
     a.eq_ignore_ascii_case(b)
 }
 
-fn trim(v: &[u8]) -> &[u8] {
-    let s = v
-        .iter()
-        .position(|b| !matches!(b, b' ' | b'\t'))
-        .unwrap_or(v.len());
-    let e = v
-        .iter()
-        .rposition(|b| !matches!(b, b' ' | b'\t'))
-        .map_or(s, |p| p + 1);
-    &v[s..e.max(s)]
-}
-
 fn has_token(list: &[u8], token: &[u8]) -> bool {
-    list.split(|&b| b == b',').any(|t| eq_ci(trim(t), token))
+    list.split(|&b| b == b',')
+        .any(|t| eq_ci(trim_ows(t), token))
 }
 
 /// Parses one request head from the start of `buf`.
@@ -152,7 +143,7 @@ pub fn parse_request<'b>(
     let mut transfer_encoding = false;
     for h in req.headers.iter() {
         let name = h.name.as_bytes();
-        let v = trim(h.value);
+        let v = trim_ows(h.value);
         match name.len() {
             4 if eq_ci(name, b"host") => {
                 if r.host.is_some() {
