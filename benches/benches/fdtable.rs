@@ -69,9 +69,19 @@ fn alloc_release<M: Measurement>(c: &mut Criterion<M>, name: &str) {
             table.close(black_box(fd)).unwrap();
         })
     });
+    // The same pair through the owner token (`FdTable::local`), which a
+    // server's worker threads hold: no thread-local claim lookup per call.
+    let local = table.local().expect("this thread owns a shard");
+    group.bench_function("fdtable_local", |b| {
+        b.iter(|| {
+            let fd = local.insert(Noop(1)).unwrap();
+            local.close(black_box(fd)).unwrap();
+        })
+    });
     for fd in held {
-        table.close(fd).unwrap();
+        local.close(fd).unwrap();
     }
+    drop(local);
 
     let slab = sharded_slab::Slab::new();
     let held: Vec<usize> = (0..LIVE as u64).map(|i| slab.insert(i).unwrap()).collect();
@@ -159,7 +169,8 @@ fn lookup<M: Measurement>(c: &mut Criterion<M>, name: &str) {
 }
 
 /// Runs `per_thread` alloc+release pairs on each of `threads` fresh threads
-/// (each claims its own shard and holds `LIVE` entries there first) and
+/// (each claims its own shard through `FdTable::local` and holds `LIVE`
+/// entries there first) and
 /// returns the wall time from the common start to the last thread's end.
 fn run_pairs(threads: usize, per_thread: u64) -> Duration {
     let table = Arc::new(FdTable::new(fdtable_config(threads)));
@@ -168,17 +179,20 @@ fn run_pairs(threads: usize, per_thread: u64) -> Duration {
         .map(|_| {
             let (table, barrier) = (Arc::clone(&table), Arc::clone(&barrier));
             std::thread::spawn(move || {
+                // Each thread must own a shard of its own, or the figure
+                // would measure the shared shard's lock.
+                let local = table.local().expect("one shard per thread");
                 let held: Vec<Fd> = (0..LIVE as u64)
-                    .map(|i| table.insert(Noop(i)).unwrap())
+                    .map(|i| local.insert(Noop(i)).unwrap())
                     .collect();
                 barrier.wait();
                 for _ in 0..per_thread {
-                    let fd = table.insert(Noop(1)).unwrap();
-                    table.close(black_box(fd)).unwrap();
+                    let fd = local.insert(Noop(1)).unwrap();
+                    local.close(black_box(fd)).unwrap();
                 }
                 let end = Instant::now();
                 for fd in held {
-                    table.close(fd).unwrap();
+                    local.close(fd).unwrap();
                 }
                 end
             })

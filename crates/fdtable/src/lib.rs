@@ -73,7 +73,7 @@ mod table;
 use std::fmt;
 use std::os::fd::{IntoRawFd, OwnedFd};
 
-pub use table::{FdTable, Guard, Owned};
+pub use table::{FdTable, Guard, LocalShard, Owned};
 
 /// The largest number of owner shards a table can have (the descriptor has
 /// 8 shard bits, and one shard is kept for threads that own none).

@@ -57,10 +57,18 @@ struct LocalClaims {
     last_shard: Cell<u32>,
     entries: RefCell<Vec<ClaimEntry>>,
     thread_number: usize,
+    /// Live `LocalShard` tokens of this thread. A token skips the claim
+    /// lookup, so its claims must outlive it: if one is still alive when
+    /// this destructor runs (a token kept in another thread-local), the
+    /// claims are leaked, never released, and the shards stay claimed.
+    pins: Cell<usize>,
 }
 
 impl Drop for LocalClaims {
     fn drop(&mut self) {
+        if self.pins.get() > 0 {
+            return;
+        }
         for entry in self.entries.get_mut().drain(..) {
             if entry.shard != NO_SHARD {
                 entry.flags.release(entry.shard as usize);
@@ -77,6 +85,7 @@ thread_local! {
         last_shard: Cell::new(NO_SHARD),
         entries: RefCell::new(Vec::new()),
         thread_number: THREAD_NUMBERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+        pins: Cell::new(0),
     };
 }
 
@@ -139,6 +148,20 @@ pub(crate) fn retry_claim(table_id: u64, flags: &Arc<ClaimFlags>) -> Option<usiz
         })
         .ok()
         .flatten()
+}
+
+/// Records a live `LocalShard` token: this thread's claims are kept at
+/// least until [`unpin`]. `false` if the thread is exiting (no token then).
+pub(crate) fn pin() -> bool {
+    CLAIMS
+        .try_with(|claims| claims.pins.set(claims.pins.get() + 1))
+        .is_ok()
+}
+
+/// Ends a [`pin`]. After the thread-local is gone there is nothing to do:
+/// its destructor saw the pin and leaked the claims.
+pub(crate) fn unpin() {
+    let _ = CLAIMS.try_with(|claims| claims.pins.set(claims.pins.get() - 1));
 }
 
 fn claim_any(flags: &ClaimFlags, thread_number: usize) -> Option<u32> {

@@ -199,6 +199,37 @@ impl<T: Release> FdTable<T> {
             .unwrap_or_else(|| self.shared_shard())
     }
 
+    /// A token for the calling thread's own shard, or `None` if the thread
+    /// owns none (every owner shard is taken by another live thread, or the
+    /// thread is exiting).
+    ///
+    /// The token resolves the claim once; its `insert` and `close` then skip
+    /// the thread-local lookup that [`FdTable::insert`] and
+    /// [`FdTable::close`] do on every call. It is `!Send` (the claim belongs
+    /// to this thread), so a worker keeps one for its lifetime:
+    ///
+    /// ```
+    /// use fdtable::{Config, FdTable};
+    ///
+    /// let table: FdTable<std::fs::File> = FdTable::new(Config::default());
+    /// let local = table.local().expect("a fresh table has a free shard");
+    /// let fd = local.insert(std::fs::File::open("Cargo.toml").unwrap()).unwrap();
+    /// assert_eq!(fd.shard(), local.shard());
+    /// assert!(table.get(fd).is_ok());
+    /// local.close(fd).unwrap();
+    /// ```
+    pub fn local(&self) -> Option<LocalShard<'_, T>> {
+        let shard = self
+            .caller()
+            .owned
+            .or_else(|| local::retry_claim(self.id, &self.claims))?;
+        local::pin().then_some(LocalShard {
+            table: self,
+            shard,
+            _not_send: PhantomData,
+        })
+    }
+
     /// Inserts `value` at the lowest free slot of the caller's shard.
     ///
     /// Also releases, in this thread, values whose last reference was
@@ -462,8 +493,13 @@ impl<T: Release> FdTable<T> {
     /// drop queues it for deferred release and this returns `Ok(())`.
     /// A second close of the same `fd` fails with [`CloseError::Stale`].
     pub fn close(&self, fd: Fd) -> Result<(), CloseError<T::Error>> {
+        self.close_as(fd, None)
+    }
+
+    /// `close`, for a caller that may already know which shard it owns.
+    #[inline]
+    fn close_as(&self, fd: Fd, mut caller: Option<Caller>) -> Result<(), CloseError<T::Error>> {
         let slot = self.resolve(fd)?;
-        let mut caller = None;
         loop {
             let current = slot.state.load(Ordering::Acquire);
             if current & OPEN == 0 || generation_of(current) != fd.generation() {
@@ -859,6 +895,77 @@ struct ShardLock<'a> {
 impl Drop for ShardLock<'_> {
     fn drop(&mut self) {
         self.flags.release(self.shard);
+    }
+}
+
+/// The calling thread's own shard of a table, from [`FdTable::local`].
+///
+/// Holds the shard number the thread claimed, so its operations do no
+/// thread-local lookup. Not `Send`: the claim, and with it the right to
+/// write the shard's bitmap without a lock, belongs to the creating thread.
+///
+/// ```compile_fail
+/// fn is_send<S: Send>(_: S) {}
+/// let table: fdtable::FdTable<std::fs::File> = fdtable::FdTable::new(Default::default());
+/// is_send(table.local().unwrap());
+/// ```
+pub struct LocalShard<'a, T: Release> {
+    table: &'a FdTable<T>,
+    shard: usize,
+    /// `!Send` and `!Sync`.
+    _not_send: PhantomData<*const ()>,
+}
+
+impl<'a, T: Release> LocalShard<'a, T> {
+    /// The shard this thread owns (the one every `insert` allocates from).
+    pub fn shard(&self) -> usize {
+        self.shard
+    }
+
+    /// The table.
+    pub fn table(&self) -> &'a FdTable<T> {
+        self.table
+    }
+
+    /// [`FdTable::insert`] without the claim lookup.
+    #[inline]
+    pub fn insert(&self, value: T) -> Result<Fd, InsertError<T>> {
+        // SAFETY: the token exists only on the thread that holds the claim
+        // on `self.shard` (it is `!Send`), and the claim is kept while any
+        // token of the thread lives (`local::pin`).
+        unsafe { self.table.insert_claimed(self.shard, value, 1) }.map(|(fd, _)| fd)
+    }
+
+    /// [`FdTable::close`] without the claim lookup. Works for descriptors
+    /// of any shard of the table, like `FdTable::close`.
+    #[inline]
+    pub fn close(&self, fd: Fd) -> Result<(), CloseError<T::Error>> {
+        self.table.close_as(
+            fd,
+            Some(Caller {
+                owned: Some(self.shard),
+            }),
+        )
+    }
+
+    /// [`FdTable::get`] (which does no claim lookup anyway).
+    #[inline]
+    pub fn get(&self, fd: Fd) -> Result<Guard<'a, T>, Error> {
+        self.table.get(fd)
+    }
+}
+
+impl<T: Release> Drop for LocalShard<'_, T> {
+    fn drop(&mut self) {
+        local::unpin();
+    }
+}
+
+impl<T: Release> fmt::Debug for LocalShard<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LocalShard")
+            .field("shard", &self.shard)
+            .finish()
     }
 }
 

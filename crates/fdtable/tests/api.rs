@@ -384,3 +384,67 @@ fn stats_count_every_path() {
     assert_eq!(table.stats().deferred_releases, 1);
     assert_eq!(table.stats().live, 0);
 }
+
+#[test]
+fn local_token_allocates_lowest_in_own_shard_and_closes_any_shard() {
+    let ledger = Ledger::new(5);
+    let table = Arc::new(table(2, 64, 64));
+    let local = table.local().expect("a fresh table has a free shard");
+    assert_eq!(local.shard(), table.local_shard());
+    let a = local.insert(ledger.value(0)).unwrap();
+    let b = local.insert(ledger.value(1)).unwrap();
+    assert_eq!((a.shard(), a.slot(), b.slot()), (local.shard(), 0, 1));
+    // Mixes with the thread-local path on the same shard.
+    let c = table.insert(ledger.value(2)).unwrap();
+    assert_eq!((c.shard(), c.slot()), (local.shard(), 2));
+    assert_eq!(local.get(b).unwrap().fd(), b);
+    local.close(a).unwrap();
+    assert_eq!(ledger.releases(0), 1, "local close releases in its caller");
+    assert!(matches!(local.close(a), Err(CloseError::Stale)));
+    assert_eq!(local.get(a).err(), Some(Error::Stale));
+    // An entry of another thread's shard: closed here, its slot goes back to
+    // that owner through the freed list.
+    let foreign = {
+        let table = Arc::clone(&table);
+        let ledger = Arc::clone(&ledger);
+        std::thread::spawn(move || {
+            let other = table.local().expect("second shard is free");
+            other.insert(ledger.value(3)).unwrap()
+        })
+        .join()
+        .unwrap()
+    };
+    assert_ne!(foreign.shard(), local.shard());
+    local.close(foreign).unwrap();
+    assert_eq!(ledger.releases(3), 1);
+    // The freed slot 0 of this shard is reused first.
+    assert_eq!(local.insert(ledger.value(4)).unwrap().slot(), 0);
+    assert_eq!(table.stats().allocations, 5);
+}
+
+#[test]
+fn local_token_is_none_without_a_shard_and_claim_ends_with_its_thread() {
+    let table = Arc::new(table(1, 64, 64));
+    let owner_done = Arc::new(Barrier::new(2));
+    let exit = Arc::new(Barrier::new(2));
+    let owner = {
+        let (table, owner_done, exit) = (
+            Arc::clone(&table),
+            Arc::clone(&owner_done),
+            Arc::clone(&exit),
+        );
+        std::thread::spawn(move || {
+            let local = table.local().expect("only shard is free");
+            drop(local);
+            owner_done.wait();
+            exit.wait();
+        })
+    };
+    owner_done.wait();
+    // The single owner shard is held by the other (live) thread.
+    assert!(table.local().is_none());
+    exit.wait();
+    owner.join().unwrap();
+    // Its claim ended with it (the token was dropped first): ours now.
+    assert_eq!(table.local().expect("shard freed").shard(), 0);
+}
