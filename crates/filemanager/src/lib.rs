@@ -957,6 +957,20 @@ impl FileManager {
         }
     }
 
+    /// Sets up the calling thread's I/O state now: on the io_uring backend,
+    /// its ring and the driver task that delivers completions; nothing on the
+    /// blocking backend. Call it once inside each worker thread's tokio
+    /// runtime at start, so the first request pays no ring setup and a
+    /// worker's kernel descriptors are all open from the beginning (they are
+    /// otherwise created lazily, on the first I/O a thread does).
+    pub fn attach_worker(&self) -> io::Result<()> {
+        match &self.shared.backend {
+            #[cfg(target_os = "linux")]
+            Backend::Uring(uring) => uring.attach_thread(),
+            _ => Ok(()),
+        }
+    }
+
     /// Drains deferred releases now (the reaper does this every tick).
     pub fn reap(&self) -> usize {
         self.shared.reap_now()

@@ -129,3 +129,31 @@ fn no_fd_leak_after_100k_open_close_cycles() {
         });
     }
 }
+
+#[test]
+fn attach_worker_opens_the_threads_descriptors_up_front() {
+    let _s = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let t = Tree::create();
+    for backend in backends(&t.root) {
+        let fm = manager(&t.root, backend, SymlinkPolicy::WithinRoot);
+        // A fresh thread has no ring yet; after attach_worker its first I/O
+        // must open nothing but the file itself (closed again here).
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let rt = current_thread();
+                rt.block_on(async {
+                    let before_attach = open_fds();
+                    fm.attach_worker().unwrap();
+                    let base = open_fds();
+                    if fm.backend().0 == filemanager::BackendKind::Uring {
+                        assert!(base > before_attach, "no ring opened by attach_worker");
+                    }
+                    let h = fm.open_uncached("inside.txt").await.unwrap();
+                    assert_eq!(&fm.read_at(&h, 0, 6).await.unwrap()[..], b"inside");
+                    h.close().await.unwrap();
+                    assert_eq!(open_fds(), base, "{backend:?}: lazy descriptors after attach");
+                });
+            });
+        });
+    }
+}

@@ -125,6 +125,12 @@ impl Files {
         Ok(opened)
     }
 
+    /// Sets up the calling worker thread's I/O state (its io_uring) at
+    /// start, so the worker's descriptors do not appear mid-traffic.
+    pub fn attach_worker(&self) -> io::Result<()> {
+        self.fm.attach_worker()
+    }
+
     /// Applies reloaded cache limits.
     pub fn reload(&self, s: &Settings) {
         self.fm.reload_cache_limits(&cache_config(s));

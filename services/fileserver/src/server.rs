@@ -488,6 +488,10 @@ async fn accept_loop(w: Rc<Worker>, listener: std::net::TcpListener) {
             return;
         }
     };
+    if let Err(e) = w.shared.files.attach_worker() {
+        // Not fatal: the ring is created again at this worker's first I/O.
+        tracing::warn!("worker I/O setup: {e}");
+    }
     {
         let w = w.clone();
         tokio::task::spawn_local(async move {

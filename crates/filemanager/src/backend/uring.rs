@@ -608,6 +608,11 @@ pub(crate) struct Uring {
 }
 
 impl Uring {
+    /// Creates this thread's ring and driver now rather than at first use.
+    pub(crate) fn attach_thread(&self) -> io::Result<()> {
+        self.local_ring().map(drop)
+    }
+
     /// This thread's ring, created (and its driver spawned) on first use.
     fn local_ring(&self) -> io::Result<Arc<Ring>> {
         let rt = tokio::runtime::Handle::try_current()
