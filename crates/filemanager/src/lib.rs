@@ -982,12 +982,6 @@ impl FileManager {
         self.shared.cache.invalidate(cache_key(rel_path))
     }
 
-    /// Applies new cache limits where the running cache allows it. Sizes are
-    /// fixed at construction; this logs what needs a restart.
-    pub fn reload_cache_limits(&self, cache: &pathcache::Config) {
-        tracing::info!(?cache, "cache limits change takes effect on restart");
-    }
-
     /// Counters of the table, the cache, the backend and this manager.
     pub fn stats(&self) -> Stats {
         let s = &self.shared;

@@ -131,11 +131,6 @@ impl Files {
         self.fm.attach_worker()
     }
 
-    /// Applies reloaded cache limits.
-    pub fn reload(&self, s: &Settings) {
-        self.fm.reload_cache_limits(&cache_config(s));
-    }
-
     /// Publishes the file layer's counters (prefix `fileserver`).
     pub fn export_metrics(&self, prefix: &str) {
         self.fm.export_metrics(prefix);

@@ -395,6 +395,8 @@ fn reload(
         ("io_backend", new.io_backend != started.io_backend),
         ("symlinks", new.symlinks != started.symlinks),
         ("fd_budget", new.fd_budget != started.fd_budget),
+        ("fd_headroom", new.fd_headroom != started.fd_headroom),
+        ("cache", new.cache != started.cache),
     ] {
         if changed {
             tracing::warn!("reload: `{key}` changed but only takes effect after a restart");
@@ -409,10 +411,11 @@ fn reload(
     new.io_backend = started.io_backend;
     new.symlinks = started.symlinks;
     new.fd_budget = started.fd_budget;
+    new.fd_headroom = started.fd_headroom;
+    new.cache = started.cache.clone();
     if let Err(e) = set_log_level(&new.log_level) {
         tracing::error!("reload: log_level: {e}");
     }
-    shared.files.reload(&new);
     match make_live(&new, &shared.access_dropped) {
         Ok((live, thread)) => {
             shared.set_live(live);

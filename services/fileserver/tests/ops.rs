@@ -396,10 +396,22 @@ fn sighup_reload_valid_and_invalid() {
         String::from_utf8_lossy(&buf[..n]).to_string()
     };
     assert!(ask(&mut s).contains("Cache-Control: first\r\n"));
-    std::fs::write(&cfg, "cache_control = \"second\"\nmax_ranges = 1\n").unwrap();
+    std::fs::write(
+        &cfg,
+        "cache_control = \"second\"\nmax_ranges = 1\n[cache]\nmax_entries = 10\n",
+    )
+    .unwrap();
     d.signal(libc::SIGHUP);
     assert!(
         d.wait_stderr("configuration reloaded", Duration::from_secs(5)),
+        "{}",
+        d.stderr_text()
+    );
+    // [cache] is fixed while running: the reload says so instead of
+    // pretending to apply it.
+    assert!(
+        d.stderr_text()
+            .contains("`cache` changed but only takes effect after a restart"),
         "{}",
         d.stderr_text()
     );
