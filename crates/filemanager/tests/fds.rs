@@ -151,7 +151,11 @@ fn attach_worker_opens_the_threads_descriptors_up_front() {
                     let h = fm.open_uncached("inside.txt").await.unwrap();
                     assert_eq!(&fm.read_at(&h, 0, 6).await.unwrap()[..], b"inside");
                     h.close().await.unwrap();
-                    assert_eq!(open_fds(), base, "{backend:?}: lazy descriptors after attach");
+                    assert_eq!(
+                        open_fds(),
+                        base,
+                        "{backend:?}: lazy descriptors after attach"
+                    );
                 });
             });
         });
