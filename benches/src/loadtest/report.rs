@@ -478,16 +478,7 @@ pub mod chart {
         )?;
 
         // Panel 2: req/s of each server, log scale (1 MiB and 1 KiB rates differ 50x).
-        let fs_req: Vec<Option<f64>> = report
-            .scenarios
-            .iter()
-            .map(|s| Some(s.fileserver.req_per_s))
-            .collect();
-        let ng_req: Vec<Option<f64>> = report
-            .scenarios
-            .iter()
-            .map(|s| Some(s.nginx.req_per_s))
-            .collect();
+        let (fs_req, ng_req) = super::per_server(report, |s| s.req_per_s);
         let finite = || {
             fs_req
                 .iter()
@@ -523,16 +514,7 @@ pub mod chart {
         )?;
 
         // Panel 3: peak RSS of each server.
-        let fs_rss: Vec<Option<f64>> = report
-            .scenarios
-            .iter()
-            .map(|s| Some(s.fileserver.peak_rss_mib))
-            .collect();
-        let ng_rss: Vec<Option<f64>> = report
-            .scenarios
-            .iter()
-            .map(|s| Some(s.nginx.peak_rss_mib))
-            .collect();
+        let (fs_rss, ng_rss) = super::per_server(report, |s| s.peak_rss_mib);
         let hi = fs_rss
             .iter()
             .chain(&ng_rss)
@@ -569,6 +551,19 @@ pub mod chart {
         root.present().map_err(e)?;
         Ok(())
     }
+}
+
+/// One figure of each server per scenario, as the chart's bar series
+/// (fileserver's, nginx's).
+fn per_server(
+    report: &Report,
+    figure: impl Fn(&ServerSummary) -> f64,
+) -> (Vec<Option<f64>>, Vec<Option<f64>>) {
+    report
+        .scenarios
+        .iter()
+        .map(|s| (Some(figure(&s.fileserver)), Some(figure(&s.nginx))))
+        .unzip()
 }
 
 /// Seconds since the epoch as `YYYY-MM-DDTHH:MM:SSZ`.
