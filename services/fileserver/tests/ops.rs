@@ -43,18 +43,21 @@ fn check_config_accepts_default_and_explains_each_error() {
 
     let dir = tempfile::tempdir().unwrap();
     let bad = dir.path().join("bad.toml");
-    std::fs::write(
-        &bad,
+    // Writes `text` as the config, runs check-config on it, expects exit 2
+    // and returns what it printed on stderr.
+    let rejected = |text: &str| -> String {
+        std::fs::write(&bad, text).unwrap();
+        let out = Command::new(bin())
+            .arg("check-config")
+            .arg(&bad)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{text}");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let err = rejected(
         "listen = \"not an address\"\nworkers = 5000\nheader_read_timeout = \"ten seconds\"\nio_backend = \"magic\"\n[cache]\nvalid = \"1 fortnight\"\n",
-    )
-    .unwrap();
-    let out = Command::new(bin())
-        .arg("check-config")
-        .arg(&bad)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
+    );
     for key in [
         "`listen`",
         "`workers`",
@@ -64,18 +67,7 @@ fn check_config_accepts_default_and_explains_each_error() {
     ] {
         assert!(err.contains(key), "missing {key} in:\n{err}");
     }
-    std::fs::write(
-        &bad,
-        "unknown_key = 1\nmax_ranges = \"many\"\n[cache]\nmax_entries = -1\n",
-    )
-    .unwrap();
-    let out = Command::new(bin())
-        .arg("check-config")
-        .arg(&bad)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = rejected("unknown_key = 1\nmax_ranges = \"many\"\n[cache]\nmax_entries = -1\n");
     for key in [
         "`unknown_key`: unknown key",
         "`max_ranges`: expected integer",
@@ -83,13 +75,7 @@ fn check_config_accepts_default_and_explains_each_error() {
     ] {
         assert!(err.contains(key), "missing {key} in:\n{err}");
     }
-    std::fs::write(&bad, "this is [not toml").unwrap();
-    let out = Command::new(bin())
-        .arg("check-config")
-        .arg(&bad)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
+    rejected("this is [not toml");
 }
 
 #[test]
