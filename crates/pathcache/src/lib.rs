@@ -21,7 +21,9 @@
 //!   the `EntryRef` is one `fetch_sub` on the same line plus one load of the
 //!   entry state (read-shared).
 //! * Freshness is checked against `CLOCK_MONOTONIC_COARSE` (a vDSO read).
-//! * Hit/miss counters are per shard on padded lines (`Stats` sums them).
+//! * Hit/miss counters are per thread, each thread's block on its own line,
+//!   written with a plain load and store by that thread only (`Stats` sums
+//!   them; see `stats.rs`).
 //!
 //! Nothing else shared is written on a hit. The reference protocol (per-shard
 //! counts summed only once the entry left the map; `LIVE -> DYING -> FREED`)
@@ -110,12 +112,13 @@ pub use stats::Stats;
 
 use entry::{Accounting, NewEntry, Upgrade};
 use flight::{Flights, Role};
-use stats::{bump, ShardedCounters};
+use stats::{add, bump, ThreadCounters};
 
 /// Sizes and times of a [`PathCache`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
-    /// Counter shards (statistics); default: available parallelism.
+    /// Shards of the in-flight load registry (statistics are per thread);
+    /// default: available parallelism.
     pub shards: usize,
     /// Maximum entries in the map (positive and negative). Exact, except that an
     /// insert racing a removal of the same key may exceed it by one until the
@@ -279,7 +282,7 @@ pub struct PathCache<V, L: RefLayout = Padded> {
     config: Config,
     valid_ms: u64,
     negative_ttl_ms: u64,
-    counters: ShardedCounters,
+    counters: ThreadCounters,
     acct: Arc<Accounting>,
     /// Map entries (strict: reserved before insertion).
     entries: AtomicUsize,
@@ -330,7 +333,7 @@ impl<V: Send + Sync + 'static, L: RefLayout> PathCache<V, L> {
             map,
             valid_ms: config.valid.as_millis() as u64,
             negative_ttl_ms: config.negative_ttl.as_millis() as u64,
-            counters: ShardedCounters::new(config.shards),
+            counters: ThreadCounters::default(),
             acct: Arc::new(Accounting::default()),
             entries: AtomicUsize::new(0),
             flights: Flights::new(config.shards * 4),
@@ -792,8 +795,7 @@ impl<V: Send + Sync + 'static, L: RefLayout> PathCache<V, L> {
         }
         *hand = (start + visited) % self.map.len().max(1);
         if evicted > 0 {
-            let c = &self.counters.local().evictions;
-            c.fetch_add(evicted as u64, Ordering::Relaxed);
+            add(&self.counters.local().evictions, evicted as u64);
         }
         evicted
     }
@@ -813,7 +815,7 @@ impl<V: Send + Sync + 'static, L: RefLayout> PathCache<V, L> {
         self.acct.open_handles.load(Ordering::Relaxed)
     }
 
-    /// Sums the per-shard counters.
+    /// Sums the per-thread counters.
     pub fn stats(&self) -> Stats {
         let c = &self.counters;
         let hits = c.sum(|s| &s.hits);

@@ -1,12 +1,24 @@
-//! Per-shard event counters on padded lines, summed by `stats()`.
+//! Per-thread event counters, summed by `stats()`.
+//!
+//! Every thread that touches a cache gets its own counter block (a
+//! [`thread_local::ThreadLocal`] slot, padded to its own cache line), and only
+//! that thread ever writes it. A hit therefore counts with a plain load and
+//! store (no read-modify-write, no line shared with another writer): the design
+//! rule "hits write nothing shared but the refcount". The earlier layout (shards
+//! picked by thread index modulo the shard count) needed a `lock xadd` per hit,
+//! because two threads could map to one shard.
+//!
+//! A thread's block outlives the thread: `ThreadLocal` keeps it and hands it to
+//! the next thread that gets the exited thread's id (after the exit, ordered by
+//! the id allocator's mutex), so counts of exited threads stay in the sums and
+//! each block still has one writer at a time.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crossbeam_utils::CachePadded;
+use thread_local::ThreadLocal;
 
-/// One shard's counters. A thread counts into the shard of its thread index,
-/// so on a hit it writes only a line that (with shards >= threads) no other
-/// thread writes.
+/// One thread's counters.
 #[derive(Debug, Default)]
 pub(crate) struct Counters {
     pub(crate) hits: AtomicU64,
@@ -20,37 +32,42 @@ pub(crate) struct Counters {
     pub(crate) torn_reads: AtomicU64,
 }
 
-#[derive(Debug)]
-pub(crate) struct ShardedCounters {
-    shards: Box<[CachePadded<Counters>]>,
+#[derive(Debug, Default)]
+pub(crate) struct ThreadCounters {
+    threads: ThreadLocal<CachePadded<Counters>>,
 }
 
-impl ShardedCounters {
-    pub(crate) fn new(shards: usize) -> Self {
-        let shards = (0..shards.max(1))
-            .map(|_| CachePadded::new(Counters::default()))
-            .collect();
-        ShardedCounters { shards }
-    }
-
-    /// The calling thread's shard.
+impl ThreadCounters {
+    /// The calling thread's block (allocated on its first use of this cache).
+    /// Only the calling thread may pass its counters to [`bump`]/[`add`].
     #[inline]
     pub(crate) fn local(&self) -> &Counters {
-        &self.shards[crate::clock::thread_index() % self.shards.len()]
+        self.threads.get_or_default()
     }
 
     pub(crate) fn sum(&self, pick: impl Fn(&Counters) -> &AtomicU64) -> u64 {
-        self.shards
+        self.threads
             .iter()
             .map(|c| pick(c).load(Ordering::Relaxed))
             .sum()
     }
 }
 
-/// Adds one to a counter of the local shard.
+/// Adds one to a counter of the calling thread's own block.
 #[inline]
 pub(crate) fn bump(counter: &AtomicU64) {
-    counter.fetch_add(1, Ordering::Relaxed);
+    add(counter, 1);
+}
+
+/// Adds `n` to a counter of the calling thread's own block. A load and a
+/// store, not an RMW: the block has a single writer (see the module doc), and
+/// readers (`stats()`) only need each value to be one the writer stored.
+#[inline]
+pub(crate) fn add(counter: &AtomicU64, n: u64) {
+    counter.store(
+        counter.load(Ordering::Relaxed).wrapping_add(n),
+        Ordering::Relaxed,
+    );
 }
 
 /// A snapshot of the cache's counters and gauges.
@@ -88,4 +105,36 @@ pub struct Stats {
     pub small_bytes: u64,
     /// Small-file reads discarded because the file changed during the read.
     pub torn_reads: u64,
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    /// Two waves of threads count concurrently; the second wave reuses the
+    /// exited threads' ids (and so their blocks). Nothing may be lost: the
+    /// single-writer load+store is sound only if a block never has two
+    /// writers at once and the next owner sees the previous owner's count.
+    #[test]
+    fn counts_of_exited_threads_are_kept_and_blocks_are_reused_soundly() {
+        const THREADS: u64 = 6;
+        const BUMPS: u64 = 10_000;
+        let counters = ThreadCounters::default();
+        for wave in 1..=2 {
+            std::thread::scope(|s| {
+                for _ in 0..THREADS {
+                    s.spawn(|| {
+                        for _ in 0..BUMPS {
+                            bump(&counters.local().hits);
+                        }
+                        add(&counters.local().evictions, 3);
+                    });
+                }
+            });
+            assert_eq!(counters.sum(|c| &c.hits), wave * THREADS * BUMPS);
+            assert_eq!(counters.sum(|c| &c.evictions), wave * THREADS * 3);
+        }
+        // Ids were recycled, so fewer blocks than threads ever started.
+        assert!(counters.threads.iter().count() < 2 * THREADS as usize);
+    }
 }
