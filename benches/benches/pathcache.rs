@@ -20,7 +20,9 @@ use std::time::{Duration, Instant};
 use criterion::measurement::{Measurement, ValueFormatter, WallTime};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use dashmap::DashMap;
-use pathcache::{Config, FileMeta, Loaded, Loader, Lookup, PathCache, RefLayout, Unpadded};
+use pathcache::{
+    Borrowed, Config, FileMeta, Loaded, Loader, Lookup, PathCache, RefLayout, Unpadded,
+};
 
 const ENTRIES: usize = 1000;
 
@@ -108,6 +110,14 @@ fn hit_pathcache<L: RefLayout>(cache: &PathCache<u64, L>, key: &str) {
     }
 }
 
+fn borrow_pathcache<L: RefLayout>(cache: &PathCache<u64, L>, key: &str) {
+    let size = cache.get_with(key, |b| match b {
+        Borrowed::Hit(e) => e.meta().size,
+        Borrowed::Negative(_) => panic!("expected a hit"),
+    });
+    black_box(size.expect("a fresh entry"));
+}
+
 /// `pathcache_hit`: one lookup of a cached path plus the release of what the
 /// lookup returned, cycling over 1000 cached paths, single thread. Fair
 /// because every contender holds the same 1000 keys (String paths) and
@@ -126,6 +136,15 @@ fn bench_hit<M: Clock>(c: &mut Criterion<M>, name: &str) {
         b.iter(|| {
             i = (i + 1) % ENTRIES;
             hit_pathcache(&cache, &keys[i]);
+        })
+    });
+
+    // The same lookup through `get_with`, which lends the entry to a closure
+    // instead of counting a reference (for responses sent without awaiting).
+    group.bench_function("pathcache_borrow", |b| {
+        b.iter(|| {
+            i = (i + 1) % ENTRIES;
+            borrow_pathcache(&cache, &keys[i]);
         })
     });
 
@@ -251,6 +270,13 @@ fn bench_same_key<M: Clock>(c: &mut Criterion<M>, name: &str) {
         b.iter_custom(|iters| {
             M::of(run_threads(2, iters, |n| {
                 (0..n).for_each(|_| hit_pathcache(&padded, hot))
+            }))
+        })
+    });
+    group.bench_function("pathcache_borrow", |b| {
+        b.iter_custom(|iters| {
+            M::of(run_threads(2, iters, |n| {
+                (0..n).for_each(|_| borrow_pathcache(&padded, hot))
             }))
         })
     });

@@ -42,7 +42,8 @@ use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize as StdAtomicUsize};
 use std::sync::Arc;
 
-use crate::refcount::{self, REF_SHARDS};
+use crate::hazard::Hazards;
+use crate::refcount::{self, Protocol, REF_SHARDS};
 use crate::sync::{AtomicU8, AtomicUsize, Ordering};
 use crate::FileMeta;
 
@@ -52,6 +53,8 @@ use crate::FileMeta;
 pub(crate) struct Accounting {
     pub(crate) open_handles: StdAtomicUsize,
     pub(crate) small_bytes: AtomicU64,
+    /// Borrow slots of the cache's threads (`PathCache::get_with`).
+    pub(crate) hazards: Hazards,
 }
 
 /// Fields read only on slow paths; they share the last reference line.
@@ -205,9 +208,9 @@ pub struct Entry<V, L: RefLayout = Padded> {
 }
 
 // SAFETY: the payload cells (`bytes`, `handle`) are read only through an
-// `EntryRef` (a counted reference) and written only by the single thread that
-// wins the FREED transition, which happens after every reference is gone
-// (see `refcount`). Everything else is immutable or atomic. So sharing an
+// `EntryRef` (a counted reference) or an `EntryBorrow` (a published borrow),
+// and written only by the single thread that wins the FREED transition, which
+// happens after every reference and every borrow is gone (see `refcount`). Everything else is immutable or atomic. So sharing an
 // entry is as safe as sharing `V` and moving it is as safe as moving `V`.
 unsafe impl<V: Send + Sync, L: RefLayout> Sync for Entry<V, L> {}
 // SAFETY: see the `Sync` impl; the entry owns a `V`, so it is `Send` when `V` is.
@@ -267,8 +270,11 @@ impl<V, L: RefLayout> Entry<V, L> {
     }
     /// The open handle, if this entry holds one (see `min_uses`, `max_open`).
     pub fn handle(&self) -> Option<&V> {
-        // SAFETY: `&Entry` is only reachable through a counted `EntryRef`,
-        // and the payload is taken only after every reference is dropped.
+        // SAFETY: outside the crate `&Entry` is only reachable through a
+        // counted `EntryRef` or a published `EntryBorrow`, and the payload is
+        // taken only after every reference and borrow is gone (`try_claim`).
+        // Inside the crate, entries reached through the map (eviction scan)
+        // never read the payload.
         unsafe { (*self.handle.get()).as_ref() }
     }
     /// The whole file's bytes when it was small enough and the budget allowed.
@@ -305,6 +311,24 @@ impl<V, L: RefLayout> Entry<V, L> {
     #[inline]
     fn counts(&self) -> [&AtomicUsize; REF_SHARDS] {
         L::counts(&self.hot, &self.refs)
+    }
+
+    /// The entry's side of the reference protocol. `hazards` must be the
+    /// borrow slots of the cache the entry belongs to.
+    #[inline]
+    fn protocol<'a>(&'a self, hazards: &'a Hazards) -> Protocol<'a> {
+        Protocol {
+            counts: self.counts(),
+            state: &self.state,
+            hazards,
+            addr: self as *const Self as usize,
+        }
+    }
+
+    /// The protocol with the borrow slots reached through the cold line
+    /// (release paths, which do not have the cache at hand).
+    fn protocol_cold(&self) -> Protocol<'_> {
+        self.protocol(&L::cold(&self.refs).acct.hazards)
     }
 
     pub(crate) fn users(&self) -> usize {
@@ -441,7 +465,10 @@ impl<V, L: RefLayout> Drop for EntryRef<V, L> {
     #[inline]
     fn drop(&mut self) {
         let entry = &**self;
-        if refcount::release(entry.counts(), self.shard, &entry.state) {
+        // The cold line (borrow slots) is read only when the entry is dying.
+        if refcount::drop_ref(entry.counts(), self.shard, &entry.state)
+            && refcount::try_claim(entry.protocol_cold())
+        {
             // SAFETY: we won FREED; the memory is live until both owners drop.
             unsafe { release_payload(self.ptr) };
         }
@@ -463,6 +490,35 @@ impl<V, L: RefLayout> fmt::Debug for Entry<V, L> {
         f.debug_struct("Entry")
             .field("meta", &self.meta)
             .finish_non_exhaustive()
+    }
+}
+
+/// A borrowed entry: published in the borrowing thread's slot, so its payload
+/// is not released while this lives; ending it is one Release store.
+#[doc(hidden)]
+pub struct EntryBorrow<'a, V, L: RefLayout = Padded> {
+    entry: &'a Entry<V, L>,
+    slot: &'a AtomicUsize,
+}
+
+impl<V, L: RefLayout> Deref for EntryBorrow<'_, V, L> {
+    type Target = Entry<V, L>;
+    #[inline]
+    fn deref(&self) -> &Entry<V, L> {
+        self.entry
+    }
+}
+
+impl<V, L: RefLayout> Drop for EntryBorrow<'_, V, L> {
+    #[inline]
+    fn drop(&mut self) {
+        refcount::end_borrow(self.slot);
+    }
+}
+
+impl<V, L: RefLayout> fmt::Debug for EntryBorrow<'_, V, L> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("EntryBorrow").field(self.entry).finish()
     }
 }
 
@@ -501,26 +557,45 @@ impl<V, L: RefLayout> MapRef<V, L> {
     pub fn try_acquire(&self) -> Option<EntryRef<V, L>> {
         let shard = crate::clock::ref_shard();
         let entry = self.entry();
-        match refcount::try_acquire(entry.counts(), shard, &entry.state) {
-            Ok(()) => Some(EntryRef {
+        if refcount::try_acquire(entry.counts(), shard, &entry.state) {
+            return Some(EntryRef {
                 ptr: self.ptr,
                 shard,
-            }),
-            Err(must_release) => {
-                if must_release {
-                    // SAFETY: we won FREED; memory is held by `self`.
-                    unsafe { release_payload(self.ptr) };
-                }
-                None
-            }
+            });
         }
+        if refcount::release(entry.protocol_cold(), shard) {
+            // SAFETY: we won FREED; memory is held by `self`.
+            unsafe { release_payload(self.ptr) };
+        }
+        None
+    }
+
+    /// A borrow of the entry for the calling thread, published in `slot`
+    /// (the thread's own slot in the cache's [`Hazards`]); `None` when the
+    /// entry was already removed. Valid while the caller's map guard (which
+    /// keeps this `MapRef` alive) is held; the borrow must end first.
+    #[inline]
+    pub(crate) fn try_borrow<'a>(
+        &'a self,
+        hazards: &'a Hazards,
+        slot: &'a AtomicUsize,
+    ) -> Option<EntryBorrow<'a, V, L>> {
+        let entry = self.entry();
+        refcount::borrow(entry.protocol(hazards), slot).then_some(EntryBorrow { entry, slot })
+    }
+
+    /// Borrows the entry on the calling thread (the loom model's entry point;
+    /// the cache passes its own slots).
+    #[doc(hidden)]
+    pub fn try_borrow_for_test(&self) -> Option<EntryBorrow<'_, V, L>> {
+        let hazards = &L::cold(&self.entry().refs).acct.hazards;
+        self.try_borrow(hazards, hazards.local())
     }
 
     /// Marks the entry removed from the map: its payload is released now if
     /// it has no users, else when the last `EntryRef` drops. Idempotent.
     pub fn kill(&self) {
-        let entry = self.entry();
-        if refcount::kill(entry.counts(), &entry.state) {
+        if refcount::kill(self.entry().protocol_cold()) {
             // SAFETY: we won FREED; memory is held by `self`.
             unsafe { release_payload(self.ptr) };
         }
@@ -554,8 +629,12 @@ impl<V, L: RefLayout> MapRef<V, L> {
 
 impl<V, L: RefLayout> Drop for MapRef<V, L> {
     fn drop(&mut self) {
-        // When the map itself is dropped nobody killed the entry yet.
-        self.kill();
+        // Killed already (removal) or not (the map itself is dropped): either
+        // way no borrower can see the entry any more, so claim if unused.
+        if refcount::unmapped(self.entry().protocol_cold()) {
+            // SAFETY: we won FREED; memory is held by `self`.
+            unsafe { release_payload(self.ptr) };
+        }
         // SAFETY: this is the map node's memory owner, given up exactly once.
         unsafe { drop_memory_owner(self.ptr) };
     }

@@ -100,13 +100,14 @@ use std::time::Duration;
 mod clock;
 pub mod entry;
 mod flight;
+mod hazard;
 pub mod refcount;
 mod stats;
 mod sync;
 
-#[doc(hidden)]
-pub use entry::MapRef;
 pub use entry::{Entry, EntryRef, Padded, RefLayout, Unpadded};
+#[doc(hidden)]
+pub use entry::{EntryBorrow, MapRef};
 pub use refcount::REF_SHARDS;
 pub use stats::Stats;
 
@@ -240,6 +241,23 @@ impl<V, L: RefLayout> fmt::Debug for Lookup<V, L> {
         match self {
             Lookup::Hit(e) => f.debug_tuple("Hit").field(e).finish(),
             Lookup::Negative(n) => f.debug_tuple("Negative").field(n).finish(),
+        }
+    }
+}
+
+/// What [`PathCache::get_with`] lends its closure.
+pub enum Borrowed<'a, V, L: RefLayout = Padded> {
+    /// A cached file, readable for the duration of the closure.
+    Hit(&'a Entry<V, L>),
+    /// A cached negative answer.
+    Negative(Negative),
+}
+
+impl<V, L: RefLayout> fmt::Debug for Borrowed<'_, V, L> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Borrowed::Hit(e) => f.debug_tuple("Hit").field(e).finish(),
+            Borrowed::Negative(n) => f.debug_tuple("Negative").field(n).finish(),
         }
     }
 }
@@ -395,6 +413,67 @@ impl<V: Send + Sync + 'static, L: RefLayout> PathCache<V, L> {
                 None
             }
         }
+    }
+
+    /// Like [`get`](Self::get), but lends the fresh cached answer to `f`
+    /// instead of returning a counted [`EntryRef`]: no reference count is
+    /// touched, so a hit writes only the calling thread's own lines. For a
+    /// response that is written without awaiting (headers plus a small body
+    /// from [`Entry::bytes`], or a synchronous `sendfile` from the handle).
+    /// Returns `None` on a miss or a stale entry (counted as a miss).
+    ///
+    /// The entry's payload (handle, bytes) is not released while `f` runs,
+    /// even if the entry is removed meanwhile: the release then waits until
+    /// the map has reclaimed the entry's node (after `f` and every other
+    /// reader that could see it are done). `f` should be short: it runs
+    /// inside the map's read-side critical section, which holds back the
+    /// reclamation of everything removed meanwhile. A `get_with` nested in
+    /// another on the same thread takes a counted reference instead.
+    #[inline]
+    pub fn get_with<R>(&self, path: &str, f: impl FnOnce(Borrowed<'_, V, L>) -> R) -> Option<R> {
+        let hazards = &self.acct.hazards;
+        let slot = hazards.local();
+        if slot.load(std::sync::atomic::Ordering::Relaxed) != 0 {
+            return self.get_with_nested(path, f);
+        }
+        let now_ms = clock::now_ms();
+        let counters = self.counters.local();
+        let guard = self.map.guard();
+        match self.map.get(path, &guard) {
+            Some(Slot::File(m)) => match m.try_borrow(hazards, slot) {
+                Some(entry) if now_ms.wrapping_sub(entry.validated_ms()) < self.valid_ms => {
+                    entry.touch();
+                    bump(&counters.hits);
+                    Some(f(Borrowed::Hit(&entry)))
+                }
+                Some(_stale) => {
+                    bump(&counters.misses);
+                    None
+                }
+                None => {
+                    bump(&counters.contention_events);
+                    bump(&counters.misses);
+                    None
+                }
+            },
+            Some(Slot::Negative { kind, expires_ms }) if now_ms < *expires_ms => {
+                bump(&counters.negative_hits);
+                Some(f(Borrowed::Negative(*kind)))
+            }
+            _ => {
+                bump(&counters.misses);
+                None
+            }
+        }
+    }
+
+    /// `get_with` while this thread's borrow slot is taken by an outer one.
+    #[cold]
+    fn get_with_nested<R>(&self, path: &str, f: impl FnOnce(Borrowed<'_, V, L>) -> R) -> Option<R> {
+        Some(match self.get(path)? {
+            Lookup::Hit(entry) => f(Borrowed::Hit(&entry)),
+            Lookup::Negative(kind) => f(Borrowed::Negative(kind)),
+        })
     }
 
     /// The answer for `path`: from the cache when fresh, else loaded (or

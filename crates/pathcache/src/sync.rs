@@ -27,3 +27,14 @@ pub(crate) fn sc_fence() {
     #[cfg(loom)]
     loom::sync::atomic::fence(Ordering::SeqCst);
 }
+
+/// A real SeqCst fence in every build (loom's under loom). Used only on the
+/// cold claim path, where it orders a borrow's end (a Release store that
+/// happens-before the claimer) against the claimer's loads of the counts.
+#[inline]
+pub(crate) fn full_fence() {
+    #[cfg(loom)]
+    loom::sync::atomic::fence(Ordering::SeqCst);
+    #[cfg(not(loom))]
+    std::sync::atomic::fence(Ordering::SeqCst);
+}

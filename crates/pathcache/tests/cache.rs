@@ -8,7 +8,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use pathcache::{Config, EntryRef, FileMeta, Loaded, Loader, Lookup, Negative, PathCache};
+use pathcache::{
+    Borrowed, Config, EntryRef, FileMeta, Loaded, Loader, Lookup, Negative, PathCache,
+};
 
 fn block_on<F: std::future::Future>(f: F) -> F::Output {
     tokio::runtime::Builder::new_current_thread()
@@ -482,4 +484,103 @@ fn loader_errors_are_returned_and_not_cached() {
     assert_eq!(l.0.load(Ordering::SeqCst), 2);
     assert_eq!(cache.len(), 0);
     assert_eq!(cache.open_handles(), 0);
+}
+
+#[test]
+fn get_with_lends_hits_and_negatives_and_counts_like_get() {
+    let dir = dir_with(&[("a.txt", "hello")]);
+    let loader = FsLoader::new(dir.path().into());
+    let cache: PathCache<Handle> = PathCache::new(config());
+    block_on(cache.get_or_load("a.txt", &loader)).unwrap();
+    block_on(cache.get_or_load("missing", &loader)).unwrap();
+    let len = cache.get_with("a.txt", |b| match b {
+        Borrowed::Hit(e) => e.handle().unwrap().file.metadata().unwrap().len(),
+        Borrowed::Negative(n) => panic!("{n:?}"),
+    });
+    assert_eq!(len, Some(5));
+    let neg = cache.get_with("missing", |b| {
+        matches!(b, Borrowed::Negative(Negative::NotFound))
+    });
+    assert_eq!(neg, Some(true));
+    assert_eq!(cache.get_with("never-seen", |_| ()), None);
+    // A nested borrow on the same thread falls back to a counted reference.
+    let nested = cache.get_with("a.txt", |outer| {
+        let Borrowed::Hit(o) = outer else { panic!() };
+        cache.get_with("a.txt", |inner| {
+            let Borrowed::Hit(i) = inner else { panic!() };
+            std::ptr::eq(o, i)
+        })
+    });
+    assert_eq!(nested, Some(Some(true)));
+    let s = cache.stats();
+    // Loads: 1 miss each; get_with: 3 hits (outer, nested, first), 1 negative, 1 miss.
+    assert_eq!((s.hits, s.misses, s.negative_hits), (3, 3, 1));
+    assert_eq!(s.lookups, 7);
+}
+
+#[test]
+fn get_with_stale_entry_is_a_miss() {
+    let dir = dir_with(&[("a.txt", "hello")]);
+    let loader = FsLoader::new(dir.path().into());
+    let cache: PathCache<Handle> = PathCache::new(Config {
+        valid: Duration::from_millis(20),
+        ..config()
+    });
+    block_on(cache.get_or_load("a.txt", &loader)).unwrap();
+    std::thread::sleep(Duration::from_millis(60));
+    assert_eq!(cache.get_with("a.txt", |_| ()), None);
+    assert_eq!(cache.stats().misses, 2);
+}
+
+/// The handle of an entry removed (here: by the borrower itself) while it is
+/// borrowed stays open until the borrow is over and the map has reclaimed the
+/// node; it is released exactly once.
+#[test]
+fn removal_during_a_borrow_keeps_the_handle_until_the_borrow_ends() {
+    let dir = dir_with(&[("a.txt", "hello")]);
+    let loader = FsLoader::new(dir.path().into());
+    let cache: PathCache<Handle> = PathCache::new(config());
+    block_on(cache.get_or_load("a.txt", &loader)).unwrap();
+    let drops = loader.drops.clone();
+    cache
+        .get_with("a.txt", |b| {
+            let Borrowed::Hit(e) = b else { panic!() };
+            assert!(cache.invalidate("a.txt"));
+            assert_eq!(cache.evict_unused(10), 0, "already out of the map");
+            assert_eq!(
+                drops.load(Ordering::SeqCst),
+                0,
+                "not released under a borrower"
+            );
+            assert_eq!(e.handle().unwrap().file.metadata().unwrap().len(), 5);
+        })
+        .unwrap();
+    assert_eq!(
+        cache.open_handles(),
+        1,
+        "released once the node is reclaimed"
+    );
+    drop(cache);
+    assert_eq!(drops.load(Ordering::SeqCst), 1);
+    assert_eq!(loader.opens.load(Ordering::SeqCst), 1);
+}
+
+/// Without a borrower the release stays immediate (EMFILE recovery relies on
+/// it), also after a borrow that panicked.
+#[test]
+fn removal_after_a_panicked_borrow_releases_at_once() {
+    let dir = dir_with(&[("a.txt", "hello")]);
+    let loader = FsLoader::new(dir.path().into());
+    let cache: PathCache<Handle> = PathCache::new(config());
+    block_on(cache.get_or_load("a.txt", &loader)).unwrap();
+    let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        cache.get_with("a.txt", |_| panic!("handler bug"));
+    }));
+    assert!(panicked.is_err());
+    assert_eq!(cache.evict_unused(10), 1);
+    assert_eq!(loader.drops.load(Ordering::SeqCst), 1, "released at once");
+    assert_eq!(cache.open_handles(), 0);
+    // The slot is free again: a new borrow is a plain (non-nested) one.
+    block_on(cache.get_or_load("a.txt", &loader)).unwrap();
+    assert_eq!(cache.get_with("a.txt", |_| 1), Some(1));
 }

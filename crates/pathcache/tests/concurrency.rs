@@ -6,7 +6,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use pathcache::{Config, EntryRef, FileMeta, Loaded, Loader, Lookup, Negative, PathCache};
+use pathcache::{
+    Borrowed, Config, EntryRef, FileMeta, Loaded, Loader, Lookup, Negative, PathCache,
+};
 
 /// A handle whose drops are counted.
 #[derive(Debug)]
@@ -316,5 +318,170 @@ fn stress_counts_add_up_and_bounds_hold() {
         loader.opens.load(Ordering::SeqCst),
         loader.drops.load(Ordering::SeqCst),
         "every handle released"
+    );
+}
+
+/// A handle that records its own release in a shared registry, so a borrower
+/// can check that the handle it reads was not released under it.
+#[derive(Debug)]
+struct TrackedHandle {
+    id: usize,
+    registry: Arc<Vec<std::sync::atomic::AtomicU8>>,
+}
+
+const OPEN: u8 = 1;
+const RELEASED: u8 = 2;
+
+impl Drop for TrackedHandle {
+    fn drop(&mut self) {
+        let was = self.registry[self.id].swap(RELEASED, Ordering::SeqCst);
+        assert_eq!(was, OPEN, "handle {} released twice", self.id);
+    }
+}
+
+/// Every path exists; each load opens a new tracked handle.
+struct TrackingLoader {
+    next: AtomicUsize,
+    registry: Arc<Vec<std::sync::atomic::AtomicU8>>,
+}
+
+impl Loader<TrackedHandle> for TrackingLoader {
+    type Error = std::convert::Infallible;
+    async fn load(
+        &self,
+        _path: &str,
+        open: bool,
+        _small: Option<u64>,
+    ) -> Result<Loaded<TrackedHandle>, Self::Error> {
+        let handle = open.then(|| {
+            let id = self.next.fetch_add(1, Ordering::SeqCst);
+            self.registry[id].store(OPEN, Ordering::SeqCst);
+            TrackedHandle {
+                id,
+                registry: self.registry.clone(),
+            }
+        });
+        Ok(Loaded::File {
+            meta: FileMeta {
+                size: 1,
+                mtime_ns: 1,
+                ctime_ns: 1,
+                dev: 1,
+                ino: 1,
+            },
+            mime: "text/plain",
+            handle,
+            bytes: None,
+        })
+    }
+    async fn stat(&self, _path: &str) -> Result<Option<FileMeta>, Self::Error> {
+        Ok(None)
+    }
+}
+
+/// Borrowers (`get_with`) race removals (invalidate, eviction by both bounds,
+/// `evict_unused`) and counted users: no handle is ever seen released inside
+/// a borrow, every handle is released exactly once, and the counts add up.
+#[test]
+fn stress_borrows_never_see_a_released_handle() {
+    const THREADS: usize = 4;
+    const OPS: usize = 20_000;
+    const PATHS: u64 = 24;
+    let registry: Arc<Vec<_>> = Arc::new(
+        (0..THREADS * OPS)
+            .map(|_| std::sync::atomic::AtomicU8::new(0))
+            .collect(),
+    );
+    let loader = TrackingLoader {
+        next: AtomicUsize::new(0),
+        registry: registry.clone(),
+    };
+    let cache = PathCache::<TrackedHandle>::new(Config {
+        shards: 4,
+        max_entries: 16,
+        max_open: 8,
+        valid: Duration::from_secs(3600),
+        negative_ttl: Duration::from_secs(3600),
+        small_file_max: 0,
+        small_bytes_budget: 0,
+        min_uses: 1,
+    });
+    let lookups = AtomicUsize::new(0);
+    let borrowed = AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        for t in 0..THREADS {
+            let (cache, loader, lookups, borrowed) = (&cache, &loader, &lookups, &borrowed);
+            let registry = &registry;
+            s.spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .build()
+                    .unwrap();
+                let mut held: Vec<EntryRef<TrackedHandle>> = Vec::new();
+                let mut x = 0x2545_f491_u64.wrapping_mul(t as u64 + 1);
+                for _ in 0..OPS {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    let path = format!("p{}", x % PATHS);
+                    match (x >> 32) % 100 {
+                        0..=59 => {
+                            lookups.fetch_add(1, Ordering::Relaxed);
+                            cache.get_with(&path, |b| {
+                                let Borrowed::Hit(e) = b else {
+                                    panic!("no negatives")
+                                };
+                                if let Some(h) = e.handle() {
+                                    let id = h.id;
+                                    assert_eq!(registry[id].load(Ordering::SeqCst), OPEN);
+                                    for _ in 0..50 {
+                                        std::hint::spin_loop();
+                                    }
+                                    assert_eq!(registry[id].load(Ordering::SeqCst), OPEN);
+                                    borrowed.fetch_add(1, Ordering::Relaxed);
+                                }
+                            });
+                        }
+                        60..=74 => {
+                            lookups.fetch_add(1, Ordering::Relaxed);
+                            let l = rt.block_on(cache.get_or_load(&path, loader)).unwrap();
+                            if let Lookup::Hit(e) = l {
+                                held.push(e);
+                                if held.len() > 2 {
+                                    held.remove(0);
+                                }
+                            }
+                        }
+                        75..=84 => {
+                            cache.invalidate(&path);
+                        }
+                        85..=89 => {
+                            cache.evict_unused(2);
+                        }
+                        _ => held.clear(),
+                    }
+                }
+            });
+        }
+    });
+    let s = cache.stats();
+    assert_eq!(s.lookups, lookups.load(Ordering::Relaxed) as u64);
+    assert_eq!(s.lookups, s.hits + s.misses + s.negative_hits);
+    assert!(
+        borrowed.load(Ordering::Relaxed) > 0 && s.evictions > 0 && s.invalidations > 0,
+        "{s:?}"
+    );
+    let opened = loader.next.load(Ordering::SeqCst);
+    let released = registry[..opened]
+        .iter()
+        .filter(|r| r.load(Ordering::SeqCst) == RELEASED)
+        .count();
+    assert_eq!(opened, released + cache.open_handles(), "{s:?}");
+    assert!(cache.open_handles() <= 8, "{s:?}");
+    drop(cache);
+    assert!(
+        registry[..opened]
+            .iter()
+            .all(|r| r.load(Ordering::SeqCst) == RELEASED),
+        "every handle released once the cache is gone"
     );
 }

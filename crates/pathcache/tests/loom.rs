@@ -1,6 +1,6 @@
 //! Loom model of the entry reference protocol (per-shard counts, the
-//! LIVE/DYING/FREED state and the two memory owners), on the real `Entry`,
-//! `EntryRef` and `MapRef` types. papaya is not modeled: a `loom::sync::Arc`
+//! LIVE/DYING/FREED state, the borrow slots and the two memory owners), on
+//! the real `Entry`, `EntryRef`, `EntryBorrow` and `MapRef` types. papaya is not modeled: a `loom::sync::Arc`
 //! around the `MapRef` stands in for the map node, whose drop papaya defers
 //! until no reader can see it.
 //!
@@ -102,6 +102,69 @@ fn dying_entry_clones_race_to_release() {
         assert_alive(&first);
         drop(first);
         t.join().unwrap();
+        assert_eq!(drops.load(Ordering::SeqCst), 1);
+    });
+}
+
+fn assert_alive_entry(e: &pathcache::Entry<Handle>) {
+    let h = e.handle().expect("handle present while borrowed");
+    assert_eq!(
+        h.0.load(Ordering::SeqCst),
+        0,
+        "handle released while borrowed"
+    );
+}
+
+/// A borrow (no count, a published slot) that races the removal: either it
+/// sees the entry dying and backs off, or the remover sees the borrow and
+/// leaves the release to the node's drop, which the model runs only after the
+/// borrower let go of the node (as papaya's reclamation does after the
+/// borrower's guard). The handle is released once, never under the borrower.
+#[test]
+fn borrow_races_removal() {
+    loom::model(|| {
+        let drops = Arc::new(AtomicUsize::new(0));
+        let (map_ref, first) = MapRef::<Handle>::new_for_test(Handle(drops.clone()));
+        drop(first);
+        let node = Arc::new(map_ref);
+        let reader_node = node.clone();
+        let reader = thread::spawn(move || {
+            if let Some(b) = reader_node.try_borrow_for_test() {
+                assert_alive_entry(&b);
+                drop(b);
+            }
+            drop(reader_node);
+        });
+        node.kill();
+        drop(node);
+        reader.join().unwrap();
+        assert_eq!(drops.load(Ordering::SeqCst), 1);
+    });
+}
+
+/// A borrower, the last counted reference and the removal race: whoever
+/// releases does it once and after both users are done.
+#[test]
+fn borrow_and_last_reference_race_removal() {
+    loom::model(|| {
+        let drops = Arc::new(AtomicUsize::new(0));
+        let (map_ref, first) = MapRef::<Handle>::new_for_test(Handle(drops.clone()));
+        let node = Arc::new(map_ref);
+        let holder = thread::spawn(move || {
+            assert_alive(&first);
+            drop(first);
+        });
+        let reader_node = node.clone();
+        let reader = thread::spawn(move || {
+            if let Some(b) = reader_node.try_borrow_for_test() {
+                assert_alive_entry(&b);
+            }
+            drop(reader_node);
+        });
+        node.kill();
+        drop(node);
+        holder.join().unwrap();
+        reader.join().unwrap();
         assert_eq!(drops.load(Ordering::SeqCst), 1);
     });
 }
