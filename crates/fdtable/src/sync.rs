@@ -54,3 +54,20 @@ impl<T> UnsafeCell<T> {
         f(self.0.get())
     }
 }
+
+/// Stores `value` into a word that other threads may be changing with
+/// read-modify-writes at the same time.
+///
+/// The memory model makes every RMW atomic against such a store: the store
+/// lands entirely before or entirely after it. Loom 0.7 does not enforce
+/// that for plain stores (it can let the store slip between an RMW's read
+/// and its write, tokio-rs/loom#254), so under loom this is a `swap` whose
+/// result is ignored: the same effect on every other operation, and loom
+/// orders it correctly.
+#[inline(always)]
+pub(crate) fn store_against_rmw(atomic: &AtomicU64, value: u64, order: Ordering) {
+    #[cfg(loom)]
+    atomic.swap(value, order);
+    #[cfg(not(loom))]
+    atomic.store(value, order);
+}

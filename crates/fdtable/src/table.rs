@@ -13,7 +13,8 @@ use crossbeam_utils::CachePadded;
 use crate::bitmap::{Bitmap, Found};
 use crate::local::{self, ClaimFlags};
 use crate::slots::{
-    dead_successor, generation_of, refs_of, Geometry, Pages, SlotRef, ALLOC, NO_SLOT, OPEN,
+    dead_successor, generation_of, refs_of, Geometry, Pages, SlotRef, ALLOC, GEN_SHIFT, NO_SLOT,
+    OPEN, REFS_MASK,
 };
 use crate::sync::{self, AtomicU32, AtomicU64, Ordering, UnsafeCell};
 use crate::{CloseError, Config, Error, Fd, InsertError, Release, Stats};
@@ -25,8 +26,13 @@ static TABLE_IDS: StdAtomicU64 = StdAtomicU64::new(1);
 /// Event counters of one shard. In `Shard::local` only the claim holder
 /// writes (relaxed load + store, no read-modify-write); in
 /// `Remote::counters` any thread adds (rare paths only).
+///
+/// The fast paths bump one counter each (an insert `fast_path_hits`, an
+/// owner's close `sync_releases`); allocations and occupied slots are
+/// derived in `stats()` rather than counted twice on every operation.
 struct Counters {
-    allocations: AtomicU64,
+    /// Inserts served by the summary scan or after growth.
+    slow_path_allocations: AtomicU64,
     fast_path_hits: AtomicU64,
     slow_path_scans: AtomicU64,
     growths: AtomicU64,
@@ -35,13 +41,14 @@ struct Counters {
     release_errors: AtomicU64,
     stale_rejections: AtomicU64,
     contention_events: AtomicU64,
-    live: AtomicU64,
+    /// Slots the owner freed after another thread released their value.
+    remote_frees: AtomicU64,
 }
 
 impl Counters {
     fn new() -> Self {
         Counters {
-            allocations: AtomicU64::new(0),
+            slow_path_allocations: AtomicU64::new(0),
             fast_path_hits: AtomicU64::new(0),
             slow_path_scans: AtomicU64::new(0),
             growths: AtomicU64::new(0),
@@ -50,13 +57,13 @@ impl Counters {
             release_errors: AtomicU64::new(0),
             stale_rejections: AtomicU64::new(0),
             contention_events: AtomicU64::new(0),
-            live: AtomicU64::new(0),
+            remote_frees: AtomicU64::new(0),
         }
     }
 
     fn add_to(&self, stats: &mut Stats) {
         let get = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
-        stats.allocations += get(&self.allocations);
+        stats.allocations += get(&self.fast_path_hits) + get(&self.slow_path_allocations);
         stats.fast_path_hits += get(&self.fast_path_hits);
         stats.slow_path_scans += get(&self.slow_path_scans);
         stats.growths += get(&self.growths);
@@ -65,7 +72,17 @@ impl Counters {
         stats.release_errors += get(&self.release_errors);
         stats.stale_rejections += get(&self.stale_rejections);
         stats.contention_events += get(&self.contention_events);
-        stats.live = stats.live.wrapping_add(get(&self.live));
+    }
+
+    /// Slots taken minus slots freed, for the owner's (`Shard::local`)
+    /// counters: every bitmap bit is set and cleared by the owner, each time
+    /// with exactly one of these counters bumped.
+    fn occupied(&self) -> u64 {
+        let get = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+        let taken = get(&self.fast_path_hits) + get(&self.slow_path_allocations);
+        let freed =
+            get(&self.sync_releases) + get(&self.deferred_releases) + get(&self.remote_frees);
+        taken.wrapping_sub(freed)
     }
 }
 
@@ -302,13 +319,17 @@ impl<T: Release> FdTable<T> {
             }
             Found::Slow(slot) => {
                 bump_local(&shard.local.slow_path_scans, 1);
+                bump_local(&shard.local.slow_path_allocations, 1);
                 slot
             }
             Found::None => {
                 bump_local(&shard.local.slow_path_scans, 1);
                 // SAFETY: forwarded from the caller.
                 match unsafe { self.grow_claimed(shard_index) } {
-                    Some(slot) => slot,
+                    Some(slot) => {
+                        bump_local(&shard.local.slow_path_allocations, 1);
+                        slot
+                    }
                     None => return Err(InsertError::Full(value)),
                 }
             }
@@ -327,19 +348,22 @@ impl<T: Release> FdTable<T> {
             (*cell).write(value);
             cell as *const T
         });
-        // fetch_add, not a plain store: a failed lookup with a stale Fd may
-        // hold a transient +1 on this free slot that its undo will take back,
-        // so the count must be kept. (A plain store plus an undo that notices
-        // the overwrite saves one RMW, ~3 ns here, and is correct under a
-        // total modification order, but loom, which orders plain stores only
-        // partially, cannot verify it, so we pay for the RMW.)
-        let free = slot_ref
-            .state
-            .fetch_add(ALLOC | OPEN | refs, Ordering::Release);
+        // A plain store, not a read-modify-write: on a free slot (ALLOC
+        // clear) the reference bits carry no meaning. A lookup with a stale
+        // `Fd` that lands on a free slot keeps its +1 (it never undoes it,
+        // see `get`), so overwriting those bits loses nothing, and the
+        // generation bits only change on the final transition, which happened
+        // before this thread saw the slot free. Linux's `file_ref_init` does
+        // the same. (One RMW fewer; see `implementation` for what it is worth.)
+        let free = slot_ref.state.load(Ordering::Relaxed);
         debug_assert_eq!(free & ALLOC, 0, "allocating an occupied slot");
-        bump_local(&shard.local.allocations, 1);
-        bump_local(&shard.local.live, 1);
-        let fd = Fd::pack(self.tag, shard_index, slot, generation_of(free));
+        let generation = generation_of(free);
+        sync::store_against_rmw(
+            slot_ref.state,
+            (free & !REFS_MASK) | ALLOC | OPEN | refs,
+            Ordering::Release,
+        );
+        let fd = Fd::pack(self.tag, shard_index, slot, generation);
         Ok((fd, value_ptr))
     }
 
@@ -433,13 +457,24 @@ impl<T: Release> FdTable<T> {
                 value,
             });
         }
-        // Undo. Counts are exact in every state (insert adds rather than
-        // stores), so this is an ordinary reference drop. It can be the
-        // decrement that ends a closed entry (it raced with that entry's last
-        // drop); then it queues the slot for deferred release exactly like a
-        // guard drop. It never releases inline, never touches a value it did
-        // not see open, and on a free slot it only takes back its own +1.
-        self.put_ref(fd, slot);
+        if old & ALLOC == 0 {
+            // A free slot: its reference bits are junk that the next insert
+            // overwrites, so the +1 stays (undoing it could race with that
+            // insert and take a reference from the new entry). Only a slot
+            // that collected 2^31 of them gets some back, so the bits never
+            // carry into ALLOC.
+            if refs_of(old) >= JUNK_REFS_LIMIT {
+                shed_junk_ref(slot.state);
+            }
+        } else {
+            // An entry with a value: counts are exact, so this is an ordinary
+            // reference drop. It can be the decrement that ends a closed
+            // entry (it raced with that entry's last drop); then it queues
+            // the slot for deferred release exactly like a guard drop. It
+            // never releases inline and never touches a value it did not see
+            // open.
+            self.put_ref(fd, slot);
+        }
         self.count_stale(fd.shard());
         Err(Error::Stale)
     }
@@ -500,42 +535,42 @@ impl<T: Release> FdTable<T> {
     #[inline]
     fn close_as(&self, fd: Fd, mut caller: Option<Caller>) -> Result<(), CloseError<T::Error>> {
         let slot = self.resolve(fd)?;
+        // Guess the usual state (open, only the table's reference) so the
+        // common close is one CAS with no load before it.
+        let mut current = (u64::from(fd.generation()) << GEN_SHIFT) | ALLOC | OPEN | 1;
+        let mut guessed = true;
         loop {
-            let current = slot.state.load(Ordering::Acquire);
             if current & OPEN == 0 || generation_of(current) != fd.generation() {
                 self.count_stale(fd.shard());
                 return Err(CloseError::Stale);
             }
-            if refs_of(current) == 1 {
-                // Usually the case: only the table's reference is left, so one
-                // CAS both closes the entry and ends it.
-                if slot
-                    .state
-                    .compare_exchange(
-                        current,
-                        dead_successor(current),
-                        Ordering::AcqRel,
-                        Ordering::Acquire,
-                    )
-                    .is_ok()
-                {
+            // With only the table's reference left, one CAS both closes the
+            // entry and ends it; otherwise the last guard will end it.
+            let (next, last) = if refs_of(current) == 1 {
+                (dead_successor(current), true)
+            } else {
+                (current - OPEN - 1, false)
+            };
+            match slot
+                .state
+                .compare_exchange(current, next, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) if last => {
                     let caller = caller.unwrap_or_else(|| self.caller());
                     return self.release_now(fd, slot, caller);
                 }
-            } else if slot
-                .state
-                .compare_exchange(
-                    current,
-                    current - OPEN - 1,
-                    Ordering::AcqRel,
-                    Ordering::Acquire,
-                )
-                .is_ok()
-            {
-                return Ok(());
+                Ok(_) => return Ok(()),
+                Err(actual) => {
+                    // A wrong guess (a guard is out, or the fd is stale) is
+                    // not contention; a failure after a real load is.
+                    if !guessed {
+                        let who = *caller.get_or_insert_with(|| self.caller());
+                        self.count_contention(fd.shard(), who);
+                    }
+                    guessed = false;
+                    current = actual;
+                }
             }
-            let who = *caller.get_or_insert_with(|| self.caller());
-            self.count_contention(fd.shard(), who);
         }
     }
 
@@ -564,7 +599,6 @@ impl<T: Release> FdTable<T> {
             shard
                 .bitmap
                 .with_mut(|bitmap| unsafe { (*bitmap).release(fd.slot()) });
-            bump_local(&shard.local.live, 1u64.wrapping_neg());
         } else {
             let counters = &shard.remote.counters;
             counters.sync_releases.fetch_add(1, Ordering::Relaxed);
@@ -625,7 +659,6 @@ impl<T: Release> FdTable<T> {
             shard
                 .bitmap
                 .with_mut(|bitmap| unsafe { (*bitmap).release(slot_number) });
-            bump_local(&shard.local.live, 1u64.wrapping_neg());
             released += 1;
         }
         released
@@ -647,7 +680,7 @@ impl<T: Release> FdTable<T> {
             shard
                 .bitmap
                 .with_mut(|bitmap| unsafe { (*bitmap).release(slot_number) });
-            bump_local(&shard.local.live, 1u64.wrapping_neg());
+            bump_local(&shard.local.remote_frees, 1);
         }
     }
 
@@ -725,6 +758,7 @@ impl<T: Release> FdTable<T> {
         let mut pushed = 0u64;
         for shard in self.shards.iter() {
             shard.local.add_to(&mut stats);
+            stats.live += shard.local.occupied();
             shard.remote.counters.add_to(&mut stats);
             pushed += shard.remote.deferred_pushed.load(Ordering::Relaxed);
         }
@@ -865,6 +899,29 @@ impl<T: Release> Drop for FdTable<T> {
             self.shards[shard_index]
                 .pages
                 .free_all(|page| geometry.page_len(page));
+        }
+    }
+}
+
+/// Junk references a free slot may collect before failed lookups start
+/// taking theirs back (half the reference field).
+const JUNK_REFS_LIMIT: u64 = 1 << 31;
+
+/// Takes one junk reference off a free slot, if it is still free and has
+/// any. Which failed lookup's +1 it removes does not matter: on a free slot
+/// they are all the same junk.
+#[cold]
+fn shed_junk_ref(state: &AtomicU64) {
+    let mut current = state.load(Ordering::Relaxed);
+    while current & ALLOC == 0 && refs_of(current) > 0 {
+        match state.compare_exchange_weak(
+            current,
+            current - 1,
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        ) {
+            Ok(_) => return,
+            Err(actual) => current = actual,
         }
     }
 }
@@ -1084,5 +1141,70 @@ impl<T: Release + fmt::Debug> fmt::Debug for Owned<T> {
             .field("fd", &self.fd)
             .field("value", &**self)
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Config, Release};
+    use std::convert::Infallible;
+
+    struct Noop;
+
+    impl Release for Noop {
+        type Error = Infallible;
+
+        fn release(self) -> Result<(), Infallible> {
+            Ok(())
+        }
+    }
+
+    fn state_of(table: &FdTable<Noop>, fd: Fd) -> u64 {
+        table
+            .slot_ref(fd.shard(), fd.slot())
+            .unwrap()
+            .state
+            .load(Ordering::Relaxed)
+    }
+
+    /// Failed lookups on a free slot keep their +1 (junk the next insert
+    /// overwrites), and a slot that collected `JUNK_REFS_LIMIT` of them gets
+    /// them shed one by one, so the reference bits never carry into ALLOC.
+    #[test]
+    fn junk_references_on_a_free_slot_stay_bounded_and_are_overwritten() {
+        let table: FdTable<Noop> = FdTable::new(Config::default());
+        let old = table.insert(Noop).unwrap();
+        table.close(old).unwrap();
+        let free = state_of(&table, old);
+        assert_eq!(free & ALLOC, 0);
+        assert_eq!(refs_of(free), 0);
+
+        assert_eq!(table.get(old).err(), Some(Error::Stale));
+        assert_eq!(refs_of(state_of(&table, old)), 1, "the junk +1 stays");
+
+        // Jump to the limit instead of doing 2^31 lookups.
+        let slot = table.slot_ref(old.shard(), old.slot()).unwrap();
+        slot.state.store(free | JUNK_REFS_LIMIT, Ordering::Relaxed);
+        for _ in 0..3 {
+            assert_eq!(table.get(old).err(), Some(Error::Stale));
+            assert_eq!(
+                state_of(&table, old),
+                free | JUNK_REFS_LIMIT,
+                "each lookup at the limit sheds what it added"
+            );
+        }
+
+        let new = table.insert(Noop).unwrap();
+        assert_eq!(new.slot(), old.slot());
+        assert_eq!(new.generation(), old.generation() + 1);
+        let state = state_of(&table, new);
+        assert_eq!(refs_of(state), 1, "insert overwrote the junk");
+        assert_eq!(state & (ALLOC | OPEN), ALLOC | OPEN);
+        let guard = table.get(new).unwrap();
+        drop(guard);
+        table.close(new).unwrap();
+        assert_eq!(table.stats().live, 0);
+        assert_eq!(table.stats().sync_releases, 2);
     }
 }

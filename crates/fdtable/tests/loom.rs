@@ -136,6 +136,38 @@ fn stale_lookup_races_with_slot_reuse() {
     });
 }
 
+/// Stale lookups leave junk references on a free slot; the next insert's
+/// plain store overwrites them. Here the stale lookup races with the reuse
+/// while the new entry is looked up, closed under a live guard and ended
+/// by the guard's drop: the junk never counts as a reference of the new
+/// entry, so the guard's drop is the last and queues exactly one release.
+#[test]
+fn stale_lookup_junk_never_keeps_the_next_entry_alive() {
+    loom::model(|| {
+        let fixture = Fixture::new();
+        let table = small_table(2);
+        let old = table.insert(fixture.value(0)).unwrap();
+        table.close(old).unwrap();
+        let reader = {
+            let table = Arc::clone(&table);
+            loom::thread::spawn(move || {
+                assert_eq!(table.get(old).err(), Some(Error::Stale));
+            })
+        };
+        let new = table.insert(fixture.value(1)).unwrap();
+        let guard = table.get(new).expect("the new entry is open");
+        table.close(new).unwrap();
+        assert_eq!(fixture.released(1), 0, "the guard keeps the value");
+        drop(guard);
+        reader.join().unwrap();
+        table.reap();
+        assert_eq!(fixture.released(1), 1, "released once, after the guard");
+        assert_eq!(table.stats().live, 0);
+        drop(table);
+        assert_eq!(fixture.leaks(), 0);
+    });
+}
+
 /// An owning handle dropped on a foreign thread (deferred list push) while
 /// the owner keeps allocating (deferred list drain): one release each.
 #[test]
