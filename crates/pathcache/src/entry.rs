@@ -589,7 +589,7 @@ impl<V, L: RefLayout> MapRef<V, L> {
     #[doc(hidden)]
     pub fn try_borrow_for_test(&self) -> Option<EntryBorrow<'_, V, L>> {
         let hazards = &L::cold(&self.entry().refs).acct.hazards;
-        self.try_borrow(hazards, hazards.local())
+        self.try_borrow(hazards, hazards.local().1)
     }
 
     /// Marks the entry removed from the map: its payload is released now if

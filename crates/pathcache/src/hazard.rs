@@ -5,51 +5,45 @@
 //! the entry's address in its own slot (a line no other thread writes), and a
 //! thread about to release an entry's payload first checks that no slot holds
 //! that entry (see `refcount::try_claim`). The slot is per cache and per
-//! thread, so the hit path writes only the thread's own line.
+//! thread, and shares the thread's line with its statistics counters, so a
+//! borrowing hit writes only that one line and finds it with one
+//! thread-local lookup.
 //!
 //! ```text
 //!  Hazards (one per cache, shared with its entries through `Accounting`)
-//!  +--------------------+--------------------+-----
-//!  | thread 0: addr | 0 | thread 1: addr | 0 | ...   each slot padded to its own line
-//!  +--------------------+--------------------+-----
+//!  +------------------------+------------------------+-----
+//!  | thread 0: counters,    | thread 1: counters,    | ...  one padded line
+//!  |   borrow slot (addr|0) |   borrow slot (addr|0) |      (128 B) per thread
+//!  +------------------------+------------------------+-----
 //! ```
 
+use crate::stats::{Counters, ThreadCounters};
 use crate::sync::{AtomicUsize, Ordering};
 
-/// The borrow slots of one cache.
-#[cfg(not(loom))]
+/// The per-thread blocks of one cache: statistics counters and borrow slots.
 #[derive(Debug, Default)]
 pub(crate) struct Hazards {
-    slots: thread_local::ThreadLocal<crossbeam_utils::CachePadded<AtomicUsize>>,
+    pub(crate) threads: ThreadCounters,
+    #[cfg(loom)]
+    slots: LoomSlots,
 }
 
 #[cfg(not(loom))]
 impl Hazards {
-    /// The calling thread's slot. Only the calling thread stores to it.
+    /// The calling thread's counters and borrow slot (one thread-local
+    /// lookup). Only the calling thread writes either.
     #[inline]
-    pub(crate) fn local(&self) -> &AtomicUsize {
-        match self.slots.get() {
-            Some(slot) => slot,
-            None => self.register(),
-        }
-    }
-
-    #[cold]
-    fn register(&self) -> &AtomicUsize {
-        let slot = self.slots.get_or_default();
-        // `ThreadLocal` publishes a new slot with a Release store of its
-        // `present` flag, which a claimer's Acquire scan could miss. This
-        // fence, paired with the fence in `published`, makes a claimer that
-        // misses the slot one whose state change this thread will see before
-        // it borrows (the fence-fence rule of the SeqCst order).
-        std::sync::atomic::fence(Ordering::SeqCst);
-        slot
+    pub(crate) fn local(&self) -> (&Counters, &AtomicUsize) {
+        let block = self.threads.block();
+        (&block.counters, &block.borrow_slot)
     }
 
     /// Whether some thread has published `addr` (is borrowing that entry).
     pub(crate) fn published(&self, addr: usize) -> bool {
         std::sync::atomic::fence(Ordering::SeqCst);
-        self.slots.iter().any(|s| s.load(Ordering::SeqCst) == addr)
+        self.threads
+            .blocks()
+            .any(|b| b.borrow_slot.load(Ordering::SeqCst) == addr)
     }
 }
 
@@ -57,35 +51,34 @@ impl Hazards {
 /// thread, so `thread_local` cannot tell them apart).
 #[cfg(loom)]
 #[derive(Debug)]
-pub(crate) struct Hazards {
-    slots: [AtomicUsize; LOOM_THREADS],
-}
+struct LoomSlots([AtomicUsize; LOOM_THREADS]);
 
 #[cfg(loom)]
 const LOOM_THREADS: usize = 4;
 
 #[cfg(loom)]
-impl Default for Hazards {
+impl Default for LoomSlots {
     fn default() -> Self {
-        Hazards {
-            slots: std::array::from_fn(|_| AtomicUsize::new(0)),
-        }
+        LoomSlots(std::array::from_fn(|_| AtomicUsize::new(0)))
     }
 }
 
 #[cfg(loom)]
 impl Hazards {
-    pub(crate) fn local(&self) -> &AtomicUsize {
+    pub(crate) fn local(&self) -> (&Counters, &AtomicUsize) {
         let i = crate::clock::thread_index();
         assert!(
             i < LOOM_THREADS,
             "loom models use at most {LOOM_THREADS} threads"
         );
-        &self.slots[i]
+        (self.threads.local(), &self.slots.0[i])
     }
 
     pub(crate) fn published(&self, addr: usize) -> bool {
         crate::sync::sc_fence();
-        self.slots.iter().any(|s| s.load(Ordering::SeqCst) == addr)
+        self.slots
+            .0
+            .iter()
+            .any(|s| s.load(Ordering::SeqCst) == addr)
     }
 }

@@ -300,7 +300,6 @@ pub struct PathCache<V, L: RefLayout = Padded> {
     config: Config,
     valid_ms: u64,
     negative_ttl_ms: u64,
-    counters: ThreadCounters,
     acct: Arc<Accounting>,
     /// Map entries (strict: reserved before insertion).
     entries: AtomicUsize,
@@ -351,13 +350,18 @@ impl<V: Send + Sync + 'static, L: RefLayout> PathCache<V, L> {
             map,
             valid_ms: config.valid.as_millis() as u64,
             negative_ttl_ms: config.negative_ttl.as_millis() as u64,
-            counters: ThreadCounters::default(),
             acct: Arc::new(Accounting::default()),
             entries: AtomicUsize::new(0),
             flights: Flights::new(config.shards * 4),
             evictor: Mutex::new(0),
             config,
         }
+    }
+
+    /// The per-thread statistics counters.
+    #[inline]
+    fn counters(&self) -> &ThreadCounters {
+        &self.acct.hazards.threads
     }
 
     /// The configuration in use.
@@ -381,7 +385,7 @@ impl<V: Send + Sync + 'static, L: RefLayout> PathCache<V, L> {
             Some(Slot::File(m)) => {
                 let Some(entry) = m.try_acquire() else {
                     // Lost a race with a removal: the entry is on its way out.
-                    bump(&self.counters.local().contention_events);
+                    bump(&self.counters().local().contention_events);
                     return Probe::Absent;
                 };
                 entry.touch();
@@ -398,7 +402,7 @@ impl<V: Send + Sync + 'static, L: RefLayout> PathCache<V, L> {
     /// stale entry returns `None` (counted as a miss).
     #[inline]
     pub fn get(&self, path: &str) -> Option<Lookup<V, L>> {
-        let counters = self.counters.local();
+        let counters = self.counters().local();
         match self.probe(path, clock::now_ms()) {
             Probe::Fresh(entry) => {
                 bump(&counters.hits);
@@ -432,12 +436,11 @@ impl<V: Send + Sync + 'static, L: RefLayout> PathCache<V, L> {
     #[inline]
     pub fn get_with<R>(&self, path: &str, f: impl FnOnce(Borrowed<'_, V, L>) -> R) -> Option<R> {
         let hazards = &self.acct.hazards;
-        let slot = hazards.local();
+        let (counters, slot) = hazards.local();
         if slot.load(std::sync::atomic::Ordering::Relaxed) != 0 {
             return self.get_with_nested(path, f);
         }
         let now_ms = clock::now_ms();
-        let counters = self.counters.local();
         let guard = self.map.guard();
         match self.map.get(path, &guard) {
             Some(Slot::File(m)) => match m.try_borrow(hazards, slot) {
@@ -492,13 +495,13 @@ impl<V: Send + Sync + 'static, L: RefLayout> PathCache<V, L> {
         let upgrade_from = match self.probe(path, clock::now_ms()) {
             Probe::Fresh(entry) => {
                 if !self.wants_upgrade(&entry) {
-                    bump(&self.counters.local().hits);
+                    bump(&self.counters().local().hits);
                     return Ok(Lookup::Hit(entry));
                 }
                 Some(entry)
             }
             Probe::Negative(kind) => {
-                bump(&self.counters.local().negative_hits);
+                bump(&self.counters().local().negative_hits);
                 return Ok(Lookup::Negative(kind));
             }
             Probe::Stale(_) | Probe::Absent => None,
@@ -506,11 +509,11 @@ impl<V: Send + Sync + 'static, L: RefLayout> PathCache<V, L> {
         let (lookup, hit) = match self.load_slow(path, loader, upgrade_from).await {
             Ok(done) => done,
             Err(e) => {
-                bump(&self.counters.local().misses);
+                bump(&self.counters().local().misses);
                 return Err(e);
             }
         };
-        let counters = self.counters.local();
+        let counters = self.counters().local();
         match (&lookup, hit) {
             (Lookup::Negative(_), true) => bump(&counters.negative_hits),
             (_, true) => bump(&counters.hits),
@@ -540,10 +543,10 @@ impl<V: Send + Sync + 'static, L: RefLayout> PathCache<V, L> {
         loop {
             let token = match self
                 .flights
-                .join(path, &self.counters.local().contention_events)
+                .join(path, &self.counters().local().contention_events)
             {
                 Role::Wait(flight) => {
-                    bump(&self.counters.local().contention_events);
+                    bump(&self.counters().local().contention_events);
                     match flight.wait().await {
                         Some(lookup) => return Ok((lookup, false)),
                         // The leader failed or was cancelled: try again (maybe as leader).
@@ -591,7 +594,7 @@ impl<V: Send + Sync + 'static, L: RefLayout> PathCache<V, L> {
     ) -> Result<(Lookup<V, L>, bool), Ld::Error> {
         let mut open = upgrading || self.config.min_uses <= 1;
         if let Some(entry) = stale {
-            bump(&self.counters.local().revalidations);
+            bump(&self.counters().local().revalidations);
             let checked_at = clock::now_ms();
             if loader.stat(path).await? == Some(*entry.meta()) {
                 entry.mark_validated(checked_at);
@@ -624,7 +627,7 @@ impl<V: Send + Sync + 'static, L: RefLayout> PathCache<V, L> {
             .then_some(self.config.small_file_max);
         let mut attempt = 0;
         loop {
-            bump(&self.counters.local().loads);
+            bump(&self.counters().local().loads);
             let (meta, mime, handle, mut bytes) = match loader.load(path, open, read_small).await? {
                 Loaded::Negative(kind) => {
                     self.insert_negative(path, kind, started_ms);
@@ -644,7 +647,7 @@ impl<V: Send + Sync + 'static, L: RefLayout> PathCache<V, L> {
                 let consistent =
                     b.len() as u64 == meta.size && loader.stat(path).await? == Some(meta);
                 if !consistent {
-                    bump(&self.counters.local().torn_reads);
+                    bump(&self.counters().local().torn_reads);
                     if attempt < TORN_READ_RETRIES {
                         attempt += 1;
                         drop(handle);
@@ -704,7 +707,7 @@ impl<V: Send + Sync + 'static, L: RefLayout> PathCache<V, L> {
                 ) {
                     Ok(_) => return true,
                     Err(now) => {
-                        bump(&self.counters.local().contention_events);
+                        bump(&self.counters().local().contention_events);
                         n = now;
                     }
                 }
@@ -741,7 +744,7 @@ impl<V: Send + Sync + 'static, L: RefLayout> PathCache<V, L> {
             {
                 Ok(_) => return true,
                 Err(now) => {
-                    bump(&self.counters.local().contention_events);
+                    bump(&self.counters().local().contention_events);
                     n = now;
                 }
             }
@@ -809,7 +812,7 @@ impl<V: Send + Sync + 'static, L: RefLayout> PathCache<V, L> {
             Some(old) => {
                 old.on_removed();
                 self.entries.fetch_sub(1, Ordering::Relaxed);
-                bump(&self.counters.local().invalidations);
+                bump(&self.counters().local().invalidations);
                 true
             }
             None => false,
@@ -833,7 +836,7 @@ impl<V: Send + Sync + 'static, L: RefLayout> PathCache<V, L> {
             Ok(g) => g,
             Err(TryLockError::Poisoned(p)) => p.into_inner(),
             Err(TryLockError::WouldBlock) => {
-                bump(&self.counters.local().contention_events);
+                bump(&self.counters().local().contention_events);
                 self.evictor.lock().unwrap_or_else(|p| p.into_inner())
             }
         };
@@ -874,7 +877,7 @@ impl<V: Send + Sync + 'static, L: RefLayout> PathCache<V, L> {
         }
         *hand = (start + visited) % self.map.len().max(1);
         if evicted > 0 {
-            add(&self.counters.local().evictions, evicted as u64);
+            add(&self.counters().local().evictions, evicted as u64);
         }
         evicted
     }
@@ -896,7 +899,7 @@ impl<V: Send + Sync + 'static, L: RefLayout> PathCache<V, L> {
 
     /// Sums the per-thread counters.
     pub fn stats(&self) -> Stats {
-        let c = &self.counters;
+        let c = self.counters();
         let hits = c.sum(|s| &s.hits);
         let misses = c.sum(|s| &s.misses);
         let negative_hits = c.sum(|s| &s.negative_hits);

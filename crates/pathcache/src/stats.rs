@@ -1,4 +1,4 @@
-//! Per-thread event counters, summed by `stats()`.
+//! Per-thread event counters (and borrow slots), summed by `stats()`.
 //!
 //! Every thread that touches a cache gets its own counter block (a
 //! [`thread_local::ThreadLocal`] slot, padded to its own cache line), and only
@@ -32,23 +32,60 @@ pub(crate) struct Counters {
     pub(crate) torn_reads: AtomicU64,
 }
 
+/// Everything a thread writes on a hit, on one padded line: its counters and
+/// its borrow slot (`hazard`), so a borrowing hit does one thread-local lookup.
+#[derive(Debug, Default)]
+pub(crate) struct Block {
+    pub(crate) counters: Counters,
+    /// The thread's borrow slot (see `hazard`). Under loom the slots are a
+    /// modeled array instead.
+    #[cfg(not(loom))]
+    pub(crate) borrow_slot: std::sync::atomic::AtomicUsize,
+}
+
 #[derive(Debug, Default)]
 pub(crate) struct ThreadCounters {
-    threads: ThreadLocal<CachePadded<Counters>>,
+    threads: ThreadLocal<CachePadded<Block>>,
 }
 
 impl ThreadCounters {
     /// The calling thread's block (allocated on its first use of this cache).
-    /// Only the calling thread may pass its counters to [`bump`]/[`add`].
+    /// Only the calling thread may write it.
+    #[inline]
+    pub(crate) fn block(&self) -> &Block {
+        match self.threads.get() {
+            Some(block) => block,
+            None => self.register(),
+        }
+    }
+
+    #[cold]
+    fn register(&self) -> &Block {
+        let block = self.threads.get_or_default();
+        // `ThreadLocal` publishes a new block with a Release store of its
+        // `present` flag, which a claimer's Acquire scan of the borrow slots
+        // could miss. This fence, paired with the fence in
+        // `Hazards::published`, makes a claimer that misses the block one
+        // whose state change this thread sees before it borrows (the
+        // fence-fence rule of the SeqCst order).
+        std::sync::atomic::fence(Ordering::SeqCst);
+        block
+    }
+
+    /// The calling thread's counters.
     #[inline]
     pub(crate) fn local(&self) -> &Counters {
-        self.threads.get_or_default()
+        &self.block().counters
+    }
+
+    /// Every thread's block, including those of exited threads.
+    pub(crate) fn blocks(&self) -> impl Iterator<Item = &Block> {
+        self.threads.iter().map(|b| &**b)
     }
 
     pub(crate) fn sum(&self, pick: impl Fn(&Counters) -> &AtomicU64) -> u64 {
-        self.threads
-            .iter()
-            .map(|c| pick(c).load(Ordering::Relaxed))
+        self.blocks()
+            .map(|b| pick(&b.counters).load(Ordering::Relaxed))
             .sum()
     }
 }
