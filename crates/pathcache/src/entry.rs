@@ -16,16 +16,20 @@
 //!   88      1    bytes: small-file copy 16 B construction / payload release
 //!  104      1    handle: Option<V>  <=24 B   construction / payload release
 //!  ------  ----  ------------------------------------------------------------
-//!  128      2    refs[0]: AtomicUsize        every hit of threads on shard 0
+//!  128      2    refs[0]: AtomicUsize        counted hits (`get`) on lane 0
 //!  136      2    owners (memory)             death only
-//!  192      3    refs[1]: AtomicUsize        every hit of threads on shard 1
+//!  192      3    refs[1]: AtomicUsize        counted hits (`get`) on lane 1
 //!  200      3    path, accounting, uses      construction; uses: min_uses phase
 //!  256           end (size_of, align 64)
 //! ```
 //!
 //! A lookup reads line 0 only (freshness, state, CLOCK bit); a response
-//! reads lines 0-1. Nothing on lines 0-1 is written on a hit (the CLOCK bit only when an eviction scan cleared it). Each
-//! reference shard has its own 64-byte line (the line size of this machine's
+//! reads lines 0-1. Nothing on lines 0-1 is written on a hit (the CLOCK bit
+//! only when an eviction scan cleared it). A borrowing hit (`get_with`)
+//! writes no line of the entry at all: its mark is in the borrowing thread's
+//! own block (`hazard`), and line 3 (reached through `accounting`) is read
+//! only by releasers of a dying entry. Each reference lane has its own
+//! 64-byte line (the line size of this machine's
 //! AMD Zen 3; Intel's adjacent-line prefetcher pairs lines into 128 bytes,
 //! which would argue for 128-byte spacing at the cost of a 384-byte entry).
 //! This is the lesson of the kernel's d_lockref patch (seed 03): the count

@@ -9,35 +9,54 @@
 //!
 //! # How a hit works, and why
 //!
+//! Two hit paths share everything but the reference:
+//!
+//! ```text
+//!  get(path) -> EntryRef                    get_with(path, |Borrowed| ..) -> R
+//!  -------------------------------------    -------------------------------------
+//!  thread block (thread_local lookup)       thread block (thread_local lookup)
+//!  coarse clock (vDSO)                      coarse clock (vDSO)
+//!  papaya guard enter (own line)            papaya guard enter (own line)
+//!  hash + probe + key compare               hash + probe + key compare
+//!  refs[lane].fetch_add   (entry line 2/3)  slot.swap(entry)      (own line)
+//!  state load, freshness  (entry line 0)    state load, freshness (entry line 0)
+//!  hits += 1              (own line)        hits += 1             (own line)
+//!  guard leave                              f(&entry); slot = 0; guard leave
+//!  ... later: drop(EntryRef):
+//!  refs[lane].fetch_sub, state load
+//! ```
+//!
 //! * The map is [papaya](https://docs.rs/papaya) (lock-free reads; removed
 //!   nodes are reclaimed by its `seize` collector only after every reader that
 //!   could see them has left). A lookup pins the collector (thread-local
 //!   writes only), hashes the path (foldhash), and compares the key.
-//! * The lookup then takes a counted [`EntryRef`]: one `fetch_add` on a
-//!   reference counter picked by the calling thread out of [`REF_SHARDS`]
-//!   counters, each on its own cache line, apart from everything a lookup
-//!   reads (the kernel's d_lockref lesson, seed 03; layout in [`entry`]). Two
-//!   workers hitting one hot file therefore write different lines. Dropping
-//!   the `EntryRef` is one `fetch_sub` on the same line plus one load of the
-//!   entry state (read-shared).
+//! * [`get`](PathCache::get) / [`get_or_load`](PathCache::get_or_load) return
+//!   a counted [`EntryRef`] that may be held across awaits: one `fetch_add`
+//!   on a reference counter picked by the calling thread out of
+//!   [`REF_SHARDS`] lanes, each on its own cache line, apart from everything a
+//!   lookup reads (the kernel's d_lockref lesson, seed 03; layout in
+//!   [`entry`]). Two workers hitting one hot file write different lanes.
+//!   Dropping the `EntryRef` is one `fetch_sub` on the same line plus one
+//!   load of the entry state (read-shared).
+//! * [`get_with`](PathCache::get_with) lends the entry to a closure instead
+//!   (for a response written without awaiting): no refcount is touched; the
+//!   thread publishes the entry in its own borrow slot, which payload
+//!   releasers check (hazard-pointer style, see [`refcount`]). Its only writes
+//!   are to the thread's own block and the collector's per-thread state.
 //! * Freshness is checked against `CLOCK_MONOTONIC_COARSE` (a vDSO read).
-//! * Hit/miss counters are per thread, each thread's block on its own line,
-//!   written with a plain load and store by that thread only (`Stats` sums
-//!   them; see `stats.rs`).
+//! * Hit/miss counters are per thread: each thread's counters and borrow slot
+//!   share one padded block that only that thread writes, with a plain load
+//!   and store (`Stats` sums all blocks, including those of exited threads).
+//!   The previous layout (shards chosen by thread index modulo a shard count)
+//!   needed a `lock xadd` per hit, because two threads could share a shard.
 //!
-//! Nothing else shared is written on a hit. The reference protocol (per-shard
-//! counts summed only once the entry left the map; `LIVE -> DYING -> FREED`)
-//! is in [`refcount`] and model-checked with loom (`tests/loom.rs`).
+//! Nothing else shared is written on a hit. The reference protocol (per-lane
+//! counts summed only once the entry left the map, borrow slots,
+//! `LIVE -> DYING -> FREED`) is in [`refcount`] and model-checked with loom
+//! (`tests/loom.rs`); `tests/concurrency.rs` stresses borrows against
+//! removals with handles that record their own release.
 //!
-//! Measured (criterion `--quick`, 2-core shared machine, wall clock, 30 Nov
-//! 04:28-04:40 UTC; one contender's rate varied more than 2x between runs
-//! under other users' load, so only ratios within one run mean anything):
-//! `pathcache_hit/pathcache` 8.1-21.0 M/s vs dashmap 9.0-15.6 M/s (0.54x-1.95x
-//! over 12 runs, median 0.94x), vs `kernel_open_close` 0.18 M/s (53x); same
-//! key, 2 threads vs 1 thread 0.92x-1.77x (5 runs); padded vs
-//! `pathcache_unpadded` 0.73x-2.46x. A power-of-two statistics shard count
-//! (a mask instead of a division per hit) showed no difference above that
-//! noise and was not kept.
+//! MEASUREMENTS_PLACEHOLDER
 //!
 //! # Lifecycle
 //!
@@ -101,6 +120,7 @@ mod clock;
 pub mod entry;
 mod flight;
 mod hazard;
+mod key;
 pub mod refcount;
 mod stats;
 mod sync;
@@ -113,6 +133,7 @@ pub use stats::Stats;
 
 use entry::{Accounting, NewEntry, Upgrade};
 use flight::{Flights, Role};
+use key::PathKey;
 use stats::{add, bump, ThreadCounters};
 
 /// Sizes and times of a [`PathCache`].
@@ -292,7 +313,7 @@ enum Probe<V, L: RefLayout> {
     Absent,
 }
 
-type Map<V, L> = papaya::HashMap<Box<str>, Slot<V, L>, foldhash::fast::RandomState>;
+type Map<V, L> = papaya::HashMap<PathKey, Slot<V, L>, foldhash::fast::RandomState>;
 
 /// The concurrent path cache. `Send + Sync`; share it by reference or `Arc`.
 pub struct PathCache<V, L: RefLayout = Padded> {
@@ -782,8 +803,7 @@ impl<V: Send + Sync + 'static, L: RefLayout> PathCache<V, L> {
         if !present && !self.reserve_entry() {
             return false;
         }
-        let key: Box<str> = path.into();
-        match self.map.insert(key, slot, &guard) {
+        match self.map.insert(PathKey::new(path), slot, &guard) {
             Some(old) => {
                 old.on_removed();
                 if !present {
