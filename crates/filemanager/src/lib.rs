@@ -41,9 +41,13 @@
 //! # Backends
 //!
 //! - `uring`: one io_uring per worker thread (per runtime on that thread),
-//!   created on first use. Reads go through a fixed-file slot (registered
-//!   once per file and ring, at `slot * shards + shard` of the descriptor),
-//!   opens and stats are `IORING_OP_OPENAT2`/`STATX`, and the reaper closes
+//!   created on first use. Reads of files served by descriptor go through a
+//!   fixed-file slot (registered once per file and ring, at
+//!   `slot * shards + shard` of the descriptor); a small file's one read into
+//!   the cache uses the plain descriptor. Opens are `IORING_OP_OPENAT2`
+//!   (inline when the path is in the dentry cache); the new descriptor is
+//!   `statx`ed with a plain syscall, because the kernel always hands
+//!   `IORING_OP_STATX` to an io-wq thread. The reaper closes
 //!   dropped descriptors as one batch of `IORING_OP_CLOSE`. Completions that
 //!   do not arrive inline wake the waiting task through an eventfd watched
 //!   by tokio's `AsyncFd`: no blocking thread per operation.
