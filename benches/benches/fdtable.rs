@@ -208,13 +208,50 @@ fn run_pairs(threads: usize, per_thread: u64) -> Duration {
     end - start
 }
 
+/// The same pairs as [`run_pairs`] on one `Mutex<Slab>` shared by
+/// `threads` threads (each holding `LIVE` entries first): what a server
+/// gets from the simple alternative once its workers allocate at once.
+fn run_mutex_pairs(threads: usize, per_thread: u64) -> Duration {
+    let locked = Arc::new(Mutex::new(slab::Slab::with_capacity(LIVE * (threads + 1))));
+    let barrier = Arc::new(Barrier::new(threads + 1));
+    let workers: Vec<_> = (0..threads)
+        .map(|_| {
+            let (locked, barrier) = (Arc::clone(&locked), Arc::clone(&barrier));
+            std::thread::spawn(move || {
+                let held: Vec<usize> = (0..LIVE as u64)
+                    .map(|i| locked.lock().unwrap().insert(i))
+                    .collect();
+                barrier.wait();
+                for _ in 0..per_thread {
+                    let key = locked.lock().unwrap().insert(1u64);
+                    locked.lock().unwrap().remove(black_box(key));
+                }
+                let end = Instant::now();
+                for key in held {
+                    locked.lock().unwrap().remove(key);
+                }
+                end
+            })
+        })
+        .collect();
+    barrier.wait();
+    let start = Instant::now();
+    let end = workers
+        .into_iter()
+        .map(|w| w.join().unwrap())
+        .max()
+        .unwrap();
+    end - start
+}
+
 /// Group `fdtable_2threads`: aggregate alloc+release throughput. Reported
 /// time per iteration is wall time divided by the total number of pairs
 /// done by all threads, so `fdtable_1thread / fdtable_2threads` is the
-/// scaling factor (2.0 = perfect). Both functions spawn their threads the
+/// scaling factor (2.0 = perfect). All functions spawn their threads the
 /// same way and hold `LIVE` entries per thread, so only the thread count
-/// differs. On a shared 2-core machine anything else running lowers the
-/// 2-thread figure.
+/// (and the structure) differs. `mutex_slab_*` run the same pairs on one
+/// shared `Mutex<Slab>`. On a shared 2-core machine anything else running
+/// lowers the 2-thread figures.
 fn two_threads(c: &mut Criterion) {
     let mut group = c.benchmark_group("fdtable_2threads");
     group.bench_function("fdtable_1thread", |b| {
@@ -222,6 +259,12 @@ fn two_threads(c: &mut Criterion) {
     });
     group.bench_function("fdtable_2threads", |b| {
         b.iter_custom(|iters| run_pairs(2, iters.div_ceil(2).max(1)))
+    });
+    group.bench_function("mutex_slab_1thread", |b| {
+        b.iter_custom(|iters| run_mutex_pairs(1, iters.max(1)))
+    });
+    group.bench_function("mutex_slab_2threads", |b| {
+        b.iter_custom(|iters| run_mutex_pairs(2, iters.div_ceil(2).max(1)))
     });
     group.finish();
 }
