@@ -44,15 +44,22 @@
 //!   created on first use. Reads of files served by descriptor go through a
 //!   fixed-file slot (registered once per file and ring, at
 //!   `slot * shards + shard` of the descriptor); a small file's one read into
-//!   the cache uses the plain descriptor. Opens are `IORING_OP_OPENAT2`
-//!   (inline when the path is in the dentry cache); the new descriptor is
-//!   `statx`ed with a plain syscall, because the kernel always hands
+//!   the cache uses the plain descriptor. Opens that miss the dentry cache
+//!   are `IORING_OP_OPENAT2` (see below for the others); the new descriptor
+//!   is `statx`ed with a plain syscall, because the kernel always hands
 //!   `IORING_OP_STATX` to an io-wq thread. The reaper closes
 //!   dropped descriptors as one batch of `IORING_OP_CLOSE`. Completions that
 //!   do not arrive inline wake the waiting task through an eventfd watched
 //!   by tokio's `AsyncFd`: no blocking thread per operation.
 //! - `blocking`: `preadv2(RWF_NOWAIT)` inline (page-cache hits never leave
 //!   the task), tokio's blocking pool otherwise and for opens.
+//!
+//! On both, an open first tries `openat2` with `RESOLVE_CACHED` inline on
+//! the calling thread ([`Config::inline_cached_opens`], on by default): it
+//! succeeds only when every path component is in the dentry cache, so the
+//! lookup never waits for I/O, and it spares the ring round trip or the
+//! blocking-pool hand-off. `EAGAIN` (not cached, or a racing rename) sends
+//! the open to the backend; the root-confinement flags are the same.
 //! - `auto` probes io_uring (setup, opcodes, sparse fixed files, a NOP) and
 //!   falls back to `blocking` when it is disabled (`kernel.io_uring_disabled`,
 //!   seccomp, containers) or too old; [`FileManager::backend`] says which
@@ -184,6 +191,12 @@ pub struct Config {
     pub fd_budget: Option<usize>,
     /// Descriptors kept free for sockets and everything else.
     pub fd_headroom: usize,
+    /// Try each open inline first with `RESOLVE_CACHED` (the lookup never
+    /// waits for I/O; see [the backends](crate#backends)), falling back to
+    /// the backend when the path is not in the dentry cache. On by default;
+    /// turn it off when the root is on a filesystem whose `open` itself may
+    /// block (NFS, FUSE), so every open goes through the backend.
+    pub inline_cached_opens: bool,
 }
 
 impl Config {
@@ -197,6 +210,7 @@ impl Config {
             cache: pathcache::Config::default(),
             fd_budget: None,
             fd_headroom: 1024,
+            inline_cached_opens: true,
         }
     }
 }
@@ -470,6 +484,8 @@ struct Shared {
     root: Arc<OwnedFd>,
     root_path: PathBuf,
     policy: SymlinkPolicy,
+    /// `Config::inline_cached_opens`.
+    inline_cached_opens: bool,
     kind: BackendKind,
     why: String,
     id: u64,
@@ -700,13 +716,23 @@ impl Shared {
         }
         let res = match self
             .backend
-            .open(&self.root, c.clone(), oflags, self.policy)
+            .open(
+                &self.root,
+                c.clone(),
+                oflags,
+                self.policy,
+                self.inline_cached_opens,
+            )
             .await
         {
             Err(e) if is_exhausted(&e) => {
                 self.relieve();
                 recovered = true;
-                match self.backend.open(&self.root, c, oflags, self.policy).await {
+                match self
+                    .backend
+                    .open(&self.root, c, oflags, self.policy, self.inline_cached_opens)
+                    .await
+                {
                     Err(e) if is_exhausted(&e) => {
                         self.exhausted.fetch_add(1, Ordering::Relaxed);
                         return Err(OpenError::Exhausted);
@@ -822,6 +848,7 @@ impl FileManager {
             root: Arc::new(root),
             root_path: config.root.clone(),
             policy: config.symlinks,
+            inline_cached_opens: config.inline_cached_opens,
             kind,
             why,
             id: NEXT_MANAGER_ID.fetch_add(1, Ordering::Relaxed),

@@ -21,6 +21,7 @@
 use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use rustix::fs::{AtFlags, Mode, OFlags, ResolveFlags, StatxFlags};
 
@@ -85,6 +86,48 @@ pub(crate) fn open_beneath(
             Err(rustix::io::Errno::AGAIN) if tries < EAGAIN_RETRIES => tries += 1,
             other => return other.map_err(io::Error::from),
         }
+    }
+}
+
+/// Whether the kernel takes `RESOLVE_CACHED` (Linux 5.12+); cleared on the
+/// first `EINVAL`, after which every open takes the backend's full path.
+static CACHED_LOOKUP: AtomicBool = AtomicBool::new(true);
+
+/// `openat2` with `RESOLVE_CACHED` added to `policy`'s flags: succeeds only
+/// if every component of `path` is already in the dentry cache, so the
+/// lookup never waits for I/O and the call can run inline on a worker
+/// thread. It is the same attempt io_uring makes inline before it hands an
+/// `OPENAT2` to a worker thread, without the ring round trip, and it spares
+/// the blocking backend a thread hand-off per open.
+///
+/// `None` means "do the full open": the lookup would need I/O or
+/// revalidation (`EAGAIN`, which also covers a racing `..` rename), or the
+/// kernel lacks `RESOLVE_CACHED`. Any other error is the answer the full
+/// open would give (a cached negative dentry is a definite `ENOENT`); the
+/// root confinement flags are the same either way.
+pub(crate) fn open_beneath_cached(
+    root: impl AsFd,
+    path: &CString,
+    oflags: OFlags,
+    policy: SymlinkPolicy,
+) -> Option<io::Result<OwnedFd>> {
+    if !CACHED_LOOKUP.load(Ordering::Relaxed) {
+        return None;
+    }
+    match rustix::fs::openat2(
+        root.as_fd(),
+        path.as_c_str(),
+        oflags,
+        Mode::empty(),
+        resolve_flags(policy) | ResolveFlags::CACHED,
+    ) {
+        Ok(fd) => Some(Ok(fd)),
+        Err(rustix::io::Errno::AGAIN) => None,
+        Err(rustix::io::Errno::INVAL) => {
+            CACHED_LOOKUP.store(false, Ordering::Relaxed);
+            None
+        }
+        Err(e) => Some(Err(e.into())),
     }
 }
 

@@ -205,51 +205,53 @@ fn opens_stay_beneath_the_root_under_every_policy() {
             SymlinkPolicy::WithinRoot,
             SymlinkPolicy::Follow,
         ] {
-            let fm = manager(&t.root, backend, policy);
-            for p in [
-                "../secret.txt",
-                "sub/../../secret.txt",
-                "/../secret.txt",
-                "abs_link",
-                "up/secret.txt",
-                "up/root/../secret.txt",
-                "rel_out",
-                "magic",
-                "sub/\0x",
-            ] {
-                expect_denied(&fm, p);
-            }
-            let rt = current_thread();
-            rt.block_on(async {
-                let r = fm.open("rel_in").await.unwrap();
-                match policy {
-                    SymlinkPolicy::Deny => assert!(matches!(r, Opened::Forbidden), "{r:?}"),
-                    _ => {
-                        let Opened::File(f) = r else {
-                            panic!("{policy:?}: {r:?}")
-                        };
-                        assert_eq!(&fm.read_at(&f, 0, 100).await.unwrap()[..], b"inside");
+            for inline in [false, true] {
+                let fm = manager_with(&t.root, backend, policy, inline);
+                for p in [
+                    "../secret.txt",
+                    "sub/../../secret.txt",
+                    "/../secret.txt",
+                    "abs_link",
+                    "up/secret.txt",
+                    "up/root/../secret.txt",
+                    "rel_out",
+                    "magic",
+                    "sub/\0x",
+                ] {
+                    expect_denied(&fm, p);
+                }
+                let rt = current_thread();
+                rt.block_on(async {
+                    let r = fm.open("rel_in").await.unwrap();
+                    match policy {
+                        SymlinkPolicy::Deny => assert!(matches!(r, Opened::Forbidden), "{r:?}"),
+                        _ => {
+                            let Opened::File(f) = r else {
+                                panic!("{policy:?}: {r:?}")
+                            };
+                            assert_eq!(&fm.read_at(&f, 0, 100).await.unwrap()[..], b"inside");
+                        }
                     }
-                }
-                // Follow: `up/sub/secret.txt` is clamped to <root>/sub/secret.txt.
-                if policy == SymlinkPolicy::Follow {
-                    let Opened::File(f) = fm.open("up/sub/secret.txt").await.unwrap() else {
-                        panic!()
-                    };
-                    assert_eq!(&fm.read_at(&f, 0, 100).await.unwrap()[..], b"sub-inside");
-                }
-                assert!(matches!(fm.open("sub").await.unwrap(), Opened::IsDir));
-                assert!(matches!(fm.open("").await.unwrap(), Opened::IsDir));
-                assert!(matches!(
-                    fm.open("nope.txt").await.unwrap(),
-                    Opened::NotFound
-                ));
-                assert!(matches!(
-                    fm.stat("nope.txt").await,
-                    Err(OpenError::NotFound)
-                ));
-                assert_eq!(fm.stat("inside.txt").await.unwrap().size, 6);
-            });
+                    // Follow: `up/sub/secret.txt` is clamped to <root>/sub/secret.txt.
+                    if policy == SymlinkPolicy::Follow {
+                        let Opened::File(f) = fm.open("up/sub/secret.txt").await.unwrap() else {
+                            panic!()
+                        };
+                        assert_eq!(&fm.read_at(&f, 0, 100).await.unwrap()[..], b"sub-inside");
+                    }
+                    assert!(matches!(fm.open("sub").await.unwrap(), Opened::IsDir));
+                    assert!(matches!(fm.open("").await.unwrap(), Opened::IsDir));
+                    assert!(matches!(
+                        fm.open("nope.txt").await.unwrap(),
+                        Opened::NotFound
+                    ));
+                    assert!(matches!(
+                        fm.stat("nope.txt").await,
+                        Err(OpenError::NotFound)
+                    ));
+                    assert_eq!(fm.stat("inside.txt").await.unwrap().size, 6);
+                });
+            }
         }
     }
 }
@@ -261,10 +263,12 @@ fn fifo_in_the_tree_is_refused_without_blocking() {
     // SAFETY: `c` is a valid NUL-terminated path for the duration of the call.
     assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
     for backend in backends(&t.root) {
-        let fm = manager(&t.root, backend, SymlinkPolicy::WithinRoot);
-        current_thread().block_on(async {
-            assert!(matches!(fm.open("pipe").await.unwrap(), Opened::Forbidden));
-        });
+        for inline in [false, true] {
+            let fm = manager_with(&t.root, backend, SymlinkPolicy::WithinRoot, inline);
+            current_thread().block_on(async {
+                assert!(matches!(fm.open("pipe").await.unwrap(), Opened::Forbidden));
+            });
+        }
     }
 }
 
@@ -277,53 +281,57 @@ fn symlink_swapped_during_open_never_yields_outside_bytes() {
             SymlinkPolicy::Follow,
             SymlinkPolicy::Deny,
         ] {
-            let fm = manager(&t.root, backend, policy);
-            let stop = Arc::new(AtomicBool::new(false));
-            let root = t.root.clone();
-            let swapper = {
-                let stop = Arc::clone(&stop);
-                std::thread::spawn(move || {
-                    let mut i = 0u64;
-                    while !stop.load(Ordering::Relaxed) {
-                        // File link and directory link, each flipping between
-                        // an inside and an outside target, replaced atomically.
-                        let (f, d) = if i % 2 == 0 {
-                            ("inside.txt", "sub")
-                        } else {
-                            ("../secret.txt", "..")
-                        };
-                        let _ = std::fs::remove_file(root.join("tmp_f"));
-                        let _ = std::fs::remove_file(root.join("tmp_d"));
-                        std::os::unix::fs::symlink(f, root.join("tmp_f")).unwrap();
-                        std::os::unix::fs::symlink(d, root.join("tmp_d")).unwrap();
-                        std::fs::rename(root.join("tmp_f"), root.join("link")).unwrap();
-                        std::fs::rename(root.join("tmp_d"), root.join("dlink")).unwrap();
-                        i += 1;
-                    }
-                })
-            };
-            let rt = current_thread();
-            let mut inside_hits = 0;
-            rt.block_on(async {
-                for _ in 0..1500 {
-                    for p in ["link", "dlink/secret.txt"] {
-                        if let Ok(h) = fm.open_uncached(p).await {
-                            let b = fm.read_at(&h, 0, 64).await.unwrap();
-                            assert!(
+            for inline in [false, true] {
+                let fm = manager_with(&t.root, backend, policy, inline);
+                let stop = Arc::new(AtomicBool::new(false));
+                let root = t.root.clone();
+                let swapper = {
+                    let stop = Arc::clone(&stop);
+                    std::thread::spawn(move || {
+                        let mut i = 0u64;
+                        while !stop.load(Ordering::Relaxed) {
+                            // File link and directory link, each flipping between
+                            // an inside and an outside target, replaced atomically.
+                            let (f, d) = if i % 2 == 0 {
+                                ("inside.txt", "sub")
+                            } else {
+                                ("../secret.txt", "..")
+                            };
+                            let _ = std::fs::remove_file(root.join("tmp_f"));
+                            let _ = std::fs::remove_file(root.join("tmp_d"));
+                            std::os::unix::fs::symlink(f, root.join("tmp_f")).unwrap();
+                            std::os::unix::fs::symlink(d, root.join("tmp_d")).unwrap();
+                            std::fs::rename(root.join("tmp_f"), root.join("link")).unwrap();
+                            std::fs::rename(root.join("tmp_d"), root.join("dlink")).unwrap();
+                            i += 1;
+                        }
+                    })
+                };
+                let rt = current_thread();
+                let mut inside_hits = 0;
+                rt.block_on(async {
+                    for _ in 0..1500 {
+                        for p in ["link", "dlink/secret.txt"] {
+                            if let Ok(h) = fm.open_uncached(p).await {
+                                let b = fm.read_at(&h, 0, 64).await.unwrap();
+                                assert!(
                                 !b.starts_with(b"SECRET"),
-                                "{backend:?}/{policy:?}: read outside bytes via {p}"
+                                "{backend:?}/{policy:?}/inline {inline}: read outside bytes via {p}"
                             );
-                            inside_hits += 1;
-                            h.close().await.unwrap();
+                                inside_hits += 1;
+                                h.close().await.unwrap();
+                            }
                         }
                     }
+                });
+                stop.store(true, Ordering::Relaxed);
+                swapper.join().unwrap();
+                eprintln!(
+                "{backend:?}/{policy:?}/inline {inline}: {inside_hits} inside opens during swaps"
+            );
+                if policy != SymlinkPolicy::Deny {
+                    assert!(inside_hits > 0, "the race never hit the inside target");
                 }
-            });
-            stop.store(true, Ordering::Relaxed);
-            swapper.join().unwrap();
-            eprintln!("{backend:?}/{policy:?}: {inside_hits} inside opens during swaps");
-            if policy != SymlinkPolicy::Deny {
-                assert!(inside_hits > 0, "the race never hit the inside target");
             }
         }
     }

@@ -87,6 +87,7 @@ impl Files {
             cache: cache_config(s),
             fd_budget: s.fd_budget,
             fd_headroom: s.fd_headroom,
+            inline_cached_opens: true,
         };
         Ok(Files {
             fm: filemanager::FileManager::new(config)?,

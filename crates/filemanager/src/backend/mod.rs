@@ -74,11 +74,35 @@ impl Backend {
         path: CString,
         oflags: OFlags,
         policy: SymlinkPolicy,
+        inline_cached: bool,
     ) -> io::Result<(OwnedFd, Stat)> {
+        // Most opens of a busy server hit the dentry cache: do those inline
+        // (see `open_beneath_cached`), and only the rest on the backend.
+        let cached = if inline_cached {
+            crate::resolve::open_beneath_cached(&**root, &path, oflags, policy)
+        } else {
+            None
+        };
+        if let Some(opened) = cached {
+            let counters = self.counters();
+            counters.op(Op::Open);
+            let fd = opened?;
+            counters.op(Op::Stat);
+            let stat = crate::resolve::stat_fd(&fd)?;
+            return Ok((fd, stat));
+        }
         match self {
             Backend::Blocking(b) => b.open(root, path, oflags, policy).await,
             #[cfg(target_os = "linux")]
             Backend::Uring(u) => u.open(root, path, oflags, policy).await,
+        }
+    }
+
+    fn counters(&self) -> &Counters {
+        match self {
+            Backend::Blocking(b) => &b.counters,
+            #[cfg(target_os = "linux")]
+            Backend::Uring(u) => &u.counters,
         }
     }
 

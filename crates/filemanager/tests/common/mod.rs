@@ -42,10 +42,28 @@ pub fn backends(root: &Path) -> Vec<BackendKind> {
     v
 }
 
+/// A manager on `backend`. Inline cached opens are turned off so every open
+/// goes through the backend under test (`manager_inline` keeps them on).
 pub fn manager(root: &Path, backend: BackendKind, symlinks: SymlinkPolicy) -> FileManager {
+    manager_with(root, backend, symlinks, false)
+}
+
+/// A manager on `backend` that opens paths in the dentry cache inline.
+pub fn manager_inline(root: &Path, backend: BackendKind, symlinks: SymlinkPolicy) -> FileManager {
+    manager_with(root, backend, symlinks, true)
+}
+
+/// A manager on `backend`, with inline cached opens on or off.
+pub fn manager_with(
+    root: &Path,
+    backend: BackendKind,
+    symlinks: SymlinkPolicy,
+    inline_cached_opens: bool,
+) -> FileManager {
     let mut cfg = Config::new(root);
     cfg.backend = backend;
     cfg.symlinks = symlinks;
+    cfg.inline_cached_opens = inline_cached_opens;
     cfg.shards = 4;
     let fm = FileManager::new(cfg).unwrap();
     eprintln!("backend ran: {:?} ({})", fm.backend().0, fm.backend().1);
