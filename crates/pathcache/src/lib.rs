@@ -238,6 +238,24 @@ pub trait Loader<V> {
     ) -> impl Future<Output = Result<Loaded<V>, Self::Error>>;
     /// Stats `path` again; `Ok(None)` when it no longer exists.
     fn stat(&self, path: &str) -> impl Future<Output = Result<Option<FileMeta>, Self::Error>>;
+    /// Reads the metadata again right after `load` returned a file's bytes,
+    /// so the cache can tell whether the copy is one version of the file
+    /// (the same metadata before and after the read). `handle` is what
+    /// `load` returned with the bytes, if anything.
+    ///
+    /// The default stats `path` again. A loader that returned a handle can
+    /// answer from it instead (an `fstat`: no path walk, no extra open): an
+    /// in-place write changes the handle's metadata all the same, and a
+    /// rename over the path leaves the copy a consistent old version, which
+    /// revalidation replaces like any other outdated entry.
+    fn recheck(
+        &self,
+        path: &str,
+        handle: Option<&V>,
+    ) -> impl Future<Output = Result<Option<FileMeta>, Self::Error>> {
+        let _ = handle;
+        self.stat(path)
+    }
 }
 
 /// The answer of a lookup.
@@ -665,8 +683,8 @@ impl<V: Send + Sync + 'static, L: RefLayout> PathCache<V, L> {
                 // A copy is trusted only if the file had the same version
                 // before (meta) and after (this stat) the read, and the copy
                 // has the size that version says.
-                let consistent =
-                    b.len() as u64 == meta.size && loader.stat(path).await? == Some(meta);
+                let consistent = b.len() as u64 == meta.size
+                    && loader.recheck(path, handle.as_ref()).await? == Some(meta);
                 if !consistent {
                     bump(&self.counters().local().torn_reads);
                     if attempt < TORN_READ_RETRIES {

@@ -98,7 +98,7 @@ impl Backend {
         }
     }
 
-    fn counters(&self) -> &Counters {
+    pub(crate) fn counters(&self) -> &Counters {
         match self {
             Backend::Blocking(b) => &b.counters,
             #[cfg(target_os = "linux")]
