@@ -28,7 +28,7 @@
 //! a relaxed one would be, and the SeqCst load is a plain `mov`.
 //!
 //! Borrows (`PathCache::get_with`) take no count. A borrowing thread
-//! publishes the entry's address in its own slot of [`Hazards`] (a SeqCst
+//! publishes the entry's address in its own slot of `Hazards` (a SeqCst
 //! swap), then loads the state (SeqCst): the same store-then-load pattern as a
 //! lookup's increment, so either it sees `DYING` and backs off, or every
 //! claimer (which loads the state, or wrote `DYING`, before scanning the slots)
