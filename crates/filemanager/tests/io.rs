@@ -399,6 +399,30 @@ fn a_miss_costs_one_open_and_a_hit_costs_no_io() {
     }
 }
 
+/// A small file's miss also reads its bytes into the cache; checking that
+/// the copy is of one version must not walk the path again: one open, two
+/// stats (before and after the read, both of the open descriptor).
+#[test]
+fn a_small_file_miss_costs_one_open_and_two_stats() {
+    let t = Tree::create();
+    for backend in backends(&t.root) {
+        for inline in [false, true] {
+            let fm = manager_with(&t.root, backend, SymlinkPolicy::WithinRoot, inline);
+            current_thread().block_on(async {
+                let Opened::File(f) = fm.open("inside.txt").await.unwrap() else {
+                    panic!()
+                };
+                assert_eq!(f.bytes().map(|b| b.to_vec()), Some(b"inside".to_vec()));
+                drop(f);
+                let io = fm.stats().io;
+                eprintln!("{backend:?}/inline {inline} after one small miss: {io:?}");
+                assert_eq!(io.ops[0], 1, "opens");
+                assert_eq!(io.ops[1], 2, "stats");
+            });
+        }
+    }
+}
+
 #[test]
 fn stress_multi_thread_runtime_with_cancellations() {
     // Many tasks on a multi-thread runtime open, read, drop and cancel
