@@ -111,7 +111,7 @@
 //!   timestamp tick) is not detectable.
 //!
 //! ```
-//! use pathcache::{Config, FileMeta, Loaded, Loader, Lookup, PathCache};
+//! use pathcache::{Borrowed, Config, FileMeta, Loaded, Loader, Lookup, PathCache};
 //! use std::convert::Infallible;
 //!
 //! struct Disk; // a stand-in loader: every path is a 5-byte file
@@ -134,6 +134,13 @@
 //! // The second lookup is a hit that takes no lock.
 //! assert!(matches!(cache.get("index.html"), Some(Lookup::Hit(_))));
 //! assert_eq!(cache.stats().hits, 1);
+//! // A response written without awaiting can borrow the entry instead:
+//! // no reference count is touched.
+//! let size = cache.get_with("index.html", |b| match b {
+//!     Borrowed::Hit(e) => e.meta().size,
+//!     Borrowed::Negative(_) => 0,
+//! });
+//! assert_eq!(size, Some(5));
 //! # fn block_on<F: std::future::Future>(f: F) -> F::Output {
 //! #     tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(f)
 //! # }
