@@ -105,6 +105,10 @@ pub struct Config {
     pub fd_budget: u64,
     /// Descriptors kept free for sockets.
     pub fd_headroom: u64,
+    /// Open paths found in the dentry cache inline on the worker
+    /// (`openat2` with `RESOLVE_CACHED`) before handing the open to the I/O
+    /// backend; off for roots whose `open` may block (NFS, FUSE).
+    pub inline_opens: bool,
     /// Path cache.
     pub cache: CacheConfig,
 }
@@ -136,6 +140,7 @@ impl Default for Config {
             max_ranges: 16,
             fd_budget: 0,
             fd_headroom: 256,
+            inline_opens: true,
             cache: CacheConfig::default(),
         }
     }
@@ -253,6 +258,7 @@ pub struct Settings {
     pub shutdown_timeout: Duration,
     pub fd_budget: Option<usize>,
     pub fd_headroom: usize,
+    pub inline_opens: bool,
     pub cache: CacheSettings,
 }
 
@@ -707,6 +713,7 @@ impl Config {
             shutdown_timeout,
             fd_budget: (self.fd_budget > 0).then_some(self.fd_budget as usize),
             fd_headroom: self.fd_headroom as usize,
+            inline_opens: self.inline_opens,
             cache,
         };
         if e.is_empty() {

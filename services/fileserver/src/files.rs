@@ -87,7 +87,7 @@ impl Files {
             cache: cache_config(s),
             fd_budget: s.fd_budget,
             fd_headroom: s.fd_headroom,
-            inline_cached_opens: true,
+            inline_cached_opens: s.inline_opens,
         };
         Ok(Files {
             fm: filemanager::FileManager::new(config)?,

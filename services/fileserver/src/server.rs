@@ -396,6 +396,7 @@ fn reload(
         ("symlinks", new.symlinks != started.symlinks),
         ("fd_budget", new.fd_budget != started.fd_budget),
         ("fd_headroom", new.fd_headroom != started.fd_headroom),
+        ("inline_opens", new.inline_opens != started.inline_opens),
         ("cache", new.cache != started.cache),
     ] {
         if changed {
@@ -412,6 +413,7 @@ fn reload(
     new.symlinks = started.symlinks;
     new.fd_budget = started.fd_budget;
     new.fd_headroom = started.fd_headroom;
+    new.inline_opens = started.inline_opens;
     new.cache = started.cache.clone();
     if let Err(e) = set_log_level(&new.log_level) {
         tracing::error!("reload: log_level: {e}");

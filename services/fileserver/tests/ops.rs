@@ -278,6 +278,36 @@ fn metrics_names_help_and_counts_move() {
     }
 }
 
+/// `inline_opens = false` sends every open through the I/O backend (for
+/// roots whose `open` may block); files and misses are served the same, on
+/// both backends, and the start line still names the backend.
+#[test]
+fn inline_opens_off_serves_the_same() {
+    let tree = Tree::new();
+    tree.write("a.txt", b"0123456789");
+    tree.write("sub/b.txt", b"bee");
+    for backend in ["blocking", "auto"] {
+        let d = Daemon::start(
+            &tree.root,
+            &["--io-backend", backend, "--set", "inline_opens=false"],
+        );
+        let c = client();
+        for _ in 0..2 {
+            assert_eq!(
+                c.get(d.url("/a.txt")).send().unwrap().text().unwrap(),
+                "0123456789",
+                "{backend}"
+            );
+            assert_eq!(
+                c.get(d.url("/sub/b.txt")).send().unwrap().text().unwrap(),
+                "bee",
+                "{backend}"
+            );
+            assert_eq!(c.get(d.url("/missing")).send().unwrap().status(), 404);
+        }
+    }
+}
+
 #[test]
 fn graceful_shutdown_finishes_in_flight_response() {
     let tree = Tree::new();
