@@ -57,24 +57,27 @@
 //! removals with handles that record their own release.
 //!
 //! Measured (criterion `--quick`, `benches/benches/pathcache.rs`, 2-core
-//! shared VM, 30 Nov 05:38-05:56 UTC; everything's speed drifts up to 2x
-//! within seconds there, so only ratios taken close together mean much):
+//! shared VM, 30 Nov 05:38-06:06 UTC; everything's speed flips between two
+//! levels about 1.6x apart from one second to the next there, so only ratios
+//! taken close together mean much; ranges are over runs):
 //!
 //! | figure (1000 cached paths, 1 thread) | vs dashmap get+clone |
 //! |---|---|
-//! | `pathcache_hit/pathcache` (counted `get`), 10 runs, wall | 0.72-0.90x (median 0.80x) |
-//! | same, thread CPU time (`pathcache_hit_cpu`) | 0.58-1.24x (median 0.83x) |
+//! | `pathcache_hit/pathcache` (counted `get`), 13 runs, wall | 0.72-0.90x (median 0.80x) |
+//! | same, thread CPU time (`pathcache_hit_cpu`) | 0.58-1.24x (median 0.86x) |
 //! | `pathcache_hit/pathcache_borrow` (`get_with`), wall | 1.01-1.29x (median 1.11x) |
-//! | same, CPU time | 1.01-1.30x (median 1.08x) |
+//! | same, CPU time | 0.91-1.30x (median 1.08x) |
 //! | `quick_cache` (for scale), wall | 1.41-1.60x |
-//! | interleaved batches (`PATHCACHE_INTERLEAVED=300`, 4 runs): counted / borrow / quick_cache | 0.98-1.13x / 1.03-1.25x / 1.56-1.65x |
+//! | interleaved batches (`PATHCACHE_INTERLEAVED=300`, 7 runs): counted / borrow / quick_cache | 0.98-1.14x / 1.03-1.26x / 1.56-1.65x |
 //!
-//! `kernel_open_close` (open+close on tmpfs) is 41-57x slower than a counted
-//! hit and 58-82x slower than a borrow. On one key from two threads (quiet
-//! runs, load 1.4): counted hits scale 1.97-1.99x over one thread (dashmap:
-//! 0.51-0.56x), borrows 2.40-2.48x, and the padded layout is 1.59x faster
-//! than `pathcache_unpadded`; with other jobs on the cores those wall-clock
-//! ratios fall to 1.0x, because the two threads no longer run at once.
+//! `kernel_open_close` (open+close on tmpfs) is 38-62x slower than a counted
+//! hit and 51-84x slower than a borrow. One key from two threads (5 runs
+//! with the machine otherwise idle, wall clock): counted hits scale
+//! 1.74-2.00x over one thread (dashmap: 0.20-0.56x), borrows 2.15-2.55x, and
+//! the padded layout is 1.59-2.36x faster than `pathcache_unpadded`
+//! (CPU-time group: 1.91-2.03x, 2.32-2.46x, 1.45-2.41x). With other jobs on
+//! the cores the wall-clock ratios fall to about 1.0x, because the two
+//! threads no longer run at once.
 //!
 //! What this session's changes bought, interleaved in one process against
 //! the code before them: counted hits 0.76x -> 0.85x dashmap (per-thread
