@@ -64,7 +64,7 @@
 //! | figure (1000 cached paths, 1 thread) | vs dashmap get+clone |
 //! |---|---|
 //! | `pathcache_hit/pathcache` (counted `get`), 13 runs, wall | 0.72-0.90x (median 0.80x) |
-//! | same, thread CPU time (`pathcache_hit_cpu`) | 0.58-1.24x (median 0.86x) |
+//! | same, thread CPU time (`pathcache_hit_cpu`) | 0.58-1.24x (median 0.84x) |
 //! | `pathcache_hit/pathcache_borrow` (`get_with`), wall | 1.01-1.29x (median 1.11x) |
 //! | same, CPU time | 0.91-1.30x (median 1.08x) |
 //! | `quick_cache` (for scale), wall | 1.41-1.60x |
