@@ -214,8 +214,9 @@ pub struct Entry<V, L: RefLayout = Padded> {
 // SAFETY: the payload cells (`bytes`, `handle`) are read only through an
 // `EntryRef` (a counted reference) or an `EntryBorrow` (a published borrow),
 // and written only by the single thread that wins the FREED transition, which
-// happens after every reference and every borrow is gone (see `refcount`). Everything else is immutable or atomic. So sharing an
-// entry is as safe as sharing `V` and moving it is as safe as moving `V`.
+// happens after every reference and every borrow is gone (see `refcount`).
+// Everything else is immutable or atomic. So sharing an entry is as safe as
+// sharing `V` and moving it is as safe as moving `V`.
 unsafe impl<V: Send + Sync, L: RefLayout> Sync for Entry<V, L> {}
 // SAFETY: see the `Sync` impl; the entry owns a `V`, so it is `Send` when `V` is.
 unsafe impl<V: Send + Sync, L: RefLayout> Send for Entry<V, L> {}
