@@ -1015,6 +1015,21 @@ impl FileManager {
         }
     }
 
+    /// Applies new path-cache bounds and times while serving (a config
+    /// reload). `max_open` is capped by the descriptor budget, as at start;
+    /// `shards` is ignored. Lower bounds evict unused entries now, and their
+    /// descriptors are closed on the deferred path. Returns the entries
+    /// evicted.
+    pub fn set_cache_limits(&self, mut cache: pathcache::Config) -> usize {
+        cache.max_open = cache.max_open.min(self.shared.budget);
+        self.shared.cache.set_limits(&cache)
+    }
+
+    /// The path-cache settings in use (`max_open` as capped by the budget).
+    pub fn cache_config(&self) -> pathcache::Config {
+        self.shared.cache.config()
+    }
+
     /// Sets up the calling thread's I/O state now: on the io_uring backend,
     /// its ring and the driver task that delivers completions; nothing on the
     /// blocking backend. Call it once inside each worker thread's tokio

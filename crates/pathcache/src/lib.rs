@@ -152,7 +152,7 @@
 
 use std::fmt;
 use std::future::Future;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, TryLockError};
 use std::time::Duration;
 
@@ -373,12 +373,86 @@ enum Probe<V, L: RefLayout> {
 
 type Map<V, L> = papaya::HashMap<PathKey, Slot<V, L>, foldhash::fast::RandomState>;
 
+/// The settings [`PathCache::set_limits`] can change while the cache runs,
+/// each in its own atomic (read with `Relaxed` loads: a reader may act on
+/// the old or the new value of one setting for a moment, never on a torn
+/// one). `shards` is fixed at construction.
+#[derive(Debug)]
+struct Limits {
+    max_entries: AtomicUsize,
+    max_open: AtomicUsize,
+    valid_ms: AtomicU64,
+    negative_ttl_ms: AtomicU64,
+    small_file_max: AtomicU64,
+    small_bytes_budget: AtomicU64,
+    min_uses: AtomicU32,
+}
+
+impl Limits {
+    fn new(config: &Config) -> Self {
+        let limits = Limits {
+            max_entries: AtomicUsize::new(0),
+            max_open: AtomicUsize::new(0),
+            valid_ms: AtomicU64::new(0),
+            negative_ttl_ms: AtomicU64::new(0),
+            small_file_max: AtomicU64::new(0),
+            small_bytes_budget: AtomicU64::new(0),
+            min_uses: AtomicU32::new(0),
+        };
+        limits.store(config);
+        limits
+    }
+
+    fn store(&self, config: &Config) {
+        let millis = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        self.max_entries
+            .store(config.max_entries, Ordering::Relaxed);
+        self.max_open.store(config.max_open, Ordering::Relaxed);
+        self.valid_ms.store(millis(config.valid), Ordering::Relaxed);
+        self.negative_ttl_ms
+            .store(millis(config.negative_ttl), Ordering::Relaxed);
+        self.small_file_max
+            .store(config.small_file_max, Ordering::Relaxed);
+        self.small_bytes_budget
+            .store(config.small_bytes_budget, Ordering::Relaxed);
+        self.min_uses.store(config.min_uses, Ordering::Relaxed);
+    }
+
+    fn max_entries(&self) -> usize {
+        self.max_entries.load(Ordering::Relaxed)
+    }
+
+    fn max_open(&self) -> usize {
+        self.max_open.load(Ordering::Relaxed)
+    }
+
+    #[inline(always)]
+    fn valid_ms(&self) -> u64 {
+        self.valid_ms.load(Ordering::Relaxed)
+    }
+
+    fn negative_ttl_ms(&self) -> u64 {
+        self.negative_ttl_ms.load(Ordering::Relaxed)
+    }
+
+    fn small_file_max(&self) -> u64 {
+        self.small_file_max.load(Ordering::Relaxed)
+    }
+
+    fn small_bytes_budget(&self) -> u64 {
+        self.small_bytes_budget.load(Ordering::Relaxed)
+    }
+
+    fn min_uses(&self) -> u32 {
+        self.min_uses.load(Ordering::Relaxed)
+    }
+}
+
 /// The concurrent path cache. `Send + Sync`; share it by reference or `Arc`.
 pub struct PathCache<V, L: RefLayout = Padded> {
     map: Map<V, L>,
-    config: Config,
-    valid_ms: u64,
-    negative_ttl_ms: u64,
+    shards: usize,
+    limits: Limits,
     acct: Arc<Accounting>,
     /// Map entries (strict: reserved before insertion).
     entries: AtomicUsize,
@@ -390,7 +464,7 @@ pub struct PathCache<V, L: RefLayout = Padded> {
 impl<V, L: RefLayout> fmt::Debug for PathCache<V, L> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PathCache")
-            .field("config", &self.config)
+            .field("limits", &self.limits)
             .field("entries", &self.entries)
             .finish_non_exhaustive()
     }
@@ -427,13 +501,12 @@ impl<V: Send + Sync + 'static, L: RefLayout> PathCache<V, L> {
             .build();
         PathCache {
             map,
-            valid_ms: config.valid.as_millis() as u64,
-            negative_ttl_ms: config.negative_ttl.as_millis() as u64,
+            shards: config.shards,
+            limits: Limits::new(&config),
             acct: Arc::new(Accounting::default()),
             entries: AtomicUsize::new(0),
             flights: Flights::new(config.shards * 4),
             evictor: Mutex::new(0),
-            config,
         }
     }
 
@@ -443,9 +516,43 @@ impl<V: Send + Sync + 'static, L: RefLayout> PathCache<V, L> {
         &self.acct.hazards.threads
     }
 
-    /// The configuration in use.
-    pub fn config(&self) -> &Config {
-        &self.config
+    /// The configuration in use (a snapshot: [`set_limits`](Self::set_limits)
+    /// may change it).
+    pub fn config(&self) -> Config {
+        let l = &self.limits;
+        Config {
+            shards: self.shards,
+            max_entries: l.max_entries(),
+            max_open: l.max_open(),
+            valid: Duration::from_millis(l.valid_ms()),
+            negative_ttl: Duration::from_millis(l.negative_ttl_ms()),
+            small_file_max: l.small_file_max(),
+            small_bytes_budget: l.small_bytes_budget(),
+            min_uses: l.min_uses(),
+        }
+    }
+
+    /// Changes the bounds and times while the cache runs (a config reload);
+    /// `config.shards` is ignored (fixed at construction).
+    ///
+    /// New values apply to the next lookup or load. Lowering `max_entries` or
+    /// `max_open` evicts unused entries down to the new bound now (entries in
+    /// use leave as their users drop them, at later inserts); lowering
+    /// `small_bytes_budget` stops new copies until evictions bring the bytes
+    /// under it. A shorter `valid` makes older entries revalidate at their
+    /// next hit. Returns the entries evicted now.
+    pub fn set_limits(&self, config: &Config) -> usize {
+        self.limits.store(config);
+        let mut evicted = 0;
+        let entries = self.entries.load(Ordering::Relaxed);
+        if entries > config.max_entries {
+            evicted += self.evict(EvictFor::Entries, entries - config.max_entries);
+        }
+        let handles = self.acct.open_handles.load(Ordering::Relaxed);
+        if handles > config.max_open {
+            evicted += self.evict(EvictFor::Handles, handles - config.max_open);
+        }
+        evicted
     }
 
     /// Looks `path` up without counting.
@@ -468,7 +575,7 @@ impl<V: Send + Sync + 'static, L: RefLayout> PathCache<V, L> {
                     return Probe::Absent;
                 };
                 entry.touch();
-                if now_ms.wrapping_sub(entry.validated_ms()) < self.valid_ms {
+                if now_ms.wrapping_sub(entry.validated_ms()) < self.limits.valid_ms() {
                     Probe::Fresh(entry)
                 } else {
                     Probe::Stale(entry)
@@ -523,7 +630,9 @@ impl<V: Send + Sync + 'static, L: RefLayout> PathCache<V, L> {
         let guard = self.map.guard();
         match self.map.get(path, &guard) {
             Some(Slot::File(m)) => match m.try_borrow(hazards, slot) {
-                Some(entry) if now_ms.wrapping_sub(entry.validated_ms()) < self.valid_ms => {
+                Some(entry)
+                    if now_ms.wrapping_sub(entry.validated_ms()) < self.limits.valid_ms() =>
+                {
                     entry.touch();
                     bump(&counters.hits);
                     Some(f(Borrowed::Hit(&entry)))
@@ -606,7 +715,7 @@ impl<V: Send + Sync + 'static, L: RefLayout> PathCache<V, L> {
     fn wants_upgrade(&self, entry: &Entry<V, L>) -> bool {
         let period = match entry.upgrade() {
             Upgrade::No => return false,
-            Upgrade::MinUses => self.config.min_uses.max(1),
+            Upgrade::MinUses => self.limits.min_uses().max(1),
             Upgrade::Denied => DENIED_RETRY_PERIOD,
         };
         entry.count_use() % period == 0
@@ -671,7 +780,7 @@ impl<V: Send + Sync + 'static, L: RefLayout> PathCache<V, L> {
         stale: Option<EntryRef<V, L>>,
         upgrading: bool,
     ) -> Result<(Lookup<V, L>, bool), Ld::Error> {
-        let mut open = upgrading || self.config.min_uses <= 1;
+        let mut open = upgrading || self.limits.min_uses() <= 1;
         if let Some(entry) = stale {
             bump(&self.counters().local().revalidations);
             let checked_at = clock::now_ms();
@@ -701,9 +810,10 @@ impl<V: Send + Sync + 'static, L: RefLayout> PathCache<V, L> {
             acct: &self.acct,
             held: open,
         };
-        let read_small = (self.config.small_file_max > 0
-            && self.acct.small_bytes.load(Ordering::Relaxed) < self.config.small_bytes_budget)
-            .then_some(self.config.small_file_max);
+        let small_file_max = self.limits.small_file_max();
+        let read_small = (small_file_max > 0
+            && self.acct.small_bytes.load(Ordering::Relaxed) < self.limits.small_bytes_budget())
+        .then_some(small_file_max);
         let mut attempt = 0;
         loop {
             bump(&self.counters().local().loads);
@@ -765,7 +875,7 @@ impl<V: Send + Sync + 'static, L: RefLayout> PathCache<V, L> {
     fn reserve_bytes(&self, bytes: Vec<u8>) -> Option<Box<[u8]>> {
         let len = bytes.len() as u64;
         let before = self.acct.small_bytes.fetch_add(len, Ordering::Relaxed);
-        if before + len > self.config.small_bytes_budget {
+        if before + len > self.limits.small_bytes_budget() {
             self.acct.small_bytes.fetch_sub(len, Ordering::Relaxed);
             return None;
         }
@@ -777,7 +887,8 @@ impl<V: Send + Sync + 'static, L: RefLayout> PathCache<V, L> {
     fn reserve_handle(&self) -> bool {
         for round in 0..2 {
             let mut n = self.acct.open_handles.load(Ordering::Relaxed);
-            while n < self.config.max_open {
+            let max_open = self.limits.max_open();
+            while n < max_open {
                 match self.acct.open_handles.compare_exchange_weak(
                     n,
                     n + 1,
@@ -791,11 +902,7 @@ impl<V: Send + Sync + 'static, L: RefLayout> PathCache<V, L> {
                     }
                 }
             }
-            if round == 0
-                && self.evict(
-                    EvictFor::Handles,
-                    1 + self.config.max_open / EVICT_BATCH_DIVISOR,
-                ) == 0
+            if round == 0 && self.evict(EvictFor::Handles, 1 + max_open / EVICT_BATCH_DIVISOR) == 0
             {
                 return false;
             }
@@ -808,7 +915,7 @@ impl<V: Send + Sync + 'static, L: RefLayout> PathCache<V, L> {
         self.try_reserve_entry()
             || (self.evict(
                 EvictFor::Entries,
-                1 + self.config.max_entries / EVICT_BATCH_DIVISOR,
+                1 + self.limits.max_entries() / EVICT_BATCH_DIVISOR,
             ) > 0
                 && self.try_reserve_entry())
     }
@@ -816,7 +923,8 @@ impl<V: Send + Sync + 'static, L: RefLayout> PathCache<V, L> {
     /// Takes one map slot if the map is below `max_entries`.
     fn try_reserve_entry(&self) -> bool {
         let mut n = self.entries.load(Ordering::Relaxed);
-        while n < self.config.max_entries {
+        let max_entries = self.limits.max_entries();
+        while n < max_entries {
             match self
                 .entries
                 .compare_exchange_weak(n, n + 1, Ordering::Relaxed, Ordering::Relaxed)
@@ -840,14 +948,15 @@ impl<V: Send + Sync + 'static, L: RefLayout> PathCache<V, L> {
     }
 
     fn insert_negative(&self, path: &str, kind: Negative, now_ms: u64) {
-        if self.negative_ttl_ms == 0 {
+        let ttl_ms = self.limits.negative_ttl_ms();
+        if ttl_ms == 0 {
             return;
         }
         self.insert_slot(
             path,
             Slot::Negative {
                 kind,
-                expires_ms: now_ms + self.negative_ttl_ms,
+                expires_ms: now_ms + ttl_ms,
             },
         );
     }

@@ -584,3 +584,63 @@ fn removal_after_a_panicked_borrow_releases_at_once() {
     block_on(cache.get_or_load("a.txt", &loader)).unwrap();
     assert_eq!(cache.get_with("a.txt", |_| 1), Some(1));
 }
+
+/// A config reload: lower bounds evict unused entries at once (never one in
+/// use), a shorter `valid` makes the next hit revalidate, a zero
+/// `negative_ttl` stops caching misses, and `config()` reports it all.
+#[test]
+fn set_limits_applies_new_bounds_and_times_while_running() {
+    let names: Vec<String> = (0..10).map(|i| format!("f{i}")).collect();
+    let files: Vec<(&str, &str)> = names.iter().map(|n| (n.as_str(), "data")).collect();
+    let dir = dir_with(&files);
+    let loader = FsLoader::new(dir.path().into());
+    let cache = PathCache::new(config());
+    let pinned = hit(block_on(cache.get_or_load("f0", &loader)).unwrap());
+    for n in &names {
+        drop(block_on(cache.get_or_load(n, &loader)).unwrap());
+    }
+    assert_eq!(cache.len(), 10);
+    assert_eq!(cache.open_handles(), 10);
+
+    let evicted = cache.set_limits(&Config {
+        max_entries: 4,
+        max_open: 2,
+        valid: Duration::ZERO,
+        negative_ttl: Duration::ZERO,
+        ..config()
+    });
+    assert!(evicted >= 6, "evicted {evicted}");
+    assert!(cache.len() <= 4, "len {}", cache.len());
+    assert!(
+        cache.open_handles() <= 2,
+        "handles {}",
+        cache.open_handles()
+    );
+    let again = hit(cache
+        .get("f0")
+        .unwrap_or_else(|| block_on(cache.get_or_load("f0", &loader)).unwrap()));
+    assert_eq!(again.meta(), pinned.meta(), "the pinned entry was kept");
+    assert_eq!(
+        loader.opens.load(Ordering::SeqCst),
+        loader.drops.load(Ordering::SeqCst) + cache.open_handles(),
+        "every evicted handle was released"
+    );
+
+    // valid = 0: every hit is stale and revalidates with one stat.
+    let before = cache.stats().revalidations;
+    drop(block_on(cache.get_or_load("f0", &loader)).unwrap());
+    assert_eq!(cache.stats().revalidations, before + 1);
+
+    // negative_ttl = 0: misses are no longer cached.
+    assert!(matches!(
+        block_on(cache.get_or_load("nope", &loader)).unwrap(),
+        Lookup::Negative(Negative::NotFound)
+    ));
+    assert!(cache.get("nope").is_none(), "no negative entry");
+
+    let now = cache.config();
+    assert_eq!((now.max_entries, now.max_open), (4, 2));
+    assert_eq!(now.valid, Duration::ZERO);
+    assert_eq!(now.shards, config().shards);
+    drop((pinned, again));
+}

@@ -69,6 +69,17 @@ pub struct Files {
 }
 
 impl Files {
+    /// Applies the `[cache]` settings of `s` to the running cache (SIGHUP);
+    /// returns the entries evicted at once by lower bounds.
+    pub fn set_cache_limits(&self, s: &Settings) -> usize {
+        self.fm.set_cache_limits(cache_config(s))
+    }
+
+    /// The cache settings in use (`max_open` as capped by the fd budget).
+    pub fn cache_config(&self) -> pathcache::Config {
+        self.fm.cache_config()
+    }
+
     /// Starts the file manager (raises RLIMIT_NOFILE, picks the backend).
     pub fn new(s: &Settings) -> io::Result<Files> {
         let config = filemanager::Config {

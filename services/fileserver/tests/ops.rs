@@ -394,6 +394,9 @@ fn shutdown_timeout_bounds_a_stalled_client() {
 fn sighup_reload_valid_and_invalid() {
     let tree = Tree::new();
     tree.write("a.txt", b"x");
+    for i in 0..30 {
+        tree.write(&format!("f{i}.txt"), b"y");
+    }
     let cfg = tree.dir.path().join("c.toml");
     std::fs::write(&cfg, "cache_control = \"first\"\n").unwrap();
     let mut cmd = Command::new(bin());
@@ -412,6 +415,15 @@ fn sighup_reload_valid_and_invalid() {
         String::from_utf8_lossy(&buf[..n]).to_string()
     };
     assert!(ask(&mut s).contains("Cache-Control: first\r\n"));
+    let c = client();
+    for i in 0..30 {
+        assert_eq!(
+            c.get(d.url(&format!("/f{i}.txt"))).send().unwrap().status(),
+            200
+        );
+    }
+    let entries = |d: &Daemon| metric(&d.metrics(), "fileserver_cache_entries").unwrap_or(-1.0);
+    assert!(entries(&d) >= 30.0, "{}", entries(&d));
     std::fs::write(
         &cfg,
         "cache_control = \"second\"\nmax_ranges = 1\n[cache]\nmax_entries = 10\n",
@@ -423,14 +435,20 @@ fn sighup_reload_valid_and_invalid() {
         "{}",
         d.stderr_text()
     );
-    // [cache] is fixed while running: the reload says so instead of
-    // pretending to apply it.
+    // [cache] applies in place: the lower bound evicts unused entries now.
     assert!(
-        d.stderr_text()
-            .contains("`cache` changed but only takes effect after a restart"),
+        d.stderr_text().contains("reload: cache settings applied"),
         "{}",
         d.stderr_text()
     );
+    assert!(entries(&d) <= 10.0, "cache entries {} > 10", entries(&d));
+    for i in 0..30 {
+        assert_eq!(
+            c.get(d.url(&format!("/f{i}.txt"))).send().unwrap().status(),
+            200
+        );
+        assert!(entries(&d) <= 10.0, "bound held after f{i}");
+    }
     // Same connection, new settings.
     assert!(ask(&mut s).contains("Cache-Control: second\r\n"));
     let r = client()
