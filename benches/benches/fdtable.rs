@@ -20,9 +20,13 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant};
 
-use criterion::measurement::{Measurement, ValueFormatter};
-use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use criterion::measurement::Measurement;
+use criterion::{criterion_group, criterion_main, Criterion};
 use fdtable::{Config, Fd, FdTable, Release};
+
+#[path = "support/cpu_time.rs"]
+mod cpu_time;
+use cpu_time::ThreadCpuTime;
 
 /// Entries kept live during every alloc+release benchmark, so no structure
 /// is measured in its trivial empty state.
@@ -168,44 +172,54 @@ fn lookup<M: Measurement>(c: &mut Criterion<M>, name: &str) {
     group.finish();
 }
 
-/// Runs `per_thread` alloc+release pairs on each of `threads` fresh threads
-/// (each claims its own shard through `FdTable::local` and holds `LIVE`
-/// entries there first) and
-/// returns the wall time from the common start to the last thread's end.
-fn run_pairs(threads: usize, per_thread: u64) -> Duration {
-    let table = Arc::new(FdTable::new(fdtable_config(threads)));
+/// Starts `threads` threads that each run `worker(barrier)`: set up, wait on
+/// the barrier, do the timed work, and return the instant they finished it.
+/// Returns the wall time from the common start to the last thread's end.
+fn time_threads<F>(threads: usize, worker: F) -> Duration
+where
+    F: Fn(&Barrier) -> Instant + Send + Sync + 'static,
+{
+    let worker = Arc::new(worker);
     let barrier = Arc::new(Barrier::new(threads + 1));
-    let workers: Vec<_> = (0..threads)
+    let handles: Vec<_> = (0..threads)
         .map(|_| {
-            let (table, barrier) = (Arc::clone(&table), Arc::clone(&barrier));
-            std::thread::spawn(move || {
-                // Each thread must own a shard of its own, or the figure
-                // would measure the shared shard's lock.
-                let local = table.local().expect("one shard per thread");
-                let held: Vec<Fd> = (0..LIVE as u64)
-                    .map(|i| local.insert(Noop(i)).unwrap())
-                    .collect();
-                barrier.wait();
-                for _ in 0..per_thread {
-                    let fd = local.insert(Noop(1)).unwrap();
-                    local.close(black_box(fd)).unwrap();
-                }
-                let end = Instant::now();
-                for fd in held {
-                    local.close(fd).unwrap();
-                }
-                end
-            })
+            let (worker, barrier) = (Arc::clone(&worker), Arc::clone(&barrier));
+            std::thread::spawn(move || worker(&barrier))
         })
         .collect();
     barrier.wait();
     let start = Instant::now();
-    let end = workers
+    let end = handles
         .into_iter()
-        .map(|w| w.join().unwrap())
+        .map(|h| h.join().unwrap())
         .max()
         .unwrap();
     end - start
+}
+
+/// Runs `per_thread` alloc+release pairs on each of `threads` fresh threads;
+/// each claims its own shard through `FdTable::local` and holds `LIVE`
+/// entries there first.
+fn run_pairs(threads: usize, per_thread: u64) -> Duration {
+    let table = Arc::new(FdTable::new(fdtable_config(threads)));
+    time_threads(threads, move |barrier| {
+        // Each thread must own a shard of its own, or the figure would
+        // measure the shared shard's lock.
+        let local = table.local().expect("one shard per thread");
+        let held: Vec<Fd> = (0..LIVE as u64)
+            .map(|i| local.insert(Noop(i)).unwrap())
+            .collect();
+        barrier.wait();
+        for _ in 0..per_thread {
+            let fd = local.insert(Noop(1)).unwrap();
+            local.close(black_box(fd)).unwrap();
+        }
+        let end = Instant::now();
+        for fd in held {
+            local.close(fd).unwrap();
+        }
+        end
+    })
 }
 
 /// The same pairs as [`run_pairs`] on one `Mutex<Slab>` shared by
@@ -213,35 +227,21 @@ fn run_pairs(threads: usize, per_thread: u64) -> Duration {
 /// gets from the simple alternative once its workers allocate at once.
 fn run_mutex_pairs(threads: usize, per_thread: u64) -> Duration {
     let locked = Arc::new(Mutex::new(slab::Slab::with_capacity(LIVE * (threads + 1))));
-    let barrier = Arc::new(Barrier::new(threads + 1));
-    let workers: Vec<_> = (0..threads)
-        .map(|_| {
-            let (locked, barrier) = (Arc::clone(&locked), Arc::clone(&barrier));
-            std::thread::spawn(move || {
-                let held: Vec<usize> = (0..LIVE as u64)
-                    .map(|i| locked.lock().unwrap().insert(i))
-                    .collect();
-                barrier.wait();
-                for _ in 0..per_thread {
-                    let key = locked.lock().unwrap().insert(1u64);
-                    locked.lock().unwrap().remove(black_box(key));
-                }
-                let end = Instant::now();
-                for key in held {
-                    locked.lock().unwrap().remove(key);
-                }
-                end
-            })
-        })
-        .collect();
-    barrier.wait();
-    let start = Instant::now();
-    let end = workers
-        .into_iter()
-        .map(|w| w.join().unwrap())
-        .max()
-        .unwrap();
-    end - start
+    time_threads(threads, move |barrier| {
+        let held: Vec<usize> = (0..LIVE as u64)
+            .map(|i| locked.lock().unwrap().insert(i))
+            .collect();
+        barrier.wait();
+        for _ in 0..per_thread {
+            let key = locked.lock().unwrap().insert(1u64);
+            locked.lock().unwrap().remove(black_box(key));
+        }
+        let end = Instant::now();
+        for key in held {
+            locked.lock().unwrap().remove(key);
+        }
+        end
+    })
 }
 
 /// Group `fdtable_2threads`: aggregate alloc+release throughput. Reported
@@ -267,78 +267,6 @@ fn two_threads(c: &mut Criterion) {
         b.iter_custom(|iters| run_mutex_pairs(2, iters.div_ceil(2).max(1)))
     });
     group.finish();
-}
-
-/// The calling thread's CPU time in nanoseconds (user + system).
-fn thread_cpu_ns() -> u64 {
-    let mut now = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: valid clock id and out-pointer.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) };
-    now.tv_sec as u64 * 1_000_000_000 + now.tv_nsec as u64
-}
-
-/// Criterion measurement: CPU time of the benchmark thread.
-struct ThreadCpuTime;
-
-struct NanosFormatter;
-
-impl ValueFormatter for NanosFormatter {
-    fn scale_values(&self, _typical: f64, _values: &mut [f64]) -> &'static str {
-        "ns (cpu)"
-    }
-
-    fn scale_throughputs(
-        &self,
-        _typical: f64,
-        throughput: &Throughput,
-        values: &mut [f64],
-    ) -> &'static str {
-        let per = match throughput {
-            Throughput::Bytes(n) | Throughput::BytesDecimal(n) | Throughput::Elements(n) => {
-                *n as f64
-            }
-        };
-        for value in values {
-            *value = per * 1e9 / *value;
-        }
-        "per cpu-second"
-    }
-
-    fn scale_for_machines(&self, _values: &mut [f64]) -> &'static str {
-        "ns"
-    }
-}
-
-impl Measurement for ThreadCpuTime {
-    type Intermediate = u64;
-    type Value = u64;
-
-    fn start(&self) -> u64 {
-        thread_cpu_ns()
-    }
-
-    fn end(&self, start: u64) -> u64 {
-        thread_cpu_ns() - start
-    }
-
-    fn add(&self, a: &u64, b: &u64) -> u64 {
-        a + b
-    }
-
-    fn zero(&self) -> u64 {
-        0
-    }
-
-    fn to_f64(&self, value: &u64) -> f64 {
-        *value as f64
-    }
-
-    fn formatter(&self) -> &dyn ValueFormatter {
-        &NanosFormatter
-    }
 }
 
 fn alloc_release_wall(c: &mut Criterion) {

@@ -21,12 +21,16 @@ use std::hint::black_box;
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
-use criterion::measurement::{Measurement, ValueFormatter, WallTime};
+use criterion::measurement::{Measurement, WallTime};
 use criterion::{criterion_group, Criterion, Throughput};
 use dashmap::DashMap;
 use pathcache::{
     Borrowed, Config, FileMeta, Loaded, Loader, Lookup, PathCache, RefLayout, Unpadded,
 };
+
+#[path = "support/cpu_time.rs"]
+mod cpu_time;
+use cpu_time::{thread_cpu_ns, ThreadCpuTime};
 
 const ENTRIES: usize = 1000;
 
@@ -309,79 +313,6 @@ fn bench_same_key<M: Clock>(c: &mut Criterion<M>, name: &str) {
         b.iter_custom(|iters| M::of(run_threads(2, iters, dash_hit)))
     });
     group.finish();
-}
-
-/// The calling thread's CPU time in nanoseconds (user + system).
-fn thread_cpu_ns() -> u64 {
-    let mut now = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: valid clock id and out-pointer.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) };
-    now.tv_sec as u64 * 1_000_000_000 + now.tv_nsec as u64
-}
-
-/// Criterion measurement: CPU time of the benchmark thread (same as the
-/// fdtable bench's).
-struct ThreadCpuTime;
-
-struct NanosFormatter;
-
-impl ValueFormatter for NanosFormatter {
-    fn scale_values(&self, _typical: f64, _values: &mut [f64]) -> &'static str {
-        "ns (cpu)"
-    }
-
-    fn scale_throughputs(
-        &self,
-        _typical: f64,
-        throughput: &Throughput,
-        values: &mut [f64],
-    ) -> &'static str {
-        let per = match throughput {
-            Throughput::Bytes(n) | Throughput::BytesDecimal(n) | Throughput::Elements(n) => {
-                *n as f64
-            }
-        };
-        for value in values {
-            *value = per * 1e9 / *value;
-        }
-        "per cpu-second"
-    }
-
-    fn scale_for_machines(&self, _values: &mut [f64]) -> &'static str {
-        "ns"
-    }
-}
-
-impl Measurement for ThreadCpuTime {
-    type Intermediate = u64;
-    type Value = u64;
-
-    fn start(&self) -> u64 {
-        thread_cpu_ns()
-    }
-
-    fn end(&self, start: u64) -> u64 {
-        thread_cpu_ns() - start
-    }
-
-    fn add(&self, a: &u64, b: &u64) -> u64 {
-        a + b
-    }
-
-    fn zero(&self) -> u64 {
-        0
-    }
-
-    fn to_f64(&self, value: &u64) -> f64 {
-        *value as f64
-    }
-
-    fn formatter(&self) -> &dyn ValueFormatter {
-        &NanosFormatter
-    }
 }
 
 /// A measurement that can also time a multi-thread [`Run`].

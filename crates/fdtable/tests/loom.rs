@@ -102,6 +102,23 @@ fn lookup_races_with_close() {
     });
 }
 
+/// Inserts and closes value 0, then starts a thread that looks the closed
+/// descriptor up (it must fail), racing whatever the caller does next.
+fn closed_slot_with_stale_reader(
+    fixture: &Fixture,
+    table: &Arc<FdTable<Counted>>,
+) -> (fdtable::Fd, loom::thread::JoinHandle<()>) {
+    let old = table.insert(fixture.value(0)).unwrap();
+    table.close(old).unwrap();
+    let reader = {
+        let table = Arc::clone(table);
+        loom::thread::spawn(move || {
+            assert_eq!(table.get(old).err(), Some(Error::Stale));
+        })
+    };
+    (old, reader)
+}
+
 /// A stale lookup races with the owner reusing the slot (plain-store
 /// publish): the lookup never resolves to the new value, and its undo never
 /// takes a reference from it, so the new entry's close releases at once.
@@ -110,14 +127,7 @@ fn stale_lookup_races_with_slot_reuse() {
     loom::model(|| {
         let fixture = Fixture::new();
         let table = small_table(2);
-        let old = table.insert(fixture.value(0)).unwrap();
-        table.close(old).unwrap();
-        let reader = {
-            let table = Arc::clone(&table);
-            loom::thread::spawn(move || {
-                assert_eq!(table.get(old).err(), Some(Error::Stale));
-            })
-        };
+        let (old, reader) = closed_slot_with_stale_reader(&fixture, &table);
         let new = table.insert(fixture.value(1)).unwrap();
         assert_eq!(new.slot(), old.slot());
         reader.join().unwrap();
@@ -146,14 +156,7 @@ fn stale_lookup_junk_never_keeps_the_next_entry_alive() {
     loom::model(|| {
         let fixture = Fixture::new();
         let table = small_table(2);
-        let old = table.insert(fixture.value(0)).unwrap();
-        table.close(old).unwrap();
-        let reader = {
-            let table = Arc::clone(&table);
-            loom::thread::spawn(move || {
-                assert_eq!(table.get(old).err(), Some(Error::Stale));
-            })
-        };
+        let (_old, reader) = closed_slot_with_stale_reader(&fixture, &table);
         let new = table.insert(fixture.value(1)).unwrap();
         let guard = table.get(new).expect("the new entry is open");
         table.close(new).unwrap();
