@@ -69,6 +69,14 @@ fn wait_until(what: &str, cond: impl Fn() -> bool) {
     }
 }
 
+/// Advances a xorshift64 state: cheap per-thread randomness for the stress
+/// tests, reproducible from the seed.
+fn xorshift(x: &mut u64) {
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+}
+
 #[test]
 fn concurrent_misses_on_one_path_load_once() {
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -246,9 +254,7 @@ fn stress_counts_add_up_and_bounds_hold() {
                 let mut held: Vec<EntryRef<Handle>> = Vec::new();
                 let mut x = 0x9e37_79b9_u64.wrapping_mul(t as u64 + 1);
                 for op in 0..OPS {
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
+                    xorshift(&mut x);
                     let file = (x % (FILES as u64 + 4)) as usize; // a few paths do not exist
                     let path = format!("f{file}");
                     match x % 100 {
@@ -419,9 +425,7 @@ fn stress_borrows_never_see_a_released_handle() {
                 let mut held: Vec<EntryRef<TrackedHandle>> = Vec::new();
                 let mut x = 0x2545_f491_u64.wrapping_mul(t as u64 + 1);
                 for _ in 0..OPS {
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
+                    xorshift(&mut x);
                     let path = format!("p{}", x % PATHS);
                     match (x >> 32) % 100 {
                         0..=59 => {

@@ -24,8 +24,10 @@ impl Drop for Handle {
     }
 }
 
-fn assert_alive(e: &pathcache::EntryRef<Handle>) {
-    let h = e.handle().expect("handle present while referenced");
+fn assert_alive_entry(e: &pathcache::Entry<Handle>) {
+    let h = e
+        .handle()
+        .expect("handle present while referenced or borrowed");
     assert_eq!(
         h.0.load(Ordering::SeqCst),
         0,
@@ -33,15 +35,25 @@ fn assert_alive(e: &pathcache::EntryRef<Handle>) {
     );
 }
 
+fn assert_alive(e: &pathcache::EntryRef<Handle>) {
+    assert_alive_entry(e);
+}
+
+/// A map node whose only counted reference was dropped: what a lookup or a
+/// borrow races a removal on. Returns the node and the handle's drop count.
+fn unreferenced_node() -> (Arc<MapRef<Handle>>, Arc<AtomicUsize>) {
+    let drops = Arc::new(AtomicUsize::new(0));
+    let (map_ref, first) = MapRef::<Handle>::new_for_test(Handle(drops.clone()));
+    drop(first);
+    (Arc::new(map_ref), drops)
+}
+
 /// A lookup that races the removal from the map either gets a reference
 /// that keeps the handle alive, or backs off; the handle is released once.
 #[test]
 fn lookup_races_removal() {
     loom::model(|| {
-        let drops = Arc::new(AtomicUsize::new(0));
-        let (map_ref, first) = MapRef::<Handle>::new_for_test(Handle(drops.clone()));
-        drop(first);
-        let node = Arc::new(map_ref);
+        let (node, drops) = unreferenced_node();
         let reader_node = node.clone();
         let reader = thread::spawn(move || {
             if let Some(e) = reader_node.try_acquire() {
@@ -106,15 +118,6 @@ fn dying_entry_clones_race_to_release() {
     });
 }
 
-fn assert_alive_entry(e: &pathcache::Entry<Handle>) {
-    let h = e.handle().expect("handle present while borrowed");
-    assert_eq!(
-        h.0.load(Ordering::SeqCst),
-        0,
-        "handle released while borrowed"
-    );
-}
-
 /// A borrow (no count, a published slot) that races the removal: either it
 /// sees the entry dying and backs off, or the remover sees the borrow and
 /// leaves the release to the node's drop, which the model runs only after the
@@ -123,10 +126,7 @@ fn assert_alive_entry(e: &pathcache::Entry<Handle>) {
 #[test]
 fn borrow_races_removal() {
     loom::model(|| {
-        let drops = Arc::new(AtomicUsize::new(0));
-        let (map_ref, first) = MapRef::<Handle>::new_for_test(Handle(drops.clone()));
-        drop(first);
-        let node = Arc::new(map_ref);
+        let (node, drops) = unreferenced_node();
         let reader_node = node.clone();
         let reader = thread::spawn(move || {
             if let Some(b) = reader_node.try_borrow_for_test() {
