@@ -235,7 +235,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
             .collect(),
         open_conns: AtomicUsize::new(0),
         active_conns: AtomicUsize::new(0),
-        serving: AtomicBool::new(true),
+        serving: AtomicBool::new(false),
         access_dropped: dropped.clone(),
         boundary,
         log_threads: Mutex::new(log_thread.into_iter().collect()),
@@ -252,6 +252,40 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
     let (backend, why) = shared.files.backend();
     let (backend, why) = (backend.as_str(), why.as_str());
     let fd_limit = shared.files.fd_limit();
+    // Built before the workers report ready, so its descriptors (signal
+    // driver, epoll) exist before the start line too.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let (shutdown_tx, shutdown_rx) = watch::channel(false);
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel::<()>();
+    let mut threads = Vec::new();
+    for (i, l) in listeners.into_iter().enumerate() {
+        let shared = shared.clone();
+        let rx = shutdown_rx.clone();
+        let ready = ready_tx.clone();
+        threads.push(
+            std::thread::Builder::new()
+                .name(format!("worker-{i}"))
+                .spawn(move || worker_main(i, shared, l, rx, ready))?,
+        );
+    }
+    drop(ready_tx);
+    // The start line, READY=1 and /readyz mean "every worker can serve":
+    // wait until each has its runtime and I/O state (rings, eventfds), so a
+    // supervisor or test that acts on them sees the daemon's steady set of
+    // descriptors. A worker that failed to start drops its sender instead.
+    let workers_ready = (0..threads.len())
+        .take_while(|_| ready_rx.recv_timeout(Duration::from_secs(30)).is_ok())
+        .count();
+    if workers_ready < threads.len() {
+        tracing::warn!(
+            ready = workers_ready,
+            workers = threads.len(),
+            "not every worker started"
+        );
+    }
+    shared.serving.store(true, Relaxed);
     tracing::info!(%http_addr, %admin_addr, root = %root.display(), workers = s.workers, backend, why, fd_limit, "starting");
     {
         use std::io::Write;
@@ -265,21 +299,6 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
         let _ = out.flush();
     }
 
-    let (shutdown_tx, shutdown_rx) = watch::channel(false);
-    let mut threads = Vec::new();
-    for (i, l) in listeners.into_iter().enumerate() {
-        let shared = shared.clone();
-        let rx = shutdown_rx.clone();
-        threads.push(
-            std::thread::Builder::new()
-                .name(format!("worker-{i}"))
-                .spawn(move || worker_main(i, shared, l, rx))?,
-        );
-    }
-
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
     let code = rt.block_on(main_loop(
         shared.clone(),
         args.sources,
@@ -454,6 +473,7 @@ fn worker_main(
     shared: Arc<Shared>,
     listener: std::net::TcpListener,
     shutdown: watch::Receiver<bool>,
+    ready: std::sync::mpsc::Sender<()>,
 ) {
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -474,7 +494,7 @@ fn worker_main(
         samples: RefCell::new(Vec::with_capacity(4096)),
         local_conns: Cell::new(0),
     });
-    local.block_on(&rt, accept_loop(worker, listener));
+    local.block_on(&rt, accept_loop(worker, listener, ready));
 }
 
 /// Takes one of the `max_connections` slots (for the next accepted
@@ -500,7 +520,11 @@ async fn acquire_slot(w: &Worker) -> bool {
     }
 }
 
-async fn accept_loop(w: Rc<Worker>, listener: std::net::TcpListener) {
+async fn accept_loop(
+    w: Rc<Worker>,
+    listener: std::net::TcpListener,
+    ready: std::sync::mpsc::Sender<()>,
+) {
     let listener = match tokio::net::TcpListener::from_std(listener) {
         Ok(l) => l,
         Err(e) => {
@@ -512,6 +536,8 @@ async fn accept_loop(w: Rc<Worker>, listener: std::net::TcpListener) {
         // Not fatal: the ring is created again at this worker's first I/O.
         tracing::warn!("worker I/O setup: {e}");
     }
+    let _ = ready.send(());
+    drop(ready);
     {
         let w = w.clone();
         tokio::task::spawn_local(async move {
