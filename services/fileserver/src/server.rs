@@ -432,23 +432,6 @@ fn reload(
     new.fd_budget = started.fd_budget;
     new.fd_headroom = started.fd_headroom;
     new.inline_opens = started.inline_opens;
-    // [cache] applies in place: lower bounds evict unused entries now.
-    let cache_before = shared.files.cache_config();
-    let evicted = shared.files.set_cache_limits(&new);
-    let cache_after = shared.files.cache_config();
-    if cache_after != cache_before {
-        tracing::info!(
-            max_entries = cache_after.max_entries,
-            max_open = cache_after.max_open,
-            valid_ms = cache_after.valid.as_millis() as u64,
-            negative_ttl_ms = cache_after.negative_ttl.as_millis() as u64,
-            small_file_max = cache_after.small_file_max,
-            small_bytes_budget = cache_after.small_bytes_budget,
-            min_uses = cache_after.min_uses,
-            evicted,
-            "reload: cache settings applied"
-        );
-    }
     if let Err(e) = set_log_level(&new.log_level) {
         tracing::error!("reload: log_level: {e}");
     }
@@ -461,6 +444,23 @@ fn reload(
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .push(t);
+            }
+            // [cache] applies in place: lower bounds evict unused entries now.
+            let cache_before = shared.files.cache_config();
+            let evicted = shared.files.set_cache_limits(&new);
+            let cache_after = shared.files.cache_config();
+            if cache_after != cache_before {
+                tracing::info!(
+                    max_entries = cache_after.max_entries,
+                    max_open = cache_after.max_open,
+                    valid_ms = cache_after.valid.as_millis() as u64,
+                    negative_ttl_ms = cache_after.negative_ttl.as_millis() as u64,
+                    small_file_max = cache_after.small_file_max,
+                    small_bytes_budget = cache_after.small_bytes_budget,
+                    min_uses = cache_after.min_uses,
+                    evicted,
+                    "reload: cache settings applied"
+                );
             }
             tracing::info!("configuration reloaded");
         }
