@@ -17,20 +17,11 @@ pub fn fmt_http_date(secs: u64, out: &mut [u8; HTTP_DATE_LEN]) {
     let days = secs / 86400;
     let rem = secs % 86400;
     let (h, m, s) = (rem / 3600, rem / 60 % 60, rem % 60);
-    // Civil-from-days (Howard Hinnant), valid for all u64 seconds we can meet.
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let mo = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(mo <= 2);
+    let (y, mo, d) = civil_from_days(days as i64);
     let y = y.clamp(0, 9999) as u64;
     out[..3].copy_from_slice(DAYS[(days % 7) as usize]);
     out[3..5].copy_from_slice(b", ");
-    two(&mut out[5..7], d as u64);
+    two(&mut out[5..7], u64::from(d));
     out[7] = b' ';
     out[8..11].copy_from_slice(MONTHS[(mo - 1) as usize]);
     out[11] = b' ';
@@ -43,6 +34,20 @@ pub fn fmt_http_date(secs: u64, out: &mut [u8; HTTP_DATE_LEN]) {
     out[22] = b':';
     two(&mut out[23..25], s);
     out[25..29].copy_from_slice(b" GMT");
+}
+
+/// (year, month 1-12, day 1-31) of a count of days since 1970-01-01
+/// (Howard Hinnant's civil-from-days, exact for every `i64` day we can meet).
+pub fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (yoe + era * 400 + i64::from(month <= 2), month, day)
 }
 
 fn two(out: &mut [u8], v: u64) {
