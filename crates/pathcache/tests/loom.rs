@@ -39,13 +39,31 @@ fn assert_alive(e: &pathcache::EntryRef<Handle>) {
     assert_alive_entry(e);
 }
 
+/// A fresh map node, its first counted reference, and the handle's drop count.
+fn new_node() -> (
+    MapRef<Handle>,
+    pathcache::EntryRef<Handle>,
+    Arc<AtomicUsize>,
+) {
+    let drops = Arc::new(AtomicUsize::new(0));
+    let (map_ref, first) = MapRef::<Handle>::new_for_test(Handle(drops.clone()));
+    (map_ref, first, drops)
+}
+
 /// A map node whose only counted reference was dropped: what a lookup or a
 /// borrow races a removal on. Returns the node and the handle's drop count.
 fn unreferenced_node() -> (Arc<MapRef<Handle>>, Arc<AtomicUsize>) {
-    let drops = Arc::new(AtomicUsize::new(0));
-    let (map_ref, first) = MapRef::<Handle>::new_for_test(Handle(drops.clone()));
+    let (map_ref, first, drops) = new_node();
     drop(first);
     (Arc::new(map_ref), drops)
+}
+
+/// A thread that checks `entry`'s handle is alive, then drops the reference.
+fn spawn_holder(entry: pathcache::EntryRef<Handle>) -> thread::JoinHandle<()> {
+    thread::spawn(move || {
+        assert_alive(&entry);
+        drop(entry);
+    })
 }
 
 /// A lookup that races the removal from the map either gets a reference
@@ -76,13 +94,9 @@ fn lookup_races_removal() {
 #[test]
 fn users_on_two_shards_and_removal() {
     loom::model(|| {
-        let drops = Arc::new(AtomicUsize::new(0));
-        let (map_ref, first) = MapRef::<Handle>::new_for_test(Handle(drops.clone()));
+        let (map_ref, first, drops) = new_node();
         let node = Arc::new(map_ref);
-        let a = thread::spawn(move || {
-            assert_alive(&first);
-            drop(first);
-        });
+        let a = spawn_holder(first);
         let b_node = node.clone();
         let b = thread::spawn(move || {
             if let Some(e) = b_node.try_acquire() {
@@ -102,15 +116,11 @@ fn users_on_two_shards_and_removal() {
 #[test]
 fn dying_entry_clones_race_to_release() {
     loom::model(|| {
-        let drops = Arc::new(AtomicUsize::new(0));
-        let (map_ref, first) = MapRef::<Handle>::new_for_test(Handle(drops.clone()));
+        let (map_ref, first, drops) = new_node();
         map_ref.kill();
         drop(map_ref);
         let second = first.clone();
-        let t = thread::spawn(move || {
-            assert_alive(&second);
-            drop(second);
-        });
+        let t = spawn_holder(second);
         assert_alive(&first);
         drop(first);
         t.join().unwrap();
@@ -147,13 +157,9 @@ fn borrow_races_removal() {
 #[test]
 fn borrow_and_last_reference_race_removal() {
     loom::model(|| {
-        let drops = Arc::new(AtomicUsize::new(0));
-        let (map_ref, first) = MapRef::<Handle>::new_for_test(Handle(drops.clone()));
+        let (map_ref, first, drops) = new_node();
         let node = Arc::new(map_ref);
-        let holder = thread::spawn(move || {
-            assert_alive(&first);
-            drop(first);
-        });
+        let holder = spawn_holder(first);
         let reader_node = node.clone();
         let reader = thread::spawn(move || {
             if let Some(b) = reader_node.try_borrow_for_test() {
