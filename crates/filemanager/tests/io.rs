@@ -107,19 +107,25 @@ fn many_current_thread_runtimes_share_one_manager() {
     }
 }
 
+/// Writes `len` pattern bytes to `name` and syncs them, so the pages are
+/// clean and `POSIX_FADV_DONTNEED` can drop them (reads then go async).
+fn write_synced(t: &Tree, name: &str, len: usize) -> Vec<u8> {
+    let data = pattern(len);
+    std::fs::write(t.path(name), &data).unwrap();
+    std::fs::File::open(t.path(name))
+        .unwrap()
+        .sync_all()
+        .unwrap();
+    data
+}
+
 #[test]
 fn uncached_and_async_reads_survive_dropped_futures() {
     // A read of data that is not in the page cache goes asynchronous; its
     // future is dropped after one poll, and the ring must keep the buffer
     // until the completion arrives, then keep working.
     let t = Tree::create();
-    let data = pattern(8 << 20);
-    std::fs::write(t.path("big.bin"), &data).unwrap();
-    // Clean pages only: DONTNEED below cannot drop dirty ones.
-    std::fs::File::open(t.path("big.bin"))
-        .unwrap()
-        .sync_all()
-        .unwrap();
+    let data = write_synced(&t, "big.bin", 8 << 20);
     for backend in backends(&t.root) {
         let fm = manager(&t.root, backend, SymlinkPolicy::WithinRoot);
         current_thread().block_on(async {
@@ -525,12 +531,7 @@ fn a_thread_switching_runtimes_still_gets_completions() {
     // Runtime A stays alive but idle while the same thread drives runtime B:
     // B's asynchronous completions must not depend on A's driver.
     let t = Tree::create();
-    let data = pattern(4 << 20);
-    std::fs::write(t.path("big.bin"), &data).unwrap();
-    std::fs::File::open(t.path("big.bin"))
-        .unwrap()
-        .sync_all()
-        .unwrap();
+    let data = write_synced(&t, "big.bin", 4 << 20);
     for backend in backends(&t.root) {
         let fm = manager(&t.root, backend, SymlinkPolicy::WithinRoot);
         let a = current_thread();
