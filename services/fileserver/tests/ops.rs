@@ -148,15 +148,7 @@ fn precedence_flags_over_env_over_file() {
         .env("FILESERVER_WORKERS", "1");
     let d = Daemon::spawn(cmd);
     assert_eq!(d.start.workers, 1);
-    assert_eq!(
-        client()
-            .get(d.url("/a.txt"))
-            .send()
-            .unwrap()
-            .text()
-            .unwrap(),
-        "x"
-    );
+    assert_eq!(d.get_text("/a.txt"), "x");
 }
 
 #[test]
@@ -290,6 +282,16 @@ fn inline_opens_off_serves_the_same() {
         let d = Daemon::start(
             &tree.root,
             &["--io-backend", backend, "--set", "inline_opens=false"],
+        );
+        let expected: &[&str] = if backend == "blocking" {
+            &["blocking"]
+        } else {
+            &["uring", "blocking"]
+        };
+        assert!(
+            expected.contains(&d.start.backend.as_str()),
+            "{backend}: start line says {}",
+            d.start.backend
         );
         let c = client();
         for _ in 0..2 {
@@ -599,15 +601,7 @@ fn systemd_socket_activation() {
     let d = Daemon::spawn(cmd);
     assert_eq!(d.http, addr, "the inherited socket is used, not --listen");
     for _ in 0..10 {
-        assert_eq!(
-            client()
-                .get(d.url("/a.txt"))
-                .send()
-                .unwrap()
-                .text()
-                .unwrap(),
-            "activated"
-        );
+        assert_eq!(d.get_text("/a.txt"), "activated");
     }
 }
 
@@ -636,15 +630,7 @@ fn no_arguments_serves_cwd_on_8080_with_admin_on_8081() {
         d.start.workers,
         std::thread::available_parallelism().unwrap().get()
     );
-    assert_eq!(
-        client()
-            .get(d.url("/hello.txt"))
-            .send()
-            .unwrap()
-            .text()
-            .unwrap(),
-        "from cwd"
-    );
+    assert_eq!(d.get_text("/hello.txt"), "from cwd");
     assert_eq!(
         client()
             .get(d.admin_url("/healthz"))

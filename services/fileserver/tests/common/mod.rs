@@ -156,6 +156,11 @@ impl Daemon {
         format!("http://{}{}", self.http, path)
     }
 
+    /// GETs `path` with a fresh client and returns the body as text.
+    pub fn get_text(&self, path: &str) -> String {
+        client().get(self.url(path)).send().unwrap().text().unwrap()
+    }
+
     pub fn admin_url(&self, path: &str) -> String {
         format!("http://{}{}", self.admin, path)
     }
