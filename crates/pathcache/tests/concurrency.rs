@@ -26,6 +26,17 @@ struct GatedLoader {
     drops: Arc<AtomicUsize>,
 }
 
+impl GatedLoader {
+    /// A loader whose loads wait until the test adds permits to `gate`.
+    fn closed() -> Self {
+        GatedLoader {
+            gate: tokio::sync::Semaphore::new(0),
+            loads: AtomicUsize::new(0),
+            drops: Default::default(),
+        }
+    }
+}
+
 impl Loader<Handle> for GatedLoader {
     type Error = std::convert::Infallible;
     async fn load(
@@ -84,11 +95,7 @@ fn concurrent_misses_on_one_path_load_once() {
         .build()
         .unwrap();
     let cache = Arc::new(PathCache::<Handle>::new(Config::default()));
-    let loader = Arc::new(GatedLoader {
-        gate: tokio::sync::Semaphore::new(0),
-        loads: AtomicUsize::new(0),
-        drops: Default::default(),
-    });
+    let loader = Arc::new(GatedLoader::closed());
     let tasks: Vec<_> = (0..8)
         .map(|_| {
             let (cache, loader) = (cache.clone(), loader.clone());
@@ -124,11 +131,7 @@ fn a_cancelled_leader_hands_over_to_a_waiter() {
         .build()
         .unwrap();
     let cache = Arc::new(PathCache::<Handle>::new(Config::default()));
-    let loader = Arc::new(GatedLoader {
-        gate: tokio::sync::Semaphore::new(0),
-        loads: AtomicUsize::new(0),
-        drops: Default::default(),
-    });
+    let loader = Arc::new(GatedLoader::closed());
     let (c, l) = (cache.clone(), loader.clone());
     let leader = rt.spawn(async move { c.get_or_load("x", &*l).await.map(|_| ()) });
     wait_until("leader loading", || {
