@@ -10,7 +10,7 @@
 use crate::files::{FileExt, FileRef, OpenError, Opened};
 use crate::http::conditional::{evaluate, Precondition};
 use crate::http::date::{fmt_http_date, with_now, HTTP_DATE_LEN};
-use crate::http::mime::{accepted_encodings, content_type};
+use crate::http::mime::{accepted_encodings, content_type, is_text};
 use crate::http::path::{normalize_path, PathError};
 use crate::http::range::{parse_range, ByteRange, RangeOutcome};
 use crate::http::request::{parse_request, Method, Request};
@@ -64,6 +64,17 @@ pub async fn serve(w: Rc<Worker>, stream: TcpStream, peer: SocketAddr) {
     if let Err(e) = c.run().await {
         tracing::debug!(peer = %c.peer, "connection ended: {e}");
     }
+}
+
+/// The media type of a response and whether it is text. The cache entry
+/// already holds the served file's type (guessed once, when it was loaded);
+/// a precompressed sibling (`encoding` set) is typed by the original path.
+fn media_type(f: &FileRef, type_path: &str, encoding: Option<&str>) -> (&'static str, bool) {
+    if encoding.is_some() {
+        return content_type(type_path);
+    }
+    let mime = f.mime();
+    (mime, is_text(mime))
 }
 
 /// What one request produced, for counters and the access log.
@@ -523,6 +534,7 @@ impl Conn {
                 if !already {
                     let acc = accepted_encodings(ae);
                     let w = self.w.clone();
+                    let mut sib = String::with_capacity(rel.len() + 4);
                     for (ok, ext, enc) in [
                         (acc.br, ".br", "br"),
                         (acc.zstd, ".zst", "zstd"),
@@ -531,7 +543,7 @@ impl Conn {
                         if !ok {
                             continue;
                         }
-                        let mut sib = String::with_capacity(rel.len() + 4);
+                        sib.clear();
                         sib.push_str(rel);
                         sib.push_str(ext);
                         if let Ok(Opened::File(cf)) = w.shared.files.open(&sib).await {
@@ -564,8 +576,8 @@ impl Conn {
         }
     }
 
-    fn content_type_header(&mut self, type_path: &str) {
-        let (mime, text) = content_type(type_path);
+    fn content_type_header(&mut self, f: &FileRef, type_path: &str, encoding: Option<&str>) {
+        let (mime, text) = media_type(f, type_path, encoding);
         self.wbuf.extend_from_slice(b"Content-Type: ");
         self.wbuf.extend_from_slice(mime.as_bytes());
         if text {
@@ -628,7 +640,7 @@ impl Conn {
             }
             RangeOutcome::Full => {
                 self.head_start(200);
-                self.content_type_header(type_path);
+                self.content_type_header(f, type_path, encoding);
                 self.wbuf.extend_from_slice(b"Content-Length: ");
                 push_u64(&mut self.wbuf, size);
                 self.wbuf.extend_from_slice(b"\r\nAccept-Ranges: bytes\r\n");
@@ -649,7 +661,7 @@ impl Conn {
             RangeOutcome::Partial if self.ranges.len() == 1 => {
                 let r = self.ranges[0];
                 self.head_start(206);
-                self.content_type_header(type_path);
+                self.content_type_header(f, type_path, encoding);
                 self.wbuf.extend_from_slice(b"Content-Range: bytes ");
                 push_u64(&mut self.wbuf, r.start);
                 self.wbuf.push(b'-');
@@ -687,7 +699,7 @@ impl Conn {
         keep: bool,
     ) -> io::Result<Outcome> {
         let boundary = self.w.shared.boundary.clone();
-        let (mime, text) = content_type(type_path);
+        let (mime, text) = media_type(f, type_path, encoding);
         let mut parts = std::mem::take(&mut self.parts);
         let mut ends = std::mem::take(&mut self.part_ends);
         parts.clear();

@@ -12,7 +12,12 @@ pub fn content_type(path: &str) -> (&'static str, bool) {
     let mime = mime_guess::from_ext(ext)
         .first_raw()
         .unwrap_or("application/octet-stream");
-    let text = mime.starts_with("text/")
+    (mime, is_text(mime))
+}
+
+/// Whether `mime` is text and gets `; charset=utf-8`.
+pub fn is_text(mime: &str) -> bool {
+    mime.starts_with("text/")
         || matches!(
             mime,
             "application/javascript"
@@ -20,8 +25,7 @@ pub fn content_type(path: &str) -> (&'static str, bool) {
                 | "application/xml"
                 | "image/svg+xml"
                 | "application/manifest+json"
-        );
-    (mime, text)
+        )
 }
 
 /// Encodings a request accepts among the precompressed ones we look for.
