@@ -172,7 +172,7 @@ fn bench_hit<M: Clock>(c: &mut Criterion<M>, name: &str) {
     });
 
     // The same lookup through `get_with`, which lends the entry to a closure
-    // instead of counting a reference (for responses sent without awaiting).
+    // (taking and dropping the reference around it).
     group.bench_function("pathcache_borrow", |b| {
         b.iter(|| {
             i = (i + 1) % ENTRIES;
@@ -260,9 +260,10 @@ fn run_threads(threads: u64, iters: u64, per_thread: impl Fn(u64) + Sync) -> Run
 /// between the threads). Fair because every contender does the same
 /// lookup + take-a-counted-reference + release per operation on the same key;
 /// `pathcache_unpadded` is the identical cache with its two reference
-/// counters placed beside the metadata every lookup reads (the pre-patch
-/// dentry layout of seed 03), and `pathcache_1thread` is the baseline the
-/// scaling target is measured against.
+/// counters placed inside the entry beside the key every lookup reads (the
+/// pre-patch dentry layout of seed 03) instead of in per-lane arrays, and
+/// `pathcache_1thread` is the baseline the scaling target is measured
+/// against.
 fn bench_same_key<M: Clock>(c: &mut Criterion<M>, name: &str) {
     let keys = keys();
     let hot = keys[7].as_str();

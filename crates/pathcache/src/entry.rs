@@ -1,75 +1,56 @@
-//! Cache entries, their memory layout, and the reference types handed out.
+//! Cache entries, their memory layout, and the reference type handed out.
 //!
 //! # Layout of `Entry<V>` (padded, the default; `V` up to 24 bytes)
 //!
 //! ```text
-//!  offset  line  field                      written by
-//!  ------  ----  -------------------------  -----------------------------------
-//!    0      0    meta (size, mtime, ctime,   construction only
-//!                dev, ino)            40 B
-//!   40      0    validated_ms          8 B   revalidation (once per `valid`)
-//!   48      0    state (LIVE/DYING/FREED)    removal from the map (once)
-//!   49      0    referenced (CLOCK bit)      hit only when clear; eviction scan
-//!   50      0    upgrade, has_handle         construction only
-//!   52      0    etag: "\"<16 hex>\""  18 B  construction only
-//!   72      1    mime: &'static str   16 B   construction only
-//!   88      1    bytes: small-file copy 16 B construction / payload release
-//!  104      1    handle: Option<V>  <=24 B   construction / payload release
-//!  ------  ----  ------------------------------------------------------------
-//!  128      2    refs[0]: AtomicUsize        counted hits (`get`) on lane 0
-//!  136      2    owners (memory)             death only
-//!  192      3    refs[1]: AtomicUsize        counted hits (`get`) on lane 1
-//!  200      3    path, accounting, uses      construction; uses: min_uses phase
+//!  offset  line  field                        written
+//!  ------  ----  ---------------------------  ------------------------------
+//!    0      0    hash                   8 B   when the entry is (re)used
+//!    8      0    validated_ms           8 B   revalidation (once per `valid`)
+//!   16      0    lanes (where its counters    once, when its page is made
+//!                are)                   8 B
+//!   24      0    state (generation|phase) 4 B removal, release, reuse
+//!   28      0    referenced (CLOCK bit)       a hit, only when clear
+//!   29      0    key: len, kind, upgrade,     when the entry is (re)used
+//!                has_handle, path <= 31 B
+//!   64      1    meta (size, mtime, ctime,    when the entry is (re)used
+//!                dev, ino)             40 B
+//!  104      1    etag "\"<16 hex>\""   18 B   when the entry is (re)used
+//!  128      2    mime 16 B, bytes 16 B,       (re)use / payload release
+//!                handle Option<V> <= 24 B
+//!  184      2    path (Box<str>), cache       (re)use / payload release
+//!                (Arc), uses (min_uses)
 //!  256           end (size_of, align 64)
+//!
+//!  reference lanes: outside the entry, one array per lane per page
+//!  (pool.rs): lane k of entry i is `lanes[k][i]`, 8 entries per line
 //! ```
 //!
-//! A lookup reads line 0 only (freshness, state, CLOCK bit); a response
-//! reads lines 0-1. Nothing on lines 0-1 is written on a hit (the CLOCK bit
-//! only when an eviction scan cleared it). A borrowing hit (`get_with`)
-//! writes no line of the entry at all: its mark is in the borrowing thread's
-//! own block (`hazard`), and line 3 (reached through `accounting`) is read
-//! only by releasers of a dying entry. Each reference lane has its own
-//! 64-byte line (the line size of this machine's
-//! AMD Zen 3; Intel's adjacent-line prefetcher pairs lines into 128 bytes,
-//! which would argue for 128-byte spacing at the cost of a 384-byte entry).
-//! This is the lesson of the kernel's d_lockref patch (seed 03): the count
-//! every user writes must not share a line with what every lookup reads.
+//! A lookup reads line 0 only (hash, freshness, state, key) plus its lane;
+//! a response reads lines 1-2. Nothing on lines 0-2 is written on a hit
+//! (the CLOCK bit only when an eviction scan cleared it). The counters every
+//! hit writes live in per-lane arrays beside the page's entries: a thread
+//! writes only lines of its own lane, which nobody reads on a lookup. This
+//! is the lesson of the kernel's d_lockref patch (seed 03): the count every
+//! user writes must not share a line with what every lookup reads. Putting
+//! the lanes outside the entry is also what lets the path's first 31 bytes
+//! sit on line 0 within 256 bytes per entry.
 //!
 //! The `Unpadded` layout (benchmarks only) puts both counters at offset 0,
-//! beside the metadata, to measure what the separation buys.
+//! beside the key, to measure what the separation buys.
 
 use std::cell::UnsafeCell;
 use std::fmt;
-use std::mem::ManuallyDrop;
+use std::mem::MaybeUninit;
 use std::ops::Deref;
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize as StdAtomicUsize};
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
 
-use crate::hazard::Hazards;
-use crate::refcount::{self, Protocol, REF_SHARDS};
-use crate::sync::{AtomicU8, AtomicUsize, Ordering};
-use crate::FileMeta;
-
-/// Byte accounting shared between a cache and its entries (entries can
-/// outlive the cache through `EntryRef`s).
-#[derive(Debug, Default)]
-pub(crate) struct Accounting {
-    pub(crate) open_handles: StdAtomicUsize,
-    pub(crate) small_bytes: AtomicU64,
-    /// Borrow slots of the cache's threads (`PathCache::get_with`).
-    pub(crate) hazards: Hazards,
-}
-
-/// Fields read only on slow paths; they share the last reference line.
-#[doc(hidden)]
-#[derive(Debug)]
-pub struct ColdFields {
-    path: Box<str>,
-    acct: Arc<Accounting>,
-    /// Uses of a metadata-only entry (drives `min_uses`).
-    uses: AtomicU32,
-}
+use crate::pool::Shared;
+use crate::refcount::{self, REF_SHARDS};
+use crate::sync::{AtomicU32, AtomicUsize, Ordering};
+use crate::{FileMeta, Negative};
 
 mod sealed {
     pub trait Sealed {}
@@ -77,37 +58,17 @@ mod sealed {
 
 /// Where an entry keeps its reference counters. Sealed: [`Padded`] is the
 /// layout the cache uses; [`Unpadded`] exists to benchmark the difference.
-pub trait RefLayout: sealed::Sealed + Send + Sync + 'static {
+pub trait RefLayout: sealed::Sealed + Send + Sync + Sized + 'static {
     #[doc(hidden)]
     type Hot: Send + Sync;
     #[doc(hidden)]
-    type Cold: Send + Sync;
+    fn new_hot() -> Self::Hot;
+    /// Distance between an entry's lanes, in counters.
     #[doc(hidden)]
-    fn build(cold: ColdFields, owners: u8) -> (Self::Hot, Self::Cold);
+    const STRIDE: usize;
+    /// Whether the counters are in the entry (`hot`) rather than the page.
     #[doc(hidden)]
-    fn counts<'a>(hot: &'a Self::Hot, cold: &'a Self::Cold) -> [&'a AtomicUsize; REF_SHARDS];
-    #[doc(hidden)]
-    fn owners<'a>(hot: &'a Self::Hot, cold: &'a Self::Cold) -> &'a AtomicU8;
-    #[doc(hidden)]
-    fn cold(cold: &Self::Cold) -> &ColdFields;
-}
-
-/// One reference shard on its own 64-byte cache line.
-#[doc(hidden)]
-#[repr(C, align(64))]
-#[derive(Debug)]
-pub struct RefLine<T> {
-    count: AtomicUsize,
-    rest: T,
-}
-
-/// The cold part of a padded entry: two reference lines.
-#[doc(hidden)]
-#[repr(C)]
-#[derive(Debug)]
-pub struct PaddedRefs {
-    line0: RefLine<AtomicU8>,
-    line1: RefLine<ColdFields>,
+    const INLINE: bool;
 }
 
 /// Reference counters on their own cache lines, away from lookup data (the default).
@@ -124,61 +85,18 @@ impl sealed::Sealed for Unpadded {}
 
 impl RefLayout for Padded {
     type Hot = ();
-    type Cold = PaddedRefs;
-    fn build(cold: ColdFields, owners: u8) -> ((), PaddedRefs) {
-        let refs = PaddedRefs {
-            line0: RefLine {
-                count: AtomicUsize::new(0),
-                rest: AtomicU8::new(owners),
-            },
-            line1: RefLine {
-                count: AtomicUsize::new(0),
-                rest: cold,
-            },
-        };
-        ((), refs)
-    }
-    #[inline]
-    fn counts<'a>(_: &'a (), cold: &'a PaddedRefs) -> [&'a AtomicUsize; REF_SHARDS] {
-        [&cold.line0.count, &cold.line1.count]
-    }
-    fn owners<'a>(_: &'a (), cold: &'a PaddedRefs) -> &'a AtomicU8 {
-        &cold.line0.rest
-    }
-    fn cold(cold: &PaddedRefs) -> &ColdFields {
-        &cold.line1.rest
-    }
-}
-
-/// The hot part of an unpadded entry: the counters right before the metadata.
-#[doc(hidden)]
-#[repr(C)]
-#[derive(Debug)]
-pub struct UnpaddedHot {
-    counts: [AtomicUsize; REF_SHARDS],
-    owners: AtomicU8,
+    fn new_hot() {}
+    const STRIDE: usize = crate::pool::PAGE;
+    const INLINE: bool = false;
 }
 
 impl RefLayout for Unpadded {
-    type Hot = UnpaddedHot;
-    type Cold = ColdFields;
-    fn build(cold: ColdFields, owners: u8) -> (UnpaddedHot, ColdFields) {
-        let hot = UnpaddedHot {
-            counts: [AtomicUsize::new(0), AtomicUsize::new(0)],
-            owners: AtomicU8::new(owners),
-        };
-        (hot, cold)
+    type Hot = [AtomicUsize; REF_SHARDS];
+    fn new_hot() -> Self::Hot {
+        std::array::from_fn(|_| AtomicUsize::new(0))
     }
-    #[inline]
-    fn counts<'a>(hot: &'a UnpaddedHot, _: &'a ColdFields) -> [&'a AtomicUsize; REF_SHARDS] {
-        [&hot.counts[0], &hot.counts[1]]
-    }
-    fn owners<'a>(hot: &'a UnpaddedHot, _: &'a ColdFields) -> &'a AtomicU8 {
-        &hot.owners
-    }
-    fn cold(cold: &ColdFields) -> &ColdFields {
-        cold
-    }
+    const STRIDE: usize = 1;
+    const INLINE: bool = true;
 }
 
 /// Whether a metadata-only entry should later be reloaded with a handle.
@@ -193,30 +111,101 @@ pub(crate) enum Upgrade {
     Denied = 2,
 }
 
-/// A cached file: metadata, ETag, MIME type, and optionally an open handle
-/// and the bytes of a small file. Reached through an [`EntryRef`].
-#[repr(C)]
-pub struct Entry<V, L: RefLayout = Padded> {
-    hot: L::Hot,
-    meta: FileMeta,
-    validated_ms: AtomicU64,
-    state: AtomicU8,
-    referenced: AtomicBool,
-    upgrade: Upgrade,
-    has_handle: bool,
-    etag: [u8; ETAG_LEN],
-    mime: &'static str,
-    bytes: UnsafeCell<ManuallyDrop<Option<Box<[u8]>>>>,
-    handle: UnsafeCell<ManuallyDrop<Option<V>>>,
-    refs: L::Cold,
+/// Longest path compared on line 0; longer ones are compared with the
+/// entry's owned copy (one more line and the heap).
+pub(crate) const INLINE_KEY: usize = 31;
+
+/// Marks a key longer than [`INLINE_KEY`].
+const LONG_KEY: u8 = u8::MAX;
+
+/// `stored[..path.len()] == path` for `path.len() <= INLINE_KEY`, in 8-byte
+/// words (the last one overlapping) instead of a `memcmp` call: the call
+/// was 10% of a hit's samples in a profile of `pathcache_hit`.
+#[inline]
+fn inline_eq(stored: &[u8; INLINE_KEY], path: &[u8]) -> bool {
+    #[inline(always)]
+    fn word(b: &[u8], at: usize) -> u64 {
+        u64::from_ne_bytes(b[at..at + 8].try_into().expect("8 bytes"))
+    }
+    #[inline(always)]
+    fn half(b: &[u8], at: usize) -> u32 {
+        u32::from_ne_bytes(b[at..at + 4].try_into().expect("4 bytes"))
+    }
+    let n = path.len();
+    debug_assert!(n <= INLINE_KEY);
+    if n >= 8 {
+        let mut at = 0;
+        while at + 8 < n {
+            if word(stored, at) != word(path, at) {
+                return false;
+            }
+            at += 8;
+        }
+        word(stored, n - 8) == word(path, n - 8)
+    } else if n >= 4 {
+        half(stored, 0) == half(path, 0) && half(stored, n - 4) == half(path, n - 4)
+    } else {
+        stored[..n] == *path
+    }
 }
 
-// SAFETY: the payload cells (`bytes`, `handle`) are read only through an
-// `EntryRef` (a counted reference) or an `EntryBorrow` (a published borrow),
-// and written only by the single thread that wins the FREED transition, which
-// happens after every reference and every borrow is gone (see `refcount`).
-// Everything else is immutable or atomic. So sharing an entry is as safe as
-// sharing `V` and moving it is as safe as moving `V`.
+/// What a file entry is (0) or which negative answer it caches.
+const KIND_FILE: u8 = 0;
+const KIND_NOT_FOUND: u8 = 1;
+const KIND_FORBIDDEN: u8 = 2;
+
+/// The lookup-side fields written when the entry is (re)used (line 0).
+#[repr(C)]
+struct Key {
+    len: u8,
+    kind: u8,
+    upgrade: Upgrade,
+    has_handle: bool,
+    bytes: [u8; INLINE_KEY],
+}
+
+/// The response-side fields (lines 1-2).
+#[repr(C)]
+struct Data<V> {
+    meta: FileMeta,
+    etag: [u8; ETAG_LEN],
+    mime: &'static str,
+    bytes: Option<Box<[u8]>>,
+    handle: Option<V>,
+}
+
+/// Fields only slow paths read.
+struct Cold<V, L: RefLayout> {
+    path: Box<str>,
+    shared: Arc<Shared<V, L>>,
+}
+
+/// A cached file (or a cached negative answer, inside the crate):
+/// metadata, ETag, MIME type, and optionally an open handle and the bytes of
+/// a small file. Reached through an [`EntryRef`].
+#[repr(C, align(64))]
+pub struct Entry<V, L: RefLayout = Padded> {
+    hot: L::Hot,
+    hash: AtomicU64,
+    validated_ms: AtomicU64,
+    lanes: NonNull<AtomicUsize>,
+    state: AtomicU32,
+    referenced: AtomicBool,
+    key: UnsafeCell<Key>,
+    /// Initialized while the entry is not FREED.
+    data: UnsafeCell<MaybeUninit<Data<V>>>,
+    /// Initialized while the entry is not FREED.
+    cold: UnsafeCell<MaybeUninit<Cold<V, L>>>,
+    uses: std::sync::atomic::AtomicU32,
+}
+
+// SAFETY: the cells (`key`, `data`, `cold`) are written only by the writer
+// that takes a FREED entry from the pool (before it publishes LIVE with a
+// SeqCst store) and by the single thread that wins the FREED transition
+// (after every reference is gone); they are read only by holders of a
+// reference that saw the entry LIVE after pinning it (see `refcount`).
+// `lanes` is written once, before the page is shared. So sharing an entry
+// is as safe as sharing `V`, and moving one is as safe as moving `V`.
 unsafe impl<V: Send + Sync, L: RefLayout> Sync for Entry<V, L> {}
 // SAFETY: see the `Sync` impl; the entry owns a `V`, so it is `Send` when `V` is.
 unsafe impl<V: Send + Sync, L: RefLayout> Send for Entry<V, L> {}
@@ -244,103 +233,272 @@ pub(crate) fn etag_for(meta: &FileMeta) -> [u8; ETAG_LEN] {
     out
 }
 
+/// What a new entry holds.
 pub(crate) struct NewEntry<V> {
     pub(crate) path: Box<str>,
+    pub(crate) hash: u64,
+    pub(crate) negative: Option<Negative>,
     pub(crate) meta: FileMeta,
     pub(crate) mime: &'static str,
     pub(crate) handle: Option<V>,
     pub(crate) bytes: Option<Box<[u8]>>,
     pub(crate) validated_ms: u64,
     pub(crate) upgrade: Upgrade,
-    pub(crate) acct: Arc<Accounting>,
 }
 
 impl<V, L: RefLayout> Entry<V, L> {
+    /// An unused (FREED, generation 0) entry whose lanes are at `lanes`
+    /// (for the inline layout fixed up by
+    /// [`fix_inline_lanes`](Self::fix_inline_lanes) once it has its address).
+    pub(crate) fn vacant(lanes: NonNull<AtomicUsize>) -> Self {
+        Entry {
+            hot: L::new_hot(),
+            hash: AtomicU64::new(0),
+            validated_ms: AtomicU64::new(0),
+            lanes,
+            state: AtomicU32::new(refcount::FREED),
+            referenced: AtomicBool::new(false),
+            key: UnsafeCell::new(Key {
+                len: 0,
+                kind: KIND_FILE,
+                upgrade: Upgrade::No,
+                has_handle: false,
+                bytes: [0; INLINE_KEY],
+            }),
+            data: UnsafeCell::new(MaybeUninit::uninit()),
+            cold: UnsafeCell::new(MaybeUninit::uninit()),
+            uses: std::sync::atomic::AtomicU32::new(0),
+        }
+    }
+
+    /// Points an inline-layout entry's lanes at its own `hot` counters (its
+    /// final address is known only once its page is allocated).
+    ///
+    /// # Safety
+    /// `this` points to an entry no one else references yet.
+    pub(crate) unsafe fn fix_inline_lanes(this: NonNull<Self>) {
+        if L::INLINE {
+            // SAFETY: caller's contract; the pointer is derived from `this`,
+            // so it covers the whole entry (both counters).
+            unsafe {
+                let hot = std::ptr::addr_of_mut!((*this.as_ptr()).hot);
+                (*this.as_ptr()).lanes = NonNull::new_unchecked(hot.cast::<AtomicUsize>());
+            }
+        }
+    }
+
+    /// Lane `k`'s counter.
+    #[inline]
+    pub(crate) fn lane(&self, k: usize) -> &AtomicUsize {
+        debug_assert!(k < REF_SHARDS);
+        // SAFETY: `lanes` points at lane 0 of this entry inside its page's
+        // lane arrays (or its own `hot` counters), which live as long as the
+        // entry; lane k is `STRIDE * k` counters further (see `pool.rs`).
+        unsafe { &*self.lanes.as_ptr().add(k * L::STRIDE) }
+    }
+
+    fn counts(&self) -> [&AtomicUsize; REF_SHARDS] {
+        std::array::from_fn(|k| self.lane(k))
+    }
+
+    /// The stored hash (readable in any state: an atomic of type-stable memory).
+    #[inline]
+    pub(crate) fn hash(&self) -> u64 {
+        self.hash.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The state word (generation and phase).
+    pub(crate) fn state(&self) -> u32 {
+        self.state.load(Ordering::SeqCst)
+    }
+
+    /// Pins the entry for a lookup on `lane`: `Some` reference when it was
+    /// LIVE (the caller must still check [`key_is`](Self::key_is)). `None`:
+    /// the pin was undone (the caller may have released a dying entry).
+    #[inline(always)]
+    pub(crate) fn pin(this: NonNull<Self>, lane: usize) -> Option<EntryRef<V, L>> {
+        // SAFETY: entries are type-stable (never freed while their cache,
+        // which the caller borrows, lives), so the address stays valid.
+        let entry = unsafe { this.as_ref() };
+        let live = refcount::try_acquire(entry.lane(lane), &entry.state);
+        let pinned = EntryRef {
+            ptr: this,
+            lane: lane as u8,
+        };
+        if live {
+            Some(pinned)
+        } else {
+            // Undo through the reference's drop, which claims if it must.
+            drop(pinned);
+            None
+        }
+    }
+
+    /// Whether this (pinned, LIVE) entry is the one for `path`.
+    #[inline(always)]
+    pub(crate) fn key_is(&self, path: &str) -> bool {
+        // SAFETY: called with a reference that saw the entry LIVE: the key
+        // was written before that state and is not written until FREED.
+        let key = unsafe { &*self.key.get() };
+        if (key.len as usize) == path.len() {
+            return inline_eq(&key.bytes, path.as_bytes());
+        }
+        key.len == LONG_KEY && self.path() == path
+    }
+
+    /// The negative answer this entry caches, if it is one.
+    #[inline]
+    pub(crate) fn negative(&self) -> Option<Negative> {
+        // SAFETY: as for `key_is`.
+        match unsafe { (*self.key.get()).kind } {
+            KIND_NOT_FOUND => Some(Negative::NotFound),
+            KIND_FORBIDDEN => Some(Negative::Forbidden),
+            _ => None,
+        }
+    }
+
+    fn data(&self) -> &Data<V> {
+        // SAFETY: outside the crate `&Entry` is only reachable through a
+        // counted `EntryRef`, and the data is initialized before the entry
+        // turns LIVE and taken only after every reference is gone
+        // (`try_claim`). Inside the crate, entries reached through the index
+        // without a reference (eviction scan, under the writer lock) read
+        // only atomics and the key.
+        unsafe { (*self.data.get()).assume_init_ref() }
+    }
+
+    fn cold(&self) -> &Cold<V, L> {
+        // SAFETY: as for `data`.
+        unsafe { (*self.cold.get()).assume_init_ref() }
+    }
+
     /// The normalized path this entry was loaded for.
     pub fn path(&self) -> &str {
-        &L::cold(&self.refs).path
+        &self.cold().path
     }
     /// The metadata the loader reported when it opened/read the file.
     pub fn meta(&self) -> &FileMeta {
-        &self.meta
+        &self.data().meta
     }
     /// Strong, quoted ETag derived from (dev, ino, size, mtime_ns).
     pub fn etag(&self) -> &str {
         // The bytes are a quote, 16 ASCII hex digits and a quote.
-        std::str::from_utf8(&self.etag).unwrap_or("\"0\"")
+        std::str::from_utf8(&self.data().etag).unwrap_or("\"0\"")
     }
     /// The MIME type the loader chose.
     pub fn mime(&self) -> &'static str {
-        self.mime
+        self.data().mime
     }
     /// The open handle, if this entry holds one (see `min_uses`, `max_open`).
     pub fn handle(&self) -> Option<&V> {
-        // SAFETY: outside the crate `&Entry` is only reachable through a
-        // counted `EntryRef` or a published `EntryBorrow`, and the payload is
-        // taken only after every reference and borrow is gone (`try_claim`).
-        // Inside the crate, entries reached through the map (eviction scan)
-        // never read the payload.
-        unsafe { (*self.handle.get()).as_ref() }
+        self.data().handle.as_ref()
     }
     /// The whole file's bytes when it was small enough and the budget allowed.
     pub fn bytes(&self) -> Option<&[u8]> {
-        // SAFETY: as for `handle`.
-        unsafe { (*self.bytes.get()).as_deref() }
+        self.data().bytes.as_deref()
     }
 
-    pub(crate) fn new_boxed(new: NewEntry<V>, owners: u8) -> NonNull<Self> {
-        let has_handle = new.handle.is_some();
-        let cold = ColdFields {
-            path: new.path,
-            acct: new.acct,
-            uses: AtomicU32::new(1),
+    /// Fills a FREED entry taken from the pool for `new` and makes it LIVE
+    /// (`mapped`) or DYING (served uncached, never in the index). Returns
+    /// the caller's first reference.
+    ///
+    /// # Safety
+    /// The caller took `this` from its pool's free list (so it is FREED and
+    /// nobody else writes it) and `shared` is that pool's owner.
+    pub(crate) unsafe fn occupy(
+        this: NonNull<Self>,
+        new: NewEntry<V>,
+        shared: Arc<Shared<V, L>>,
+        mapped: bool,
+    ) -> EntryRef<V, L> {
+        // SAFETY: caller's contract: we are the only writer of the cells,
+        // and no reader reads them before the state store below.
+        let entry = unsafe { this.as_ref() };
+        let freed = entry.state.load(Ordering::SeqCst);
+        debug_assert_eq!(refcount::phase(freed), refcount::FREED);
+        let len = new.path.len();
+        let mut bytes = [0; INLINE_KEY];
+        let inline = len <= INLINE_KEY;
+        if inline {
+            bytes[..len].copy_from_slice(new.path.as_bytes());
+        }
+        let kind = match new.negative {
+            None => KIND_FILE,
+            Some(Negative::NotFound) => KIND_NOT_FOUND,
+            Some(Negative::Forbidden) => KIND_FORBIDDEN,
         };
-        let (hot, refs) = L::build(cold, owners);
-        let entry = Box::new(Entry {
-            hot,
-            etag: etag_for(&new.meta),
-            meta: new.meta,
-            mime: new.mime,
-            validated_ms: AtomicU64::new(new.validated_ms),
-            bytes: UnsafeCell::new(ManuallyDrop::new(new.bytes)),
-            state: AtomicU8::new(refcount::LIVE),
-            referenced: AtomicBool::new(true),
-            upgrade: new.upgrade,
-            has_handle,
-            handle: UnsafeCell::new(ManuallyDrop::new(new.handle)),
-            refs,
-        });
-        NonNull::from(Box::leak(entry))
-    }
-
-    #[inline]
-    fn counts(&self) -> [&AtomicUsize; REF_SHARDS] {
-        L::counts(&self.hot, &self.refs)
-    }
-
-    /// The entry's side of the reference protocol. `hazards` must be the
-    /// borrow slots of the cache the entry belongs to.
-    #[inline]
-    fn protocol<'a>(&'a self, hazards: &'a Hazards) -> Protocol<'a> {
-        Protocol {
-            counts: self.counts(),
-            state: &self.state,
-            hazards,
-            addr: self as *const Self as usize,
+        // SAFETY: exclusive (see above); the cells are uninitialized (the
+        // release moved the last life's values out).
+        unsafe {
+            entry.key.get().write(Key {
+                len: if inline { len as u8 } else { LONG_KEY },
+                kind,
+                upgrade: new.upgrade,
+                has_handle: new.handle.is_some(),
+                bytes,
+            });
+            entry.data.get().write(MaybeUninit::new(Data {
+                etag: etag_for(&new.meta),
+                meta: new.meta,
+                mime: new.mime,
+                bytes: new.bytes,
+                handle: new.handle,
+            }));
+            entry.cold.get().write(MaybeUninit::new(Cold {
+                path: new.path,
+                shared,
+            }));
+        }
+        entry
+            .hash
+            .store(new.hash, std::sync::atomic::Ordering::Relaxed);
+        entry
+            .validated_ms
+            .store(new.validated_ms, std::sync::atomic::Ordering::Relaxed);
+        entry
+            .referenced
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        entry.uses.store(1, std::sync::atomic::Ordering::Relaxed);
+        let lane = crate::clock::ref_shard();
+        refcount::acquire_clone(entry.lane(lane));
+        // Publishes everything above to readers that pin and see this state.
+        let phase = if mapped {
+            refcount::LIVE
+        } else {
+            refcount::DYING
+        };
+        entry
+            .state
+            .store(refcount::next_life(freed, phase), Ordering::SeqCst);
+        EntryRef {
+            ptr: this,
+            lane: lane as u8,
         }
     }
 
-    /// The protocol with the borrow slots reached through the cold line
-    /// (release paths, which do not have the cache at hand).
-    fn protocol_cold(&self) -> Protocol<'_> {
-        self.protocol(&L::cold(&self.refs).acct.hazards)
+    /// Marks the entry removed from the index (the caller, under the writer
+    /// lock, saw it LIVE in state `live`): its payload is released now if it
+    /// has no users, else when the last `EntryRef` drops.
+    pub(crate) fn kill(this: NonNull<Self>, live: u32) {
+        // SAFETY: type-stable memory (see `pin`).
+        let entry = unsafe { this.as_ref() };
+        if refcount::kill(entry.counts(), &entry.state, live) {
+            // SAFETY: we won FREED.
+            unsafe { release_payload(this) };
+        }
     }
 
     pub(crate) fn users(&self) -> usize {
         refcount::users(self.counts())
     }
+    pub(crate) fn is_live_as(&self, state: u32) -> bool {
+        refcount::phase(state) == refcount::LIVE
+    }
     pub(crate) fn has_handle(&self) -> bool {
-        self.has_handle
+        // SAFETY: written only while the entry is FREED and unreachable
+        // through the index; the writer lock (held by every caller that has
+        // no reference) orders that write before this read.
+        unsafe { (*self.key.get()).has_handle }
     }
     pub(crate) fn validated_ms(&self) -> u64 {
         self.validated_ms.load(std::sync::atomic::Ordering::Relaxed)
@@ -349,7 +507,7 @@ impl<V, L: RefLayout> Entry<V, L> {
         self.validated_ms
             .store(now_ms, std::sync::atomic::Ordering::Relaxed);
     }
-    /// CLOCK: set on a hit only if clear, so a hit does not dirty line 1.
+    /// CLOCK: set on a hit only if clear, so a hit does not dirty line 0.
     #[inline]
     pub(crate) fn touch(&self) {
         if !self.referenced.load(std::sync::atomic::Ordering::Relaxed) {
@@ -365,71 +523,56 @@ impl<V, L: RefLayout> Entry<V, L> {
                 .swap(false, std::sync::atomic::Ordering::Relaxed)
     }
     pub(crate) fn upgrade(&self) -> Upgrade {
-        self.upgrade
+        // SAFETY: as for `key_is` (callers hold a reference).
+        unsafe { (*self.key.get()).upgrade }
     }
     /// Counts one use of a metadata-only entry; returns the new count.
     pub(crate) fn count_use(&self) -> u32 {
-        L::cold(&self.refs)
-            .uses
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-            + 1
-    }
-    pub(crate) fn is_live(&self) -> bool {
-        self.state.load(Ordering::Acquire) == refcount::LIVE
+        self.uses.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1
     }
 }
 
-/// Releases the payload (handle and bytes) of an entry whose FREED transition
-/// the caller won, then drops that owner of the memory.
+/// Releases the payload (handle, bytes, path) of an entry whose FREED
+/// transition the caller won, and returns the entry to its pool.
 ///
 /// # Safety
-/// `ptr` points to a live entry allocation and the caller won FREED.
+/// The caller won FREED for the entry's current generation.
 unsafe fn release_payload<V, L: RefLayout>(ptr: NonNull<Entry<V, L>>) {
-    // SAFETY: the allocation is live (caller), and no reference exists any
-    // more, so we are the only accessor of the payload cells.
+    // SAFETY: type-stable memory; no reference exists any more, so we are
+    // the only accessor of the cells until the entry is back in the pool.
     let entry = unsafe { ptr.as_ref() };
-    // SAFETY: as above; each cell is taken exactly once (only the FREED winner gets here).
-    let handle = unsafe { ManuallyDrop::take(&mut *entry.handle.get()) };
+    // SAFETY: as above; the cells were initialized by `occupy` and are
+    // moved out exactly once per life (only the FREED winner gets here).
+    let data = unsafe { (*entry.data.get()).assume_init_read() };
     // SAFETY: as above.
-    let bytes = unsafe { ManuallyDrop::take(&mut *entry.bytes.get()) };
-    let acct = &L::cold(&entry.refs).acct;
-    if handle.is_some() {
-        acct.open_handles
+    let cold = unsafe { (*entry.cold.get()).assume_init_read() };
+    let Cold { path, shared } = cold;
+    if data.handle.is_some() {
+        shared
+            .open_handles
             .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
     }
-    if let Some(b) = &bytes {
-        acct.small_bytes
+    if let Some(b) = &data.bytes {
+        shared
+            .small_bytes
             .fetch_sub(b.len() as u64, std::sync::atomic::Ordering::Relaxed);
     }
+    // From here the entry may be reused by another thread: touch only locals.
+    shared.pool.give_back(ptr);
     // Drop `V` (for fdtable::Owned this queues the descriptor on the
-    // deferred-release path; it never blocks).
-    drop(handle);
-    drop(bytes);
-    // SAFETY: still live; the payload owner is released exactly once here.
-    unsafe { drop_memory_owner(ptr) };
-}
-
-/// # Safety
-/// `ptr` points to a live entry allocation and the caller holds one of its
-/// memory owners, which it gives up here.
-unsafe fn drop_memory_owner<V, L: RefLayout>(ptr: NonNull<Entry<V, L>>) {
-    // SAFETY: live per the caller's contract.
-    let entry = unsafe { ptr.as_ref() };
-    if refcount::drop_memory_owner(L::owners(&entry.hot, &entry.refs)) {
-        // SAFETY: both owners are gone: the payload was released (so no
-        // reference exists) and the map node was reclaimed (so no reader can
-        // reach the entry). The allocation came from `Box::leak` in `new_boxed`.
-        // The payload cells are `ManuallyDrop` and already taken.
-        drop(unsafe { Box::from_raw(ptr.as_ptr()) });
-    }
+    // deferred-release path; it never blocks), then the path, then our
+    // share of the cache's shared state (the last one frees the pool).
+    drop(data);
+    drop(path);
+    drop(shared);
 }
 
 /// A counted reference to a cache entry. `Clone` adds one count on the same
-/// shard; `Drop` removes it (no lock, no syscall). The entry's handle is
+/// lane; `Drop` removes it (no lock, no syscall). The entry's handle is
 /// released when the entry has left the cache and the last `EntryRef` drops.
 pub struct EntryRef<V, L: RefLayout = Padded> {
     ptr: NonNull<Entry<V, L>>,
-    shard: usize,
+    lane: u8,
 }
 
 // SAFETY: an `EntryRef` gives `&Entry` access from any thread and may drop the
@@ -449,8 +592,8 @@ impl<V, L: RefLayout> Deref for EntryRef<V, L> {
     type Target = Entry<V, L>;
     #[inline]
     fn deref(&self) -> &Entry<V, L> {
-        // SAFETY: our count keeps the payload (and hence the memory, whose
-        // payload owner is released only after FREED) alive.
+        // SAFETY: our count keeps the entry from being released or reused
+        // (the pool, which owns the memory, lives while any entry is in use).
         unsafe { self.ptr.as_ref() }
     }
 }
@@ -458,10 +601,10 @@ impl<V, L: RefLayout> Deref for EntryRef<V, L> {
 impl<V, L: RefLayout> Clone for EntryRef<V, L> {
     #[inline]
     fn clone(&self) -> Self {
-        refcount::acquire_clone(self.counts()[self.shard]);
+        refcount::acquire_clone(self.lane(self.lane as usize));
         EntryRef {
             ptr: self.ptr,
-            shard: self.shard,
+            lane: self.lane,
         }
     }
 }
@@ -470,12 +613,11 @@ impl<V, L: RefLayout> Drop for EntryRef<V, L> {
     #[inline]
     fn drop(&mut self) {
         let entry = &**self;
-        // The cold line (borrow slots) is read only when the entry is dying.
-        if refcount::drop_ref(entry.counts(), self.shard, &entry.state)
-            && refcount::try_claim(entry.protocol_cold())
-        {
-            // SAFETY: we won FREED; the memory is live until both owners drop.
-            unsafe { release_payload(self.ptr) };
+        if let Some(seen) = refcount::drop_ref(entry.lane(self.lane as usize), &entry.state) {
+            if refcount::try_claim(entry.counts(), &entry.state, seen) {
+                // SAFETY: we won FREED.
+                unsafe { release_payload(self.ptr) };
+            }
         }
     }
 }
@@ -493,163 +635,8 @@ impl<V, L: RefLayout> fmt::Debug for EntryRef<V, L> {
 impl<V, L: RefLayout> fmt::Debug for Entry<V, L> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Entry")
-            .field("meta", &self.meta)
+            .field("meta", self.meta())
             .finish_non_exhaustive()
-    }
-}
-
-/// A borrowed entry: published in the borrowing thread's slot, so its payload
-/// is not released while this lives; ending it is one Release store.
-#[doc(hidden)]
-pub struct EntryBorrow<'a, V, L: RefLayout = Padded> {
-    entry: &'a Entry<V, L>,
-    slot: &'a AtomicUsize,
-}
-
-impl<V, L: RefLayout> Deref for EntryBorrow<'_, V, L> {
-    type Target = Entry<V, L>;
-    #[inline]
-    fn deref(&self) -> &Entry<V, L> {
-        self.entry
-    }
-}
-
-impl<V, L: RefLayout> Drop for EntryBorrow<'_, V, L> {
-    #[inline]
-    fn drop(&mut self) {
-        refcount::end_borrow(self.slot);
-    }
-}
-
-impl<V, L: RefLayout> fmt::Debug for EntryBorrow<'_, V, L> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("EntryBorrow").field(self.entry).finish()
-    }
-}
-
-/// The map's claim on an entry: one memory owner plus the LIVE state. Lives
-/// in the map node; papaya drops it only after every reader that could have
-/// seen the node is gone.
-#[doc(hidden)]
-pub struct MapRef<V, L: RefLayout = Padded> {
-    ptr: NonNull<Entry<V, L>>,
-}
-
-// SAFETY: as for `EntryRef`.
-unsafe impl<V: Send + Sync, L: RefLayout> Send for MapRef<V, L> {}
-// SAFETY: as for `EntryRef`.
-unsafe impl<V: Send + Sync, L: RefLayout> Sync for MapRef<V, L> {}
-
-impl<V, L: RefLayout> MapRef<V, L> {
-    /// A new entry held by the map, plus one reference for the loader's caller.
-    pub(crate) fn new(new: NewEntry<V>) -> (Self, EntryRef<V, L>) {
-        let ptr = Entry::<V, L>::new_boxed(new, refcount::MEMORY_OWNERS_MAPPED);
-        let shard = crate::clock::ref_shard();
-        // SAFETY: just allocated; the count is taken before anyone can see it.
-        refcount::acquire_clone(unsafe { ptr.as_ref() }.counts()[shard]);
-        (MapRef { ptr }, EntryRef { ptr, shard })
-    }
-
-    /// The entry (valid while the map node, hence this `MapRef`, is alive).
-    #[inline]
-    pub(crate) fn entry(&self) -> &Entry<V, L> {
-        // SAFETY: the map-node owner of the memory is held by `self`.
-        unsafe { self.ptr.as_ref() }
-    }
-
-    /// A lookup's reference; `None` when the entry was already removed.
-    #[inline]
-    pub fn try_acquire(&self) -> Option<EntryRef<V, L>> {
-        let shard = crate::clock::ref_shard();
-        let entry = self.entry();
-        if refcount::try_acquire(entry.counts(), shard, &entry.state) {
-            return Some(EntryRef {
-                ptr: self.ptr,
-                shard,
-            });
-        }
-        if refcount::release(entry.protocol_cold(), shard) {
-            // SAFETY: we won FREED; memory is held by `self`.
-            unsafe { release_payload(self.ptr) };
-        }
-        None
-    }
-
-    /// A borrow of the entry for the calling thread, published in `slot`
-    /// (the thread's own slot in the cache's [`Hazards`]); `None` when the
-    /// entry was already removed. Valid while the caller's map guard (which
-    /// keeps this `MapRef` alive) is held; the borrow must end first.
-    #[inline]
-    pub(crate) fn try_borrow<'a>(
-        &'a self,
-        hazards: &'a Hazards,
-        slot: &'a AtomicUsize,
-    ) -> Option<EntryBorrow<'a, V, L>> {
-        let entry = self.entry();
-        refcount::borrow(entry.protocol(hazards), slot).then_some(EntryBorrow { entry, slot })
-    }
-
-    /// Borrows the entry on the calling thread (the loom model's entry point;
-    /// the cache passes its own slots).
-    #[doc(hidden)]
-    pub fn try_borrow_for_test(&self) -> Option<EntryBorrow<'_, V, L>> {
-        let hazards = &L::cold(&self.entry().refs).acct.hazards;
-        self.try_borrow(hazards, hazards.local().1)
-    }
-
-    /// Marks the entry removed from the map: its payload is released now if
-    /// it has no users, else when the last `EntryRef` drops. Idempotent.
-    pub fn kill(&self) {
-        if refcount::kill(self.entry().protocol_cold()) {
-            // SAFETY: we won FREED; memory is held by `self`.
-            unsafe { release_payload(self.ptr) };
-        }
-    }
-
-    pub(crate) fn same(&self, other: &Self) -> bool {
-        self.ptr == other.ptr
-    }
-
-    /// Builds a mapped entry around `handle` for the loom model and unit tests.
-    #[doc(hidden)]
-    pub fn new_for_test(handle: V) -> (Self, EntryRef<V, L>) {
-        Self::new(NewEntry {
-            path: "test".into(),
-            meta: FileMeta {
-                size: 0,
-                mtime_ns: 0,
-                ctime_ns: 0,
-                dev: 0,
-                ino: 0,
-            },
-            mime: "application/octet-stream",
-            handle: Some(handle),
-            bytes: None,
-            validated_ms: 0,
-            upgrade: Upgrade::No,
-            acct: Arc::new(Accounting::default()),
-        })
-    }
-}
-
-impl<V, L: RefLayout> Drop for MapRef<V, L> {
-    fn drop(&mut self) {
-        // Killed already (removal) or not (the map itself is dropped): either
-        // way no borrower can see the entry any more, so claim if unused.
-        if refcount::unmapped(self.entry().protocol_cold()) {
-            // SAFETY: we won FREED; memory is held by `self`.
-            unsafe { release_payload(self.ptr) };
-        }
-        // SAFETY: this is the map node's memory owner, given up exactly once.
-        unsafe { drop_memory_owner(self.ptr) };
-    }
-}
-
-impl<V, L: RefLayout> fmt::Debug for MapRef<V, L> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("MapRef")
-            .field("path", &self.entry().path())
-            .finish()
     }
 }
 
@@ -661,29 +648,21 @@ mod tests {
     type E16 = Entry<[u64; 2], Padded>;
 
     #[test]
-    fn padded_layout_keeps_refcounts_off_lookup_lines() {
-        assert_eq!(offset_of!(E16, meta), 0);
-        assert_eq!(offset_of!(E16, validated_ms), 40);
-        assert_eq!(offset_of!(E16, state), 48);
-        assert_eq!(offset_of!(E16, referenced), 49);
-        assert_eq!(offset_of!(E16, etag), 52);
-        assert!(offset_of!(E16, etag) + ETAG_LEN <= 72);
-        assert_eq!(offset_of!(E16, mime), 72);
-        assert_eq!(offset_of!(E16, bytes), 88);
-        assert_eq!(offset_of!(E16, handle), 104);
-        let refs = offset_of!(E16, refs);
-        assert_eq!(refs, 128);
-        assert_eq!(
-            refs + offset_of!(PaddedRefs, line0) + offset_of!(RefLine<AtomicU8>, count),
-            128
-        );
-        assert_eq!(
-            refs + offset_of!(PaddedRefs, line1) + offset_of!(RefLine<ColdFields>, count),
-            192
-        );
+    fn padded_layout_keeps_counters_off_the_entry_and_lookup_data_on_line_0() {
+        // Line 0: everything a lookup reads.
+        assert_eq!(offset_of!(E16, hash), 0);
+        assert_eq!(offset_of!(E16, validated_ms), 8);
+        assert_eq!(offset_of!(E16, lanes), 16);
+        assert_eq!(offset_of!(E16, state), 24);
+        assert_eq!(offset_of!(E16, referenced), 28);
+        assert_eq!(offset_of!(E16, key), 29);
+        assert_eq!(offset_of!(E16, key) + size_of::<Key>(), 64);
+        // Lines 1-2: what a response reads; then the cold fields.
+        assert_eq!(offset_of!(E16, data), 64);
+        assert!(offset_of!(E16, data) + size_of::<Data<[u64; 2]>>() <= offset_of!(E16, cold));
         assert_eq!(std::mem::align_of::<E16>(), 64);
-        // Every lookup-read field ends before the first counter's line.
-        assert!(offset_of!(E16, handle) + size_of::<Option<[u64; 2]>>() <= 128);
+        // The padded layout has no counter inside the entry at all.
+        assert_eq!(size_of::<<Padded as RefLayout>::Hot>(), 0);
     }
 
     #[test]
@@ -695,10 +674,26 @@ mod tests {
     }
 
     #[test]
-    fn unpadded_layout_puts_counters_beside_metadata() {
+    fn unpadded_layout_puts_counters_beside_the_key() {
         type U = Entry<[u64; 2], Unpadded>;
         assert_eq!(offset_of!(U, hot), 0);
-        assert_eq!(offset_of!(U, meta), 24);
+        assert_eq!(offset_of!(U, hash), 16);
+        assert!(offset_of!(U, key) < 64);
+    }
+
+    #[test]
+    fn inline_key_compare_matches_slice_equality() {
+        let mut stored = [0u8; INLINE_KEY];
+        let text = b"static/js/app.0123456789abcdef.js";
+        for n in 0..=INLINE_KEY {
+            stored[..n].copy_from_slice(&text[..n]);
+            assert!(inline_eq(&stored, &text[..n]), "{n}");
+            for flip in 0..n {
+                let mut other = text[..n].to_vec();
+                other[flip] ^= 1;
+                assert!(!inline_eq(&stored, &other), "{n} {flip}");
+            }
+        }
     }
 
     #[test]

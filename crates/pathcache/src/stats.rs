@@ -1,4 +1,4 @@
-//! Per-thread event counters (and borrow slots), summed by `stats()`.
+//! Per-thread event counters, summed by `stats()`.
 //!
 //! Every thread that touches a cache gets its own counter block (a
 //! [`thread_local::ThreadLocal`] slot, padded to its own cache line), and only
@@ -13,6 +13,7 @@
 //! the id allocator's mutex), so counts of exited threads stay in the sums and
 //! each block still has one writer at a time.
 
+use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crossbeam_utils::CachePadded;
@@ -32,60 +33,57 @@ pub(crate) struct Counters {
     pub(crate) torn_reads: AtomicU64,
 }
 
-/// Everything a thread writes on a hit, on one padded line: its counters and
-/// its borrow slot (`hazard`), so a borrowing hit does one thread-local lookup.
-#[derive(Debug, Default)]
-pub(crate) struct Block {
-    pub(crate) counters: Counters,
-    /// The thread's borrow slot (see `hazard`). Under loom the slots are a
-    /// modeled array instead.
-    #[cfg(not(loom))]
-    pub(crate) borrow_slot: std::sync::atomic::AtomicUsize,
+#[derive(Debug)]
+pub(crate) struct ThreadCounters {
+    /// Unique per instance (never reused), for the per-thread shortcut.
+    id: u64,
+    threads: ThreadLocal<CachePadded<Counters>>,
 }
 
-#[derive(Debug, Default)]
-pub(crate) struct ThreadCounters {
-    threads: ThreadLocal<CachePadded<Block>>,
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+std::thread_local! {
+    /// The counters this thread used last, and whose they are: a hit reads
+    /// one thread-local instead of `ThreadLocal`'s thread-id lookup and
+    /// bucket walk (4 dependent loads).
+    static LAST: Cell<(u64, *const Counters)> = const { Cell::new((0, std::ptr::null())) };
+}
+
+impl Default for ThreadCounters {
+    fn default() -> Self {
+        ThreadCounters {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            threads: ThreadLocal::new(),
+        }
+    }
 }
 
 impl ThreadCounters {
-    /// The calling thread's block (allocated on its first use of this cache).
-    /// Only the calling thread may write it.
+    /// The calling thread's counters (allocated on its first use of this
+    /// cache). Only the calling thread may write them.
     #[inline]
-    pub(crate) fn block(&self) -> &Block {
-        match self.threads.get() {
-            Some(block) => block,
-            None => self.register(),
+    pub(crate) fn local(&self) -> &Counters {
+        let (id, counters) = LAST.with(Cell::get);
+        if id == self.id {
+            // SAFETY: `LAST` holds this thread's block of the instance with
+            // this id, which is `self` (ids are never reused), and blocks
+            // stay in place as long as their `ThreadLocal` lives.
+            return unsafe { &*counters };
         }
+        self.local_slow()
     }
 
     #[cold]
-    fn register(&self) -> &Block {
-        let block = self.threads.get_or_default();
-        // `ThreadLocal` publishes a new block with a Release store of its
-        // `present` flag, which a claimer's Acquire scan of the borrow slots
-        // could miss. This fence, paired with the fence in
-        // `Hazards::published`, makes a claimer that misses the block one
-        // whose state change this thread sees before it borrows (the
-        // fence-fence rule of the SeqCst order).
-        std::sync::atomic::fence(Ordering::SeqCst);
-        block
-    }
-
-    /// The calling thread's counters.
-    #[inline]
-    pub(crate) fn local(&self) -> &Counters {
-        &self.block().counters
-    }
-
-    /// Every thread's block, including those of exited threads.
-    pub(crate) fn blocks(&self) -> impl Iterator<Item = &Block> {
-        self.threads.iter().map(|b| &**b)
+    fn local_slow(&self) -> &Counters {
+        let counters: &Counters = self.threads.get_or_default();
+        LAST.with(|last| last.set((self.id, counters)));
+        counters
     }
 
     pub(crate) fn sum(&self, pick: impl Fn(&Counters) -> &AtomicU64) -> u64 {
-        self.blocks()
-            .map(|b| pick(&b.counters).load(Ordering::Relaxed))
+        self.threads
+            .iter()
+            .map(|c| pick(c).load(Ordering::Relaxed))
             .sum()
     }
 }
@@ -132,7 +130,7 @@ pub struct Stats {
     /// Waits for another caller's in-flight load, lock waits on slow paths,
     /// and lookups that lost a race with a removal.
     pub contention_events: u64,
-    /// Entries in the map now (positive and negative).
+    /// Entries in the cache now (positive and negative).
     pub entries: u64,
     /// Handles held by entries now (including removed entries still in use).
     pub open_handles: u64,

@@ -1,16 +1,16 @@
 //! The atomics of the entry reference protocol, switched to loom's model-checked
 //! versions under `--cfg loom`.
 //!
-//! Only the protocol in [`crate::refcount`] (per-shard reference counts, the
-//! entry lifecycle state and the memory owner count) goes through this module;
+//! Only the protocol in [`crate::refcount`] (per-lane reference counts and
+//! the entry lifecycle state) goes through this module;
 //! plain statistics counters use `std` atomics directly because their
 //! interleavings cannot break memory safety.
 
 #[cfg(loom)]
-pub(crate) use loom::sync::atomic::{AtomicU8, AtomicUsize};
+pub(crate) use loom::sync::atomic::{AtomicU32, AtomicUsize};
 
 #[cfg(not(loom))]
-pub(crate) use std::sync::atomic::{AtomicU8, AtomicUsize};
+pub(crate) use std::sync::atomic::{AtomicU32, AtomicUsize};
 
 pub(crate) use std::sync::atomic::Ordering;
 
@@ -26,15 +26,4 @@ pub(crate) use std::sync::atomic::Ordering;
 pub(crate) fn sc_fence() {
     #[cfg(loom)]
     loom::sync::atomic::fence(Ordering::SeqCst);
-}
-
-/// A real SeqCst fence in every build (loom's under loom). Used only on the
-/// cold claim path, where it orders a borrow's end (a Release store that
-/// happens-before the claimer) against the claimer's loads of the counts.
-#[inline]
-pub(crate) fn full_fence() {
-    #[cfg(loom)]
-    loom::sync::atomic::fence(Ordering::SeqCst);
-    #[cfg(not(loom))]
-    std::sync::atomic::fence(Ordering::SeqCst);
 }

@@ -389,8 +389,10 @@ impl Loader<TrackedHandle> for TrackingLoader {
 }
 
 /// Borrowers (`get_with`) race removals (invalidate, eviction by both bounds,
-/// `evict_unused`) and counted users: no handle is ever seen released inside
-/// a borrow, every handle is released exactly once, and the counts add up.
+/// `evict_unused`) and counted users, with 24 paths in 16 entries, so entry
+/// memory is freed and reused for other paths all the time: no lookup ever
+/// gets another path's entry, no handle is ever seen released inside a
+/// borrow, every handle is released exactly once, and the counts add up.
 #[test]
 fn stress_borrows_never_see_a_released_handle() {
     const THREADS: usize = 4;
@@ -437,6 +439,7 @@ fn stress_borrows_never_see_a_released_handle() {
                                 let Borrowed::Hit(e) = b else {
                                     panic!("no negatives")
                                 };
+                                assert_eq!(e.path(), path, "another path's entry");
                                 if let Some(h) = e.handle() {
                                     let id = h.id;
                                     assert_eq!(registry[id].load(Ordering::SeqCst), OPEN);
@@ -452,6 +455,7 @@ fn stress_borrows_never_see_a_released_handle() {
                             lookups.fetch_add(1, Ordering::Relaxed);
                             let l = rt.block_on(cache.get_or_load(&path, loader)).unwrap();
                             if let Lookup::Hit(e) = l {
+                                assert_eq!(e.path(), path, "another path's entry");
                                 held.push(e);
                                 if held.len() > 2 {
                                     held.remove(0);

@@ -1,8 +1,8 @@
-//! Loom model of the entry reference protocol (per-shard counts, the
-//! LIVE/DYING/FREED state, the borrow slots and the two memory owners), on
-//! the real `Entry`, `EntryRef`, `EntryBorrow` and `MapRef` types. papaya is not modeled: a `loom::sync::Arc`
-//! around the `MapRef` stands in for the map node, whose drop papaya defers
-//! until no reader can see it.
+//! Loom models of the entry protocol (per-lane counts, the generation and
+//! phase of the state word, type-stable reuse through the pool), on the real
+//! `Entry`, `EntryRef` and pool through `pathcache::testing`. The index is
+//! not modeled: a lookup here pins an address the way a lookup pins what it
+//! read from a slot, which may be stale by then (removed, freed, reused).
 //!
 //! Run: `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 cargo test --release -p pathcache --test loom`
 #![cfg(loom)]
@@ -10,167 +10,193 @@
 use loom::sync::atomic::{AtomicUsize, Ordering};
 use loom::sync::Arc;
 use loom::thread;
-use pathcache::MapRef;
+use pathcache::testing::{Harness, Slot};
+use pathcache::EntryRef;
 
 /// The handle: counts its drops, and users check it was not dropped under them.
-struct Handle(Arc<AtomicUsize>);
+struct Handle {
+    name: &'static str,
+    drops: Arc<AtomicUsize>,
+}
+
 impl Drop for Handle {
     fn drop(&mut self) {
         assert_eq!(
-            self.0.fetch_add(1, Ordering::SeqCst),
+            self.drops.fetch_add(1, Ordering::SeqCst),
             0,
-            "handle released twice"
+            "handle {} released twice",
+            self.name
         );
     }
 }
 
-fn assert_alive_entry(e: &pathcache::Entry<Handle>) {
-    let h = e
-        .handle()
-        .expect("handle present while referenced or borrowed");
+fn handle(name: &'static str) -> (Handle, Arc<AtomicUsize>) {
+    let drops = Arc::new(AtomicUsize::new(0));
+    (
+        Handle {
+            name,
+            drops: drops.clone(),
+        },
+        drops,
+    )
+}
+
+/// A reference in use: its handle must be the one for `path`, not released.
+fn assert_alive(e: &EntryRef<Handle>, path: &str) {
+    assert_eq!(e.path(), path, "a reference to another path's entry");
+    let h = e.handle().expect("handle present while referenced");
+    assert_eq!(h.name, path, "the handle of another path");
     assert_eq!(
-        h.0.load(Ordering::SeqCst),
+        h.drops.load(Ordering::SeqCst),
         0,
         "handle released while in use"
     );
 }
 
-fn assert_alive(e: &pathcache::EntryRef<Handle>) {
-    assert_alive_entry(e);
-}
-
-/// A fresh map node, its first counted reference, and the handle's drop count.
-fn new_node() -> (
-    MapRef<Handle>,
-    pathcache::EntryRef<Handle>,
-    Arc<AtomicUsize>,
-) {
-    let drops = Arc::new(AtomicUsize::new(0));
-    let (map_ref, first) = MapRef::<Handle>::new_for_test(Handle(drops.clone()));
-    (map_ref, first, drops)
-}
-
-/// A map node whose only counted reference was dropped: what a lookup or a
-/// borrow races a removal on. Returns the node and the handle's drop count.
-fn unreferenced_node() -> (Arc<MapRef<Handle>>, Arc<AtomicUsize>) {
-    let (map_ref, first, drops) = new_node();
-    drop(first);
-    (Arc::new(map_ref), drops)
-}
-
-/// A thread that checks `entry`'s handle is alive, then drops the reference.
-fn spawn_holder(entry: pathcache::EntryRef<Handle>) -> thread::JoinHandle<()> {
+/// A thread that looks `path` up at the address `slot` (as a lookup that
+/// read the slot earlier) and checks what it gets.
+fn spawn_lookup(
+    cache: &Arc<Harness<Handle>>,
+    slot: Slot<Handle>,
+    path: &'static str,
+) -> thread::JoinHandle<()> {
+    let cache = cache.clone();
     thread::spawn(move || {
-        assert_alive(&entry);
-        drop(entry);
+        if let Some(e) = cache.lookup(slot, path) {
+            assert_alive(&e, path);
+        }
     })
 }
 
-/// A lookup that races the removal from the map either gets a reference
-/// that keeps the handle alive, or backs off; the handle is released once.
+/// A lookup that races the removal either gets a reference that keeps the
+/// handle alive, or backs off; the handle is released exactly once.
 #[test]
 fn lookup_races_removal() {
     loom::model(|| {
-        let (node, drops) = unreferenced_node();
-        let reader_node = node.clone();
+        let cache = Arc::new(Harness::default());
+        let (h, drops) = handle("a");
+        let (slot, live, first) = cache.insert("a", h);
+        drop(first);
+        let reader_cache = cache.clone();
         let reader = thread::spawn(move || {
-            if let Some(e) = reader_node.try_acquire() {
-                assert_alive(&e);
+            if let Some(e) = reader_cache.lookup(slot, "a") {
+                assert_alive(&e, "a");
                 let c = e.clone();
                 drop(e);
-                assert_alive(&c);
+                assert_alive(&c, "a");
             }
-            drop(reader_node);
         });
-        node.kill();
-        drop(node);
+        cache.kill(slot, live);
         reader.join().unwrap();
         assert_eq!(drops.load(Ordering::SeqCst), 1);
     });
 }
 
-/// References on different threads (hence shards) drop while the entry is
-/// removed: exactly one of the three releases the handle, after both users.
+/// A user on another thread (another lane) drops its reference while the
+/// entry is removed and a lookup pins it: exactly one releases the handle,
+/// after every user.
 #[test]
-fn users_on_two_shards_and_removal() {
+fn users_on_two_lanes_and_removal() {
     loom::model(|| {
-        let (map_ref, first, drops) = new_node();
-        let node = Arc::new(map_ref);
-        let a = spawn_holder(first);
-        let b_node = node.clone();
-        let b = thread::spawn(move || {
-            if let Some(e) = b_node.try_acquire() {
-                assert_alive(&e);
-            }
+        let cache = Arc::new(Harness::default());
+        let (h, drops) = handle("a");
+        let (slot, live, first) = cache.insert("a", h);
+        let holder = thread::spawn(move || {
+            assert_alive(&first, "a");
+            drop(first);
         });
-        node.kill();
-        a.join().unwrap();
-        b.join().unwrap();
-        assert_eq!(drops.load(Ordering::SeqCst), 1);
-        drop(node);
-    });
-}
-
-/// After removal, clones travel to another thread and all copies race to be
-/// the last one.
-#[test]
-fn dying_entry_clones_race_to_release() {
-    loom::model(|| {
-        let (map_ref, first, drops) = new_node();
-        map_ref.kill();
-        drop(map_ref);
-        let second = first.clone();
-        let t = spawn_holder(second);
-        assert_alive(&first);
-        drop(first);
-        t.join().unwrap();
-        assert_eq!(drops.load(Ordering::SeqCst), 1);
-    });
-}
-
-/// A borrow (no count, a published slot) that races the removal: either it
-/// sees the entry dying and backs off, or the remover sees the borrow and
-/// leaves the release to the node's drop, which the model runs only after the
-/// borrower let go of the node (as papaya's reclamation does after the
-/// borrower's guard). The handle is released once, never under the borrower.
-#[test]
-fn borrow_races_removal() {
-    loom::model(|| {
-        let (node, drops) = unreferenced_node();
-        let reader_node = node.clone();
-        let reader = thread::spawn(move || {
-            if let Some(b) = reader_node.try_borrow_for_test() {
-                assert_alive_entry(&b);
-                drop(b);
-            }
-            drop(reader_node);
-        });
-        node.kill();
-        drop(node);
-        reader.join().unwrap();
-        assert_eq!(drops.load(Ordering::SeqCst), 1);
-    });
-}
-
-/// A borrower, the last counted reference and the removal race: whoever
-/// releases does it once and after both users are done.
-#[test]
-fn borrow_and_last_reference_race_removal() {
-    loom::model(|| {
-        let (map_ref, first, drops) = new_node();
-        let node = Arc::new(map_ref);
-        let holder = spawn_holder(first);
-        let reader_node = node.clone();
-        let reader = thread::spawn(move || {
-            if let Some(b) = reader_node.try_borrow_for_test() {
-                assert_alive_entry(&b);
-            }
-            drop(reader_node);
-        });
-        node.kill();
-        drop(node);
+        let reader = spawn_lookup(&cache, slot, "a");
+        cache.kill(slot, live);
         holder.join().unwrap();
         reader.join().unwrap();
         assert_eq!(drops.load(Ordering::SeqCst), 1);
+    });
+}
+
+/// The writer removes "a", whose memory is freed and reused at once for
+/// "b", while a lookup for "a" still holds the old address. The lookup gets
+/// "a" alive or nothing, never "b"; its undone pin on the reused entry must
+/// not free "b" (the generation in the state word; a claim CAS without it
+/// frees "b" under its holder); each handle is released exactly once.
+#[test]
+fn stale_lookup_races_removal_and_reuse() {
+    loom::model(|| {
+        let cache = Arc::new(Harness::default());
+        let (ha, drops_a) = handle("a");
+        let (slot, live_a, first) = cache.insert("a", ha);
+        drop(first);
+        let reader = spawn_lookup(&cache, slot, "a");
+        cache.kill(slot, live_a);
+        let (hb, drops_b) = handle("b");
+        let (slot_b, live_b, user_b) = cache.insert("b", hb);
+        assert_alive(&user_b, "b");
+        if slot_b == slot {
+            // "a" was released before the insert and its entry reused: the
+            // old address now finds "b" only.
+            assert!(cache.lookup(slot, "b").is_some());
+            assert!(cache.lookup(slot, "a").is_none());
+        }
+        reader.join().unwrap();
+        assert_alive(&user_b, "b");
+        assert_eq!(drops_a.load(Ordering::SeqCst), 1);
+        cache.kill(slot_b, live_b);
+        assert_eq!(drops_b.load(Ordering::SeqCst), 0, "still held");
+        drop(user_b);
+        assert_eq!(drops_b.load(Ordering::SeqCst), 1);
+    });
+}
+
+/// The last reference drops on one thread while a stale lookup pins the same
+/// address on another and the writer removes it: no double release, no
+/// release under a user.
+#[test]
+fn last_reference_and_stale_pin_race_removal() {
+    loom::model(|| {
+        let cache = Arc::new(Harness::default());
+        let (h, drops) = handle("a");
+        let (slot, live, first) = cache.insert("a", h);
+        let holder = thread::spawn(move || {
+            let c = first.clone();
+            drop(first);
+            assert_alive(&c, "a");
+        });
+        let reader_cache = cache.clone();
+        let reader = thread::spawn(move || {
+            if let Some(e) = reader_cache.lookup(slot, "b") {
+                panic!("found {} for b", e.path());
+            }
+        });
+        cache.kill(slot, live);
+        holder.join().unwrap();
+        reader.join().unwrap();
+        assert_eq!(drops.load(Ordering::SeqCst), 1);
+    });
+}
+
+/// A stale lookup's undone pin makes its thread a claimer of the entry's
+/// first life, while another user frees that life and the writer reuses the
+/// entry for "b" and removes it again with a user holding it. The stale
+/// claim must fail (its CAS expects the first life's DYING state): without
+/// the generation in the state word it succeeds and releases "b" under its
+/// user (checked by mutation).
+#[test]
+fn stale_claim_cannot_free_the_next_life() {
+    loom::model(|| {
+        let cache = Arc::new(Harness::default());
+        let (ha, drops_a) = handle("a");
+        let (slot, live_a, first) = cache.insert("a", ha);
+        let holder = thread::spawn(move || drop(first));
+        let reader = spawn_lookup(&cache, slot, "a");
+        cache.kill(slot, live_a);
+        let (hb, drops_b) = handle("b");
+        let (slot_b, live_b, user_b) = cache.insert("b", hb);
+        cache.kill(slot_b, live_b);
+        assert_alive(&user_b, "b");
+        holder.join().unwrap();
+        reader.join().unwrap();
+        assert_alive(&user_b, "b");
+        drop(user_b);
+        assert_eq!(drops_a.load(Ordering::SeqCst), 1);
+        assert_eq!(drops_b.load(Ordering::SeqCst), 1);
     });
 }
