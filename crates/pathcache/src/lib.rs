@@ -61,10 +61,10 @@
 //!
 //! | figure (1000 cached paths, 1 thread) | vs dashmap get+clone |
 //! |---|---|
-//! | `pathcache_hit`, interleaved CPU time, 4 runs: medians (p10) | 2.04-2.13x (1.78-1.82x) |
+//! | `pathcache_hit`, interleaved CPU time, 6 runs: medians (p10) | 1.98-2.11x (1.84-1.96x) |
 //! | same, the papaya map before, same method | 0.98-1.14x |
 //! | `pathcache_hit/pathcache`, criterion wall / CPU time, 3 runs | 1.39-2.12x / 1.13-2.72x |
-//! | `quick_cache` (for scale), interleaved | 1.54-1.60x |
+//! | `quick_cache` (for scale), interleaved | 1.50-1.60x |
 //!
 //! `kernel_open_close` (open+close on tmpfs) is 96-163x slower than a hit.
 //! One key from two threads (4 runs): 1.36-2.13x the 1-thread rate (CPU
@@ -82,7 +82,7 @@
 //! in order of effect: papaya's epoch guard and node hop (own index over
 //! type-stable entries), the vDSO clock read (ticking clock), the key
 //! `memcmp` call and foldhash's out-of-line hash for 17-32 bytes (inline
-//! compare and hash), `thread_local`'s lookup of the statistics block (one
+//! compare and a two-multiply hash), `thread_local`'s lookup of the statistics block (one
 //! thread-local shortcut, the counters beside the index), and out-of-line
 //! probe code (`inline(always)`).
 //!
