@@ -209,7 +209,9 @@ fn negative_entries_expire_on_their_own_ttl() {
         cache.get("late.txt"),
         Some(Lookup::Negative(Negative::NotFound))
     ));
-    std::thread::sleep(Duration::from_millis(60));
+    // Well past it: the clock lookups read may lag the OS clock by the
+    // ticker thread's scheduling delay on a loaded machine.
+    std::thread::sleep(Duration::from_millis(300));
     // ...after it, the file is found.
     let e = hit(block_on(cache.get_or_load("late.txt", &loader)).unwrap());
     assert_eq!(e.meta().size, 8);
@@ -527,7 +529,8 @@ fn get_with_stale_entry_is_a_miss() {
         ..config()
     });
     block_on(cache.get_or_load("a.txt", &loader)).unwrap();
-    std::thread::sleep(Duration::from_millis(60));
+    // Well past `valid` (see `negative_entries_expire_on_their_own_ttl`).
+    std::thread::sleep(Duration::from_millis(300));
     assert_eq!(cache.get_with("a.txt", |_| ()), None);
     assert_eq!(cache.stats().misses, 2);
 }
