@@ -307,11 +307,6 @@ impl<V, L: RefLayout> Entry<V, L> {
         self.hash.load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    /// The state word (generation and phase).
-    pub(crate) fn state(&self) -> u32 {
-        self.state.load(Ordering::SeqCst)
-    }
-
     /// Pins the entry for a lookup on `lane`: `Some` reference when it was
     /// LIVE (the caller must still check [`key_is`](Self::key_is)). `None`:
     /// the pin was undone (the caller may have released a dying entry).
@@ -476,12 +471,15 @@ impl<V, L: RefLayout> Entry<V, L> {
         }
     }
 
-    /// Marks the entry removed from the index (the caller, under the writer
-    /// lock, saw it LIVE in state `live`): its payload is released now if it
-    /// has no users, else when the last `EntryRef` drops.
-    pub(crate) fn kill(this: NonNull<Self>, live: u32) {
+    /// Marks the entry removed from the index (the caller holds the writer
+    /// lock and has just removed it; only the writer kills, so it is LIVE):
+    /// its payload is released now if it has no users, else when the last
+    /// `EntryRef` drops.
+    pub(crate) fn kill(this: NonNull<Self>) {
         // SAFETY: type-stable memory (see `pin`).
         let entry = unsafe { this.as_ref() };
+        let live = entry.state.load(Ordering::SeqCst);
+        debug_assert_eq!(refcount::phase(live), refcount::LIVE, "killed twice");
         if refcount::kill(entry.counts(), &entry.state, live) {
             // SAFETY: we won FREED.
             unsafe { release_payload(this) };
@@ -490,9 +488,6 @@ impl<V, L: RefLayout> Entry<V, L> {
 
     pub(crate) fn users(&self) -> usize {
         refcount::users(self.counts())
-    }
-    pub(crate) fn is_live_as(&self, state: u32) -> bool {
-        refcount::phase(state) == refcount::LIVE
     }
     pub(crate) fn has_handle(&self) -> bool {
         // SAFETY: written only while the entry is FREED and unreachable

@@ -446,14 +446,6 @@ pub struct PathCache<V, L: RefLayout = Padded> {
     flights: Flights<Lookup<V, L>>,
 }
 
-/// An entry found in the index under the writer lock: its slot, address and
-/// (live) state.
-struct Indexed<V, L: RefLayout> {
-    at: usize,
-    entry: NonNull<Entry<V, L>>,
-    state: u32,
-}
-
 /// The writer's side of the index and the CLOCK hand.
 struct WriterState<V, L: RefLayout> {
     table: table::Writer<Entry<V, L>>,
@@ -590,12 +582,11 @@ impl<V: Send + Sync + 'static, L: RefLayout> PathCache<V, L> {
     #[inline(always)]
     fn pin_candidate(
         &self,
-        p: *mut Entry<V, L>,
+        p: NonNull<Entry<V, L>>,
         hash: u64,
         path: &str,
         lane: usize,
     ) -> Option<EntryRef<V, L>> {
-        let p = NonNull::new(p)?;
         // SAFETY: entries are type-stable while the cache lives (`pool`):
         // reading an atomic of one is sound whatever its state.
         if unsafe { p.as_ref() }.hash() != hash {
@@ -940,28 +931,26 @@ impl<V: Send + Sync + 'static, L: RefLayout> PathCache<V, L> {
         drop(self.insert(new));
     }
 
-    /// The live entry for `path` in the index, with its slot and state.
-    /// Only under the writer lock, which keeps every indexed entry LIVE and
-    /// unchanged (only the writer removes entries from the index).
-    fn find_locked(w: &WriterState<V, L>, path: &str, hash: u64) -> Option<Indexed<V, L>> {
-        w.table.candidates(hash).find_map(|(at, p)| {
-            let p = NonNull::new(p)?;
+    /// The entry for `path` in the index and its slot. Only under the
+    /// writer lock, which keeps every indexed entry LIVE and unchanged (only
+    /// the writer removes entries from the index).
+    fn find_locked(
+        w: &WriterState<V, L>,
+        path: &str,
+        hash: u64,
+    ) -> Option<(usize, NonNull<Entry<V, L>>)> {
+        w.table.candidates(hash).find(|&(_, p)| {
             // SAFETY: indexed entries are LIVE and stable under the writer
             // lock (see above), so their key may be read without a pin.
             let e = unsafe { p.as_ref() };
-            let state = e.state();
-            (e.is_live_as(state) && e.hash() == hash && e.key_is(path)).then_some(Indexed {
-                at,
-                entry: p,
-                state,
-            })
+            e.hash() == hash && e.key_is(path)
         })
     }
 
     /// The full hash of an indexed entry (for index rebuilds).
-    fn hash_of(p: *mut Entry<V, L>) -> u64 {
+    fn hash_of(p: NonNull<Entry<V, L>>) -> u64 {
         // SAFETY: called under the writer lock on indexed (LIVE) entries.
-        unsafe { &*p }.hash()
+        unsafe { p.as_ref() }.hash()
     }
 
     /// Inserts (or replaces) the entry for `new.path`, evicting for room if
@@ -982,13 +971,12 @@ impl<V: Send + Sync + 'static, L: RefLayout> PathCache<V, L> {
         // SAFETY: `slot` comes from our pool's free list; `shared` owns it.
         let entry = unsafe { Entry::occupy(slot, new, self.shared.clone(), room) };
         match old {
-            Some(old) => {
-                w.table.replace(old.at, hash, slot.as_ptr());
-                Entry::kill(old.entry, old.state);
+            Some((at, old)) => {
+                w.table.replace(at, hash, slot);
+                Entry::kill(old);
             }
             None if room => {
-                w.table
-                    .insert(&self.index, hash, slot.as_ptr(), Self::hash_of);
+                w.table.insert(&self.index, hash, slot, Self::hash_of);
                 self.entries.fetch_add(1, Ordering::Relaxed);
             }
             None => {}
@@ -1001,12 +989,12 @@ impl<V: Send + Sync + 'static, L: RefLayout> PathCache<V, L> {
     pub fn invalidate(&self, path: &str) -> bool {
         let hash = self.hash(path);
         let mut w = self.lock_writer();
-        let Some(found) = Self::find_locked(&w, path, hash) else {
+        let Some((at, entry)) = Self::find_locked(&w, path, hash) else {
             return false;
         };
-        w.table.remove(found.at);
+        w.table.remove(at);
         self.entries.fetch_sub(1, Ordering::Relaxed);
-        Entry::kill(found.entry, found.state);
+        Entry::kill(entry);
         bump(&self.counters().invalidations);
         true
     }
@@ -1039,7 +1027,7 @@ impl<V: Send + Sync + 'static, L: RefLayout> PathCache<V, L> {
         'laps: for lap in 0..2 {
             for step in 0..capacity {
                 let at = (start + step) % capacity;
-                let Some(p) = w.table.get(at).and_then(NonNull::new) else {
+                let Some(p) = w.table.get(at) else {
                     continue;
                 };
                 // SAFETY: indexed entries are LIVE and stable under the
@@ -1058,10 +1046,9 @@ impl<V: Send + Sync + 'static, L: RefLayout> PathCache<V, L> {
                     }
                 };
                 if take {
-                    let state = e.state();
                     w.table.remove(at);
                     self.entries.fetch_sub(1, Ordering::Relaxed);
-                    Entry::kill(p, state);
+                    Entry::kill(p);
                     evicted += 1;
                     if evicted >= n {
                         stop = at + 1;
@@ -1138,10 +1125,8 @@ impl<V, L: RefLayout> Drop for PathCache<V, L> {
         // else by its last user (whose reference keeps the pool alive).
         let w = self.writer.get_mut().unwrap_or_else(|p| p.into_inner());
         for at in 0..w.table.capacity() {
-            if let Some(p) = w.table.get(at).and_then(NonNull::new) {
-                // SAFETY: indexed entries are LIVE; we own the writer side.
-                let state = unsafe { p.as_ref() }.state();
-                Entry::kill(p, state);
+            if let Some(p) = w.table.get(at) {
+                Entry::kill(p);
             }
         }
     }
@@ -1189,9 +1174,9 @@ pub mod testing {
 
     impl<V: Send + Sync + 'static> Harness<V> {
         /// Takes an entry from the pool (the last one freed, if any) and
-        /// makes it live for `path` with `handle`: its address, the live
-        /// state (for [`kill`](Self::kill)) and the loader's reference.
-        pub fn insert(&self, path: &str, handle: V) -> (Slot<V>, u32, EntryRef<V>) {
+        /// makes it live for `path` with `handle`: its address and the
+        /// loader's reference.
+        pub fn insert(&self, path: &str, handle: V) -> (Slot<V>, EntryRef<V>) {
             let slot = self.shared.pool.take();
             let new = NewEntry {
                 path: path.into(),
@@ -1206,9 +1191,7 @@ pub mod testing {
             };
             // SAFETY: from our pool's free list, which `shared` owns.
             let first = unsafe { Entry::occupy(slot, new, self.shared.clone(), true) };
-            // SAFETY: type-stable memory.
-            let state = unsafe { slot.as_ref() }.state();
-            (Slot(slot), state, first)
+            (Slot(slot), first)
         }
 
         /// What a lookup does with a slot it read: pin, then check the key.
@@ -1217,9 +1200,10 @@ pub mod testing {
             entry.key_is(path).then_some(entry)
         }
 
-        /// What the writer does after removing the slot from the index.
-        pub fn kill(&self, slot: Slot<V>, live: u32) {
-            Entry::kill(slot.0, live);
+        /// What the writer does after removing the slot from the index
+        /// (once per insert, as the writer does under its lock).
+        pub fn kill(&self, slot: Slot<V>) {
+            Entry::kill(slot.0);
         }
     }
 }

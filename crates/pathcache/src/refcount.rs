@@ -118,11 +118,11 @@ pub(crate) fn drop_ref(count: &AtomicUsize, state: &AtomicU32) -> Option<u32> {
 /// `live` under the writer lock). Returns true when the caller won the right
 /// to release the payload (no references were held).
 pub(crate) fn kill(counts: [&AtomicUsize; REF_SHARDS], state: &AtomicU32, live: u32) -> bool {
-    debug_assert_eq!(phase(live), LIVE);
     let dying = live | DYING;
-    if state
-        .compare_exchange(live, dying, Ordering::SeqCst, Ordering::SeqCst)
-        .is_err()
+    if phase(live) != LIVE
+        || state
+            .compare_exchange(live, dying, Ordering::SeqCst, Ordering::SeqCst)
+            .is_err()
     {
         return false;
     }

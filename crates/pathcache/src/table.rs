@@ -55,9 +55,9 @@ fn tag(hash: u64) -> u64 {
 }
 
 /// The slot word for entry `p` under `hash`.
-fn word<T>(hash: u64, p: *mut T) -> u64 {
+fn word<T>(hash: u64, p: NonNull<T>) -> u64 {
     // Exposed: `entry_of` rebuilds the pointer from the bare address.
-    let addr = p.expose_provenance() as u64;
+    let addr = p.as_ptr().expose_provenance() as u64;
     // User-space addresses on x86-64 and aarch64 Linux stay below 2^47
     // unless a program maps memory above on purpose; the pool's pages come
     // from the global allocator, which does not.
@@ -70,9 +70,12 @@ fn word<T>(hash: u64, p: *mut T) -> u64 {
 
 /// The entry of a live slot word (`None` for empty and tombstone words).
 #[inline]
-fn entry_of<T>(word: u64) -> Option<*mut T> {
+fn entry_of<T>(word: u64) -> Option<NonNull<T>> {
     let addr = word & PTR_MASK;
-    (addr >= 64).then(|| std::ptr::with_exposed_provenance_mut(addr as usize))
+    if addr < 64 {
+        return None;
+    }
+    NonNull::new(std::ptr::with_exposed_provenance_mut(addr as usize))
 }
 
 /// One table: `mask + 1` slot words (tag << 48 | entry address).
@@ -121,10 +124,10 @@ pub(crate) struct Candidates<'a, T> {
 }
 
 impl<T> Iterator for Candidates<'_, T> {
-    type Item = *mut T;
+    type Item = NonNull<T>;
 
     #[inline(always)]
-    fn next(&mut self) -> Option<*mut T> {
+    fn next(&mut self) -> Option<NonNull<T>> {
         while self.left > 0 {
             self.left -= 1;
             let w = self.table.slots[self.at].load(Ordering::Acquire);
@@ -223,7 +226,7 @@ impl<T> Writer<T> {
 
     /// Every live slot whose tag matches `hash`, with its entry (for the
     /// writer to check under its lock).
-    pub(crate) fn candidates(&self, hash: u64) -> impl Iterator<Item = (usize, *mut T)> + '_ {
+    pub(crate) fn candidates(&self, hash: u64) -> impl Iterator<Item = (usize, NonNull<T>)> + '_ {
         let table = self.table();
         let want = tag(hash);
         let mut i = hash as usize & table.mask;
@@ -250,7 +253,7 @@ impl<T> Writer<T> {
 
     /// Points slot `at` (from [`candidates`](Self::candidates), so with the
     /// same tag) at `p` instead: a replacement of the entry for the same path.
-    pub(crate) fn replace(&mut self, at: usize, hash: u64, p: *mut T) {
+    pub(crate) fn replace(&mut self, at: usize, hash: u64, p: NonNull<T>) {
         self.table().slots[at].store(word(hash, p), Ordering::Release);
     }
 
@@ -261,8 +264,8 @@ impl<T> Writer<T> {
         &mut self,
         index: &Index<T>,
         hash: u64,
-        p: *mut T,
-        hash_of: impl Fn(*mut T) -> u64,
+        p: NonNull<T>,
+        hash_of: impl Fn(NonNull<T>) -> u64,
     ) {
         let capacity = self.table().capacity();
         if (self.live + self.tombstones + 1) * 4 > capacity * 3 {
@@ -296,7 +299,7 @@ impl<T> Writer<T> {
     }
 
     /// The entry in slot `at`, if the slot is live.
-    pub(crate) fn get(&self, at: usize) -> Option<*mut T> {
+    pub(crate) fn get(&self, at: usize) -> Option<NonNull<T>> {
         entry_of(self.table().slots[at].load(Ordering::Relaxed))
     }
 
@@ -304,9 +307,9 @@ impl<T> Writer<T> {
     /// half load (a retired one of that size when there is one) and makes
     /// it current. Readers still walking the old table see it unchanged
     /// until a later rebuild reuses it.
-    fn rebuild(&mut self, index: &Index<T>, want: usize, hash_of: impl Fn(*mut T) -> u64) {
+    fn rebuild(&mut self, index: &Index<T>, want: usize, hash_of: impl Fn(NonNull<T>) -> u64) {
         let capacity = (want * 2).next_power_of_two().max(MIN_CAPACITY);
-        let moved: Vec<*mut T> = self
+        let moved: Vec<NonNull<T>> = self
             .table()
             .slots
             .iter()
@@ -347,7 +350,7 @@ impl<T> Writer<T> {
 
     /// Rebuilds into the smallest table that holds the live slots at half
     /// load when the current one is mostly empty or mostly tombstones.
-    pub(crate) fn maybe_shrink(&mut self, index: &Index<T>, hash_of: impl Fn(*mut T) -> u64) {
+    pub(crate) fn maybe_shrink(&mut self, index: &Index<T>, hash_of: impl Fn(NonNull<T>) -> u64) {
         let capacity = self.table().capacity();
         if (capacity > MIN_CAPACITY && self.live * 8 < capacity) || self.tombstones * 4 > capacity {
             self.rebuild(index, self.live.max(1), hash_of);
@@ -364,13 +367,13 @@ mod tests {
             .table()
             .candidates(h)
             // SAFETY: the test's boxes outlive the index.
-            .any(|p| unsafe { *p } == want)
+            .any(|p| unsafe { *p.as_ptr() } == want)
     }
 
     // The test's values are their own hash (spread over the tag bits too).
-    fn hash_of(p: *mut u64) -> u64 {
+    fn hash_of(p: NonNull<u64>) -> u64 {
         // SAFETY: the test's boxes outlive the index.
-        spread(unsafe { *p })
+        spread(unsafe { *p.as_ptr() })
     }
 
     fn spread(v: u64) -> u64 {
@@ -384,7 +387,7 @@ mod tests {
         let mut values: Vec<Box<u64>> = (0..500u64).map(|v| Box::new(v % 7 * 1024 + v)).collect();
         for v in values.iter_mut() {
             let h = spread(**v);
-            w.insert(&index, h, &mut **v, hash_of);
+            w.insert(&index, h, NonNull::from(&mut **v), hash_of);
         }
         assert_eq!(w.len(), 500);
         for v in &values {
@@ -395,7 +398,7 @@ mod tests {
             let at = w
                 .candidates(spread(**v))
                 // SAFETY: as in `find`.
-                .find(|&(_, p)| unsafe { *p } == **v)
+                .find(|&(_, p)| unsafe { *p.as_ptr() } == **v)
                 .unwrap()
                 .0;
             w.remove(at);

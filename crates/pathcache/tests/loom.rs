@@ -75,7 +75,7 @@ fn lookup_races_removal() {
     loom::model(|| {
         let cache = Arc::new(Harness::default());
         let (h, drops) = handle("a");
-        let (slot, live, first) = cache.insert("a", h);
+        let (slot, first) = cache.insert("a", h);
         drop(first);
         let reader_cache = cache.clone();
         let reader = thread::spawn(move || {
@@ -86,7 +86,7 @@ fn lookup_races_removal() {
                 assert_alive(&c, "a");
             }
         });
-        cache.kill(slot, live);
+        cache.kill(slot);
         reader.join().unwrap();
         assert_eq!(drops.load(Ordering::SeqCst), 1);
     });
@@ -100,13 +100,13 @@ fn users_on_two_lanes_and_removal() {
     loom::model(|| {
         let cache = Arc::new(Harness::default());
         let (h, drops) = handle("a");
-        let (slot, live, first) = cache.insert("a", h);
+        let (slot, first) = cache.insert("a", h);
         let holder = thread::spawn(move || {
             assert_alive(&first, "a");
             drop(first);
         });
         let reader = spawn_lookup(&cache, slot, "a");
-        cache.kill(slot, live);
+        cache.kill(slot);
         holder.join().unwrap();
         reader.join().unwrap();
         assert_eq!(drops.load(Ordering::SeqCst), 1);
@@ -123,12 +123,12 @@ fn stale_lookup_races_removal_and_reuse() {
     loom::model(|| {
         let cache = Arc::new(Harness::default());
         let (ha, drops_a) = handle("a");
-        let (slot, live_a, first) = cache.insert("a", ha);
+        let (slot, first) = cache.insert("a", ha);
         drop(first);
         let reader = spawn_lookup(&cache, slot, "a");
-        cache.kill(slot, live_a);
+        cache.kill(slot);
         let (hb, drops_b) = handle("b");
-        let (slot_b, live_b, user_b) = cache.insert("b", hb);
+        let (slot_b, user_b) = cache.insert("b", hb);
         assert_alive(&user_b, "b");
         if slot_b == slot {
             // "a" was released before the insert and its entry reused: the
@@ -139,7 +139,7 @@ fn stale_lookup_races_removal_and_reuse() {
         reader.join().unwrap();
         assert_alive(&user_b, "b");
         assert_eq!(drops_a.load(Ordering::SeqCst), 1);
-        cache.kill(slot_b, live_b);
+        cache.kill(slot_b);
         assert_eq!(drops_b.load(Ordering::SeqCst), 0, "still held");
         drop(user_b);
         assert_eq!(drops_b.load(Ordering::SeqCst), 1);
@@ -154,7 +154,7 @@ fn last_reference_and_stale_pin_race_removal() {
     loom::model(|| {
         let cache = Arc::new(Harness::default());
         let (h, drops) = handle("a");
-        let (slot, live, first) = cache.insert("a", h);
+        let (slot, first) = cache.insert("a", h);
         let holder = thread::spawn(move || {
             let c = first.clone();
             drop(first);
@@ -166,7 +166,7 @@ fn last_reference_and_stale_pin_race_removal() {
                 panic!("found {} for b", e.path());
             }
         });
-        cache.kill(slot, live);
+        cache.kill(slot);
         holder.join().unwrap();
         reader.join().unwrap();
         assert_eq!(drops.load(Ordering::SeqCst), 1);
@@ -184,13 +184,13 @@ fn stale_claim_cannot_free_the_next_life() {
     loom::model(|| {
         let cache = Arc::new(Harness::default());
         let (ha, drops_a) = handle("a");
-        let (slot, live_a, first) = cache.insert("a", ha);
+        let (slot, first) = cache.insert("a", ha);
         let holder = thread::spawn(move || drop(first));
         let reader = spawn_lookup(&cache, slot, "a");
-        cache.kill(slot, live_a);
+        cache.kill(slot);
         let (hb, drops_b) = handle("b");
-        let (slot_b, live_b, user_b) = cache.insert("b", hb);
-        cache.kill(slot_b, live_b);
+        let (slot_b, user_b) = cache.insert("b", hb);
+        cache.kill(slot_b);
         assert_alive(&user_b, "b");
         holder.join().unwrap();
         reader.join().unwrap();

@@ -168,16 +168,16 @@ fn stale_pin_on_a_reused_entry_finds_nothing() {
         dropped: AtomicUsize::new(0),
     };
     let cache: Harness<Handle> = Harness::default();
-    let (slot, live, first) = cache.insert("a", handle("a"));
+    let (slot, first) = cache.insert("a", handle("a"));
     drop(first);
-    cache.kill(slot, live);
+    cache.kill(slot);
     assert_eq!(drops.load(Ordering::SeqCst), 1, "unused: released at once");
-    let (slot_b, live_b, b) = cache.insert("b", handle("b"));
+    let (slot_b, b) = cache.insert("b", handle("b"));
     assert!(slot_b == slot, "the freed entry is reused first");
     assert!(cache.lookup(slot, "a").is_none());
     let again = cache.lookup(slot, "b").expect("the live entry for b");
     assert_eq!(again.handle().unwrap().path, "b");
-    cache.kill(slot_b, live_b);
+    cache.kill(slot_b);
     assert_eq!(drops.load(Ordering::SeqCst), 1, "b is still in use");
     drop(b);
     assert_eq!(drops.load(Ordering::SeqCst), 1, "one user left");
