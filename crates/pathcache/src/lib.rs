@@ -441,8 +441,6 @@ pub struct PathCache<V, L: RefLayout = Padded> {
     /// Per-thread statistics (here, not in `shared`: one pointer hop less
     /// on every hit, and entries never count anything).
     counters: ThreadCounters,
-    /// Entries in the index (changed under the writer lock).
-    entries: AtomicUsize,
     flights: Flights<Lookup<V, L>>,
 }
 
@@ -456,7 +454,7 @@ impl<V, L: RefLayout> fmt::Debug for PathCache<V, L> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PathCache")
             .field("limits", &self.limits)
-            .field("entries", &self.entries)
+            .field("entries", &self.index.len())
             .finish_non_exhaustive()
     }
 }
@@ -495,7 +493,6 @@ impl<V: Send + Sync + 'static, L: RefLayout> PathCache<V, L> {
             limits: Limits::new(&config),
             shared: Arc::new(Shared::default()),
             counters: ThreadCounters::default(),
-            entries: AtomicUsize::new(0),
             flights: Flights::new(config.shards * 4),
         }
     }
@@ -552,7 +549,7 @@ impl<V: Send + Sync + 'static, L: RefLayout> PathCache<V, L> {
     pub fn set_limits(&self, config: &Config) -> usize {
         self.limits.store(config);
         let mut evicted = 0;
-        let entries = self.entries.load(Ordering::Relaxed);
+        let entries = self.len();
         if entries > config.max_entries {
             evicted += self.evict(EvictFor::Entries, entries - config.max_entries);
         }
@@ -961,12 +958,11 @@ impl<V: Send + Sync + 'static, L: RefLayout> PathCache<V, L> {
         let mut w = self.lock_writer();
         let hash = new.hash;
         let old = Self::find_locked(&w, &new.path, hash);
-        let room =
-            old.is_some() || self.entries.load(Ordering::Relaxed) < self.limits.max_entries() || {
-                let max = self.limits.max_entries();
-                self.evict_locked(&mut w, EvictFor::Entries, 1 + max / EVICT_BATCH_DIVISOR) > 0
-                    && self.entries.load(Ordering::Relaxed) < max
-            };
+        let room = old.is_some() || self.len() < self.limits.max_entries() || {
+            let max = self.limits.max_entries();
+            self.evict_locked(&mut w, EvictFor::Entries, 1 + max / EVICT_BATCH_DIVISOR) > 0
+                && self.len() < max
+        };
         let slot = self.shared.pool.take();
         // SAFETY: `slot` comes from our pool's free list; `shared` owns it.
         let entry = unsafe { Entry::occupy(slot, new, self.shared.clone(), room) };
@@ -977,7 +973,6 @@ impl<V: Send + Sync + 'static, L: RefLayout> PathCache<V, L> {
             }
             None if room => {
                 w.table.insert(&self.index, hash, slot, Self::hash_of);
-                self.entries.fetch_add(1, Ordering::Relaxed);
             }
             None => {}
         }
@@ -992,8 +987,7 @@ impl<V: Send + Sync + 'static, L: RefLayout> PathCache<V, L> {
         let Some((at, entry)) = Self::find_locked(&w, path, hash) else {
             return false;
         };
-        w.table.remove(at);
-        self.entries.fetch_sub(1, Ordering::Relaxed);
+        w.table.remove(&self.index, at);
         Entry::kill(entry);
         bump(&self.counters().invalidations);
         true
@@ -1046,8 +1040,7 @@ impl<V: Send + Sync + 'static, L: RefLayout> PathCache<V, L> {
                     }
                 };
                 if take {
-                    w.table.remove(at);
-                    self.entries.fetch_sub(1, Ordering::Relaxed);
+                    w.table.remove(&self.index, at);
                     Entry::kill(p);
                     evicted += 1;
                     if evicted >= n {
@@ -1067,7 +1060,7 @@ impl<V: Send + Sync + 'static, L: RefLayout> PathCache<V, L> {
 
     /// Entries in the cache (positive and negative).
     pub fn len(&self) -> usize {
-        self.entries.load(Ordering::Relaxed)
+        self.index.len()
     }
 
     /// Whether the cache is empty.

@@ -36,7 +36,7 @@
 
 use std::marker::PhantomData;
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 
 /// An empty slot: lookups stop here.
 const EMPTY: u64 = 0;
@@ -148,9 +148,11 @@ impl<T> Iterator for Candidates<'_, T> {
 
 const MIN_CAPACITY: usize = 16;
 
-/// What lookups read: the current table.
+/// What lookups read: the current table, and how many entries it holds
+/// (written only by the writer, read by anyone: the cache's `len`).
 pub(crate) struct Index<T> {
     current: AtomicPtr<Table<T>>,
+    live: AtomicUsize,
 }
 
 /// Writer state, held under the cache's writer lock.
@@ -162,7 +164,6 @@ pub(crate) struct Writer<T> {
     tables: Vec<NonNull<Table<T>>>,
     /// Which of `tables` is current.
     current: usize,
-    live: usize,
     tombstones: usize,
 }
 
@@ -187,14 +188,26 @@ impl<T> Index<T> {
         let table = NonNull::from(Box::leak(Table::new(capacity * 2)));
         let current = AtomicPtr::new(table.as_ptr());
         (
-            Index { current },
+            Index {
+                current,
+                live: AtomicUsize::new(0),
+            },
             Writer {
                 tables: vec![table],
                 current: 0,
-                live: 0,
                 tombstones: 0,
             },
         )
+    }
+
+    /// Live slots (entries in the index).
+    pub(crate) fn len(&self) -> usize {
+        self.live.load(Ordering::Relaxed)
+    }
+
+    /// Only the writer (under the cache's writer lock) changes the count.
+    fn set_len(&self, live: usize) {
+        self.live.store(live, Ordering::Relaxed);
     }
 
     /// The table lookups walk now.
@@ -216,12 +229,6 @@ impl<T> Writer<T> {
         // SAFETY: every pointer in `tables` is a leaked box that lives until
         // `Drop`, and tables are only ever shared (their slots are atomics).
         unsafe { self.tables[t].as_ref() }
-    }
-
-    /// Live slots.
-    #[cfg(all(test, not(loom)))]
-    pub(crate) fn len(&self) -> usize {
-        self.live
     }
 
     /// Every live slot whose tag matches `hash`, with its entry (for the
@@ -268,8 +275,9 @@ impl<T> Writer<T> {
         hash_of: impl Fn(NonNull<T>) -> u64,
     ) {
         let capacity = self.table().capacity();
-        if (self.live + self.tombstones + 1) * 4 > capacity * 3 {
-            self.rebuild(index, self.live + 1, hash_of);
+        let live = index.len();
+        if (live + self.tombstones + 1) * 4 > capacity * 3 {
+            self.rebuild(index, live + 1, hash_of);
         }
         let table = self.table_at(self.current);
         let mut i = hash as usize & table.mask;
@@ -282,14 +290,14 @@ impl<T> Writer<T> {
             i = (i + 1) & table.mask;
         };
         self.tombstones -= usize::from(reused_tombstone);
-        self.live += 1;
+        index.set_len(live + 1);
     }
 
     /// Removes slot `at` (from [`candidates`](Self::candidates) or
     /// [`get`](Self::get)).
-    pub(crate) fn remove(&mut self, at: usize) {
+    pub(crate) fn remove(&mut self, index: &Index<T>, at: usize) {
         self.table().slots[at].store(TOMBSTONE, Ordering::Release);
-        self.live -= 1;
+        index.set_len(index.len() - 1);
         self.tombstones += 1;
     }
 
@@ -331,7 +339,6 @@ impl<T> Writer<T> {
             }
         };
         self.current = target;
-        self.live = moved.len();
         self.tombstones = 0;
         let table = self.table_at(target);
         for p in moved {
@@ -352,8 +359,9 @@ impl<T> Writer<T> {
     /// load when the current one is mostly empty or mostly tombstones.
     pub(crate) fn maybe_shrink(&mut self, index: &Index<T>, hash_of: impl Fn(NonNull<T>) -> u64) {
         let capacity = self.table().capacity();
-        if (capacity > MIN_CAPACITY && self.live * 8 < capacity) || self.tombstones * 4 > capacity {
-            self.rebuild(index, self.live.max(1), hash_of);
+        let live = index.len();
+        if (capacity > MIN_CAPACITY && live * 8 < capacity) || self.tombstones * 4 > capacity {
+            self.rebuild(index, live.max(1), hash_of);
         }
     }
 }
@@ -389,7 +397,7 @@ mod tests {
             let h = spread(**v);
             w.insert(&index, h, NonNull::from(&mut **v), hash_of);
         }
-        assert_eq!(w.len(), 500);
+        assert_eq!(index.len(), 500);
         for v in &values {
             assert!(find(&index, spread(**v), **v), "{} lost", **v);
         }
@@ -401,13 +409,13 @@ mod tests {
                 .find(|&(_, p)| unsafe { *p.as_ptr() } == **v)
                 .unwrap()
                 .0;
-            w.remove(at);
+            w.remove(&index, at);
         }
         w.maybe_shrink(&index, hash_of);
         for (n, v) in values.iter().enumerate() {
             assert_eq!(find(&index, spread(**v), **v), n % 2 == 1, "{}", **v);
         }
-        assert_eq!(w.len(), 250);
+        assert_eq!(index.len(), 250);
         // Tables are reused, not piled up: growth and a shrink or two.
         assert!(w.tables.len() <= 10, "{} tables", w.tables.len());
     }
