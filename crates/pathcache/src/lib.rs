@@ -80,11 +80,13 @@
 //! a hit is bound by its dependent cache misses (the table slot, then the
 //! entry's line 0), not by its two atomic RMWs. What was cut to get here,
 //! in order of effect: papaya's epoch guard and node hop (own index over
-//! type-stable entries), the vDSO clock read (ticking clock), the key
-//! `memcmp` call and foldhash's out-of-line hash for 17-32 bytes (inline
-//! compare and a two-multiply hash), `thread_local`'s lookup of the statistics block (one
-//! thread-local shortcut, the counters beside the index), and out-of-line
-//! probe code (`inline(always)`).
+//! type-stable entries), the vDSO clock read (ticking clock), foldhash's
+//! out-of-line hash for 17-32 bytes (a two-multiply inline hash),
+//! `thread_local`'s lookup of the statistics block (one thread-local
+//! shortcut, the counters beside the index), and out-of-line probe code
+//! (`inline(always)`). An inline word-wise key compare instead of the
+//! `memcmp` call measured the same (1.93-2.00x vs 1.90-2.02x) and was
+//! dropped.
 //!
 //! # Lifecycle
 //!

@@ -45,7 +45,9 @@ static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 std::thread_local! {
     /// The counters this thread used last, and whose they are: a hit reads
     /// one thread-local instead of `ThreadLocal`'s thread-id lookup and
-    /// bucket walk (4 dependent loads).
+    /// bucket walk. Measured with `ThreadLocal::get_or_default` on every
+    /// hit: 1.83-1.88x dashmap, with this shortcut 1.90-2.02x (scratch
+    /// program, batches interleaved with dashmap, builds run alternately).
     static LAST: Cell<(u64, *const Counters)> = const { Cell::new((0, std::ptr::null())) };
 }
 
