@@ -563,9 +563,11 @@ impl<V: Send + Sync + 'static, L: RefLayout> PathCache<V, L> {
     }
 
     /// Finds and pins the live entry for `path` (file or negative).
-    // `inline(always)` here and in `probe`, `Entry::pin`, `Entry::key_is`:
-    // left to itself LLVM kept `probe` and `key_is` out of line in the
-    // benchmark, returning `Probe` through memory.
+    // `inline(always)` here and in `probe`, `Entry::pin`, `Entry::key_is`
+    // (and the probe as an iterator, not a callback): left to itself LLVM
+    // kept `probe`, `key_is` and the callback out of line in the benchmark,
+    // returning `Probe` through memory. Interleaved `pathcache_hit`:
+    // 1.73-1.79x dashmap before, 1.93-2.03x after.
     #[inline(always)]
     fn find(&self, path: &str, hash: u64) -> Option<EntryRef<V, L>> {
         let lane = clock::ref_shard();
