@@ -33,7 +33,7 @@ pub struct Settings {
     pub wrk_threads: usize,
     /// Workers of each server.
     pub workers: usize,
-    /// "oha <version>" or "wrk (oha not installed)".
+    /// `"oha <version>"` or `"wrk (oha not installed)"`.
     pub latency_tool: String,
     /// oha's fixed rate as a fraction of the slower server's wrk req/s.
     pub latency_load: f64,
