@@ -87,6 +87,7 @@
 mod backend;
 mod file;
 pub mod limits;
+mod listing;
 mod resolve;
 
 use std::fmt;
@@ -107,6 +108,7 @@ pub use backend::BackendStats;
 use backend::{Backend, Counters, Target};
 pub use file::FileValue;
 use file::{BudgetToken, FdCount};
+pub use listing::{DirEntry, EntryKind, ListOptions, Listing};
 use resolve::{c_path, is_exhausted, map_open_error, Kind};
 
 /// Which I/O backend to run.
@@ -956,6 +958,20 @@ impl FileManager {
             // again so metadata and descriptor agree.
             self.shared.cache.invalidate(key);
         }
+    }
+
+    /// Lists directory `rel_path` beneath the root (see [`Listing`]): the
+    /// directory and every name in it are resolved with the same flags as
+    /// [`open`](Self::open), so nothing outside the root is ever named and
+    /// an entry shows what a request for it would get. Runs on tokio's
+    /// blocking pool. A path that is a file is [`OpenError::NotFound`].
+    pub async fn list_dir(&self, rel_path: &str, opts: ListOptions) -> Result<Listing, OpenError> {
+        let root = self.shared.root.clone();
+        let policy = self.shared.policy;
+        let rel = rel_path.to_owned();
+        tokio::task::spawn_blocking(move || listing::read_dir(&root, &rel, policy, opts))
+            .await
+            .map_err(|e| OpenError::Io(io::Error::other(e)))?
     }
 
     /// Opens `rel_path` without the cache (regular files only).
