@@ -181,8 +181,16 @@ unsafe impl<V: Send + Sync, L: RefLayout> Send for Entry<V, L> {}
 
 const ETAG_LEN: usize = 18;
 
-/// Strong ETag: a 64-bit mix of (dev, ino, size, mtime_ns), stable across
-/// restarts (no random seed) so clients' validators survive a deploy.
+/// Strong ETag: a 64-bit mix of (size, mtime_ns), stable across restarts
+/// (no random seed) so clients' validators survive a deploy.
+///
+/// It leaves out the device and inode on purpose: two copies of one tree
+/// (replicas on a shared volume, the same image on two nodes) must agree, or
+/// `If-None-Match` and `If-Range` fail behind a load balancer. A rewrite
+/// changes the mtime (nanoseconds) and so the tag; what it cannot see is a
+/// replacement with the same size and a copied mtime (`cp -p`, `rsync -t`),
+/// the trade-off nginx makes too. Whether a cached descriptor is still the
+/// file at its path is a separate check that does use the inode.
 pub(crate) fn etag_for(meta: &FileMeta) -> [u8; ETAG_LEN] {
     fn mix(mut z: u64) -> u64 {
         // splitmix64 finalizer
@@ -191,7 +199,7 @@ pub(crate) fn etag_for(meta: &FileMeta) -> [u8; ETAG_LEN] {
         z ^ (z >> 31)
     }
     let mut h = 0x9e37_79b9_7f4a_7c15_u64;
-    for word in [meta.dev, meta.ino, meta.size, meta.mtime_ns as u64] {
+    for word in [meta.size, meta.mtime_ns as u64] {
         h = mix(h ^ word).wrapping_add(0x9e37_79b9_7f4a_7c15);
     }
     let mut out = [b'"'; ETAG_LEN];
@@ -646,7 +654,7 @@ mod tests {
     }
 
     #[test]
-    fn etag_is_quoted_hex_and_changes_with_identity() {
+    fn etag_is_quoted_hex_and_depends_on_size_and_mtime_only() {
         let m = FileMeta {
             size: 1,
             mtime_ns: 2,
@@ -660,8 +668,15 @@ mod tests {
         assert!(a[1..17].iter().all(|c| c.is_ascii_hexdigit()));
         assert_ne!(a, etag_for(&FileMeta { size: 2, ..m }));
         assert_ne!(a, etag_for(&FileMeta { mtime_ns: 3, ..m }));
-        assert_ne!(a, etag_for(&FileMeta { ino: 6, ..m }));
-        assert_ne!(a, etag_for(&FileMeta { dev: 7, ..m }));
+        // A copy on another device or inode is the same representation.
+        assert_eq!(
+            a,
+            etag_for(&FileMeta {
+                ino: 6,
+                dev: 7,
+                ..m
+            })
+        );
         // ctime is not part of the validator (a chmod keeps the ETag).
         assert_eq!(a, etag_for(&FileMeta { ctime_ns: 9, ..m }));
     }

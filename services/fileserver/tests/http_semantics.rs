@@ -726,3 +726,47 @@ fn many_small_requests_on_one_connection_stay_correct() {
         assert_eq!(&r.bytes().unwrap()[..], &want[..]);
     }
 }
+
+/// Copies `src` to `dst` keeping the mtime to the nanosecond (a replica:
+/// same bytes and times, other device and inode).
+fn replicate(src: &std::path::Path, dst: &std::path::Path) {
+    std::fs::copy(src, dst).unwrap();
+    let mtime = std::fs::metadata(src).unwrap().modified().unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(dst)
+        .unwrap()
+        .set_modified(mtime)
+        .unwrap();
+}
+
+#[test]
+fn replicas_of_the_same_files_agree_on_validators() {
+    let a = fixture(&[]);
+    let b_tree = Tree::new();
+    for name in ["small.bin", "large.bin"] {
+        replicate(&a.tree.root.join(name), &b_tree.root.join(name));
+    }
+    let b = Daemon::start(&b_tree.root, &[]);
+    let get_b = |path: &str, headers: &[(&str, &str)]| {
+        let mut rb = client().get(b.url(path));
+        for (k, v) in headers {
+            rb = rb.header(*k, *v);
+        }
+        rb.send().unwrap()
+    };
+    for path in ["/small.bin", "/large.bin"] {
+        let etag = etag_of(&a, path);
+        assert_eq!(hdr(get_b(path, &[]).headers(), "etag"), etag, "{path}");
+        assert_eq!(get_b(path, &[("If-None-Match", &etag)]).status(), 304);
+        // A resume behind a load balancer continues instead of restarting.
+        let r = get_b(path, &[("Range", "bytes=10-19"), ("If-Range", &etag)]);
+        assert_eq!(r.status(), 206, "{path}");
+    }
+    // Rewriting the content (same size) still changes the validator.
+    let before = etag_of(&a, "/small.bin");
+    std::thread::sleep(Duration::from_millis(20));
+    a.tree.write("small.bin", &vec![0u8; a.small.len()]);
+    std::thread::sleep(Duration::from_millis(1200)); // past cache.valid
+    assert_ne!(etag_of(&a, "/small.bin"), before);
+}
