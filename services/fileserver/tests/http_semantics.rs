@@ -770,3 +770,43 @@ fn replicas_of_the_same_files_agree_on_validators() {
     std::thread::sleep(Duration::from_millis(1200)); // past cache.valid
     assert_ne!(etag_of(&a, "/small.bin"), before);
 }
+
+#[test]
+fn host_must_be_a_valid_authority() {
+    let f = fixture(&[]);
+    let send = |host: &str| {
+        let req = format!("GET /noext HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
+        status_of(&raw(f.d.http, req.as_bytes(), Duration::from_secs(5)))
+    };
+    for bad in [
+        "a b",
+        "a/b",
+        "a@b",
+        "exa\"mple",
+        "a:b",
+        "a:1:2",
+        "[::1",
+        "[::1]x",
+        "a?b",
+        "a#b",
+        "a\\b",
+        ":80x",
+    ] {
+        assert_eq!(send(bad), 400, "Host: {bad}");
+    }
+    for good in [
+        "",
+        "example.com",
+        "example.com:8080",
+        "127.0.0.1",
+        "127.0.0.1:80",
+        "[::1]",
+        "[::1]:8080",
+        "xn--bcher-kva.example",
+        "a_b-c.d~e",
+        "a%20b",
+        "host:",
+    ] {
+        assert_eq!(send(good), 200, "Host: {good}");
+    }
+}

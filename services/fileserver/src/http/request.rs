@@ -98,6 +98,51 @@ fn has_token(list: &[u8], token: &[u8]) -> bool {
         .any(|t| eq_ci(trim_ows(t), token))
 }
 
+/// RFC 3986 unreserved / sub-delims: the bytes a reg-name may hold besides
+/// `%XX`.
+fn is_reg_name_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=".contains(&b)
+}
+
+/// Whether `v` is a valid `Host` value (RFC 9110 7.2: `uri-host [ ":" port ]`,
+/// RFC 3986 3.2.2). Empty is valid: a client sends it when the target URI
+/// has no authority (RFC 9112 3.2). An IP-literal is checked for its
+/// alphabet, not parsed: the server routes nothing by Host.
+pub fn is_valid_host(v: &[u8]) -> bool {
+    let (host, port) = if let Some(rest) = v.strip_prefix(b"[") {
+        let Some(close) = rest.iter().position(|&b| b == b']') else {
+            return false;
+        };
+        let literal = &rest[..close];
+        let literal_ok =
+            !literal.is_empty() && literal.iter().all(|&b| b == b':' || is_reg_name_byte(b));
+        match &rest[close + 1..] {
+            [] => return literal_ok,
+            [b':', port @ ..] if literal_ok => (&[][..], port),
+            _ => return false,
+        }
+    } else {
+        match v.iter().position(|&b| b == b':') {
+            Some(colon) => (&v[..colon], &v[colon + 1..]),
+            None => (v, &[][..]),
+        }
+    };
+    let mut i = 0;
+    while i < host.len() {
+        match host[i] {
+            b'%' if host.len() > i + 2
+                && host[i + 1].is_ascii_hexdigit()
+                && host[i + 2].is_ascii_hexdigit() =>
+            {
+                i += 3
+            }
+            b if is_reg_name_byte(b) => i += 1,
+            _ => return false,
+        }
+    }
+    port.iter().all(u8::is_ascii_digit)
+}
+
 /// Parses one request head from the start of `buf`.
 ///
 /// `Ok(None)`: incomplete, read more (only while `buf.len() < max_head`).
@@ -188,6 +233,9 @@ pub fn parse_request<'b>(
     if minor_version == 1 && r.host.is_none() {
         return Err(ParseError::Bad("HTTP/1.1 request without Host"));
     }
+    if r.host.is_some_and(|h| !is_valid_host(h)) {
+        return Err(ParseError::Bad("invalid Host"));
+    }
     r.has_body = transfer_encoding || content_length.unwrap_or(0) > 0;
     Ok(Some(r))
 }
@@ -224,9 +272,37 @@ mod tests {
         assert!(parse("GET / HTTP/1.1\r\nHost: a\r\nContent-Length: 1x\r\n\r\n").is_err());
         let r = parse("GET / HTTP/1.0\r\n\r\n").unwrap().unwrap();
         assert!(!r.keep_alive);
+        assert_eq!(
+            parse("GET / HTTP/1.1\r\nHost: a b\r\n\r\n").unwrap_err(),
+            ParseError::Bad("invalid Host")
+        );
         let r = parse("GET / HTTP/1.1\r\nHost: a\r\nConnection: Close\r\n\r\n")
             .unwrap()
             .unwrap();
         assert!(!r.keep_alive);
+    }
+
+    #[test]
+    fn host_values() {
+        for ok in [
+            "",
+            "a",
+            "a.b:80",
+            "a:",
+            "[::1]",
+            "[::1]:8080",
+            "[v1.x]",
+            "a%20b",
+            "a,b",
+            "xn--x.y",
+        ] {
+            assert!(is_valid_host(ok.as_bytes()), "{ok:?}");
+        }
+        for bad in [
+            "a b", "a/b", "a@b", "a:b", "a:1:2", "[::1", "[]", "[::1]x", "[::1]:x", "a?b", "%2",
+            "%zz", "a\\b", "\"",
+        ] {
+            assert!(!is_valid_host(bad.as_bytes()), "{bad:?}");
+        }
     }
 }
