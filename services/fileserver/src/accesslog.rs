@@ -22,23 +22,34 @@ pub struct AccessLogger {
     dropped: Arc<AtomicU64>,
 }
 
-/// One request's fields.
-#[derive(Debug)]
-pub struct Entry<'a> {
-    /// Client address.
-    pub peer: std::net::SocketAddr,
-    /// Unix seconds.
-    pub time: u64,
+/// The parsed request line of a logged response.
+#[derive(Debug, Clone, Copy)]
+pub struct RequestLine<'a> {
     /// Method.
     pub method: &'a str,
     /// Target as sent.
     pub target: &'a [u8],
     /// 0 or 1.
     pub minor_version: u8,
+}
+
+/// One response's fields.
+#[derive(Debug)]
+pub struct Entry<'a> {
+    /// Client address.
+    pub peer: std::net::SocketAddr,
+    /// Unix seconds.
+    pub time: u64,
+    /// The request line; `None` for a head rejected before it parsed
+    /// (logged as `"-"`, like nginx).
+    pub request: Option<RequestLine<'a>>,
     /// Status code.
     pub status: u16,
-    /// Body bytes sent.
+    /// Body bytes actually sent.
     pub bytes: u64,
+    /// Whether the whole response was written (false: the client went
+    /// away or a send timed out midway).
+    pub completed: bool,
     /// Referer.
     pub referer: Option<&'a [u8]>,
     /// User-Agent.
@@ -131,13 +142,20 @@ fn clf_time(secs: u64) -> String {
 }
 
 fn combined(e: &Entry<'_>) -> String {
+    let request = match e.request {
+        Some(r) => format!(
+            "{} {} HTTP/1.{}",
+            r.method,
+            escape_clf(&String::from_utf8_lossy(r.target)),
+            r.minor_version
+        ),
+        None => "-".to_string(),
+    };
     format!(
-        "{} - - [{}] \"{} {} HTTP/1.{}\" {} {} \"{}\" \"{}\"\n",
+        "{} - - [{}] \"{}\" {} {} \"{}\" \"{}\"\n",
         e.peer.ip(),
         clf_time(e.time),
-        e.method,
-        escape_clf(&String::from_utf8_lossy(e.target)),
-        e.minor_version,
+        request,
         e.status,
         e.bytes,
         escape_clf(&lossy(e.referer)),
@@ -149,11 +167,12 @@ fn json(e: &Entry<'_>) -> String {
     let mut s = serde_json::json!({
         "time": e.time,
         "remote": e.peer.ip().to_string(),
-        "method": e.method,
-        "target": String::from_utf8_lossy(e.target),
-        "version": format!("HTTP/1.{}", e.minor_version),
+        "method": e.request.map(|r| r.method),
+        "target": e.request.map(|r| String::from_utf8_lossy(r.target)),
+        "version": e.request.map(|r| format!("HTTP/1.{}", r.minor_version)),
         "status": e.status,
         "bytes": e.bytes,
+        "completed": e.completed,
         "referer": e.referer.map(String::from_utf8_lossy),
         "user_agent": e.user_agent.map(String::from_utf8_lossy),
         "duration_us": e.duration.as_micros() as u64,
@@ -172,11 +191,14 @@ mod tests {
         let e = Entry {
             peer: "127.0.0.1:5".parse().unwrap(),
             time: 784_111_777,
-            method: "GET",
-            target: b"/a\"b",
-            minor_version: 1,
+            request: Some(RequestLine {
+                method: "GET",
+                target: b"/a\"b",
+                minor_version: 1,
+            }),
             status: 200,
             bytes: 12,
+            completed: true,
             referer: None,
             user_agent: Some(b"curl/8"),
             duration: Duration::from_micros(5),
@@ -188,5 +210,16 @@ mod tests {
         let v: serde_json::Value = serde_json::from_str(&json(&e)).unwrap();
         assert_eq!(v["status"], 200);
         assert_eq!(v["target"], "/a\"b");
+        assert_eq!(v["completed"], true);
+        let rejected = Entry {
+            request: None,
+            status: 400,
+            completed: false,
+            ..e
+        };
+        assert!(combined(&rejected).contains("] \"-\" 400 12 "));
+        let v: serde_json::Value = serde_json::from_str(&json(&rejected)).unwrap();
+        assert!(v["method"].is_null() && v["target"].is_null());
+        assert_eq!(v["completed"], false);
     }
 }

@@ -79,6 +79,8 @@ pub struct Config {
     pub index: Vec<String>,
     /// Generate listings for directories without an index.
     pub directory_listing: bool,
+    /// Entries shown in one listing at most; more are cut with a note.
+    pub listing_max_entries: u64,
     /// Serve files and directories whose name starts with a dot.
     pub serve_dotfiles: bool,
     /// Serve `.br`/`.zst`/`.gz` siblings by `Accept-Encoding`.
@@ -127,6 +129,7 @@ impl Default for Config {
             symlinks: "within_root".into(),
             index: vec!["index.html".into()],
             directory_listing: false,
+            listing_max_entries: 10_000,
             serve_dotfiles: false,
             precompressed: true,
             cache_control: "no-cache".into(),
@@ -251,6 +254,7 @@ pub struct Settings {
     pub symlinks: Symlinks,
     pub index: Vec<String>,
     pub directory_listing: bool,
+    pub listing_max_entries: usize,
     pub serve_dotfiles: bool,
     pub precompressed: bool,
     pub cache_control: String,
@@ -706,6 +710,13 @@ impl Config {
             symlinks,
             index: self.index.clone(),
             directory_listing: self.directory_listing,
+            listing_max_entries: range(
+                "listing_max_entries",
+                self.listing_max_entries,
+                1,
+                10_000_000,
+                &mut e,
+            ),
             serve_dotfiles: self.serve_dotfiles,
             precompressed: self.precompressed,
             cache_control: self.cache_control.clone(),

@@ -8,7 +8,7 @@
 //! ```
 
 use crate::files::{FileExt, FileRef, OpenError, Opened};
-use crate::http::conditional::{evaluate, Precondition};
+use crate::http::conditional::{etag_list_matches, evaluate, Precondition};
 use crate::http::date::{fmt_http_date, with_now, HTTP_DATE_LEN};
 use crate::http::mime::{accepted_encodings, content_type, is_text};
 use crate::http::path::{normalize_path, PathError};
@@ -42,6 +42,7 @@ struct Conn {
     parts: Vec<u8>,
     part_ends: Vec<usize>,
     stop_seen: bool,
+    progress: Progress,
 }
 
 /// Serves one accepted connection until it closes.
@@ -60,6 +61,7 @@ pub async fn serve(w: Rc<Worker>, stream: TcpStream, peer: SocketAddr) {
         parts: Vec::new(),
         part_ends: Vec::new(),
         stop_seen: false,
+        progress: Progress::default(),
     };
     if let Err(e) = c.run().await {
         tracing::debug!(peer = %c.peer, "connection ended: {e}");
@@ -77,8 +79,12 @@ fn media_type(f: &FileRef, type_path: &str, encoding: Option<&str>) -> (&'static
     (mime, is_text(mime))
 }
 
-/// What one request produced, for counters and the access log.
-struct Outcome {
+/// What the response in progress has put on the wire, for the counters and
+/// the access log: its status once the head is written, and the body bytes
+/// handed to the kernel (or batched behind the head when more pipelined
+/// responses follow). An aborted response is counted with what it sent.
+#[derive(Clone, Copy, Default)]
+struct Progress {
     status: u16,
     body: u64,
 }
@@ -142,11 +148,7 @@ impl Conn {
                             crate::http::request::ParseError::Bad(why) => why,
                             _ => reason(e.status()),
                         };
-                        let t0 = Instant::now();
-                        let out = self.simple(e.status(), false, false, b"", why);
-                        self.finish_stats(out.status, out.body, t0);
-                        self.flush(false).await?;
-                        self.linger_close().await;
+                        self.reject(e.status(), why).await?;
                         return Ok(());
                     }
                 }
@@ -182,11 +184,7 @@ impl Conn {
                 },
                 _ = &mut sleep => {
                     if end > start {
-                        let t0 = Instant::now();
-                        let out = self.simple(408, false, false, b"", "request head not received in time");
-                        self.finish_stats(out.status, out.body, t0);
-                        self.flush(false).await?;
-                        self.linger_close().await;
+                        self.reject(408, "request head not received in time").await?;
                     }
                     return Ok(());
                 },
@@ -225,36 +223,65 @@ impl Conn {
         }
     }
 
-    fn finish_stats(&self, status: u16, body: u64, t0: Instant) {
-        self.w.stats.record(status, body);
-        self.w.record_duration(t0.elapsed());
+    /// Answers a head that was not parsed (400, 408, 431), logs and
+    /// counts it, and closes.
+    async fn reject(&mut self, code: u16, why: &str) -> io::Result<()> {
+        let t0 = Instant::now();
+        self.progress = Progress::default();
+        self.simple(code, false, false, b"", why)?;
+        let sent = self.flush(false).await;
+        self.finish(None, sent.is_ok(), t0);
+        sent?;
+        self.linger_close().await;
+        Ok(())
     }
 
     async fn handle(&mut self, req: &Request<'_>, pending: bool) -> io::Result<bool> {
         let t0 = Instant::now();
         self.refresh();
         let mut keep = req.keep_alive && !req.has_body && !self.w.stopping.get() && !self.stop_seen;
-        let out = self.respond(req, pending, &mut keep).await?;
-        self.finish_stats(out.status, out.body, t0);
+        self.progress = Progress::default();
+        let sent = self.respond(req, pending, &mut keep).await;
+        self.finish(Some(req), sent.is_ok(), t0);
+        sent.map(|()| keep)
+    }
+
+    /// Counts and logs the response in progress once its head was written;
+    /// `completed` is false when writing it failed (the client went away,
+    /// or a send timed out).
+    fn finish(&self, req: Option<&Request<'_>>, completed: bool, t0: Instant) {
+        let Progress { status, body } = self.progress;
+        if status == 0 {
+            return;
+        }
+        let duration = t0.elapsed();
+        self.w.stats.record(status, body, completed);
+        self.w.record_duration(duration);
         if let Some(log) = &self.live.access {
             log.log(&crate::accesslog::Entry {
                 peer: self.peer,
                 time: crate::http::date::now_secs(),
-                method: req.method_raw,
-                target: req.target,
-                minor_version: req.minor_version,
-                status: out.status,
-                bytes: out.body,
-                referer: req.referer,
-                user_agent: req.user_agent,
-                duration: t0.elapsed(),
+                request: req.map(|r| crate::accesslog::RequestLine {
+                    method: r.method_raw,
+                    target: r.target,
+                    minor_version: r.minor_version,
+                }),
+                status,
+                bytes: body,
+                completed,
+                referer: req.and_then(|r| r.referer),
+                user_agent: req.and_then(|r| r.user_agent),
+                duration,
             });
         }
-        Ok(keep)
     }
 
     /// Writes status line, Server and Date.
     fn head_start(&mut self, code: u16) -> u64 {
+        self.progress = Progress {
+            status: code,
+            body: 0,
+        };
         self.wbuf.extend_from_slice(status_line(code));
         self.wbuf.extend_from_slice(b"Server: fileserver\r\n");
         with_now(|now, date| {
@@ -274,22 +301,28 @@ impl Conn {
         self.wbuf.extend_from_slice(b"\r\n");
     }
 
-    /// A small text response (errors, redirects, OPTIONS).
-    fn simple(&mut self, code: u16, head: bool, keep: bool, extra: &[u8], detail: &str) -> Outcome {
+    /// Buffers a small text response (errors, redirects, OPTIONS). Never
+    /// fails; it returns the handlers' result type so they can end with it.
+    fn simple(
+        &mut self,
+        code: u16,
+        head: bool,
+        keep: bool,
+        extra: &[u8],
+        detail: &str,
+    ) -> io::Result<()> {
         self.head_start(code);
         self.wbuf.extend_from_slice(extra);
         if code == 204 || code == 304 {
             self.head_end(keep, 1);
-            return Outcome {
-                status: code,
-                body: 0,
-            };
+            return Ok(());
         }
         let r = reason(code);
+        let detail = if detail == r { "" } else { detail };
         let body_len = 3
             + 1
             + r.len()
-            + if detail.is_empty() || detail == r {
+            + if detail.is_empty() {
                 0
             } else {
                 2 + detail.len()
@@ -301,23 +334,18 @@ impl Conn {
         self.wbuf.extend_from_slice(b"\r\n");
         self.head_end(keep, 1);
         if head {
-            return Outcome {
-                status: code,
-                body: 0,
-            };
+            return Ok(());
         }
         push_u64(&mut self.wbuf, u64::from(code));
         self.wbuf.push(b' ');
         self.wbuf.extend_from_slice(r.as_bytes());
-        if !(detail.is_empty() || detail == r) {
+        if !detail.is_empty() {
             self.wbuf.extend_from_slice(b": ");
             self.wbuf.extend_from_slice(detail.as_bytes());
         }
         self.wbuf.push(b'\n');
-        Outcome {
-            status: code,
-            body: body_len as u64,
-        }
+        self.progress.body = body_len as u64;
+        Ok(())
     }
 
     async fn respond(
@@ -325,7 +353,7 @@ impl Conn {
         req: &Request<'_>,
         pending: bool,
         keep: &mut bool,
-    ) -> io::Result<Outcome> {
+    ) -> io::Result<()> {
         let method = req.method();
         let head = method == Method::Head;
         match method {
@@ -333,7 +361,7 @@ impl Conn {
                 if req.has_body {
                     *keep = false;
                 }
-                return Ok(self.simple(405, false, *keep, ALLOW, ""));
+                return self.simple(405, false, *keep, ALLOW, "");
             }
             Method::Options => {
                 if req.has_body {
@@ -345,22 +373,22 @@ impl Conn {
                     self.path = scratch;
                     if let Some(e) = bad {
                         *keep = false;
-                        return Ok(self.simple(400, false, false, b"", e.reason()));
+                        return self.simple(400, false, false, b"", e.reason());
                     }
                 }
-                return Ok(self.simple(204, false, *keep, ALLOW, ""));
+                return self.simple(204, false, *keep, ALLOW, "");
             }
             Method::Get | Method::Head => {}
         }
         if req.has_body {
             *keep = false;
-            return Ok(self.simple(
+            return self.simple(
                 400,
                 head,
                 false,
                 b"",
                 "request body not allowed on GET/HEAD",
-            ));
+            );
         }
         let mut scratch = std::mem::take(&mut self.path);
         let result = self
@@ -377,7 +405,7 @@ impl Conn {
         keep: &mut bool,
         head: bool,
         scratch: &mut Vec<u8>,
-    ) -> io::Result<Outcome> {
+    ) -> io::Result<()> {
         let np = match normalize_path(req.target, scratch) {
             Ok(p) => p,
             Err(e) => {
@@ -387,19 +415,19 @@ impl Conn {
                 } else {
                     e
                 };
-                return Ok(self.simple(400, head, false, b"", e.reason()));
+                return self.simple(400, head, false, b"", e.reason());
             }
         };
         let serve_dotfiles = self.live.s.serve_dotfiles;
         if np.dotfile && !serve_dotfiles {
-            return Ok(self.simple(404, head, *keep, b"", ""));
+            return self.simple(404, head, *keep, b"", "");
         }
         // Rc clone (not the Arc inside): no shared atomic write per request.
         let w = self.w.clone();
         match w.shared.files.open(np.rel).await {
             Ok(Opened::File(f)) => {
                 if np.trailing_slash && !np.rel.is_empty() {
-                    return Ok(self.simple(404, head, *keep, b"", ""));
+                    return self.simple(404, head, *keep, b"", "");
                 }
                 self.serve_negotiated(req, f, np.rel, pending, *keep, head)
                     .await
@@ -413,8 +441,11 @@ impl Conn {
                     if let Some(q) = req.target.iter().position(|&b| b == b'?') {
                         loc.extend_from_slice(&req.target[q..]);
                     }
-                    loc.extend_from_slice(b"\r\n");
-                    return Ok(self.simple(301, head, *keep, &loc, ""));
+                    // Deterministic while the directory exists, and with no
+                    // validator to revalidate by: fresh for a minute, which
+                    // bounds how long a directory replaced by a file misleads.
+                    loc.extend_from_slice(b"\r\nCache-Control: max-age=60\r\n");
+                    return self.simple(301, head, *keep, &loc, "");
                 }
                 // Directories are the rare path: holding the Arc here is fine.
                 let live = self.live.clone();
@@ -433,7 +464,7 @@ impl Conn {
                                 .await,
                         ),
                         Ok(_) => None,
-                        Err(e) => Some(Ok(self.open_error(e, head, *keep))),
+                        Err(e) => Some(self.open_error(e, head, *keep)),
                     };
                     self.alt = p;
                     if let Some(r) = result {
@@ -441,17 +472,17 @@ impl Conn {
                     }
                 }
                 if live.s.directory_listing {
-                    return Ok(self.listing(req, np.rel, head, *keep, serve_dotfiles));
+                    return self.listing(req, np.rel, head, *keep, serve_dotfiles).await;
                 }
-                Ok(self.simple(404, head, *keep, b"", ""))
+                self.simple(404, head, *keep, b"", "")
             }
-            Ok(Opened::NotFound) => Ok(self.simple(404, head, *keep, b"", "")),
-            Ok(Opened::Forbidden) => Ok(self.simple(403, head, *keep, b"", "")),
-            Err(e) => Ok(self.open_error(e, head, *keep)),
+            Ok(Opened::NotFound) => self.simple(404, head, *keep, b"", ""),
+            Ok(Opened::Forbidden) => self.simple(403, head, *keep, b"", ""),
+            Err(e) => self.open_error(e, head, *keep),
         }
     }
 
-    fn open_error(&mut self, e: OpenError, head: bool, keep: bool) -> Outcome {
+    fn open_error(&mut self, e: OpenError, head: bool, keep: bool) -> io::Result<()> {
         match e {
             OpenError::Exhausted => self.simple(
                 503,
@@ -470,19 +501,25 @@ impl Conn {
         }
     }
 
-    fn listing(
+    /// A directory listing, read off the worker thread by the file layer.
+    async fn listing(
         &mut self,
         req: &Request<'_>,
         rel: &str,
         head: bool,
         keep: bool,
         dotfiles: bool,
-    ) -> Outcome {
-        let items = match self.w.shared.lister.read(rel, dotfiles) {
-            Ok(items) => items,
+    ) -> io::Result<()> {
+        let opts = filemanager::ListOptions {
+            max_entries: self.live.s.listing_max_entries,
+            hidden: dotfiles,
+        };
+        let w = self.w.clone();
+        let listing = match w.shared.files.list_dir(rel, opts).await {
+            Ok(listing) => listing,
             Err(e) => {
                 tracing::debug!("listing {rel}: {e}");
-                return self.simple(404, head, keep, b"", "");
+                return self.open_error(e, head, keep);
             }
         };
         let want_json = req.accept.is_some_and(|a| {
@@ -490,30 +527,45 @@ impl Conn {
                 .any(|w| w.eq_ignore_ascii_case(b"application/json"))
         });
         let (body, ct): (String, &[u8]) = if want_json {
-            (crate::listing::json(&items), b"application/json")
+            (crate::listing::json(&listing), b"application/json")
         } else {
             (
-                crate::listing::html(rel, &items),
+                crate::listing::html(rel, &listing),
                 b"text/html; charset=utf-8",
             )
         };
-        self.head_start(200);
-        header(&mut self.wbuf, b"Content-Type", ct);
-        self.wbuf.extend_from_slice(b"Content-Length: ");
-        push_u64(&mut self.wbuf, body.len() as u64);
-        self.wbuf.extend_from_slice(b"\r\nVary: Accept\r\n");
+        let etag = crate::listing::etag(&body);
+        let not_modified = req
+            .if_none_match
+            .is_some_and(|list| etag_list_matches(list, etag.as_bytes(), false));
+        if not_modified {
+            self.head_start(304);
+        } else {
+            self.head_start(200);
+            header(&mut self.wbuf, b"Content-Type", ct);
+            self.wbuf.extend_from_slice(b"Content-Length: ");
+            push_u64(&mut self.wbuf, body.len() as u64);
+            self.wbuf.extend_from_slice(b"\r\n");
+        }
+        header(&mut self.wbuf, b"ETag", etag.as_bytes());
+        self.wbuf.extend_from_slice(b"Vary: Accept\r\n");
+        self.wbuf.extend_from_slice(&self.live.cache_control_line);
+        // Names are chosen by whoever writes the tree: no script may run.
+        self.wbuf.extend_from_slice(
+            b"Content-Security-Policy: default-src 'none'; style-src 'unsafe-inline'\r\n\
+              X-Content-Type-Options: nosniff\r\n",
+        );
+        if listing.truncated {
+            self.wbuf.extend_from_slice(b"Listing-Truncated: ");
+            push_u64(&mut self.wbuf, listing.entries.len() as u64);
+            self.wbuf.extend_from_slice(b"\r\n");
+        }
         self.head_end(keep, req.minor_version);
-        if head {
-            return Outcome {
-                status: 200,
-                body: 0,
-            };
+        if !head && !not_modified {
+            self.wbuf.extend_from_slice(body.as_bytes());
+            self.progress.body = body.len() as u64;
         }
-        self.wbuf.extend_from_slice(body.as_bytes());
-        Outcome {
-            status: 200,
-            body: body.len() as u64,
-        }
+        Ok(())
     }
 
     /// Picks a precompressed sibling by Accept-Encoding, else the file itself.
@@ -525,34 +577,32 @@ impl Conn {
         pending: bool,
         keep: bool,
         head: bool,
-    ) -> io::Result<Outcome> {
-        let mut vary = false;
-        if self.live.s.precompressed {
-            if let Some(ae) = req.accept_encoding {
-                vary = true;
-                let already = [".br", ".zst", ".gz"].iter().any(|e| rel.ends_with(e));
-                if !already {
-                    let acc = accepted_encodings(ae);
-                    let w = self.w.clone();
-                    let mut sib = String::with_capacity(rel.len() + 4);
-                    for (ok, ext, enc) in [
-                        (acc.br, ".br", "br"),
-                        (acc.zstd, ".zst", "zstd"),
-                        (acc.gzip, ".gz", "gzip"),
-                    ] {
-                        if !ok {
-                            continue;
-                        }
-                        sib.clear();
-                        sib.push_str(rel);
-                        sib.push_str(ext);
-                        if let Ok(Opened::File(cf)) = w.shared.files.open(&sib).await {
-                            drop(f);
-                            return self
-                                .serve_file(req, &cf, rel, Some(enc), true, pending, keep, head)
-                                .await;
-                        }
-                    }
+    ) -> io::Result<()> {
+        // Whether a sibling exists is not known without probing, so every
+        // response of a path that may have one says it varies: the same
+        // answer with or without Accept-Encoding (caches see one rule).
+        let already = [".br", ".zst", ".gz"].iter().any(|e| rel.ends_with(e));
+        let vary = self.live.s.precompressed && !already;
+        if let Some(ae) = req.accept_encoding.filter(|_| vary) {
+            let acc = accepted_encodings(ae);
+            let w = self.w.clone();
+            let mut sib = String::with_capacity(rel.len() + 4);
+            for (ok, ext, enc) in [
+                (acc.br, ".br", "br"),
+                (acc.zstd, ".zst", "zstd"),
+                (acc.gzip, ".gz", "gzip"),
+            ] {
+                if !ok {
+                    continue;
+                }
+                sib.clear();
+                sib.push_str(rel);
+                sib.push_str(ext);
+                if let Ok(Opened::File(cf)) = w.shared.files.open(&sib).await {
+                    drop(f);
+                    return self
+                        .serve_file(req, &cf, rel, Some(enc), true, pending, keep, head)
+                        .await;
                 }
             }
         }
@@ -597,7 +647,7 @@ impl Conn {
         pending: bool,
         keep: bool,
         head: bool,
-    ) -> io::Result<Outcome> {
+    ) -> io::Result<()> {
         let size = f.size();
         let now = crate::http::date::now_secs();
         // Last-Modified is never later than Date (RFC 9110 8.8.2.1).
@@ -605,16 +655,13 @@ impl Conn {
         let is_get = !head;
         let use_range = match evaluate(req, f.etag().as_bytes(), last_modified, is_get) {
             Precondition::Failed => {
-                return Ok(self.simple(412, head, keep, b"", ""));
+                return self.simple(412, head, keep, b"", "");
             }
             Precondition::NotModified => {
                 self.head_start(304);
                 self.validators(f, last_modified, encoding, vary);
                 self.head_end(keep, req.minor_version);
-                return Ok(Outcome {
-                    status: 304,
-                    body: 0,
-                });
+                return Ok(());
             }
             Precondition::Proceed { use_range } => use_range,
         };
@@ -633,10 +680,7 @@ impl Conn {
                 self.validators(f, last_modified, encoding, vary);
                 self.wbuf.extend_from_slice(b"Content-Length: 0\r\n");
                 self.head_end(keep, req.minor_version);
-                Ok(Outcome {
-                    status: 416,
-                    body: 0,
-                })
+                Ok(())
             }
             RangeOutcome::Full => {
                 self.head_start(200);
@@ -647,16 +691,9 @@ impl Conn {
                 self.validators(f, last_modified, encoding, vary);
                 self.head_end(keep, req.minor_version);
                 if head {
-                    return Ok(Outcome {
-                        status: 200,
-                        body: 0,
-                    });
+                    return Ok(());
                 }
-                self.send_body(f, 0, size, pending).await?;
-                Ok(Outcome {
-                    status: 200,
-                    body: size,
-                })
+                self.send_body(f, 0, size, pending).await
             }
             RangeOutcome::Partial if self.ranges.len() == 1 => {
                 let r = self.ranges[0];
@@ -673,11 +710,7 @@ impl Conn {
                 self.wbuf.extend_from_slice(b"\r\nAccept-Ranges: bytes\r\n");
                 self.validators(f, last_modified, encoding, vary);
                 self.head_end(keep, req.minor_version);
-                self.send_body(f, r.start, r.len(), pending).await?;
-                Ok(Outcome {
-                    status: 206,
-                    body: r.len(),
-                })
+                self.send_body(f, r.start, r.len(), pending).await
             }
             RangeOutcome::Partial => {
                 self.multipart(req, f, type_path, size, last_modified, encoding, vary, keep)
@@ -697,8 +730,9 @@ impl Conn {
         encoding: Option<&str>,
         vary: bool,
         keep: bool,
-    ) -> io::Result<Outcome> {
-        let boundary = self.w.shared.boundary.clone();
+    ) -> io::Result<()> {
+        let boundary = fresh_boundary();
+        let boundary = &boundary[..];
         let (mime, text) = media_type(f, type_path, encoding);
         let mut parts = std::mem::take(&mut self.parts);
         let mut ends = std::mem::take(&mut self.part_ends);
@@ -707,7 +741,7 @@ impl Conn {
         let mut total = 0u64;
         for r in &self.ranges {
             parts.extend_from_slice(b"\r\n--");
-            parts.extend_from_slice(boundary.as_bytes());
+            parts.extend_from_slice(boundary);
             parts.extend_from_slice(b"\r\nContent-Type: ");
             parts.extend_from_slice(mime.as_bytes());
             if text {
@@ -725,13 +759,13 @@ impl Conn {
         }
         let closing_start = parts.len();
         parts.extend_from_slice(b"\r\n--");
-        parts.extend_from_slice(boundary.as_bytes());
+        parts.extend_from_slice(boundary);
         parts.extend_from_slice(b"--\r\n");
         let body_len = total + parts.len() as u64;
         self.head_start(206);
         self.wbuf
             .extend_from_slice(b"Content-Type: multipart/byteranges; boundary=");
-        self.wbuf.extend_from_slice(boundary.as_bytes());
+        self.wbuf.extend_from_slice(boundary);
         self.wbuf.extend_from_slice(b"\r\nContent-Length: ");
         push_u64(&mut self.wbuf, body_len);
         self.wbuf.extend_from_slice(b"\r\nAccept-Ranges: bytes\r\n");
@@ -742,6 +776,7 @@ impl Conn {
         let mut result = Ok(());
         for (r, &e) in ranges.iter().zip(ends.iter()) {
             self.wbuf.extend_from_slice(&parts[prev..e]);
+            self.progress.body += (e - prev) as u64;
             prev = e;
             if let Err(err) = self.send_body(f, r.start, r.len(), true).await {
                 result = Err(err);
@@ -750,14 +785,12 @@ impl Conn {
         }
         if result.is_ok() {
             self.wbuf.extend_from_slice(&parts[closing_start..]);
+            self.progress.body += (parts.len() - closing_start) as u64;
         }
         self.ranges = ranges;
         self.parts = parts;
         self.part_ends = ends;
-        result.map(|()| Outcome {
-            status: 206,
-            body: body_len,
-        })
+        result
     }
 
     /// Sends `len` bytes of `f` from `offset` after what is in `wbuf`.
@@ -784,6 +817,7 @@ impl Conn {
             let body = &bytes[offset as usize..end as usize];
             if pending {
                 self.wbuf.extend_from_slice(body);
+                self.progress.body += len;
                 return Ok(());
             }
             return self.flush_with(body).await;
@@ -834,6 +868,7 @@ impl Conn {
                     a += h;
                     n -= h;
                     b += n;
+                    self.progress.body += n as u64;
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.wait_writable().await?,
                 Err(e) => return Err(e),
@@ -846,11 +881,12 @@ impl Conn {
     /// sendfile(2) on the non-blocking socket; a file that ends early (it
     /// shrank) is an error, which closes the connection: the client sees a
     /// short body, never one that disagrees with Content-Length silently.
-    async fn sendfile(&self, file: BorrowedFd<'_>, offset: u64, len: u64) -> io::Result<()> {
+    async fn sendfile(&mut self, file: BorrowedFd<'_>, offset: u64, len: u64) -> io::Result<()> {
         let mut off = offset;
         let end = offset + len;
         while off < end {
             let chunk = (end - off).min(1 << 30) as usize;
+            let before = off;
             let r = self.stream.try_io(Interest::WRITABLE, || {
                 rustix::fs::sendfile(self.stream.as_fd(), file, Some(&mut off), chunk)
                     .map_err(io::Error::from)
@@ -862,11 +898,35 @@ impl Conn {
                         "file shrank while sending",
                     ))
                 }
-                Ok(_) => {}
+                Ok(_) => self.progress.body += off - before,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.wait_writable().await?,
                 Err(e) => return Err(e),
             }
         }
         Ok(())
     }
+}
+
+/// A multipart/byteranges boundary for one response: 128 bits from the
+/// kernel's generator, so no earlier response (nor anything else a file's
+/// author can learn) predicts it, and a file that contains it by chance is
+/// a 2^-128 event per position.
+fn fresh_boundary() -> [u8; 32] {
+    let mut random = [0u8; 16];
+    if rustix::rand::getrandom(&mut random, rustix::rand::GetRandomFlags::empty()).is_err() {
+        // getrandom(2) (Linux 3.17+) does not fail for 16 bytes; should it,
+        // std's per-process random SipHash keys still give an unguessable value.
+        use std::hash::BuildHasher;
+        for (i, half) in random.chunks_exact_mut(8).enumerate() {
+            let h = std::hash::RandomState::new().hash_one((i, Instant::now()));
+            half.copy_from_slice(&h.to_le_bytes());
+        }
+    }
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut out = [0u8; 32];
+    for (i, b) in random.iter().enumerate() {
+        out[2 * i] = HEX[usize::from(b >> 4)];
+        out[2 * i + 1] = HEX[usize::from(b & 0xf)];
+    }
+    out
 }

@@ -137,6 +137,16 @@ impl Files {
         Ok(opened)
     }
 
+    /// Lists directory `rel` beneath the root (off the worker thread), with
+    /// the resolution rules of every open.
+    pub async fn list_dir(
+        &self,
+        rel: &str,
+        opts: filemanager::ListOptions,
+    ) -> Result<filemanager::Listing, OpenError> {
+        self.fm.list_dir(rel, opts).await
+    }
+
     /// Sets up the calling worker thread's I/O state (its io_uring) at
     /// start, so the worker's descriptors do not appear mid-traffic.
     pub fn attach_worker(&self) -> io::Result<()> {

@@ -1,87 +1,28 @@
-//! Optional directory listings (HTML or JSON), read beneath the root with
-//! the same openat2 resolve rules as file opens. Off by default.
+//! Renders a directory listing (HTML or JSON). Pure: the entries come from
+//! `filemanager::FileManager::list_dir`, which reads them beneath the root
+//! with the resolution rules of every file open; this module only turns
+//! them into bytes.
+//!
+//! A listing shows names chosen by whoever can write to the tree, so the
+//! HTML is built to stay inert whatever they are: every name is
+//! HTML-escaped, and every href is `./` followed by the percent-encoded name,
+//! a relative reference that no browser can read as a scheme
+//! (`javascript:`), an authority (`//host`), a query or a fragment. The
+//! response headers (`conn.rs`) add a `Content-Security-Policy` that allows
+//! no script at all.
 
-use crate::config::{Settings, Symlinks};
-use rustix::fd::OwnedFd;
-use rustix::fs::{Mode, OFlags, ResolveFlags};
-use std::io;
+use filemanager::{EntryKind, Listing};
+use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
+use std::fmt::Write;
 
-/// Reads directories beneath the root.
-#[derive(Debug)]
-pub struct Lister {
-    root: OwnedFd,
-    resolve: ResolveFlags,
-}
-
-/// One listed entry.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Item {
-    /// File name.
-    pub name: String,
-    /// Whether it is a directory.
-    pub dir: bool,
-    /// Size in bytes (files).
-    pub size: u64,
-    /// Modification time, Unix seconds.
-    pub mtime: i64,
-}
-
-const MAX_ITEMS: usize = 10_000;
-
-impl Lister {
-    /// Opens the root for listing.
-    pub fn new(s: &Settings) -> io::Result<Lister> {
-        let root = rustix::fs::open(
-            &s.root,
-            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-            Mode::empty(),
-        )?;
-        let resolve = match s.symlinks {
-            Symlinks::Deny => ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS,
-            Symlinks::WithinRoot => ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS,
-            Symlinks::Follow => ResolveFlags::NO_MAGICLINKS,
-        };
-        Ok(Lister { root, resolve })
-    }
-
-    /// Entries of directory `rel`, sorted, dotfiles hidden unless `dotfiles`.
-    pub fn read(&self, rel: &str, dotfiles: bool) -> io::Result<Vec<Item>> {
-        let path = if rel.is_empty() { "." } else { rel };
-        let fd = rustix::fs::openat2(
-            &self.root,
-            path,
-            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-            Mode::empty(),
-            self.resolve,
-        )?;
-        let mut items = Vec::new();
-        let dir = rustix::fs::Dir::read_from(&fd)?;
-        for ent in dir {
-            let ent = ent?;
-            let name = ent.file_name().to_string_lossy().into_owned();
-            if name == "." || name == ".." || (!dotfiles && name.starts_with('.')) {
-                continue;
-            }
-            let Ok(st) =
-                rustix::fs::statat(&fd, ent.file_name(), rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
-            else {
-                continue;
-            };
-            let ft = rustix::fs::FileType::from_raw_mode(st.st_mode);
-            items.push(Item {
-                name,
-                dir: ft == rustix::fs::FileType::Directory,
-                size: st.st_size as u64,
-                mtime: st.st_mtime,
-            });
-            if items.len() >= MAX_ITEMS {
-                break;
-            }
-        }
-        items.sort_by(|a, b| b.dir.cmp(&a.dir).then_with(|| a.name.cmp(&b.name)));
-        Ok(items)
-    }
-}
+/// Everything but RFC 3986 unreserved characters is encoded in an href:
+/// `:` (a scheme), `/` and `\` (segments), `?` and `#`, `%`, quotes,
+/// controls (a browser strips tabs and newlines from URLs) and non-ASCII.
+const HREF_ENCODE: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
 
 fn html_escape(s: &str, out: &mut String) {
     for c in s.chars() {
@@ -96,8 +37,8 @@ fn html_escape(s: &str, out: &mut String) {
     }
 }
 
-/// Renders an HTML listing for URL path `/rel/`.
-pub fn html(rel: &str, items: &[Item]) -> String {
+/// The HTML page for URL path `/rel/`.
+pub fn html(rel: &str, listing: &Listing) -> String {
     let mut s =
         String::from("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>Index of /");
     html_escape(rel, &mut s);
@@ -107,43 +48,106 @@ pub fn html(rel: &str, items: &[Item]) -> String {
     if !rel.is_empty() {
         s.push_str("<li><a href=\"../\">../</a></li>\n");
     }
-    for it in items {
-        let mut href = Vec::new();
-        crate::http::response::push_encoded_path(&mut href, &it.name);
-        s.push_str("<li><a href=\"");
-        html_escape(&String::from_utf8_lossy(&href), &mut s);
-        if it.dir {
-            s.push('/');
-        }
-        s.push_str("\">");
-        html_escape(&it.name, &mut s);
-        if it.dir {
-            s.push('/');
-        }
+    for e in &listing.entries {
+        let dir = e.kind == EntryKind::Dir;
+        let slash = if dir { "/" } else { "" };
+        // The encoded href has only unreserved characters and `%`: no escaping.
+        let _ = write!(
+            s,
+            "<li><a href=\"./{}{slash}\">",
+            utf8_percent_encode(&e.name, HREF_ENCODE)
+        );
+        html_escape(&e.name, &mut s);
+        s.push_str(slash);
         s.push_str("</a>");
-        if !it.dir {
-            s.push_str(&format!(" {}", it.size));
+        if !dir {
+            let _ = write!(s, " {}", e.size);
         }
         s.push_str("</li>\n");
     }
-    s.push_str("</ul></body></html>\n");
+    s.push_str("</ul>\n");
+    if listing.truncated {
+        let _ = writeln!(
+            s,
+            "<p>Only the first {} entries are shown (listing_max_entries).</p>",
+            listing.entries.len()
+        );
+    }
+    s.push_str("</body></html>\n");
     s
 }
 
-/// Renders a JSON listing.
-pub fn json(items: &[Item]) -> String {
-    let v: Vec<serde_json::Value> = items
+/// The JSON array: `{"name", "type": "file"|"directory", "size", "mtime"}`
+/// (mtime in Unix seconds).
+pub fn json(listing: &Listing) -> String {
+    let v: Vec<serde_json::Value> = listing
+        .entries
         .iter()
-        .map(|i| {
+        .map(|e| {
             serde_json::json!({
-                "name": i.name,
-                "type": if i.dir { "directory" } else { "file" },
-                "size": i.size,
-                "mtime": i.mtime,
+                "name": e.name,
+                "type": if e.kind == EntryKind::Dir { "directory" } else { "file" },
+                "size": e.size,
+                "mtime": e.mtime_ns.div_euclid(1_000_000_000),
             })
         })
         .collect();
     let mut s = serde_json::Value::Array(v).to_string();
     s.push('\n');
     s
+}
+
+/// A weak validator for a rendered listing: a hash of its bytes, so a
+/// client revalidates (`If-None-Match`, 304) instead of downloading a page
+/// that has not changed. Weak, because two renderings that mean the same
+/// (the same entries) are all that is promised, not the same bytes forever.
+pub fn etag(body: &str) -> String {
+    use std::hash::{Hash, Hasher};
+    // DefaultHasher::new() has fixed keys: the same page gives the same tag
+    // across requests, workers and restarts of one build.
+    let mut h = std::hash::DefaultHasher::new();
+    body.hash(&mut h);
+    format!("W/\"{:016x}\"", h.finish())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use filemanager::DirEntry;
+
+    fn listing(names: &[&str]) -> Listing {
+        Listing {
+            entries: names
+                .iter()
+                .map(|n| DirEntry {
+                    name: n.to_string(),
+                    kind: EntryKind::File,
+                    size: 1,
+                    mtime_ns: 0,
+                })
+                .collect(),
+            truncated: false,
+        }
+    }
+
+    #[test]
+    fn hrefs_are_relative_and_encoded() {
+        let page = html("d", &listing(&["javascript:alert(1)", "a b", "<x>", "é"]));
+        assert!(
+            page.contains("href=\"./javascript%3Aalert%281%29\""),
+            "{page}"
+        );
+        assert!(page.contains("href=\"./a%20b\""), "{page}");
+        assert!(page.contains("href=\"./%3Cx%3E\">&lt;x&gt;</a>"), "{page}");
+        assert!(page.contains("href=\"./%C3%A9\""), "{page}");
+        assert!(!page.contains("<x>"));
+    }
+
+    #[test]
+    fn truncation_is_noted() {
+        let mut l = listing(&["a"]);
+        assert!(!html("", &l).contains("first"));
+        l.truncated = true;
+        assert!(html("", &l).contains("Only the first 1 entries"));
+    }
 }

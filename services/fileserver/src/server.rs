@@ -14,7 +14,6 @@
 use crate::accesslog::AccessLogger;
 use crate::config::{Settings, Sources};
 use crate::files::Files;
-use crate::listing::Lister;
 use crate::stats::WorkerStats;
 use std::cell::{Cell, RefCell};
 use std::net::SocketAddr;
@@ -40,8 +39,6 @@ pub struct Live {
 pub struct Shared {
     /// File access beneath the root.
     pub files: Files,
-    /// Directory listings.
-    pub lister: Lister,
     live: RwLock<Arc<Live>>,
     generation: AtomicU64,
     /// One counter block per worker.
@@ -54,8 +51,6 @@ pub struct Shared {
     pub serving: AtomicBool,
     /// Access log lines dropped.
     pub access_dropped: Arc<AtomicU64>,
-    /// multipart/byteranges boundary.
-    pub boundary: String,
     log_threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
 }
 
@@ -216,18 +211,10 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
     let s = args.settings.clone();
     let files = Files::new(&s)
         .map_err(|e| anyhow::anyhow!("cannot open root {}: {e}", s.root.display()))?;
-    let lister = Lister::new(&s)
-        .map_err(|e| anyhow::anyhow!("cannot open root {}: {e}", s.root.display()))?;
     let dropped = Arc::new(AtomicU64::new(0));
     let (live, log_thread) = make_live(&s, &dropped)?;
-    let boundary = format!(
-        "fileserver-{:016x}",
-        (std::process::id() as u64) << 32
-            ^ crate::http::date::now_secs().wrapping_mul(0x9E37_79B9_7F4A_7C15)
-    );
     let shared = Arc::new(Shared {
         files,
-        lister,
         live: RwLock::new(Arc::new(live)),
         generation: AtomicU64::new(0),
         worker_stats: (0..s.workers)
@@ -237,7 +224,6 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
         active_conns: AtomicUsize::new(0),
         serving: AtomicBool::new(false),
         access_dropped: dropped.clone(),
-        boundary,
         log_threads: Mutex::new(log_thread.into_iter().collect()),
     });
 

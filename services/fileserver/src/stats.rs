@@ -3,8 +3,8 @@
 //! `metrics` recorder when `/metrics` is scraped.
 //!
 //! ```text
-//!  worker 0: [codes[15] | other | body_bytes]  (own 128-byte aligned block)
-//!  worker 1: [codes[15] | other | body_bytes]
+//!  worker 0: [codes[16] | other | body_bytes | aborted]  (own 128-byte aligned block)
+//!  worker 1: [codes[16] | other | body_bytes | aborted]
 //!        \___ scrape: sum -> counter!(..).absolute(sum)
 //!  durations: worker-local Vec<f64> -> histogram.record() every 100 ms
 //! ```
@@ -29,6 +29,7 @@ pub struct WorkerStats {
     codes: [AtomicU64; CODES.len()],
     other: AtomicU64,
     body_bytes: AtomicU64,
+    aborted: AtomicU64,
 }
 
 /// Single-writer increment: the owning worker is the only writer, so a
@@ -39,15 +40,20 @@ fn bump(a: &AtomicU64, n: u64) {
 }
 
 impl WorkerStats {
-    /// Counts one response (called only from the owning worker thread).
+    /// Counts one response with the body bytes it sent; `completed` is
+    /// false when the client went away (or a send timed out) midway.
+    /// Called only from the owning worker thread.
     #[inline]
-    pub fn record(&self, code: u16, body_bytes: u64) {
+    pub fn record(&self, code: u16, body_bytes: u64, completed: bool) {
         match CODES.iter().position(|&c| c == code) {
             Some(i) => bump(&self.codes[i], 1),
             None => bump(&self.other, 1),
         }
         if body_bytes > 0 {
             bump(&self.body_bytes, body_bytes);
+        }
+        if !completed {
+            bump(&self.aborted, 1);
         }
     }
 }
@@ -61,6 +67,8 @@ pub struct Totals {
     pub other: u64,
     /// Response body bytes.
     pub body_bytes: u64,
+    /// Responses that did not complete.
+    pub aborted: u64,
 }
 
 /// Sums the workers' blocks.
@@ -72,6 +80,7 @@ pub fn totals(workers: &[std::sync::Arc<WorkerStats>]) -> Totals {
         }
         t.other += w.other.load(Relaxed);
         t.body_bytes += w.body_bytes.load(Relaxed);
+        t.aborted += w.aborted.load(Relaxed);
     }
     t
 }
@@ -80,17 +89,21 @@ pub fn totals(workers: &[std::sync::Arc<WorkerStats>]) -> Totals {
 pub fn describe() {
     metrics::describe_counter!(
         "fileserver_http_requests_total",
-        "HTTP responses sent, by status code."
+        "HTTP responses whose head was sent, by status code (aborted ones included)."
+    );
+    metrics::describe_counter!(
+        "fileserver_http_responses_aborted_total",
+        "Responses that did not complete: the client closed the connection or stopped reading (send_timeout) midway."
     );
     metrics::describe_counter!(
         "fileserver_http_response_body_bytes_total",
         metrics::Unit::Bytes,
-        "Response body bytes sent (HEAD and 304 send none)."
+        "Response body bytes sent, aborted responses included (HEAD and 304 send none)."
     );
     metrics::describe_histogram!(
         "fileserver_http_request_duration_seconds",
         metrics::Unit::Seconds,
-        "Time from a complete request head to the last response byte handed to the kernel."
+        "Time from a complete request head to the last response byte handed to the kernel (or to the failed write that aborted it)."
     );
     metrics::describe_gauge!(
         "fileserver_connections_open",
@@ -117,6 +130,7 @@ pub fn publish(t: &Totals, connections_open: u64) {
     }
     metrics::counter!("fileserver_http_requests_total", "code" => "other").absolute(t.other);
     metrics::counter!("fileserver_http_response_body_bytes_total").absolute(t.body_bytes);
+    metrics::counter!("fileserver_http_responses_aborted_total").absolute(t.aborted);
     metrics::gauge!("fileserver_connections_open").set(connections_open as f64);
 }
 
@@ -155,19 +169,20 @@ mod tests {
             let a = a.clone();
             std::thread::spawn(move || {
                 for _ in 0..1000 {
-                    a.record(200, 10);
+                    a.record(200, 10, true);
                 }
             })
         };
         for _ in 0..500 {
-            b.record(404, 0);
+            b.record(404, 0, true);
         }
-        b.record(299, 1);
+        b.record(299, 1, false);
         ta.join().unwrap();
         let t = totals(&[a, b]);
         assert_eq!(t.codes[0], 1000);
         assert_eq!(t.codes[7], 500);
         assert_eq!(t.other, 1);
         assert_eq!(t.body_bytes, 10_001);
+        assert_eq!(t.aborted, 1);
     }
 }

@@ -446,3 +446,34 @@ fn file_rewritten_in_place_is_not_served_with_stale_length() {
     assert_eq!(r.headers()["content-length"].to_str().unwrap(), "150000");
     assert_eq!(&r.bytes().unwrap()[..], &v2[..]);
 }
+
+/// The documented rule of `within_root` (config comments, operations guide):
+/// the kernel's `RESOLVE_BENEATH` refuses every absolute symlink, even one
+/// whose target lies inside the root; relative links that stay beneath the
+/// root are followed. `follow` reads an absolute target from the root.
+#[test]
+fn within_root_follows_relative_links_and_refuses_absolute_ones() {
+    let tree = Tree::new();
+    tree.write("a.txt", b"inside");
+    let r = &tree.root;
+    std::os::unix::fs::symlink("a.txt", r.join("rel")).unwrap();
+    std::os::unix::fs::symlink(r.join("a.txt"), r.join("abs_in")).unwrap();
+    std::os::unix::fs::symlink("/a.txt", r.join("rooted")).unwrap();
+    let d = Daemon::start(&tree.root, &[]);
+    assert_eq!(d.get_text("/rel"), "inside");
+    assert_eq!(status_of(&get_raw(&d, "/abs_in")), 403);
+    assert_eq!(status_of(&get_raw(&d, "/rooted")), 403);
+    drop(d);
+    let d = Daemon::start(&tree.root, &["--set", "symlinks=follow"]);
+    assert_eq!(
+        d.get_text("/rooted"),
+        "inside",
+        "absolute target read from the root"
+    );
+    assert_eq!(d.get_text("/rel"), "inside");
+    let config = include_str!("../../../config/fileserver.toml");
+    assert!(
+        config.contains("absolute symlinks are refused"),
+        "the config comment states the kernel's rule"
+    );
+}

@@ -727,6 +727,63 @@ fn many_small_requests_on_one_connection_stay_correct() {
     }
 }
 
+#[test]
+fn vary_is_the_same_for_every_response_of_a_negotiated_resource() {
+    let f = fixture(&[]);
+    let etag = etag_of(&f, "/app.js");
+    let cases: [(&str, Vec<(&str, &str)>); 6] = [
+        ("200 without Accept-Encoding", vec![]),
+        ("200 with gzip", vec![("Accept-Encoding", "gzip")]),
+        ("200 identity", vec![("Accept-Encoding", "identity")]),
+        ("206", vec![("Range", "bytes=0-3")]),
+        ("304", vec![("If-None-Match", etag.as_str())]),
+        ("416", vec![("Range", "bytes=9000-")]),
+    ];
+    for (what, headers) in &cases {
+        let r = get(&f, "/app.js", headers);
+        assert_eq!(hdr(r.headers(), "vary"), "Accept-Encoding", "{what}");
+    }
+    let r = client().head(f.d.url("/app.js")).send().unwrap();
+    assert_eq!(hdr(r.headers(), "vary"), "Accept-Encoding", "HEAD");
+    // With precompressed siblings off, nothing depends on Accept-Encoding.
+    let f = fixture(&["--set", "precompressed=false"]);
+    let r = get(&f, "/app.js", &[("Accept-Encoding", "gzip")]);
+    assert!(r.headers().get("vary").is_none());
+}
+
+#[test]
+fn multipart_boundaries_are_fresh_and_absent_from_the_parts() {
+    let f = fixture(&[]);
+    let boundary = |path: &str| {
+        let r = get(&f, path, &[("Range", "bytes=0-1,4-5")]);
+        assert_eq!(r.status(), 206);
+        let ct = hdr(r.headers(), "content-type").to_string();
+        let b = ct.split("boundary=").nth(1).unwrap().to_string();
+        (ct, b, r.bytes().unwrap())
+    };
+    let (_, first, _) = boundary("/small.bin");
+    let (_, second, _) = boundary("/small.bin");
+    assert_ne!(
+        first, second,
+        "a boundary learned from one response is reused"
+    );
+    // A file that carries a boundary seen before cannot forge parts.
+    let planted: Vec<u8> = format!("\r\n--{second}\r\nContent-Range: bytes 0-0/1\r\n\r\nX")
+        .into_bytes()
+        .into_iter()
+        .chain(std::iter::repeat_n(b'.', 64))
+        .collect();
+    f.tree.write("planted.txt", &planted);
+    for _ in 0..20 {
+        let r = get(&f, "/planted.txt", &[("Range", "bytes=0-40,41-60")]);
+        let ct = hdr(r.headers(), "content-type").to_string();
+        let parts = parse_multipart(&ct, &r.bytes().unwrap());
+        assert_eq!(parts.len(), 2, "{ct}");
+        assert_eq!(parts[0].1, planted[0..41].to_vec());
+        assert_eq!(parts[1].1, planted[41..61].to_vec());
+    }
+}
+
 /// Copies `src` to `dst` keeping the mtime to the nanosecond (a replica:
 /// same bytes and times, other device and inode).
 fn replicate(src: &std::path::Path, dst: &std::path::Path) {
