@@ -116,15 +116,23 @@ fn writer(rx: Receiver<String>, out: Box<dyn Write + Send>) {
     let _ = out.flush();
 }
 
-fn lossy(v: Option<&[u8]>) -> String {
-    v.map_or_else(
-        || "-".to_string(),
-        |b| String::from_utf8_lossy(b).into_owned(),
-    )
+/// A client-sent value for a combined-format line, escaped as nginx does:
+/// `"`, `\\`, control bytes and bytes >= 0x7f become `\\xHH`, so a value can
+/// neither end its field nor write terminal escapes into whoever reads the log.
+fn escape_clf(v: &[u8]) -> String {
+    let mut out = String::with_capacity(v.len());
+    for &b in v {
+        if b == b'"' || b == b'\\' || !(0x20..0x7f).contains(&b) {
+            out.push_str(&format!("\\x{b:02X}"));
+        } else {
+            out.push(char::from(b));
+        }
+    }
+    out
 }
 
-fn escape_clf(s: &str) -> String {
-    s.replace('\\', "\\\\").replace('"', "\\\"")
+fn field_or_dash(v: Option<&[u8]>) -> String {
+    v.map_or_else(|| "-".to_string(), escape_clf)
 }
 
 fn clf_time(secs: u64) -> String {
@@ -146,7 +154,7 @@ fn combined(e: &Entry<'_>) -> String {
         Some(r) => format!(
             "{} {} HTTP/1.{}",
             r.method,
-            escape_clf(&String::from_utf8_lossy(r.target)),
+            escape_clf(r.target),
             r.minor_version
         ),
         None => "-".to_string(),
@@ -158,8 +166,8 @@ fn combined(e: &Entry<'_>) -> String {
         request,
         e.status,
         e.bytes,
-        escape_clf(&lossy(e.referer)),
-        escape_clf(&lossy(e.user_agent)),
+        field_or_dash(e.referer),
+        field_or_dash(e.user_agent),
     )
 }
 
@@ -205,12 +213,21 @@ mod tests {
         };
         assert_eq!(
             combined(&e),
-            "127.0.0.1 - - [06/Nov/1994:08:49:37 +0000] \"GET /a\\\"b HTTP/1.1\" 200 12 \"-\" \"curl/8\"\n"
+            "127.0.0.1 - - [06/Nov/1994:08:49:37 +0000] \"GET /a\\x22b HTTP/1.1\" 200 12 \"-\" \"curl/8\"\n"
         );
         let v: serde_json::Value = serde_json::from_str(&json(&e)).unwrap();
         assert_eq!(v["status"], 200);
         assert_eq!(v["target"], "/a\"b");
         assert_eq!(v["completed"], true);
+        let hostile = Entry {
+            user_agent: Some(b"\x1b[31mred\\\"\n\xff"),
+            ..e
+        };
+        assert!(
+            combined(&hostile).ends_with("\"\\x1B[31mred\\x5C\\x22\\x0A\\xFF\"\n"),
+            "{}",
+            combined(&hostile)
+        );
         let rejected = Entry {
             request: None,
             status: 400,
