@@ -69,6 +69,8 @@ pub struct Config {
     pub io_backend: String,
     /// `error`, `warn`, `info`, `debug`, `trace` or a tracing filter.
     pub log_level: String,
+    /// The daemon's own log on stderr: `text` or `json`.
+    pub log_format: String,
     /// `off`, `stdout` or a file path.
     pub access_log: String,
     /// `combined` or `json`.
@@ -124,6 +126,7 @@ impl Default for Config {
             workers: 0,
             io_backend: "auto".into(),
             log_level: "info".into(),
+            log_format: "text".into(),
             access_log: "off".into(),
             access_log_format: "combined".into(),
             symlinks: "within_root".into(),
@@ -213,6 +216,15 @@ pub enum AccessLogFormat {
     Json,
 }
 
+/// Format of the daemon's own log (stderr).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogFormat {
+    /// Human-readable lines (colour only on a terminal).
+    Text,
+    /// One JSON object per event (tracing's JSON formatter).
+    Json,
+}
+
 /// Typed path-cache settings.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[allow(missing_docs)]
@@ -249,6 +261,7 @@ pub struct Settings {
     pub workers: usize,
     pub io_backend: IoBackend,
     pub log_level: String,
+    pub log_format: LogFormat,
     pub access_log: AccessLog,
     pub access_log_format: AccessLogFormat,
     pub symlinks: Symlinks,
@@ -266,16 +279,28 @@ pub struct Settings {
     pub cache: CacheSettings,
 }
 
-/// Parses `10s`, `500ms`, `2m`, `1h` (a bare number is seconds).
+/// Parses `10s`, `500ms`, `2m`, `1h`, `0.5s` (a bare number is seconds)
+/// and humantime's compound forms (`1m30s`, `1h 15m`).
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
+    if let Ok(d) = simple_duration(s) {
+        return Ok(d);
+    }
+    match humantime::parse_duration(s) {
+        Ok(d) if d.as_secs() <= 1_000_000_000 => Ok(d),
+        Ok(_) => Err(format!("`{s}` is out of range")),
+        Err(_) => simple_duration(s),
+    }
+}
+
+fn simple_duration(s: &str) -> Result<Duration, String> {
     let split = s
         .find(|c: char| !c.is_ascii_digit() && c != '.')
         .unwrap_or(s.len());
     let (num, unit) = s.split_at(split);
     let n: f64 = num
         .parse()
-        .map_err(|_| format!("`{s}` is not a duration (examples: 500ms, 10s, 2m)"))?;
+        .map_err(|_| format!("`{s}` is not a duration (examples: 500ms, 10s, 2m, 1m30s)"))?;
     let secs = match unit.trim() {
         "ms" => n / 1000.0,
         "" | "s" => n,
@@ -314,11 +339,7 @@ fn overlay(dst: &mut toml::Table, src: toml::Table, prefix: &str, errors: &mut V
             format!("{prefix}.{k}")
         };
         let Some(slot) = dst.get_mut(&k) else {
-            let known: Vec<&str> = dst.keys().map(|s| s.as_str()).collect();
-            errors.push(err(
-                &key,
-                format!("unknown key (known keys here: {})", known.join(", ")),
-            ));
+            errors.push(err(&key, unknown_key_message(&k, dst.keys())));
             continue;
         };
         match (slot, v) {
@@ -352,6 +373,37 @@ fn overlay(dst: &mut toml::Table, src: toml::Table, prefix: &str, errors: &mut V
             }
         }
     }
+}
+
+/// "unknown key", with the closest known key when one is near (an edit
+/// distance of at most a third of the name), else the list of keys there.
+fn unknown_key_message<'k>(name: &str, known: impl Iterator<Item = &'k String>) -> String {
+    let known: Vec<&str> = known.map(String::as_str).collect();
+    let closest = known
+        .iter()
+        .map(|k| (edit_distance(name, k), *k))
+        .min()
+        .filter(|(d, _)| *d <= name.len().max(3) / 3);
+    match closest {
+        Some((_, k)) => format!("unknown key (did you mean `{k}`?)"),
+        None => format!("unknown key (known keys here: {})", known.join(", ")),
+    }
+}
+
+/// Levenshtein distance (names are short; quadratic is fine).
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            cur[j + 1] = (prev[j] + usize::from(ca != *cb))
+                .min(prev[j + 1] + 1)
+                .min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
 }
 
 /// Every leaf key of the defaults, dotted (`cache.max_entries`).
@@ -399,8 +451,12 @@ fn set_from_str(
             }
         }
     }
+    if !t.contains_key(leaf) {
+        let hint = unknown_key_message(leaf, t.keys());
+        errors.push(err(key, format!("{hint} (from {origin})")));
+        return;
+    }
     let Some(slot) = t.get_mut(leaf) else {
-        errors.push(err(key, format!("unknown key (from {origin})")));
         return;
     };
     let new = match slot {
@@ -447,6 +503,8 @@ pub struct Sources {
     pub env: Vec<(String, String)>,
     /// `(dotted key, value)` from command-line flags.
     pub flags: Vec<(String, String)>,
+    /// `--port`: replaces the port of `listen` from every other source.
+    pub port: Option<u16>,
 }
 
 impl Sources {
@@ -472,13 +530,13 @@ pub fn parse_file_text(text: &str) -> Result<Config, Vec<ConfigError>> {
     finish(table, errors).map(|(c, _)| c)
 }
 
+/// Converts the merged table and validates every value, so one run reports
+/// every problem: unknown keys and type mismatches found while merging (their
+/// keys keep the default) together with the values `validate` rejects.
 fn finish(
     table: toml::Table,
     mut errors: Vec<ConfigError>,
 ) -> Result<(Config, Settings), Vec<ConfigError>> {
-    if !errors.is_empty() {
-        return Err(errors);
-    }
     let config: Config = match toml::Value::Table(table).try_into() {
         Ok(c) => c,
         Err(e) => {
@@ -486,8 +544,14 @@ fn finish(
             return Err(errors);
         }
     };
-    let settings = config.validate()?;
-    Ok((config, settings))
+    match config.validate() {
+        Ok(settings) if errors.is_empty() => Ok((config, settings)),
+        Ok(_) => Err(errors),
+        Err(more) => {
+            errors.extend(more);
+            Err(errors)
+        }
+    }
 }
 
 /// Loads and validates a configuration from all sources.
@@ -525,6 +589,10 @@ pub fn load(sources: &Sources) -> Result<(Config, Settings), Vec<ConfigError>> {
     for (key, value) in &sources.flags {
         set_from_str(&mut table, key, value, "command line", &mut errors);
     }
+    if let (Some(port), Some(toml::Value::String(listen))) = (sources.port, table.get("listen")) {
+        let listen = with_port(listen, port);
+        table.insert("listen".into(), toml::Value::String(listen));
+    }
     finish(table, errors)
 }
 
@@ -538,17 +606,53 @@ pub fn unknown_env(env: &[(String, String)]) -> Vec<String> {
         .collect()
 }
 
-fn parse_addr(key: &str, v: &str, errors: &mut Vec<ConfigError>) -> SocketAddr {
-    match v.parse::<SocketAddr>() {
-        Ok(a) => a,
-        Err(_) => {
-            errors.push(err(
-                key,
-                format!("`{v}` is not an address like 127.0.0.1:8080 or [::1]:8080"),
-            ));
-            SocketAddr::from(([127, 0, 0, 1], 0))
-        }
+/// `listen` with its port replaced (`host:8080` -> `host:PORT`, `8080` ->
+/// `:PORT`).
+fn with_port(listen: &str, port: u16) -> String {
+    let host = match listen.rsplit_once(':') {
+        Some((host, _)) if !listen.ends_with(']') => host,
+        _ if listen.bytes().all(|b| b.is_ascii_digit()) => "",
+        _ => listen,
+    };
+    format!("{host}:{port}")
+}
+
+/// Parses a listen address: `host:port` (a name is resolved; the first
+/// address wins), `[v6]:port`, or `PORT` / `:PORT` for every IPv4
+/// interface, as nginx's `listen 8080` and Caddy's `:8080` mean.
+pub fn parse_listen(v: &str) -> Result<SocketAddr, String> {
+    let v = v.trim();
+    if let Ok(a) = v.parse::<SocketAddr>() {
+        return Ok(a);
     }
+    let port_only = v.strip_prefix(':').unwrap_or(v);
+    if !port_only.is_empty() && port_only.bytes().all(|b| b.is_ascii_digit()) {
+        return port_only
+            .parse::<u16>()
+            .map(|p| SocketAddr::from(([0, 0, 0, 0], p)))
+            .map_err(|_| format!("`{v}`: port out of range (0-65535)"));
+    }
+    let forms = "use host:port, [v6]:port, :port or port";
+    let Some((host, port)) = v.rsplit_once(':') else {
+        return Err(format!("`{v}` has no port ({forms})"));
+    };
+    let port: u16 = port
+        .parse()
+        .map_err(|_| format!("`{v}`: `{port}` is not a port ({forms})"))?;
+    use std::net::ToSocketAddrs;
+    match (host, port).to_socket_addrs() {
+        Ok(mut addrs) => addrs
+            .next()
+            .ok_or_else(|| format!("`{host}` resolves to no address")),
+        Err(e) => Err(format!("cannot resolve `{host}`: {e} ({forms})")),
+    }
+}
+
+fn parse_addr(key: &str, v: &str, errors: &mut Vec<ConfigError>) -> SocketAddr {
+    parse_listen(v).unwrap_or_else(|e| {
+        errors.push(err(key, e));
+        SocketAddr::from(([127, 0, 0, 1], 0))
+    })
 }
 
 fn dur(key: &str, v: &str, errors: &mut Vec<ConfigError>) -> Duration {
@@ -623,6 +727,14 @@ impl Config {
                     format!("`{o}` is not one of combined, json"),
                 ));
                 AccessLogFormat::Combined
+            }
+        };
+        let log_format = match self.log_format.as_str() {
+            "text" => LogFormat::Text,
+            "json" => LogFormat::Json,
+            o => {
+                e.push(err("log_format", format!("`{o}` is not one of text, json")));
+                LogFormat::Text
             }
         };
         let symlinks = match self.symlinks.as_str() {
@@ -705,6 +817,7 @@ impl Config {
             workers,
             io_backend,
             log_level: self.log_level.clone(),
+            log_format,
             access_log,
             access_log_format,
             symlinks,
@@ -764,6 +877,7 @@ mod tests {
                 ("FILESERVER_CACHE_MAX_ENTRIES".into(), "9".into()),
             ],
             flags: vec![("workers".into(), "6".into())],
+            ..Sources::default()
         })
         .unwrap();
         assert_eq!(c.workers, 6);
@@ -781,11 +895,16 @@ mod tests {
         assert!(keys.contains(&"wokers"), "{errs:?}");
         assert!(keys.contains(&"max_ranges"), "{errs:?}");
         assert!(keys.contains(&"cache.bogus"), "{errs:?}");
-        // Type errors stop before semantic checks; fix them and semantics show up.
-        let errs =
-            parse_file_text("listen = \"nope\"\n[cache]\nvalid = \"3 parsecs\"\n").unwrap_err();
-        let keys: Vec<&str> = errs.iter().map(|e| e.key.as_str()).collect();
-        assert_eq!(keys, vec!["listen", "cache.valid"], "{errs:?}");
+        // One run: unknown keys and type errors together with bad values.
+        assert!(keys.contains(&"listen"), "{errs:?}");
+        assert!(keys.contains(&"cache.valid"), "{errs:?}");
+        let wokers = errs.iter().find(|e| e.key == "wokers").unwrap();
+        assert!(
+            wokers.to_string().contains("did you mean `workers`?"),
+            "{wokers}"
+        );
+        let bogus = errs.iter().find(|e| e.key == "cache.bogus").unwrap();
+        assert!(bogus.to_string().contains("known keys here"), "{bogus}");
     }
 
     #[test]
@@ -805,9 +924,39 @@ mod tests {
     }
 
     #[test]
+    fn listen_forms() {
+        let a = |v: &str| parse_listen(v).unwrap().to_string();
+        assert_eq!(a("127.0.0.1:80"), "127.0.0.1:80");
+        assert_eq!(a("[::1]:8080"), "[::1]:8080");
+        assert_eq!(a(":8080"), "0.0.0.0:8080");
+        assert_eq!(a("8080"), "0.0.0.0:8080");
+        assert!(parse_listen("localhost:8080").unwrap().ip().is_loopback());
+        for bad in ["", "nope", "host:", "1.2.3.4:99999", "99999", "[::1]:x"] {
+            assert!(parse_listen(bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(with_port("127.0.0.1:8080", 9), "127.0.0.1:9");
+        assert_eq!(with_port("[::1]:8080", 9), "[::1]:9");
+        assert_eq!(with_port("[::1]", 9), "[::1]:9");
+        assert_eq!(with_port("8080", 9), ":9");
+        assert_eq!(with_port("localhost", 9), "localhost:9");
+    }
+
+    #[test]
+    fn unknown_keys_suggest_the_nearest() {
+        let msg = unknown_key_message("max_range", [String::from("max_ranges")].iter());
+        assert!(msg.contains("did you mean `max_ranges`?"), "{msg}");
+        let msg = unknown_key_message("zzz", [String::from("max_ranges")].iter());
+        assert!(msg.contains("known keys here: max_ranges"), "{msg}");
+        assert_eq!(edit_distance("wokers", "workers"), 1);
+        assert_eq!(edit_distance("", "abc"), 3);
+    }
+
+    #[test]
     fn durations() {
-        assert_eq!(parse_duration("10s").unwrap(), Duration::from_secs(10));
+        assert_eq!(parse_duration("1m30s").unwrap(), Duration::from_secs(90));
         assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
+        assert_eq!(parse_duration("1h 15m").unwrap(), Duration::from_secs(4500));
+        assert_eq!(parse_duration("10s").unwrap(), Duration::from_secs(10));
         assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
         assert!(parse_duration("x").is_err());
         assert!(parse_duration("3 parsecs").is_err());

@@ -35,17 +35,29 @@ use std::path::PathBuf;
 
 /// Command line. Every flag is also a config key and a `FILESERVER_<KEY>` variable.
 #[derive(Parser, Debug)]
-#[command(name = "fileserver", version, about = "HTTP/1.1 static file server")]
+#[command(
+    name = "fileserver",
+    version,
+    about = "HTTP/1.1 static file server",
+    args_conflicts_with_subcommands = true
+)]
 pub struct Cli {
     /// Subcommand (default: serve).
     #[command(subcommand)]
     pub cmd: Option<Cmd>,
+    /// Directory to serve (the same as --root)
+    #[arg(value_name = "DIR", conflicts_with = "root")]
+    pub dir: Option<String>,
     /// Directory to serve [key: root; default .]
     #[arg(long, value_name = "DIR")]
     pub root: Option<String>,
-    /// Address to serve HTTP on [key: listen; default 127.0.0.1:8080]
+    /// Address to serve HTTP on: host:port, [v6]:port, or :port / port for
+    /// every interface [key: listen; default 127.0.0.1:8080]
     #[arg(long, value_name = "ADDR")]
     pub listen: Option<String>,
+    /// Port to serve HTTP on, keeping the host of `listen` (127.0.0.1 by default)
+    #[arg(short, long, value_name = "PORT", conflicts_with = "listen")]
+    pub port: Option<u16>,
     /// Address for /metrics, /healthz, /readyz [key: admin_listen; default 127.0.0.1:8081]
     #[arg(long, value_name = "ADDR")]
     pub admin_listen: Option<String>,
@@ -79,6 +91,13 @@ pub enum Cmd {
     },
     /// Print every config key with its environment variable name.
     Keys,
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff), e.g. `fileserver man | man -l -`.
+    Man,
 }
 
 impl Cli {
@@ -87,6 +106,7 @@ impl Cli {
         let mut v = Vec::new();
         for (k, val) in [
             ("root", &self.root),
+            ("root", &self.dir),
             ("listen", &self.listen),
             ("admin_listen", &self.admin_listen),
             ("workers", &self.workers),
@@ -111,20 +131,38 @@ impl Cli {
 type LogHandle =
     tracing_subscriber::reload::Handle<tracing_subscriber::EnvFilter, tracing_subscriber::Registry>;
 
-fn init_logging(level: &str) -> LogHandle {
+/// The daemon's own log on stderr: `text` with colour only when stderr is a
+/// terminal (a file or the journal gets no escape codes), or `json`.
+fn init_logging(level: &str, format: config::LogFormat) -> LogHandle {
+    use std::io::IsTerminal;
     use tracing_subscriber::prelude::*;
     let filter = tracing_subscriber::EnvFilter::try_new(level)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let (layer, handle) = tracing_subscriber::reload::Layer::new(filter);
-    let _ = tracing_subscriber::registry()
-        .with(layer)
-        .with(
-            tracing_subscriber::fmt::layer()
-                .with_writer(std::io::stderr)
-                .with_target(false),
-        )
-        .try_init();
+    let fmt = tracing_subscriber::fmt::layer()
+        .with_writer(std::io::stderr)
+        .with_target(false);
+    let registry = tracing_subscriber::registry().with(layer);
+    let _ = match format {
+        config::LogFormat::Text => registry
+            .with(fmt.with_ansi(std::io::stderr().is_terminal()))
+            .try_init(),
+        config::LogFormat::Json => registry.with(fmt.json().with_ansi(false)).try_init(),
+    };
     handle
+}
+
+/// Writes `text` to stdout; a closed pipe ends quietly (exit 0, as `head` expects).
+fn print_all(text: &[u8]) -> i32 {
+    use std::io::Write;
+    match std::io::stdout().lock().write_all(text) {
+        Ok(()) => 0,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => 0,
+        Err(e) => {
+            eprintln!("fileserver: {e}");
+            1
+        }
+    }
 }
 
 /// The binary's entry point; returns the process exit code.
@@ -160,6 +198,23 @@ pub fn main_entry() -> i32 {
             }
             return 0;
         }
+        Some(Cmd::Completions { shell }) => {
+            use clap::CommandFactory;
+            // Rendered into memory first: clap_complete panics on a write
+            // error, and `| head` closing the pipe is no reason to panic.
+            let mut text = Vec::new();
+            clap_complete::generate(*shell, &mut Cli::command(), "fileserver", &mut text);
+            return print_all(&text);
+        }
+        Some(Cmd::Man) => {
+            use clap::CommandFactory;
+            let mut text = Vec::new();
+            if let Err(e) = clap_mangen::Man::new(Cli::command()).render(&mut text) {
+                eprintln!("fileserver: {e}");
+                return 1;
+            }
+            return print_all(&text);
+        }
         None => {}
     }
     let flags = match cli.flag_overrides() {
@@ -174,7 +229,12 @@ pub fn main_entry() -> i32 {
         .config
         .clone()
         .or_else(|| std::env::var_os("FILESERVER_CONFIG").map(PathBuf::from));
-    let sources = config::Sources { file, env, flags };
+    let sources = config::Sources {
+        file,
+        env,
+        flags,
+        port: cli.port,
+    };
     let settings = match config::load(&sources) {
         Ok((_, s)) => s,
         Err(errors) => {
@@ -184,7 +244,7 @@ pub fn main_entry() -> i32 {
             return 2;
         }
     };
-    let log = init_logging(&settings.log_level);
+    let log = init_logging(&settings.log_level, settings.log_format);
     for name in config::unknown_env(&sources.env) {
         tracing::warn!("ignoring environment variable {name}: no such key (see `fileserver keys`)");
     }
@@ -200,8 +260,9 @@ pub fn main_entry() -> i32 {
     }) {
         Ok(code) => code,
         Err(e) => {
+            // One plain line on stderr (where the log goes too), not the
+            // same error twice.
             eprintln!("fileserver: {e:#}");
-            tracing::error!("{e:#}");
             1
         }
     }

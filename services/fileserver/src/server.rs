@@ -209,8 +209,8 @@ impl std::fmt::Debug for RunArgs {
 /// Runs the daemon until SIGTERM/SIGINT; returns the process exit code.
 pub fn run(args: RunArgs) -> anyhow::Result<i32> {
     let s = args.settings.clone();
-    let files = Files::new(&s)
-        .map_err(|e| anyhow::anyhow!("cannot open root {}: {e}", s.root.display()))?;
+    // The error already names the root ("cannot open root DIR: ...").
+    let files = Files::new(&s)?;
     let dropped = Arc::new(AtomicU64::new(0));
     let (live, log_thread) = make_live(&s, &dropped)?;
     let shared = Arc::new(Shared {
@@ -273,9 +273,10 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
     }
     shared.serving.store(true, Relaxed);
     tracing::info!(%http_addr, %admin_addr, root = %root.display(), workers = s.workers, backend, why, fd_limit, "starting");
+    // On stderr, beside the log: stdout may carry the access log.
     {
         use std::io::Write;
-        let mut out = std::io::stdout().lock();
+        let mut out = std::io::stderr().lock();
         let _ = writeln!(
             out,
             "listening http={http_addr} admin={admin_addr} workers={} backend={backend} fd_limit={fd_limit} root={}",
@@ -402,6 +403,7 @@ fn reload(
         ("fd_budget", new.fd_budget != started.fd_budget),
         ("fd_headroom", new.fd_headroom != started.fd_headroom),
         ("inline_opens", new.inline_opens != started.inline_opens),
+        ("log_format", new.log_format != started.log_format),
     ] {
         if changed {
             tracing::warn!("reload: `{key}` changed but only takes effect after a restart");

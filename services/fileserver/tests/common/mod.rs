@@ -1,7 +1,7 @@
 //! Shared helpers for tests that run the real `fileserver` binary on loopback.
 //!
 //! Other test files use it with `mod common;`. The daemon prints one start
-//! line on stdout:
+//! line on stderr:
 //!
 //! ```text
 //! listening http=127.0.0.1:PORT admin=127.0.0.1:PORT workers=N backend=KIND fd_limit=N root=/abs/path
@@ -70,7 +70,7 @@ pub struct Daemon {
     pub admin: SocketAddr,
     /// Everything the daemon wrote to stderr so far.
     pub stderr: Arc<Mutex<String>>,
-    /// Stdout lines after the start line (access log on stdout).
+    /// Stdout lines (the access log, with `--access-log stdout`).
     pub stdout: Arc<Mutex<Vec<String>>>,
 }
 
@@ -106,29 +106,29 @@ impl Daemon {
         let stderr = child.stderr.take().unwrap();
         let err_buf = Arc::new(Mutex::new(String::new()));
         let out_lines = Arc::new(Mutex::new(Vec::new()));
+        // The start line comes on stderr, among the log lines.
+        let (tx, rx) = mpsc::channel();
         {
             let err_buf = err_buf.clone();
             std::thread::spawn(move || {
+                let mut sent = false;
                 for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                    if !sent {
+                        if let Some(s) = parse_start_line(&line) {
+                            let _ = tx.send(s);
+                            sent = true;
+                        }
+                    }
                     let mut b = err_buf.lock().unwrap();
                     b.push_str(&line);
                     b.push('\n');
                 }
             });
         }
-        let (tx, rx) = mpsc::channel();
         {
             let out_lines = out_lines.clone();
             std::thread::spawn(move || {
-                let mut sent = false;
                 for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                    if !sent {
-                        if let Some(s) = parse_start_line(&line) {
-                            let _ = tx.send(s);
-                            sent = true;
-                            continue;
-                        }
-                    }
                     out_lines.lock().unwrap().push(line);
                 }
             });

@@ -1,0 +1,217 @@
+//! The command line as people type it first: a positional root, `-p`, the
+//! listen forms of nginx and Caddy, humantime durations, every config error
+//! in one run, one clear line for a missing root, completions and a man page,
+//! and the daemon's own log (no colour off a terminal, JSON on request).
+
+mod common;
+
+use common::{bin, Daemon, Tree};
+use std::process::{Command, Stdio};
+
+/// Starts the daemon with exactly `args` (no `--root`/`--listen` defaults).
+fn daemon(args: &[&str]) -> Daemon {
+    let mut cmd = Command::new(bin());
+    cmd.args(args).args(["--workers", "2"]);
+    Daemon::spawn(cmd)
+}
+
+#[test]
+fn positional_root_and_port_flag() {
+    let tree = Tree::new();
+    tree.write("a.txt", b"positional");
+    let root = tree.root.to_str().unwrap();
+    let d = daemon(&[root, "-p", "0", "--admin-listen", "127.0.0.1:0"]);
+    assert_eq!(d.start.root, std::fs::canonicalize(&tree.root).unwrap());
+    assert_eq!(
+        d.http.ip().to_string(),
+        "127.0.0.1",
+        "-p keeps the default host"
+    );
+    assert_eq!(d.get_text("/a.txt"), "positional");
+    drop(d);
+    // --port keeps the host given in the file or the environment.
+    let mut cmd = Command::new(bin());
+    cmd.args([root, "--port", "0", "--admin-listen", "127.0.0.1:0"])
+        .env("FILESERVER_LISTEN", "[::1]:8080");
+    let d = Daemon::spawn(cmd);
+    assert_eq!(d.http.ip().to_string(), "::1");
+    // A positional root and --root together are refused.
+    let out = Command::new(bin())
+        .args([root, "--root", root])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot be used with"));
+}
+
+#[test]
+fn listen_takes_names_ports_and_bracketed_v6() {
+    let tree = Tree::new();
+    let root = tree.root.to_str().unwrap();
+    for (listen, ip) in [
+        ("localhost:0", None),
+        ("[::1]:0", Some("::1")),
+        (":0", Some("0.0.0.0")),
+        ("0", Some("0.0.0.0")),
+    ] {
+        let d = daemon(&[root, "--listen", listen, "--admin-listen", "127.0.0.1:0"]);
+        match ip {
+            Some(ip) => assert_eq!(d.http.ip().to_string(), ip, "{listen}"),
+            None => assert!(d.http.ip().is_loopback(), "{listen}: {}", d.http),
+        }
+        assert_ne!(d.http.port(), 0);
+    }
+    let out = Command::new(bin())
+        .args([root, "--listen", "localhost:http"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("`listen`") && err.contains("not a port"),
+        "{err}"
+    );
+}
+
+#[test]
+fn humantime_durations_are_accepted() {
+    let tree = Tree::new();
+    let root = tree.root.to_str().unwrap();
+    let d = daemon(&[
+        root,
+        "-p",
+        "0",
+        "--admin-listen",
+        "127.0.0.1:0",
+        "--set",
+        "keepalive_timeout=1m30s",
+        "--set",
+        "cache.valid=250ms",
+    ]);
+    assert!(d.http.port() != 0);
+}
+
+#[test]
+fn check_config_reports_every_error_in_one_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(
+        &bad,
+        "wokers = 2\nmax_ranges = 0\nheader_read_timeout = \"soon\"\n[cache]\nmax_entires = 5\n",
+    )
+    .unwrap();
+    let out = Command::new(bin())
+        .arg("check-config")
+        .arg(&bad)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    for want in [
+        "`wokers`: unknown key (did you mean `workers`?)",
+        "`cache.max_entires`: unknown key (did you mean `max_entries`?)",
+        "`max_ranges`: 0 is out of range",
+        "`header_read_timeout`",
+        "4 error(s)",
+    ] {
+        assert!(err.contains(want), "missing {want:?} in:\n{err}");
+    }
+}
+
+#[test]
+fn a_missing_root_is_one_clear_line() {
+    let out = Command::new(bin())
+        .args([
+            "/nonexistent/site",
+            "-p",
+            "0",
+            "--admin-listen",
+            "127.0.0.1:0",
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(
+        lines,
+        vec!["fileserver: cannot open root /nonexistent/site: No such file or directory (os error 2)"],
+        "{err}"
+    );
+}
+
+#[test]
+fn completions_and_man_page() {
+    for shell in ["bash", "zsh", "fish"] {
+        let out = Command::new(bin())
+            .args(["completions", shell])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{shell}");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.contains("fileserver") && text.contains("check-config"),
+            "{shell}"
+        );
+        assert!(text.contains("listen") && text.contains("port"), "{shell}");
+    }
+    let out = Command::new(bin()).arg("man").output().unwrap();
+    assert!(out.status.success());
+    let man = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        man.starts_with(".ie") || man.contains(".TH fileserver"),
+        "{man}"
+    );
+    assert!(man.contains("\\-\\-listen"), "{man}");
+}
+
+#[test]
+fn completions_into_a_closed_pipe_do_not_panic() {
+    let mut child = Command::new(bin())
+        .args(["completions", "bash"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn log_has_no_colour_off_a_terminal_and_can_be_json() {
+    let tree = Tree::new();
+    let root = tree.root.to_str().unwrap();
+    let d = daemon(&[root, "-p", "0", "--admin-listen", "127.0.0.1:0"]);
+    assert!(d.wait_stderr("starting", std::time::Duration::from_secs(5)));
+    let text = d.stderr_text();
+    assert!(
+        !text.contains('\x1b'),
+        "ANSI escapes in a piped log:\n{text}"
+    );
+    drop(d);
+    let d = daemon(&[
+        root,
+        "-p",
+        "0",
+        "--admin-listen",
+        "127.0.0.1:0",
+        "--set",
+        "log_format=json",
+    ]);
+    assert!(d.wait_stderr("starting", std::time::Duration::from_secs(5)));
+    let text = d.stderr_text();
+    let mut events = 0;
+    for line in text.lines().filter(|l| !l.starts_with("listening ")) {
+        let v: serde_json::Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line:?}"));
+        assert!(
+            v["level"].is_string() && v["fields"]["message"].is_string(),
+            "{v}"
+        );
+        events += 1;
+    }
+    assert!(events >= 2, "{text}");
+}
