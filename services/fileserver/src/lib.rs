@@ -51,9 +51,14 @@ pub struct Cli {
     /// Directory to serve [key: root; default .]
     #[arg(long, value_name = "DIR")]
     pub root: Option<String>,
-    /// Address to serve HTTP on: host:port, [v6]:port, or :port / port for
-    /// every interface [key: listen; default 127.0.0.1:8080]
-    #[arg(long, value_name = "ADDR")]
+    /// Address to serve HTTP on: `host:port`, `[v6]:port`, or `:port` /
+    /// `port` for every interface [key: listen; default 127.0.0.1:8080]
+    #[arg(
+        long,
+        value_name = "ADDR",
+        help = "Address to serve HTTP on: host:port, [v6]:port, or :port / port for every \
+                interface [key: listen; default 127.0.0.1:8080]"
+    )]
     pub listen: Option<String>,
     /// Port to serve HTTP on, keeping the host of `listen` (127.0.0.1 by default)
     #[arg(short, long, value_name = "PORT", conflicts_with = "listen")]
