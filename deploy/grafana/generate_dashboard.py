@@ -61,7 +61,7 @@ panel("5xx ratio", "Share of responses with a 5xx status. Alert above 1% (Filese
       [(f'sum(rate(fileserver_http_requests_total{{{SEL}, code=~"5.."}}[{RI}])) / sum(rate(fileserver_http_requests_total{{{SEL}}}[{RI}]))', "5xx")],
       16, 1, w=4, h=4, kind="stat", unit="percentunit", extra=thresholds((None, "green"), (0.01, "red")))
 panel("I/O backend", "The file I/O backend each instance runs (io_uring, or the blocking pool when io_uring is unavailable or denied by seccomp).",
-      [(f'count by (backend) (fileserver_io_backend{{{SEL}}})', "{{backend}}")], 20, 1, w=4, h=4, kind="stat")
+      [(f'count by (backend) (fileserver_io_backend_info{{{SEL}}})', "{{backend}}")], 20, 1, w=4, h=4, kind="stat")
 
 # --- HTTP
 row("HTTP", 5)
@@ -73,10 +73,13 @@ panel("Latency quantiles", "Request duration quantiles from the fileserver_http_
       [(f'sum(rate(fileserver_http_request_duration_seconds_sum{{{SEL}}}[{RI}])) / sum(rate(fileserver_http_request_duration_seconds_count{{{SEL}}}[{RI}]))', "mean")],
       12, 6, unit="s")
 panel("Response body bytes/s", "Body bytes sent per second (fileserver_http_response_body_bytes_total), per instance.",
-      [(f'sum by (instance) (rate(fileserver_http_response_body_bytes_total{{{SEL}}}[{RI}]))', "{{instance}}")], 0, 14, unit="Bps")
+      [(f'sum by (instance) (rate(fileserver_http_response_body_bytes_total{{{SEL}}}[{RI}]))', "{{instance}}")], 0, 14, w=8, unit="Bps")
 panel("Open connections", "Client connections open per instance (fileserver_connections_open).",
       [(f'fileserver_connections_open{{{SEL}}}', "{{instance}}"),
-       (f'sum by (instance) (rate(fileserver_access_log_dropped_total{{{SEL}}}[{RI}]))', "access log lines dropped/s {{instance}}")], 12, 14)
+       (f'sum by (instance) (rate(fileserver_access_log_dropped_total{{{SEL}}}[{RI}]))', "access log lines dropped/s {{instance}}")], 8, 14, w=8)
+panel("Requests by method, aborted", "Responses per second by method (GET, HEAD, other), and responses the client abandoned midway (fileserver_http_responses_aborted_total).",
+      [(f'sum by (method) (rate(fileserver_http_requests_total{{{SEL}}}[{RI}]))', "{{method}}"),
+       (f'sum(rate(fileserver_http_responses_aborted_total{{{SEL}}}[{RI}]))', "aborted")], 16, 14, w=8, unit="reqps")
 
 # --- cache
 row("Path cache", 22)

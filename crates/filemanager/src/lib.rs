@@ -1128,7 +1128,7 @@ impl FileManager {
         }
         metrics::counter!(n("read_bytes_total")).absolute(st.io.read_bytes);
         metrics::counter!(n("reaper_batches_total")).absolute(st.reaper_batches);
-        metrics::gauge!(n("io_backend"), "backend" => st.backend.to_string()).set(1.0);
+        metrics::gauge!(n("io_backend_info"), "backend" => st.backend.to_string()).set(1.0);
     }
 
     fn describe(&self, prefix: &str) {
@@ -1220,7 +1220,7 @@ impl FileManager {
             "Reaper passes that released at least one descriptor."
         );
         describe_gauge!(
-            n("io_backend"),
+            n("io_backend_info"),
             "The I/O backend that runs (label backend), always 1."
         );
     }

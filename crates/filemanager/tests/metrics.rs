@@ -88,7 +88,7 @@ fn export_metrics_renders_every_name_with_help() {
         assert_eq!(
             value(
                 &text,
-                &format!("fileserver_io_backend{{backend=\"{label}\"}}")
+                &format!("fileserver_io_backend_info{{backend=\"{label}\"}}")
             ),
             1.0
         );

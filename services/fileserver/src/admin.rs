@@ -18,7 +18,25 @@ pub fn install_recorder() -> anyhow::Result<PrometheusHandle> {
         )?
         .install_recorder()?;
     stats::describe();
+    process_metrics().describe();
+    metrics::describe_gauge!(
+        "fileserver_build_info",
+        "Always 1; the labels say which build runs (version, git commit)."
+    );
+    metrics::gauge!(
+        "fileserver_build_info",
+        "version" => env!("CARGO_PKG_VERSION"),
+        "commit" => env!("BUILD_GIT_COMMIT")
+    )
+    .set(1.0);
     Ok(handle)
+}
+
+/// The standard `process_*` metrics (CPU seconds, resident memory, open and
+/// maximum fds, start time, threads), read from /proc at each scrape.
+fn process_metrics() -> &'static metrics_process::Collector {
+    static COLLECTOR: std::sync::OnceLock<metrics_process::Collector> = std::sync::OnceLock::new();
+    COLLECTOR.get_or_init(metrics_process::Collector::default)
 }
 
 /// Refreshes counters from the per-worker blocks and renders the exposition.
@@ -33,6 +51,7 @@ pub fn render(shared: &Shared, handle: &PrometheusHandle) -> String {
     metrics::counter!("fileserver_access_log_dropped_total")
         .absolute(shared.access_dropped.load(Relaxed));
     shared.files.export_metrics("fileserver");
+    process_metrics().collect();
     handle.run_upkeep();
     handle.render()
 }

@@ -16,6 +16,7 @@ use crate::http::range::{parse_range, ByteRange, RangeOutcome};
 use crate::http::request::{parse_request, Method, Request};
 use crate::http::response::{header, push_encoded_path, push_u64, reason, status_line};
 use crate::server::{Live, Worker};
+use crate::stats::MethodLabel;
 use rustix::fd::{AsFd, BorrowedFd};
 use std::io::{self, IoSlice};
 use std::net::SocketAddr;
@@ -255,7 +256,12 @@ impl Conn {
             return;
         }
         let duration = t0.elapsed();
-        self.w.stats.record(status, body, completed);
+        let method = match req.map(Request::method) {
+            Some(Method::Get) => MethodLabel::Get,
+            Some(Method::Head) => MethodLabel::Head,
+            _ => MethodLabel::Other,
+        };
+        self.w.stats.record(method, status, body, completed);
         self.w.record_duration(duration);
         if let Some(log) = &self.live.access {
             log.log(&crate::accesslog::Entry {

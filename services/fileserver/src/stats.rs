@@ -3,18 +3,43 @@
 //! `metrics` recorder when `/metrics` is scraped.
 //!
 //! ```text
-//!  worker 0: [codes[16] | other | body_bytes | aborted]  (own 128-byte aligned block)
-//!  worker 1: [codes[16] | other | body_bytes | aborted]
+//!  worker 0: [responses[method 3][code 16 + other] | body_bytes | aborted]  (own aligned block)
+//!  worker 1: [responses[method 3][code 16 + other] | body_bytes | aborted]
 //!        \___ scrape: sum -> counter!(..).absolute(sum)
 //!  durations: worker-local Vec<f64> -> histogram.record() every 100 ms
 //! ```
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-/// Status codes with their own counter slot.
+/// Status codes with their own counter slot; the rest count as `other`.
 pub const CODES: [u16; 16] = [
     200, 204, 206, 301, 304, 400, 403, 404, 405, 408, 412, 416, 431, 500, 503, 505,
 ];
+
+/// The `method` label: GET, HEAD and everything else, so a client cannot
+/// mint series by inventing methods.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MethodLabel {
+    /// GET.
+    Get,
+    /// HEAD.
+    Head,
+    /// Any other method, and heads rejected before their method was known.
+    Other,
+}
+
+impl MethodLabel {
+    const ALL: [MethodLabel; 3] = [MethodLabel::Get, MethodLabel::Head, MethodLabel::Other];
+
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MethodLabel::Get => "GET",
+            MethodLabel::Head => "HEAD",
+            MethodLabel::Other => "other",
+        }
+    }
+}
 
 /// Histogram bucket bounds for request duration, seconds.
 pub const DURATION_BUCKETS: [f64; 14] = [
@@ -22,12 +47,14 @@ pub const DURATION_BUCKETS: [f64; 14] = [
     5.0,
 ];
 
+/// One slot per entry of [`CODES`], then `other`.
+const CODE_SLOTS: usize = CODES.len() + 1;
+
 /// Per-worker counters.
 #[derive(Debug, Default)]
 #[repr(align(128))]
 pub struct WorkerStats {
-    codes: [AtomicU64; CODES.len()],
-    other: AtomicU64,
+    responses: [[AtomicU64; CODE_SLOTS]; 3],
     body_bytes: AtomicU64,
     aborted: AtomicU64,
 }
@@ -39,16 +66,17 @@ fn bump(a: &AtomicU64, n: u64) {
     a.store(a.load(Relaxed).wrapping_add(n), Relaxed);
 }
 
+fn code_slot(code: u16) -> usize {
+    CODES.iter().position(|&c| c == code).unwrap_or(CODES.len())
+}
+
 impl WorkerStats {
     /// Counts one response with the body bytes it sent; `completed` is
     /// false when the client went away (or a send timed out) midway.
     /// Called only from the owning worker thread.
     #[inline]
-    pub fn record(&self, code: u16, body_bytes: u64, completed: bool) {
-        match CODES.iter().position(|&c| c == code) {
-            Some(i) => bump(&self.codes[i], 1),
-            None => bump(&self.other, 1),
-        }
+    pub fn record(&self, method: MethodLabel, code: u16, body_bytes: u64, completed: bool) {
+        bump(&self.responses[method as usize][code_slot(code)], 1);
         if body_bytes > 0 {
             bump(&self.body_bytes, body_bytes);
         }
@@ -61,24 +89,31 @@ impl WorkerStats {
 /// Sums of all workers' counters.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Totals {
-    /// Responses per entry of [`CODES`].
-    pub codes: [u64; CODES.len()],
-    /// Responses with any other code.
-    pub other: u64,
+    /// Responses by method and code slot ([`CODES`], then other).
+    pub responses: [[u64; CODE_SLOTS]; 3],
     /// Response body bytes.
     pub body_bytes: u64,
     /// Responses that did not complete.
     pub aborted: u64,
 }
 
+impl Totals {
+    /// Responses with `code` (any method); `None` counts the `other` slot.
+    pub fn code(&self, code: Option<u16>) -> u64 {
+        let slot = code.map_or(CODES.len(), code_slot);
+        self.responses.iter().map(|by_code| by_code[slot]).sum()
+    }
+}
+
 /// Sums the workers' blocks.
 pub fn totals(workers: &[std::sync::Arc<WorkerStats>]) -> Totals {
     let mut t = Totals::default();
     for w in workers {
-        for (i, c) in w.codes.iter().enumerate() {
-            t.codes[i] += c.load(Relaxed);
+        for (sum, counts) in t.responses.iter_mut().zip(&w.responses) {
+            for (s, c) in sum.iter_mut().zip(counts) {
+                *s += c.load(Relaxed);
+            }
         }
-        t.other += w.other.load(Relaxed);
         t.body_bytes += w.body_bytes.load(Relaxed);
         t.aborted += w.aborted.load(Relaxed);
     }
@@ -89,7 +124,7 @@ pub fn totals(workers: &[std::sync::Arc<WorkerStats>]) -> Totals {
 pub fn describe() {
     metrics::describe_counter!(
         "fileserver_http_requests_total",
-        "HTTP responses whose head was sent, by status code (aborted ones included)."
+        "HTTP responses whose head was sent, by status code and method (GET, HEAD, other; aborted ones included)."
     );
     metrics::describe_counter!(
         "fileserver_http_responses_aborted_total",
@@ -121,14 +156,21 @@ pub fn describe() {
 
 /// Publishes the summed counters into the recorder (called at each scrape).
 pub fn publish(t: &Totals, connections_open: u64) {
-    // Every code's series exists from the first scrape, at 0 until used:
-    // `rate()` cannot see the increase that creates a series, so a code that
-    // first appears in a burst (the first 503s) would otherwise be missed.
-    for (i, &code) in CODES.iter().enumerate() {
-        metrics::counter!("fileserver_http_requests_total", "code" => code_str(code))
-            .absolute(t.codes[i]);
+    // Every (method, code) series exists from the first scrape, at 0 until
+    // used: `rate()` cannot see the increase that creates a series, so a code
+    // that first appears in a burst (the first 503s) would otherwise be missed.
+    for method in MethodLabel::ALL {
+        let by_code = &t.responses[method as usize];
+        for (slot, &count) in by_code.iter().enumerate() {
+            let code = CODES.get(slot).map_or("other", |&c| code_str(c));
+            metrics::counter!(
+                "fileserver_http_requests_total",
+                "code" => code,
+                "method" => method.as_str()
+            )
+            .absolute(count);
+        }
     }
-    metrics::counter!("fileserver_http_requests_total", "code" => "other").absolute(t.other);
     metrics::counter!("fileserver_http_response_body_bytes_total").absolute(t.body_bytes);
     metrics::counter!("fileserver_http_responses_aborted_total").absolute(t.aborted);
     metrics::gauge!("fileserver_connections_open").set(connections_open as f64);
@@ -169,19 +211,21 @@ mod tests {
             let a = a.clone();
             std::thread::spawn(move || {
                 for _ in 0..1000 {
-                    a.record(200, 10, true);
+                    a.record(MethodLabel::Get, 200, 10, true);
                 }
             })
         };
         for _ in 0..500 {
-            b.record(404, 0, true);
+            b.record(MethodLabel::Head, 404, 0, true);
         }
-        b.record(299, 1, false);
+        b.record(MethodLabel::Other, 299, 1, false);
         ta.join().unwrap();
         let t = totals(&[a, b]);
-        assert_eq!(t.codes[0], 1000);
-        assert_eq!(t.codes[7], 500);
-        assert_eq!(t.other, 1);
+        assert_eq!(t.code(Some(200)), 1000);
+        assert_eq!(t.responses[MethodLabel::Get as usize][0], 1000);
+        assert_eq!(t.code(Some(404)), 500);
+        assert_eq!(t.responses[MethodLabel::Head as usize][7], 500);
+        assert_eq!(t.code(None), 1);
         assert_eq!(t.body_bytes, 10_001);
         assert_eq!(t.aborted, 1);
     }

@@ -93,7 +93,10 @@ fn an_abandoned_download_is_logged_and_counted_with_the_bytes_sent() {
     );
     let text = wait_metric(&d, "fileserver_http_responses_aborted_total", 1.0);
     assert_eq!(
-        metric(&text, "fileserver_http_requests_total{code=\"200\"}"),
+        metric(
+            &text,
+            "fileserver_http_requests_total{code=\"200\",method=\"GET\"}"
+        ),
         Some(1.0)
     );
     assert_eq!(
@@ -116,7 +119,11 @@ fn an_abandoned_download_is_logged_and_counted_with_the_bytes_sent() {
     let line = log_line(&d, "target", &"/small.txt".into());
     assert_eq!(line["completed"], true, "{line}");
     assert_eq!(line["bytes"], 10);
-    let text = wait_metric(&d, "fileserver_http_requests_total{code=\"200\"}", 2.0);
+    let text = wait_metric(
+        &d,
+        "fileserver_http_requests_total{code=\"200\",method=\"GET\"}",
+        2.0,
+    );
     assert_eq!(
         metric(&text, "fileserver_http_responses_aborted_total"),
         Some(1.0)
@@ -137,7 +144,11 @@ fn an_abandoned_open_ended_range_is_logged_as_206() {
     assert_eq!(line["status"], 206, "{line}");
     assert_eq!(line["completed"], false, "{line}");
     assert!(line["bytes"].as_u64().unwrap() < BIG as u64, "{line}");
-    wait_metric(&d, "fileserver_http_requests_total{code=\"206\"}", 1.0);
+    wait_metric(
+        &d,
+        "fileserver_http_requests_total{code=\"206\",method=\"GET\"}",
+        1.0,
+    );
     wait_metric(&d, "fileserver_http_responses_aborted_total", 1.0);
 }
 
@@ -154,5 +165,10 @@ fn a_rejected_request_head_is_logged() {
     let line = log_line(&d, "status", &400.into());
     assert_eq!(line["completed"], true, "{line}");
     assert!(line["bytes"].as_u64().unwrap() > 0, "{line}");
-    wait_metric(&d, "fileserver_http_requests_total{code=\"400\"}", 1.0);
+    // Rejected before its method was known.
+    wait_metric(
+        &d,
+        "fileserver_http_requests_total{code=\"400\",method=\"other\"}",
+        1.0,
+    );
 }

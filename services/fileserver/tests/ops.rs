@@ -211,6 +211,32 @@ fn metrics_names_help_and_counts_move() {
             "no samples for {name}"
         );
     }
+    let version = env!("CARGO_PKG_VERSION");
+    let build = before
+        .lines()
+        .find(|l| l.starts_with("fileserver_build_info{"))
+        .unwrap_or_else(|| panic!("no fileserver_build_info:\n{before}"));
+    assert!(
+        build.starts_with(&format!(
+            "fileserver_build_info{{version=\"{version}\",commit=\""
+        )) && build.ends_with("} 1")
+            && !build.contains("commit=\"\""),
+        "{build}"
+    );
+    for process in [
+        "process_resident_memory_bytes",
+        "process_open_fds",
+        "process_max_fds",
+        "process_start_time_seconds",
+        "process_threads",
+    ] {
+        assert!(
+            metric(&before, process).unwrap_or(0.0) > 0.0,
+            "{process}:\n{before}"
+        );
+    }
+    assert!(metric(&before, "process_cpu_seconds_total").is_some());
+    assert!(before.contains("fileserver_io_backend_info{backend="));
     assert!(before.contains("fileserver_contention_total{component=\"fdtable\"}"));
     assert!(before.contains("fileserver_contention_total{component=\"pathcache\"}"));
     assert!(before.contains("fileserver_fd_releases_total{path=\"close\"}"));
@@ -234,8 +260,15 @@ fn metrics_names_help_and_counts_move() {
     std::thread::sleep(Duration::from_millis(400));
     let after = d.metrics();
     let delta = |s: &str| m(&after, s) - m(&before, s);
-    assert_eq!(delta("fileserver_http_requests_total{code=\"200\"}"), 6.0);
-    assert_eq!(delta("fileserver_http_requests_total{code=\"404\"}"), 3.0);
+    let requests = |t: &str, labels: &[(&str, &str)]| {
+        common::metric_sum(t, "fileserver_http_requests_total", labels).unwrap_or(0.0)
+    };
+    let requests_delta =
+        |labels: &[(&str, &str)]| requests(&after, labels) - requests(&before, labels);
+    assert_eq!(requests_delta(&[("code", "200")]), 6.0);
+    assert_eq!(requests_delta(&[("code", "200"), ("method", "GET")]), 5.0);
+    assert_eq!(requests_delta(&[("code", "200"), ("method", "HEAD")]), 1.0);
+    assert_eq!(requests_delta(&[("code", "404")]), 3.0);
     let not_found_body = "404 Not Found\n".len() as f64;
     assert_eq!(
         delta("fileserver_http_response_body_bytes_total"),

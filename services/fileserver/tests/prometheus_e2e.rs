@@ -324,8 +324,8 @@ fn scrape(client: &reqwest::blocking::Client, admin: SocketAddr) -> BTreeMap<Str
         .collect()
 }
 
-/// The exposition key of a Prometheus sample, labels sorted like the exporter's
-/// (the series here have at most one label besides job/instance).
+/// The exposition key of a Prometheus sample, labels in the exporter's order
+/// (the daemon's own labels, without job/instance).
 fn key(name: &str, labels: &[(&str, &str)]) -> String {
     if labels.is_empty() {
         return name.to_string();
@@ -336,8 +336,14 @@ fn key(name: &str, labels: &[(&str, &str)]) -> String {
 
 /// The counters this test knows exact deltas for, as (name, labels).
 const COUNTED: &[(&str, &[(&str, &str)])] = &[
-    ("fileserver_http_requests_total", &[("code", "200")]),
-    ("fileserver_http_requests_total", &[("code", "404")]),
+    (
+        "fileserver_http_requests_total",
+        &[("code", "200"), ("method", "GET")],
+    ),
+    (
+        "fileserver_http_requests_total",
+        &[("code", "404"), ("method", "GET")],
+    ),
     ("fileserver_cache_hits_total", &[]),
     ("fileserver_cache_misses_total", &[]),
     ("fileserver_cache_negative_hits_total", &[]),
@@ -413,8 +419,8 @@ fn prometheus_scrapes_exact_traffic_and_loads_project_rules() {
         }
         for series in [
             "fileserver_cache_hits_total{job=\"fileserver\"}",
-            "fileserver_http_requests_total{job=\"fileserver\",code=\"200\"}",
-            "fileserver_http_requests_total{job=\"fileserver\",code=\"404\"}",
+            "fileserver_http_requests_total{job=\"fileserver\",code=\"200\",method=\"GET\"}",
+            "fileserver_http_requests_total{job=\"fileserver\",code=\"404\",method=\"GET\"}",
         ] {
             if p.query(series).is_empty() {
                 return Err(format!("no {series} yet"));
@@ -484,11 +490,17 @@ fn prometheus_scrapes_exact_traffic_and_loads_project_rules() {
     let not_found = MISSING * MISSING_REPEAT;
     let expected_delta: BTreeMap<String, f64> = [
         (
-            key("fileserver_http_requests_total", &[("code", "200")]),
+            key(
+                "fileserver_http_requests_total",
+                &[("code", "200"), ("method", "GET")],
+            ),
             ok_requests as f64,
         ),
         (
-            key("fileserver_http_requests_total", &[("code", "404")]),
+            key(
+                "fileserver_http_requests_total",
+                &[("code", "404"), ("method", "GET")],
+            ),
             not_found as f64,
         ),
         (

@@ -235,6 +235,35 @@ pub fn metric(text: &str, series: &str) -> Option<f64> {
     })
 }
 
+/// Sum of the samples of `name` whose labels include every pair of `labels`
+/// (e.g. requests with `code="200"` over every `method`); None if none.
+pub fn metric_sum(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    let mut found = None;
+    for line in text.lines().filter(|l| !l.starts_with('#')) {
+        let Some((series, value)) = line.rsplit_once(' ') else {
+            continue;
+        };
+        let (series_name, series_labels) = match series.split_once('{') {
+            Some((n, rest)) => (n, rest.trim_end_matches('}')),
+            None => (series, ""),
+        };
+        if series_name != name {
+            continue;
+        }
+        let has = |k: &str, v: &str| {
+            series_labels
+                .split(',')
+                .any(|kv| kv == format!("{k}=\"{v}\""))
+        };
+        if labels.iter().all(|(k, v)| has(k, v)) {
+            if let Ok(v) = value.trim().parse::<f64>() {
+                *found.get_or_insert(0.0) += v;
+            }
+        }
+    }
+    found
+}
+
 /// A blocking HTTP client without redirects, compression or proxies.
 pub fn client() -> reqwest::blocking::Client {
     reqwest::blocking::Client::builder()

@@ -183,17 +183,21 @@ impl Metrics {
         found.then_some(total)
     }
 
-    /// The series of `name` carrying all of `labels`; None if absent.
+    /// The sum of the series of `name` carrying all of `labels` (e.g. one
+    /// code over every method); None if there is none.
     pub fn get(&self, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
-        self.series
+        let mut matching = self
+            .series
             .iter()
-            .find(|s| {
+            .filter(|s| {
                 s.name == name
                     && labels
                         .iter()
                         .all(|(k, v)| s.labels.iter().any(|(sk, sv)| sk == k && sv == v))
             })
-            .map(|s| s.value)
+            .peekable();
+        matching.peek()?;
+        Some(matching.map(|s| s.value).sum())
     }
 
     /// Like [`Metrics::get`] but a missing series is 0 (counters not yet touched).
