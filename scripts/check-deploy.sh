@@ -113,7 +113,8 @@ dockerfile_structure() {
   [ "$froms" -ge 2 ] || { echo "not multi-stage ($froms FROM lines)"; return 1; }
   grep -Eq '^FROM rust:[0-9][^ ]* AS build$' "$f" || { echo "build stage must be FROM rust:<version> AS build"; return 1; }
   [ "$(grep '^FROM ' "$f" | tail -1)" = "FROM gcr.io/distroless/static-debian12:nonroot" ] || { echo "runtime stage must be distroless/static nonroot"; return 1; }
-  grep -q -- 'cargo build --release --locked -p fileserver' "$f" || { echo "no locked release build of fileserver"; return 1; }
+  grep -q -- 'cargo build --profile dist --locked -p fileserver' "$f" || { echo "no locked dist-profile build of fileserver"; return 1; }
+  grep -A3 '^\[profile.dist\]' Cargo.toml | grep -q '^strip = "symbols"' || { echo "profile.dist must strip symbols"; return 1; }
   grep -q -- 'target-feature=+crt-static' "$f" || { echo "binary not built static for a libc-less image"; return 1; }
   grep -q '^COPY --from=build /out/fileserver /usr/local/bin/fileserver$' "$f" || { echo "binary not copied from the build stage"; return 1; }
   grep -Eq '^USER [1-9][0-9]*:[1-9][0-9]*$' "$f" || { echo "USER must be a numeric non-root uid:gid"; return 1; }

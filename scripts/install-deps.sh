@@ -3,8 +3,10 @@
 # Idempotent: safe to run again. Needs root (or sudo) for apt.
 set -euo pipefail
 SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+# fonts-dejavu-core: the load-test chart's font, read at run time (no -dev
+# packages: the chart's text rendering is pure Rust).
 pkgs=(prometheus nginx-light wrk curl wfuzz systemd nghttp2-client strace python3-venv util-linux
-      pkg-config libfontconfig1-dev libfreetype-dev fonts-dejavu-core)
+      fonts-dejavu-core)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then

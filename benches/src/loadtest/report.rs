@@ -388,6 +388,28 @@ pub mod chart {
         b
     }
 
+    /// Where the chart's font comes from: Debian's `fonts-dejavu-core`, read
+    /// at run time by plotters' pure-Rust `ab_glyph` text backend, so the
+    /// build links no fontconfig or freetype.
+    const FONT: &str = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf";
+
+    /// Registers [`FONT`] as plotters' "sans-serif" once per process.
+    fn register_font() -> Result<()> {
+        static REGISTERED: std::sync::OnceLock<std::result::Result<(), String>> =
+            std::sync::OnceLock::new();
+        REGISTERED
+            .get_or_init(|| {
+                let bytes = std::fs::read(FONT)
+                    .map_err(|e| format!("{FONT}: {e} (install fonts-dejavu-core)"))?;
+                // Registered fonts live as long as the process.
+                let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
+                plotters::style::register_font("sans-serif", FontStyle::Normal, bytes)
+                    .map_err(|_| format!("{FONT} is not a usable TrueType font"))
+            })
+            .clone()
+            .map_err(|e| anyhow!(e))
+    }
+
     /// Draws three panels: the ratios, req/s per server (log scale), and
     /// peak RSS per server.
     pub fn draw(report: &Report, path: &Path) -> Result<()> {
@@ -397,6 +419,7 @@ pub mod chart {
     /// [`draw`] at another size in pixels (the tests draw small: plotters
     /// fills pixel by pixel and is slow in debug builds).
     pub fn draw_sized(report: &Report, path: &Path, size: (u32, u32)) -> Result<()> {
+        register_font()?;
         let names: Vec<String> = report.scenarios.iter().map(|s| s.name.clone()).collect();
         let n = names.len().max(1);
         // Ticks land on "nice" values; only those on a scenario's index get its name.
@@ -568,14 +591,8 @@ fn per_server(
 
 /// Seconds since the epoch as `YYYY-MM-DDTHH:MM:SSZ`.
 pub fn utc_timestamp(secs: u64) -> String {
-    let (year, month, day) = fileserver::http::date::civil_from_days((secs / 86_400) as i64);
-    let rem = secs % 86_400;
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
+    let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs);
+    humantime::format_rfc3339_seconds(t).to_string()
 }
 
 #[cfg(test)]
