@@ -36,8 +36,11 @@ pub struct RequestLine<'a> {
 /// One response's fields.
 #[derive(Debug)]
 pub struct Entry<'a> {
-    /// Client address.
-    pub peer: std::net::SocketAddr,
+    /// Client address: the socket peer, or the client a trusted proxy
+    /// forwarded for (`trusted_proxies`).
+    pub client: std::net::IpAddr,
+    /// The socket peer.
+    pub peer: std::net::IpAddr,
     /// Unix seconds.
     pub time: u64,
     /// The request line; `None` for a head rejected before it parsed
@@ -161,7 +164,7 @@ fn combined(e: &Entry<'_>) -> String {
     };
     format!(
         "{} - - [{}] \"{}\" {} {} \"{}\" \"{}\"\n",
-        e.peer.ip(),
+        e.client,
         clf_time(e.time),
         request,
         e.status,
@@ -174,7 +177,8 @@ fn combined(e: &Entry<'_>) -> String {
 fn json(e: &Entry<'_>) -> String {
     let mut s = serde_json::json!({
         "time": e.time,
-        "remote": e.peer.ip().to_string(),
+        "remote": e.client.to_string(),
+        "peer": e.peer.to_string(),
         "method": e.request.map(|r| r.method),
         "target": e.request.map(|r| String::from_utf8_lossy(r.target)),
         "version": e.request.map(|r| format!("HTTP/1.{}", r.minor_version)),
@@ -197,7 +201,8 @@ mod tests {
     #[test]
     fn formats() {
         let e = Entry {
-            peer: "127.0.0.1:5".parse().unwrap(),
+            client: "127.0.0.1".parse().unwrap(),
+            peer: "127.0.0.1".parse().unwrap(),
             time: 784_111_777,
             request: Some(RequestLine {
                 method: "GET",

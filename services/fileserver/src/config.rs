@@ -79,6 +79,9 @@ pub struct Config {
     pub symlinks: String,
     /// Index files tried for a directory, in order.
     pub index: Vec<String>,
+    /// Peers (addresses or CIDR blocks) whose `Forwarded` / `X-Forwarded-For`
+    /// name the client in the access log.
+    pub trusted_proxies: Vec<String>,
     /// Generate listings for directories without an index.
     pub directory_listing: bool,
     /// Entries shown in one listing at most; more are cut with a note.
@@ -131,6 +134,7 @@ impl Default for Config {
             access_log_format: "combined".into(),
             symlinks: "within_root".into(),
             index: vec!["index.html".into()],
+            trusted_proxies: Vec::new(),
             directory_listing: false,
             listing_max_entries: 10_000,
             serve_dotfiles: false,
@@ -266,6 +270,7 @@ pub struct Settings {
     pub access_log_format: AccessLogFormat,
     pub symlinks: Symlinks,
     pub index: Vec<String>,
+    pub trusted_proxies: Vec<crate::http::forwarded::IpNet>,
     pub directory_listing: bool,
     pub listing_max_entries: usize,
     pub serve_dotfiles: bool,
@@ -822,6 +827,15 @@ impl Config {
             access_log_format,
             symlinks,
             index: self.index.clone(),
+            trusted_proxies: self
+                .trusted_proxies
+                .iter()
+                .filter_map(|p| {
+                    crate::http::forwarded::IpNet::parse(p)
+                        .map_err(|m| e.push(err("trusted_proxies", m)))
+                        .ok()
+                })
+                .collect(),
             directory_listing: self.directory_listing,
             listing_max_entries: range(
                 "listing_max_entries",

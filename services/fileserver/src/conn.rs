@@ -264,8 +264,16 @@ impl Conn {
         self.w.stats.record(method, status, body, completed);
         self.w.record_duration(duration);
         if let Some(log) = &self.live.access {
+            let peer = self.peer.ip();
+            let client = crate::http::forwarded::client_addr(
+                peer,
+                &self.live.s.trusted_proxies,
+                req.and_then(|r| r.forwarded),
+                req.and_then(|r| r.x_forwarded_for),
+            );
             log.log(&crate::accesslog::Entry {
-                peer: self.peer,
+                client,
+                peer,
                 time: crate::http::date::now_secs(),
                 request: req.map(|r| crate::accesslog::RequestLine {
                     method: r.method_raw,

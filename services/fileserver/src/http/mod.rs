@@ -1,8 +1,9 @@
 //! Pure HTTP pieces: request parsing, path normalization, ranges,
-//! preconditions, dates and content types. No I/O; each is fuzzable.
+//! preconditions, dates, content types and the forwarded client address. No I/O; each is fuzzable.
 
 pub mod conditional;
 pub mod date;
+pub mod forwarded;
 pub mod mime;
 pub mod path;
 pub mod range;

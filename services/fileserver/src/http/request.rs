@@ -54,6 +54,10 @@ pub struct Request<'b> {
     pub user_agent: Option<&'b [u8]>,
     /// `Referer` (access log).
     pub referer: Option<&'b [u8]>,
+    /// `Forwarded` (access log, behind trusted proxies; the last line).
+    pub forwarded: Option<&'b [u8]>,
+    /// `X-Forwarded-For` (likewise).
+    pub x_forwarded_for: Option<&'b [u8]>,
 }
 
 impl Request<'_> {
@@ -201,6 +205,7 @@ pub fn parse_request<'b>(
             7 if eq_ci(name, b"referer") => r.referer = Some(v),
             8 if eq_ci(name, b"if-match") => r.if_match = Some(v),
             8 if eq_ci(name, b"if-range") => r.if_range = Some(v),
+            9 if eq_ci(name, b"forwarded") => r.forwarded = Some(v),
             10 if eq_ci(name, b"connection") => {
                 if has_token(v, b"close") {
                     r.keep_alive = false;
@@ -221,6 +226,7 @@ pub fn parse_request<'b>(
                 content_length = Some(n);
             }
             15 if eq_ci(name, b"accept-encoding") => r.accept_encoding = Some(v),
+            15 if eq_ci(name, b"x-forwarded-for") => r.x_forwarded_for = Some(v),
             17 if eq_ci(name, b"if-modified-since") => r.if_modified_since = Some(v),
             17 if eq_ci(name, b"transfer-encoding") => transfer_encoding = true,
             19 if eq_ci(name, b"if-unmodified-since") => r.if_unmodified_since = Some(v),
