@@ -13,6 +13,7 @@
 //! Every error carries the key it is about so `fileserver check-config` can
 //! explain all of them at once instead of stopping at the first.
 
+pub use filemanager::{BackendKind, SymlinkPolicy};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::net::SocketAddr;
@@ -178,28 +179,6 @@ fn err(key: &str, message: impl Into<String>) -> ConfigError {
     }
 }
 
-/// I/O backend selection.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum IoBackend {
-    /// io_uring when the kernel allows it.
-    Auto,
-    /// io_uring.
-    Uring,
-    /// Blocking pool fallback.
-    Blocking,
-}
-
-/// Symlink policy for opens beneath the root.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Symlinks {
-    /// Never follow a symlink.
-    Deny,
-    /// Follow symlinks whose target stays beneath the root.
-    WithinRoot,
-    /// Follow any symlink (the request path itself still cannot use `..`).
-    Follow,
-}
-
 /// Where the access log goes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum AccessLog {
@@ -263,12 +242,12 @@ pub struct Settings {
     pub listen: SocketAddr,
     pub admin_listen: SocketAddr,
     pub workers: usize,
-    pub io_backend: IoBackend,
+    pub io_backend: BackendKind,
     pub log_level: String,
     pub log_format: LogFormat,
     pub access_log: AccessLog,
     pub access_log_format: AccessLogFormat,
-    pub symlinks: Symlinks,
+    pub symlinks: SymlinkPolicy,
     pub index: Vec<String>,
     pub trusted_proxies: Vec<crate::http::forwarded::IpNet>,
     pub directory_listing: bool,
@@ -691,18 +670,13 @@ impl Config {
         } else {
             workers
         };
-        let io_backend = match self.io_backend.as_str() {
-            "auto" => IoBackend::Auto,
-            "uring" => IoBackend::Uring,
-            "blocking" => IoBackend::Blocking,
-            o => {
-                e.push(err(
-                    "io_backend",
-                    format!("`{o}` is not one of auto, uring, blocking"),
-                ));
-                IoBackend::Auto
-            }
-        };
+        let io_backend = self.io_backend.parse().unwrap_or_else(|_| {
+            e.push(err(
+                "io_backend",
+                format!("`{}` is not one of auto, uring, blocking", self.io_backend),
+            ));
+            BackendKind::Auto
+        });
         if tracing_subscriber::EnvFilter::try_new(&self.log_level).is_err()
             || self.log_level.is_empty()
         {
@@ -742,18 +716,13 @@ impl Config {
                 LogFormat::Text
             }
         };
-        let symlinks = match self.symlinks.as_str() {
-            "deny" => Symlinks::Deny,
-            "within_root" => Symlinks::WithinRoot,
-            "follow" => Symlinks::Follow,
-            o => {
-                e.push(err(
-                    "symlinks",
-                    format!("`{o}` is not one of deny, within_root, follow"),
-                ));
-                Symlinks::WithinRoot
-            }
-        };
+        let symlinks = self.symlinks.parse().unwrap_or_else(|_| {
+            e.push(err(
+                "symlinks",
+                format!("`{}` is not one of deny, within_root, follow", self.symlinks),
+            ));
+            SymlinkPolicy::WithinRoot
+        });
         for name in &self.index {
             if name.is_empty()
                 || name.contains('/')

@@ -2,7 +2,7 @@
 //! cache (cached descriptor for sendfile, cached small-file bytes for one
 //! writev). This module only maps settings and result types.
 
-use crate::config::{IoBackend, Settings, Symlinks};
+use crate::config::Settings;
 use rustix::fd::{AsFd, BorrowedFd};
 use std::io;
 
@@ -85,16 +85,8 @@ impl Files {
         let config = filemanager::Config {
             root: s.root.clone(),
             shards: s.workers.max(1),
-            backend: match s.io_backend {
-                IoBackend::Auto => filemanager::BackendKind::Auto,
-                IoBackend::Uring => filemanager::BackendKind::Uring,
-                IoBackend::Blocking => filemanager::BackendKind::Blocking,
-            },
-            symlinks: match s.symlinks {
-                Symlinks::Deny => filemanager::SymlinkPolicy::Deny,
-                Symlinks::WithinRoot => filemanager::SymlinkPolicy::WithinRoot,
-                Symlinks::Follow => filemanager::SymlinkPolicy::Follow,
-            },
+            backend: s.io_backend,
+            symlinks: s.symlinks,
             cache: cache_config(s),
             fd_budget: s.fd_budget,
             fd_headroom: s.fd_headroom,
