@@ -52,41 +52,10 @@
 //!
 //! # Measurements
 //!
-//! Criterion `--quick` and the interleaved mode of
-//! `benches/benches/pathcache.rs`, 2-core shared VM (AMD EPYC), 30 Nov
-//! 07:40-08:20 UTC. Speed there swings up to 1.6x from one second to the
-//! next, so criterion's one-after-another groups scatter (same-code
-//! contenders differed by 1.5x within a run); the interleaved batches are
-//! the steady figure.
-//!
-//! | figure (1000 cached paths, 1 thread) | vs dashmap get+clone |
-//! |---|---|
-//! | `pathcache_hit`, interleaved CPU time, 6 runs: medians (p10) | 1.98-2.11x (1.84-1.96x) |
-//! | same, the papaya map before, same method | 0.98-1.14x |
-//! | `pathcache_hit/pathcache`, criterion wall / CPU time, 3 runs | 1.39-2.12x / 1.13-2.72x |
-//! | `quick_cache` (for scale), interleaved | 1.50-1.60x |
-//!
-//! `kernel_open_close` (open+close on tmpfs) is 96-163x slower than a hit.
-//! One key from two threads (4 runs): 1.36-2.13x the 1-thread rate (CPU
-//! time 1.70-1.95x; dashmap 0.15-0.62x), and 3.2-6.1x `pathcache_unpadded`.
-//! Memory: 256-byte entry, 322 bytes per cached 26-byte path in all
-//! (`tests/memory.rs`; 373 with papaya).
-//!
-//! What the time goes to (a scratch program timing `get` in batches
-//! interleaved with dashmap): with the reference counting made plain stores
-//! (a throwaway build, not a correct one) the ratio moved only from 1.78x to
-//! 1.85x, and huge pages for the entry pool or a prefetch of the entry's
-//! response line changed nothing:
-//! a hit is bound by its dependent cache misses (the table slot, then the
-//! entry's line 0), not by its two atomic RMWs. What was cut to get here,
-//! in order of effect: papaya's epoch guard and node hop (own index over
-//! type-stable entries), the vDSO clock read (ticking clock), foldhash's
-//! out-of-line hash for 17-32 bytes (a two-multiply inline hash),
-//! `thread_local`'s lookup of the statistics block (one thread-local
-//! shortcut, the counters beside the index), and out-of-line probe code
-//! (`inline(always)`). An inline word-wise key compare instead of the
-//! `memcmp` call measured the same (1.93-2.00x vs 1.90-2.02x) and was
-//! dropped.
+//! A hit is bound by its dependent cache misses (the index slot, then the
+//! entry's line 0), not by its two atomic read-modify-writes. The measured
+//! ratios against dashmap and quick_cache, with the commands that reproduce
+//! them, are in the benches README (`benches/README.md`, "pathcache").
 //!
 //! # Lifecycle
 //!
