@@ -9,7 +9,7 @@ use criterion::measurement::{Measurement, ValueFormatter};
 use criterion::Throughput;
 
 /// The calling thread's CPU time in nanoseconds (user + system).
-pub fn thread_cpu_ns() -> u64 {
+pub(crate) fn thread_cpu_ns() -> u64 {
     let mut now = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
@@ -20,7 +20,7 @@ pub fn thread_cpu_ns() -> u64 {
 }
 
 /// Criterion measurement: CPU time of the benchmark thread.
-pub struct ThreadCpuTime;
+pub(crate) struct ThreadCpuTime;
 
 struct NanosFormatter;
 

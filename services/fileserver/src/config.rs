@@ -719,7 +719,10 @@ impl Config {
         let symlinks = self.symlinks.parse().unwrap_or_else(|_| {
             e.push(err(
                 "symlinks",
-                format!("`{}` is not one of deny, within_root, follow", self.symlinks),
+                format!(
+                    "`{}` is not one of deny, within_root, follow",
+                    self.symlinks
+                ),
             ));
             SymlinkPolicy::WithinRoot
         });

@@ -8,14 +8,14 @@ use fdtable::Release;
 
 /// Per-id release counts and a leak counter shared by all `Tracked` values.
 #[derive(Debug)]
-pub struct Ledger {
+pub(crate) struct Ledger {
     releases: Box<[AtomicU8]>,
     pub leaks: AtomicU64,
     pub failing: AtomicU64,
 }
 
 impl Ledger {
-    pub fn new(ids: usize) -> Arc<Self> {
+    pub(crate) fn new(ids: usize) -> Arc<Self> {
         Arc::new(Ledger {
             releases: (0..ids).map(|_| AtomicU8::new(0)).collect(),
             leaks: AtomicU64::new(0),
@@ -23,7 +23,7 @@ impl Ledger {
         })
     }
 
-    pub fn value(self: &Arc<Self>, id: u64) -> Tracked {
+    pub(crate) fn value(self: &Arc<Self>, id: u64) -> Tracked {
         Tracked {
             id,
             ledger: Arc::clone(self),
@@ -31,25 +31,25 @@ impl Ledger {
         }
     }
 
-    pub fn releases(&self, id: u64) -> u8 {
+    pub(crate) fn releases(&self, id: u64) -> u8 {
         self.releases[id as usize].load(Ordering::SeqCst)
     }
 
-    pub fn total_released(&self) -> u64 {
+    pub(crate) fn total_released(&self) -> u64 {
         self.releases
             .iter()
             .map(|count| u64::from(count.load(Ordering::SeqCst)))
             .sum()
     }
 
-    pub fn leaks(&self) -> u64 {
+    pub(crate) fn leaks(&self) -> u64 {
         self.leaks.load(Ordering::SeqCst)
     }
 }
 
 /// Must be given up through `Release`; dropping it otherwise counts a leak.
 #[derive(Debug)]
-pub struct Tracked {
+pub(crate) struct Tracked {
     pub id: u64,
     ledger: Arc<Ledger>,
     armed: bool,
@@ -57,7 +57,7 @@ pub struct Tracked {
 
 impl Tracked {
     /// Disarms without recording a release (for values handed back by `Full`).
-    pub fn forget(mut self) {
+    pub(crate) fn forget(mut self) {
         self.armed = false;
     }
 }

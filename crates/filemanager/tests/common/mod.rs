@@ -7,13 +7,13 @@ use filemanager::{BackendKind, Config, FileManager, SymlinkPolicy};
 
 /// A served root inside a temp dir, with a secret beside it (outside).
 #[derive(Debug)]
-pub struct Tree {
+pub(crate) struct Tree {
     pub base: tempfile::TempDir,
     pub root: PathBuf,
 }
 
 impl Tree {
-    pub fn create() -> Tree {
+    pub(crate) fn create() -> Tree {
         let base = tempfile::tempdir().unwrap();
         let root = base.path().join("root");
         std::fs::create_dir(&root).unwrap();
@@ -24,14 +24,14 @@ impl Tree {
         Tree { base, root }
     }
 
-    pub fn path(&self, rel: &str) -> PathBuf {
+    pub(crate) fn path(&self, rel: &str) -> PathBuf {
         self.root.join(rel)
     }
 }
 
 /// The backends to test: blocking always; uring when the kernel allows it
 /// (otherwise prints why it is skipped).
-pub fn backends(root: &Path) -> Vec<BackendKind> {
+pub(crate) fn backends(root: &Path) -> Vec<BackendKind> {
     let mut v = vec![BackendKind::Blocking];
     let mut cfg = Config::new(root);
     cfg.backend = BackendKind::Uring;
@@ -44,17 +44,21 @@ pub fn backends(root: &Path) -> Vec<BackendKind> {
 
 /// A manager on `backend`. Inline cached opens are turned off so every open
 /// goes through the backend under test (`manager_inline` keeps them on).
-pub fn manager(root: &Path, backend: BackendKind, symlinks: SymlinkPolicy) -> FileManager {
+pub(crate) fn manager(root: &Path, backend: BackendKind, symlinks: SymlinkPolicy) -> FileManager {
     manager_with(root, backend, symlinks, false)
 }
 
 /// A manager on `backend` that opens paths in the dentry cache inline.
-pub fn manager_inline(root: &Path, backend: BackendKind, symlinks: SymlinkPolicy) -> FileManager {
+pub(crate) fn manager_inline(
+    root: &Path,
+    backend: BackendKind,
+    symlinks: SymlinkPolicy,
+) -> FileManager {
     manager_with(root, backend, symlinks, true)
 }
 
 /// A manager on `backend`, with inline cached opens on or off.
-pub fn manager_with(
+pub(crate) fn manager_with(
     root: &Path,
     backend: BackendKind,
     symlinks: SymlinkPolicy,
@@ -71,14 +75,14 @@ pub fn manager_with(
     fm
 }
 
-pub fn current_thread() -> tokio::runtime::Runtime {
+pub(crate) fn current_thread() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap()
 }
 
-pub fn multi_thread() -> tokio::runtime::Runtime {
+pub(crate) fn multi_thread() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(3)
         .enable_all()
@@ -86,12 +90,12 @@ pub fn multi_thread() -> tokio::runtime::Runtime {
         .unwrap()
 }
 
-pub fn open_fds() -> usize {
+pub(crate) fn open_fds() -> usize {
     filemanager::limits::open_fd_count().unwrap()
 }
 
 /// Deterministic pseudo-random bytes.
-pub fn pattern(len: usize) -> Vec<u8> {
+pub(crate) fn pattern(len: usize) -> Vec<u8> {
     let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
     (0..len)
         .map(|_| {

@@ -17,13 +17,13 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Path of the daemon binary built by cargo for these tests.
-pub fn bin() -> PathBuf {
+pub(crate) fn bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_fileserver"))
 }
 
 /// Parsed start line.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct StartLine {
+pub(crate) struct StartLine {
     pub http: SocketAddr,
     pub admin: SocketAddr,
     pub workers: usize,
@@ -33,7 +33,7 @@ pub struct StartLine {
 }
 
 /// Parses `listening http=.. admin=.. workers=.. backend=.. fd_limit=.. root=..`.
-pub fn parse_start_line(line: &str) -> Option<StartLine> {
+pub(crate) fn parse_start_line(line: &str) -> Option<StartLine> {
     let rest = line.trim_end().strip_prefix("listening ")?;
     let (fields, root) = rest.split_once(" root=")?;
     let mut http = None;
@@ -63,7 +63,7 @@ pub fn parse_start_line(line: &str) -> Option<StartLine> {
 }
 
 /// A running daemon; killed (SIGKILL) and reaped on drop.
-pub struct Daemon {
+pub(crate) struct Daemon {
     pub child: Option<Child>,
     pub start: StartLine,
     pub http: SocketAddr,
@@ -75,7 +75,7 @@ pub struct Daemon {
 }
 
 /// Arguments that make a daemon test-friendly: free ports, 2 workers.
-pub fn base_args(root: &Path) -> Vec<String> {
+pub(crate) fn base_args(root: &Path) -> Vec<String> {
     vec![
         "--root".into(),
         root.display().to_string(),
@@ -90,14 +90,14 @@ pub fn base_args(root: &Path) -> Vec<String> {
 
 impl Daemon {
     /// Starts the daemon serving `root` with extra arguments.
-    pub fn start(root: &Path, extra: &[&str]) -> Daemon {
+    pub(crate) fn start(root: &Path, extra: &[&str]) -> Daemon {
         let mut cmd = Command::new(bin());
         cmd.args(base_args(root)).args(extra);
         Daemon::spawn(cmd)
     }
 
     /// Starts a prepared command (stdout/stderr are taken over) and waits for the start line.
-    pub fn spawn(mut cmd: Command) -> Daemon {
+    pub(crate) fn spawn(mut cmd: Command) -> Daemon {
         cmd.stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .stdin(Stdio::null());
@@ -152,32 +152,32 @@ impl Daemon {
         }
     }
 
-    pub fn url(&self, path: &str) -> String {
+    pub(crate) fn url(&self, path: &str) -> String {
         format!("http://{}{}", self.http, path)
     }
 
     /// GETs `path` with a fresh client and returns the body as text.
-    pub fn get_text(&self, path: &str) -> String {
+    pub(crate) fn get_text(&self, path: &str) -> String {
         client().get(self.url(path)).send().unwrap().text().unwrap()
     }
 
-    pub fn admin_url(&self, path: &str) -> String {
+    pub(crate) fn admin_url(&self, path: &str) -> String {
         format!("http://{}{}", self.admin, path)
     }
 
-    pub fn pid(&self) -> i32 {
+    pub(crate) fn pid(&self) -> i32 {
         self.child.as_ref().unwrap().id() as i32
     }
 
     /// Sends a signal (libc::SIGTERM, SIGHUP, ...).
-    pub fn signal(&self, sig: i32) {
+    pub(crate) fn signal(&self, sig: i32) {
         // SAFETY: kill(2) on our own child, not yet reaped, so the pid is ours.
         let rc = unsafe { libc::kill(self.pid(), sig) };
         assert_eq!(rc, 0, "kill: {}", std::io::Error::last_os_error());
     }
 
     /// Waits up to `timeout` for exit.
-    pub fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
+    pub(crate) fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
         let deadline = Instant::now() + timeout;
         let child = self.child.as_mut()?;
         loop {
@@ -193,19 +193,19 @@ impl Daemon {
     }
 
     /// The `/metrics` text.
-    pub fn metrics(&self) -> String {
+    pub(crate) fn metrics(&self) -> String {
         reqwest::blocking::get(self.admin_url("/metrics"))
             .unwrap()
             .text()
             .unwrap()
     }
 
-    pub fn stderr_text(&self) -> String {
+    pub(crate) fn stderr_text(&self) -> String {
         self.stderr.lock().unwrap().clone()
     }
 
     /// Waits until stderr contains `needle`.
-    pub fn wait_stderr(&self, needle: &str, timeout: Duration) -> bool {
+    pub(crate) fn wait_stderr(&self, needle: &str, timeout: Duration) -> bool {
         let deadline = Instant::now() + timeout;
         while Instant::now() < deadline {
             if self.stderr_text().contains(needle) {
@@ -227,7 +227,7 @@ impl Drop for Daemon {
 }
 
 /// Value of one sample line `name{labels} value` in Prometheus text.
-pub fn metric(text: &str, series: &str) -> Option<f64> {
+pub(crate) fn metric(text: &str, series: &str) -> Option<f64> {
     text.lines().filter(|l| !l.starts_with('#')).find_map(|l| {
         l.strip_prefix(series)
             .and_then(|r| r.strip_prefix(' '))
@@ -237,7 +237,7 @@ pub fn metric(text: &str, series: &str) -> Option<f64> {
 
 /// Sum of the samples of `name` whose labels include every pair of `labels`
 /// (e.g. requests with `code="200"` over every `method`); None if none.
-pub fn metric_sum(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+pub(crate) fn metric_sum(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
     let mut found = None;
     for line in text.lines().filter(|l| !l.starts_with('#')) {
         let Some((series, value)) = line.rsplit_once(' ') else {
@@ -265,7 +265,7 @@ pub fn metric_sum(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64
 }
 
 /// A blocking HTTP client without redirects, compression or proxies.
-pub fn client() -> reqwest::blocking::Client {
+pub(crate) fn client() -> reqwest::blocking::Client {
     reqwest::blocking::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .no_proxy()
@@ -275,7 +275,7 @@ pub fn client() -> reqwest::blocking::Client {
 }
 
 /// Sends raw bytes and reads until the server closes (or `timeout`).
-pub fn raw(addr: SocketAddr, req: &[u8], timeout: Duration) -> Vec<u8> {
+pub(crate) fn raw(addr: SocketAddr, req: &[u8], timeout: Duration) -> Vec<u8> {
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(timeout)).unwrap();
     s.write_all(req).unwrap();
@@ -292,7 +292,7 @@ pub fn raw(addr: SocketAddr, req: &[u8], timeout: Duration) -> Vec<u8> {
 }
 
 /// Status code of the first response in `resp`.
-pub fn status_of(resp: &[u8]) -> u16 {
+pub(crate) fn status_of(resp: &[u8]) -> u16 {
     let s = String::from_utf8_lossy(resp);
     s.split(' ')
         .nth(1)
@@ -301,17 +301,17 @@ pub fn status_of(resp: &[u8]) -> u16 {
 }
 
 /// A temp root with some files and a canary file OUTSIDE the root.
-pub struct Tree {
+pub(crate) struct Tree {
     pub dir: tempfile::TempDir,
     pub root: PathBuf,
     pub canary: PathBuf,
 }
 
 /// Bytes of the canary file; they must never appear in any response.
-pub const CANARY: &[u8] = b"CANARY-6f1e0c-never-serve-me";
+pub(crate) const CANARY: &[u8] = b"CANARY-6f1e0c-never-serve-me";
 
 impl Tree {
-    pub fn new() -> Tree {
+    pub(crate) fn new() -> Tree {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().join("root");
         std::fs::create_dir(&root).unwrap();
@@ -320,7 +320,7 @@ impl Tree {
         Tree { dir, root, canary }
     }
 
-    pub fn write(&self, rel: &str, data: &[u8]) -> PathBuf {
+    pub(crate) fn write(&self, rel: &str, data: &[u8]) -> PathBuf {
         let p = self.root.join(rel);
         if let Some(parent) = p.parent() {
             std::fs::create_dir_all(parent).unwrap();

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 /// Prints the test's summary line where a CI log shows it: straight to the
 /// process's stderr (not through the test harness's captured `eprintln!`),
 /// and appended to `$RELIABILITY_SUMMARY_FILE` when that is set.
-pub fn summary(line: &str) {
+pub(crate) fn summary(line: &str) {
     let mut err = io::stderr().lock();
     let _ = writeln!(err, "{line}");
     let _ = err.flush();
@@ -33,7 +33,7 @@ pub fn summary(line: &str) {
 }
 
 /// FNV-1a, 64 bit: a content fingerprint that needs no dependency.
-pub fn fnv64(data: &[u8]) -> u64 {
+pub(crate) fn fnv64(data: &[u8]) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for &b in data {
         h ^= u64::from(b);
@@ -44,7 +44,7 @@ pub fn fnv64(data: &[u8]) -> u64 {
 
 /// Deterministic pseudo-random bytes (xorshift64*), so expected file
 /// contents can be regenerated instead of stored.
-pub fn pseudo_random_bytes(seed: u64, len: usize) -> Vec<u8> {
+pub(crate) fn pseudo_random_bytes(seed: u64, len: usize) -> Vec<u8> {
     let mut x = seed ^ 0x9E37_79B9_7F4A_7C15;
     if x == 0 {
         x = 1;
@@ -63,14 +63,14 @@ pub fn pseudo_random_bytes(seed: u64, len: usize) -> Vec<u8> {
 // ------------------------------------------------------------------ /proc --
 
 /// Descriptors the process holds now (`/proc/PID/fd`).
-pub fn fd_count(pid: i32) -> usize {
+pub(crate) fn fd_count(pid: i32) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/fd"))
         .map(|d| d.count())
         .unwrap_or(0)
 }
 
 /// What each open descriptor points to, for diagnostics when counts differ.
-pub fn fd_targets(pid: i32) -> Vec<String> {
+pub(crate) fn fd_targets(pid: i32) -> Vec<String> {
     let mut v: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
         .map(|d| {
             d.filter_map(Result::ok)
@@ -90,7 +90,7 @@ pub fn fd_targets(pid: i32) -> Vec<String> {
 }
 
 /// Resident set size in KiB (`VmRSS` of `/proc/PID/status`).
-pub fn rss_kb(pid: i32) -> u64 {
+pub(crate) fn rss_kb(pid: i32) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
         .and_then(|s| {
@@ -105,7 +105,7 @@ pub fn rss_kb(pid: i32) -> u64 {
 
 /// One sample of the Prometheus text exposition.
 #[derive(Clone, Debug)]
-pub struct Series {
+pub(crate) struct Series {
     /// Metric name.
     pub name: String,
     /// Label pairs in the order rendered.
@@ -116,7 +116,7 @@ pub struct Series {
 
 /// A parsed `/metrics` scrape.
 #[derive(Clone, Debug, Default)]
-pub struct Metrics {
+pub(crate) struct Metrics {
     /// Every sample line.
     pub series: Vec<Series>,
     /// The text as scraped (for failure messages).
@@ -125,7 +125,7 @@ pub struct Metrics {
 
 impl Metrics {
     /// Parses Prometheus text format (comments skipped).
-    pub fn parse(text: &str) -> Metrics {
+    pub(crate) fn parse(text: &str) -> Metrics {
         let mut series = Vec::new();
         for line in text.lines() {
             let line = line.trim();
@@ -173,7 +173,7 @@ impl Metrics {
     }
 
     /// Sum over every series of `name` (all label sets); None if absent.
-    pub fn sum(&self, name: &str) -> Option<f64> {
+    pub(crate) fn sum(&self, name: &str) -> Option<f64> {
         let mut found = false;
         let mut total = 0.0;
         for s in self.series.iter().filter(|s| s.name == name) {
@@ -185,7 +185,7 @@ impl Metrics {
 
     /// The sum of the series of `name` carrying all of `labels` (e.g. one
     /// code over every method); None if there is none.
-    pub fn get(&self, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    pub(crate) fn get(&self, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
         let mut matching = self
             .series
             .iter()
@@ -201,19 +201,19 @@ impl Metrics {
     }
 
     /// Like [`Metrics::get`] but a missing series is 0 (counters not yet touched).
-    pub fn get0(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
+    pub(crate) fn get0(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
         self.get(name, labels).unwrap_or(0.0)
     }
 
     /// Like [`Metrics::sum`] but panics with the scrape when the metric is missing.
-    pub fn must(&self, name: &str) -> f64 {
+    pub(crate) fn must(&self, name: &str) -> f64 {
         self.sum(name)
             .unwrap_or_else(|| panic!("metric {name} missing from /metrics:\n{}", self.text))
     }
 }
 
 /// Scrapes `/metrics` from the admin listener with a raw request.
-pub fn scrape(admin: SocketAddr) -> Metrics {
+pub(crate) fn scrape(admin: SocketAddr) -> Metrics {
     let mut c = Client::connect(admin, Duration::from_secs(10)).expect("connect admin");
     c.send(b"GET /metrics HTTP/1.1\r\nHost: admin\r\nConnection: close\r\n\r\n")
         .expect("send /metrics");
@@ -223,7 +223,7 @@ pub fn scrape(admin: SocketAddr) -> Metrics {
 }
 
 /// GET on the admin listener; returns the status.
-pub fn admin_status(admin: SocketAddr, path: &str) -> io::Result<u16> {
+pub(crate) fn admin_status(admin: SocketAddr, path: &str) -> io::Result<u16> {
     let mut c = Client::connect(admin, Duration::from_secs(5))?;
     c.send(format!("GET {path} HTTP/1.1\r\nHost: admin\r\nConnection: close\r\n\r\n").as_bytes())?;
     Ok(c.read_response(false)?.status)
@@ -233,7 +233,7 @@ pub fn admin_status(admin: SocketAddr, path: &str) -> io::Result<u16> {
 
 /// A parsed response head.
 #[derive(Clone, Debug, Default)]
-pub struct Head {
+pub(crate) struct Head {
     /// Status code.
     pub status: u16,
     /// Header fields (names lower-cased).
@@ -246,7 +246,7 @@ pub struct Head {
 
 impl Head {
     /// First value of header `name` (case-insensitive).
-    pub fn header(&self, name: &str) -> Option<&str> {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
         let name = name.to_ascii_lowercase();
         self.headers
             .iter()
@@ -257,7 +257,7 @@ impl Head {
 
 /// A complete response.
 #[derive(Clone, Debug, Default)]
-pub struct Response {
+pub(crate) struct Response {
     /// Status code.
     pub status: u16,
     /// Head.
@@ -268,7 +268,7 @@ pub struct Response {
 
 impl Response {
     /// First value of header `name`.
-    pub fn header(&self, name: &str) -> Option<&str> {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
         self.head.header(name)
     }
 }
@@ -280,7 +280,7 @@ fn invalid(msg: String) -> io::Error {
 /// A blocking HTTP/1.1 client on one socket: requests may be pipelined
 /// (send several, then read that many responses in order).
 #[derive(Debug)]
-pub struct Client {
+pub(crate) struct Client {
     /// The socket.
     pub stream: TcpStream,
     buf: Vec<u8>,
@@ -290,13 +290,13 @@ pub struct Client {
 
 impl Client {
     /// Connects with read and write timeouts of `timeout` (a hang becomes an error).
-    pub fn connect(addr: SocketAddr, timeout: Duration) -> io::Result<Client> {
+    pub(crate) fn connect(addr: SocketAddr, timeout: Duration) -> io::Result<Client> {
         let stream = TcpStream::connect_timeout(&addr, timeout)?;
         Ok(Client::from_stream(stream, timeout))
     }
 
     /// Wraps a connected socket.
-    pub fn from_stream(stream: TcpStream, timeout: Duration) -> Client {
+    pub(crate) fn from_stream(stream: TcpStream, timeout: Duration) -> Client {
         let _ = stream.set_read_timeout(Some(timeout));
         let _ = stream.set_write_timeout(Some(timeout));
         let _ = stream.set_nodelay(true);
@@ -309,7 +309,7 @@ impl Client {
     }
 
     /// Writes all of `bytes`.
-    pub fn send(&mut self, bytes: &[u8]) -> io::Result<()> {
+    pub(crate) fn send(&mut self, bytes: &[u8]) -> io::Result<()> {
         self.stream.write_all(bytes)
     }
 
@@ -345,13 +345,13 @@ impl Client {
     }
 
     /// Bytes already received and not yet consumed.
-    pub fn buffered(&self) -> usize {
+    pub(crate) fn buffered(&self) -> usize {
         self.end - self.start
     }
 
     /// Reads and parses one response head. `head_request`: the request was
     /// HEAD, so no body follows whatever Content-Length says.
-    pub fn read_head(&mut self, head_request: bool) -> io::Result<Head> {
+    pub(crate) fn read_head(&mut self, head_request: bool) -> io::Result<Head> {
         loop {
             if self.end > self.start {
                 let mut hdrs = [httparse::EMPTY_HEADER; 64];
@@ -426,7 +426,11 @@ impl Client {
 
     /// Reads exactly `len` body bytes, handing them to `sink` in chunks.
     /// Err(UnexpectedEof) when the server closes first.
-    pub fn read_body_with(&mut self, len: u64, mut sink: impl FnMut(&[u8])) -> io::Result<()> {
+    pub(crate) fn read_body_with(
+        &mut self,
+        len: u64,
+        mut sink: impl FnMut(&[u8]),
+    ) -> io::Result<()> {
         let mut left = len;
         while left > 0 {
             if self.end == self.start && self.fill()? == 0 {
@@ -444,7 +448,7 @@ impl Client {
     }
 
     /// Reads one whole response.
-    pub fn read_response(&mut self, head_request: bool) -> io::Result<Response> {
+    pub(crate) fn read_response(&mut self, head_request: bool) -> io::Result<Response> {
         let head = self.read_head(head_request)?;
         let mut body = Vec::with_capacity(usize::try_from(head.body_len.min(1 << 24)).unwrap_or(0));
         self.read_body_with(head.body_len, |c| body.extend_from_slice(c))?;
@@ -458,7 +462,7 @@ impl Client {
     /// Waits up to `timeout` for the server to close the connection.
     /// Ok(true): EOF or reset with no more bytes; Ok(false): still open at
     /// the timeout; Err: unexpected extra bytes arrived.
-    pub fn expect_closed(&mut self, timeout: Duration) -> io::Result<bool> {
+    pub(crate) fn expect_closed(&mut self, timeout: Duration) -> io::Result<bool> {
         if self.end > self.start {
             return Err(invalid(format!(
                 "{} unexpected bytes after the last response: {:?}",
@@ -495,19 +499,19 @@ impl Client {
 }
 
 /// A simple GET request with Host.
-pub fn get(path: &str) -> String {
+pub(crate) fn get(path: &str) -> String {
     format!("GET {path} HTTP/1.1\r\nHost: test\r\n\r\n")
 }
 
 /// GET on a fresh connection; the whole response.
-pub fn get_once(addr: SocketAddr, path: &str, timeout: Duration) -> io::Result<Response> {
+pub(crate) fn get_once(addr: SocketAddr, path: &str, timeout: Duration) -> io::Result<Response> {
     let mut c = Client::connect(addr, timeout)?;
     c.send(format!("GET {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n").as_bytes())?;
     c.read_response(false)
 }
 
 /// Waits until `cond` holds or `timeout` passes; returns whether it held.
-pub fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
+pub(crate) fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + timeout;
     loop {
         if cond() {
@@ -522,7 +526,7 @@ pub fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
 
 /// The daemon's descriptors by kind.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct FdKinds {
+pub(crate) struct FdKinds {
     /// All descriptors.
     pub total: usize,
     /// Regular files beneath the served root (cached entries, open handles).
@@ -534,7 +538,7 @@ pub struct FdKinds {
 }
 
 /// Classifies `/proc/PID/fd` against the served `root`.
-pub fn fd_kinds(pid: i32, root: &std::path::Path) -> FdKinds {
+pub(crate) fn fd_kinds(pid: i32, root: &std::path::Path) -> FdKinds {
     let root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
     let prefix = format!("{}/", root.display());
     let mut k = FdKinds::default();
@@ -555,7 +559,7 @@ pub fn fd_kinds(pid: i32, root: &std::path::Path) -> FdKinds {
 /// Connects to an IPv4 `addr` from a socket whose receive buffer was set to
 /// `rcvbuf` bytes BEFORE connecting (so the window stays small and a large
 /// response stays in flight while the client does not read).
-pub fn connect_small_rcvbuf(addr: SocketAddr, rcvbuf: i32) -> io::Result<TcpStream> {
+pub(crate) fn connect_small_rcvbuf(addr: SocketAddr, rcvbuf: i32) -> io::Result<TcpStream> {
     use std::os::fd::{FromRawFd, OwnedFd};
     let SocketAddr::V4(v4) = addr else {
         return Err(io::Error::new(io::ErrorKind::InvalidInput, "IPv4 only"));
