@@ -47,7 +47,7 @@ use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
 
-use crate::pool::Shared;
+use crate::pool::{Pool, Slot};
 use crate::refcount::{self, REF_SHARDS};
 use crate::sync::{AtomicU32, AtomicUsize, Ordering};
 use crate::{FileMeta, Negative};
@@ -208,6 +208,36 @@ pub(crate) fn etag_for(meta: &FileMeta) -> [u8; ETAG_LEN] {
         *slot = HEX[((h >> (60 - 4 * i)) & 0xf) as usize];
     }
     out
+}
+
+/// What a cache shares with its entries (entries can outlive the cache
+/// through `EntryRef`s): byte accounting and the entry pool.
+/// Every entry that is not FREED holds one `Arc` of it.
+pub(crate) struct Shared<V, L: RefLayout> {
+    pub(crate) open_handles: std::sync::atomic::AtomicUsize,
+    pub(crate) small_bytes: AtomicU64,
+    pub(crate) pool: Pool<Entry<V, L>>,
+}
+
+impl<V, L: RefLayout> Default for Shared<V, L> {
+    fn default() -> Self {
+        Shared {
+            open_handles: Default::default(),
+            small_bytes: AtomicU64::new(0),
+            pool: Pool::default(),
+        }
+    }
+}
+
+impl<V, L: RefLayout> Slot for Entry<V, L> {
+    fn vacant(lane0: NonNull<AtomicUsize>) -> Self {
+        Entry::vacant(lane0)
+    }
+
+    unsafe fn placed(this: NonNull<Self>) {
+        // SAFETY: the pool's contract is `fix_inline_lanes`'s.
+        unsafe { Entry::fix_inline_lanes(this) }
+    }
 }
 
 /// What a new entry holds.

@@ -137,10 +137,9 @@ pub use entry::{Entry, EntryRef, Padded, RefLayout, Unpadded};
 pub use refcount::REF_SHARDS;
 pub use stats::Stats;
 
-use entry::{NewEntry, Upgrade};
+use entry::{NewEntry, Shared, Upgrade};
 use flight::{Flights, Role};
 use hash::PathHasher;
-use pool::Shared;
 use stats::{add, bump, Counters, ThreadCounters};
 use table::Index;
 
