@@ -307,6 +307,14 @@ impl CachedFile {
     pub fn path(&self) -> &str {
         self.entry.path()
     }
+    /// Whether the file behind the descriptor still is the version the
+    /// metadata describes (one `statx`; [`FileMeta::is_same_version`]). A
+    /// file rewritten in place within the cache's `valid` window would
+    /// otherwise be sent as new bytes under the old length and validators.
+    /// An error reads as "unchanged": the send itself will report it.
+    pub fn is_current(&self) -> bool {
+        resolve::stat_fd(self.as_fd()).map_or(true, |s| s.meta.is_same_version(self.meta()))
+    }
     fn value(&self) -> &FileValue {
         match &self.own {
             Some(h) => h.value(),
@@ -945,10 +953,7 @@ impl FileManager {
                 Err(OpenError::IsDir) => return Ok(Opened::IsDir),
                 Err(e) => return Err(e),
             };
-            let m = entry.meta();
-            if (m.dev, m.ino, m.size, m.mtime_ns) == (meta.dev, meta.ino, meta.size, meta.mtime_ns)
-                || attempts >= 2
-            {
+            if entry.meta().is_same_version(&meta) || attempts >= 2 {
                 return Ok(Opened::File(CachedFile {
                     entry,
                     own: Some(FileHandle { owned }),

@@ -196,6 +196,18 @@ pub struct FileMeta {
     pub ino: u64,
 }
 
+impl FileMeta {
+    /// Whether `other` describes the same version of the same file: the one
+    /// identity rule of the stack (revalidation here, `filemanager`'s check of
+    /// a freshly opened descriptor, its check of a cached one before a send).
+    /// Every field counts: the inode catches a replacement by rename, size
+    /// and mtime a rewrite, ctime a rewrite whose mtime was set back and a
+    /// permission change.
+    pub fn is_same_version(&self, other: &FileMeta) -> bool {
+        self == other
+    }
+}
+
 /// The metadata of an entry that has none (a negative answer).
 const NO_META: FileMeta = FileMeta {
     size: 0,
@@ -755,7 +767,8 @@ impl<V: Send + Sync + 'static, L: RefLayout> PathCache<V, L> {
         if let Some(entry) = stale {
             bump(&self.counters().revalidations);
             let checked_at = clock::now_ms();
-            if loader.stat(path).await? == Some(*entry.meta()) {
+            let now = loader.stat(path).await?;
+            if now.is_some_and(|m| m.is_same_version(entry.meta())) {
                 entry.mark_validated(checked_at);
                 return Ok((Lookup::Hit(entry), true));
             }
