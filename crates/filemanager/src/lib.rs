@@ -858,6 +858,7 @@ impl FileManager {
                 format!("cannot open root {}: {e}", config.root.display()),
             )
         })?;
+        resolve::probe_openat2(&root, config.symlinks)?;
         let limit = limits::raise_nofile();
         let budget = limits::derive_budget(limit, config.fd_budget, config.fd_headroom);
         let shards = config.shards.max(1);

@@ -89,6 +89,25 @@ pub(crate) fn open_beneath(
     }
 }
 
+/// Checks once, at start, that `openat2` with `policy`'s flags works on the
+/// root itself. Without it (a kernel before 5.6, or a seccomp profile that
+/// does not know the call, as older container runtimes' defaults) every open
+/// would fail with ENOSYS or EPERM: better one clear error at start than a
+/// 500 or 403 on every request.
+pub(crate) fn probe_openat2(root: impl AsFd, policy: SymlinkPolicy) -> io::Result<()> {
+    match open_beneath(root, &CString::from(c"."), path_oflags(), policy) {
+        Ok(_) => Ok(()),
+        Err(e) => Err(io::Error::new(
+            e.kind(),
+            format!(
+                "openat2(2) on the root failed ({e}): every file is opened with it, \
+                 confined beneath the root, so the server cannot run without it \
+                 (it needs Linux 5.6 or later, and a seccomp profile that allows openat2)"
+            ),
+        )),
+    }
+}
+
 /// Whether the kernel takes `RESOLVE_CACHED` (Linux 5.12+); cleared on the
 /// first `EINVAL`, after which every open takes the backend's full path.
 static CACHED_LOOKUP: AtomicBool = AtomicBool::new(true);
