@@ -3,7 +3,8 @@
 #   systemd units (systemd-analyze verify + offline security score), Kubernetes
 #   manifests (kubernetes-validate, offline schemas), the ServiceMonitor (JSON
 #   schema) and cross-file consistency, the ConfigMap's TOML and the image's
-#   config (`fileserver check-config`), socket activation + sd_notify and the
+#   config (`fileserver check-config`), socket activation (http + admin by name),
+#   sd_notify (ready, watchdog, reload, stopping) and the
 #   syscall filter against the real daemon, the Dockerfile (hadolint + structure),
 #   Prometheus config/rules/rule unit tests (promtool) plus a mutation check of
 #   the alert tests, and the dashboard/rules metric names against a real scrape.
@@ -56,14 +57,14 @@ check "fileserver binary built (cargo build -p fileserver)" cargo build --quiet 
 systemd_verify() {
   need systemd-analyze || return 1
   mkdir -p "$WORK/systemd"
-  cp deploy/systemd/fileserver.service deploy/systemd/fileserver.socket "$WORK/systemd/"
+  cp deploy/systemd/fileserver.service deploy/systemd/fileserver.socket deploy/systemd/fileserver-admin.socket "$WORK/systemd/"
   sed -i "s|^ExecStart=/usr/local/bin/fileserver |ExecStart=$BIN |" "$WORK/systemd/fileserver.service"
   grep -q "^ExecStart=$BIN " "$WORK/systemd/fileserver.service" || { echo "ExecStart is not /usr/local/bin/fileserver ..."; return 1; }
   local out
-  out=$(cd "$WORK/systemd" && systemd-analyze verify ./fileserver.service ./fileserver.socket 2>&1) || { echo "$out"; return 1; }
+  out=$(cd "$WORK/systemd" && systemd-analyze verify ./fileserver.service ./fileserver.socket ./fileserver-admin.socket 2>&1) || { echo "$out"; return 1; }
   [ -z "$out" ] || { echo "$out"; return 1; }
 }
-check "systemd-analyze verify fileserver.service fileserver.socket" systemd_verify
+check "systemd-analyze verify fileserver.service fileserver.socket fileserver-admin.socket" systemd_verify
 # Exposure score on systemd's 0-10 scale (the threshold is in tenths): keep the
 # sandbox at 2.0 or better so a dropped Protect*= line fails CI.
 systemd_security() {
@@ -72,9 +73,11 @@ systemd_security() {
 }
 check "systemd-analyze security --offline: exposure <= 2.0" systemd_security
 check "config/fileserver.toml (the unit's --config) passes fileserver check-config" "$BIN" check-config config/fileserver.toml
-# The unit's ExecStart under systemd-socket-activate: READY=1, serving through
-# LISTEN_FDS, STOPPING=1 and exit 0 on SIGTERM (Type=notify + fileserver.socket).
-check "socket activation + sd_notify with the unit's ExecStart (systemd-socket-activate)" \
+# The unit's ExecStart under systemd-socket-activate with both named sockets
+# (http, admin) and the unit's WatchdogSec: READY=1, HTTP and /metrics served
+# through LISTEN_FDS, WATCHDOG=1, SIGHUP's RELOADING=1+MONOTONIC_USEC then
+# READY=1, STOPPING=1 and exit 0 on SIGTERM.
+check "socket activation (http+admin by name), watchdog, reload + sd_notify with the unit's ExecStart" \
   "$PY" deploy/checks/check_activation.py "$BIN"
 # Every system call the daemon makes under traffic (strace -f) must pass the
 # unit's SystemCallFilter=, or production would see EPERM where tests pass.

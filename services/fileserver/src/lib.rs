@@ -4,7 +4,8 @@
 //! The crate owns the daemon: configuration ([`config`]), the pure HTTP
 //! pieces a fuzzer can reach ([`http`]: request parser, path normalizer,
 //! range and precondition evaluation), connections ([`conn`]), workers and
-//! signals ([`server`]), the admin listener ([`admin`]) and the access log.
+//! signals ([`server`]), the admin listener ([`admin`]), systemd integration
+//! ([`sysd`]: socket activation, sd_notify, watchdog) and the access log.
 //!
 //! ```
 //! use fileserver::http::path::normalize_path;
@@ -172,8 +173,9 @@ fn print_all(text: &[u8]) -> i32 {
 
 /// The binary's entry point; returns the process exit code.
 pub fn main_entry() -> i32 {
-    // Before anything else can open a descriptor that would take fd 3.
-    let activated = sysd::take_listen_fd();
+    // Before anything else can open a descriptor that would take fd 3, and
+    // while this is the only thread (it edits the environment).
+    let systemd = sysd::take_env();
     let cli = Cli::parse();
     match &cli.cmd {
         Some(Cmd::CheckConfig { file }) => {
@@ -250,6 +252,9 @@ pub fn main_entry() -> i32 {
         }
     };
     let log = init_logging(&settings.log_level, settings.log_format);
+    for note in &systemd.notes {
+        tracing::warn!("systemd: {note}");
+    }
     for name in config::unknown_env(&sources.env) {
         tracing::warn!("ignoring environment variable {name}: no such key (see `fileserver keys`)");
     }
@@ -260,7 +265,8 @@ pub fn main_entry() -> i32 {
     match server::run(server::RunArgs {
         settings,
         sources,
-        activated,
+        activated: systemd.activated,
+        watchdog: systemd.watchdog,
         set_log_level,
     }) {
         Ok(code) => code,

@@ -3,18 +3,21 @@
 //! admin listener.
 //!
 //! ```text
-//! main thread (current-thread rt): SIGTERM/SIGINT/SIGHUP, admin :8081, upkeep
+//! main thread (current-thread rt): SIGTERM/SIGINT/SIGHUP, admin :8081, upkeep,
+//!   |                                  WATCHDOG=1 while every heartbeat advances
 //!   |  watch<bool> shutdown            RwLock<Arc<Live>> + generation (reload)
 //!   v                                   v (one relaxed load per request)
 //! worker i thread (current-thread rt + LocalSet)
 //!   listener i (SO_REUSEPORT) -> accept -> spawn_local(conn::serve)
 //!   WorkerStats i (single writer)   samples i -> histogram every 100 ms
+//!   heartbeat i += 1 every WATCHDOG_USEC/8 (only under a systemd watchdog)
 //! ```
 
 use crate::accesslog::AccessLogger;
 use crate::config::{Settings, Sources};
 use crate::files::Files;
 use crate::stats::WorkerStats;
+use sd_notify::NotifyState;
 use std::cell::{Cell, RefCell};
 use std::net::SocketAddr;
 use std::rc::Rc;
@@ -52,6 +55,11 @@ pub struct Shared {
     /// Access log lines dropped.
     pub access_dropped: Arc<AtomicU64>,
     log_threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
+    /// One counter per worker, bumped by a timer task on that worker's
+    /// runtime: it stops when the worker's thread is stuck.
+    heartbeats: Vec<AtomicU64>,
+    /// systemd's watchdog period (`WATCHDOG_USEC`), if any.
+    watchdog: Option<Duration>,
 }
 
 impl Shared {
@@ -66,6 +74,10 @@ impl Shared {
     #[inline]
     pub fn generation(&self) -> u64 {
         self.generation.load(Relaxed)
+    }
+
+    fn heartbeat_values(&self) -> Vec<u64> {
+        self.heartbeats.iter().map(|h| h.load(Relaxed)).collect()
     }
 
     fn set_live(&self, live: Live) {
@@ -192,8 +204,10 @@ pub struct RunArgs {
     pub settings: Settings,
     /// Where they came from (re-read at SIGHUP).
     pub sources: Sources,
-    /// Socket from systemd, if any.
-    pub activated: Option<std::os::fd::OwnedFd>,
+    /// Sockets from systemd (by `FileDescriptorName=`), if any.
+    pub activated: crate::sysd::Activated,
+    /// systemd's watchdog period (`WATCHDOG_USEC`), if any.
+    pub watchdog: Option<Duration>,
     /// Changes the log filter at reload.
     pub set_log_level: SetLogLevel,
 }
@@ -225,15 +239,25 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
         serving: AtomicBool::new(false),
         access_dropped: dropped.clone(),
         log_threads: Mutex::new(log_thread.into_iter().collect()),
+        heartbeats: (0..s.workers).map(|_| AtomicU64::new(0)).collect(),
+        watchdog: args.watchdog,
     });
 
     let handle = crate::admin::install_recorder()?;
-    let (listeners, http_addr) = worker_listeners(&s, args.activated)
+    let (listeners, http_addr) = worker_listeners(&s, args.activated.http)
         .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", s.listen))?;
-    let admin = std::net::TcpListener::bind(s.admin_listen)
-        .map_err(|e| anyhow::anyhow!("cannot listen on {} (admin_listen): {e}", s.admin_listen))?;
+    // A socket named `admin` from systemd replaces admin_listen, as the
+    // `http` one replaces listen.
+    let admin = match args.activated.admin {
+        Some(fd) => std::net::TcpListener::from(fd),
+        None => std::net::TcpListener::bind(s.admin_listen).map_err(|e| {
+            anyhow::anyhow!("cannot listen on {} (admin_listen): {e}", s.admin_listen)
+        })?,
+    };
     admin.set_nonblocking(true)?;
-    let admin_addr = admin.local_addr()?;
+    let admin_addr = admin
+        .local_addr()
+        .map_err(|e| anyhow::anyhow!("admin listener: {e}"))?;
     let root = std::fs::canonicalize(&s.root).unwrap_or_else(|_| s.root.clone());
     let (backend, why) = shared.files.backend();
     let (backend, why) = (backend.as_str(), why.as_str());
@@ -351,23 +375,45 @@ async fn main_loop(
         tracing::error!("cannot install signal handlers");
         return 1;
     };
-    crate::sysd::notify("READY=1");
+    crate::sysd::notify(&[NotifyState::Ready]);
+    // Checked every WATCHDOG_USEC/2, as sd_watchdog_enabled(3) advises; the
+    // first check comes one period in, after every worker's first beat.
+    let mut watchdog = shared.watchdog.map(|usec| {
+        let every = usec / 2;
+        let mut t = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+        t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        t
+    });
+    let mut gate = crate::sysd::WatchdogGate::new(&shared.heartbeat_values());
     loop {
         tokio::select! {
             _ = term.recv() => break,
             _ = int.recv() => break,
-            _ = hup.recv() => reload(&shared, &sources, &*set_log_level, &started),
+            _ = hup.recv() => {
+                // Type=notify-reload: RELOADING=1 + MONOTONIC_USEC before,
+                // READY=1 after, whether the new config was taken or not.
+                crate::sysd::notify_reloading();
+                let status = match reload(&shared, &sources, &*set_log_level, &started) {
+                    Ok(()) => "configuration reloaded".to_string(),
+                    Err(e) => format!("reload rejected, running config kept: {e}"),
+                };
+                crate::sysd::notify(&[NotifyState::Ready, NotifyState::Status(&status)]);
+            }
+            _ = tick(&mut watchdog) => watchdog_check(&shared, &mut gate, shared.watchdog),
         }
     }
     tracing::info!("shutting down: finishing in-flight responses");
     shared.serving.store(false, Relaxed);
-    crate::sysd::notify("STOPPING=1");
+    crate::sysd::notify(&[NotifyState::Stopping]);
     let _ = shutdown_tx.send(true);
-    // Keep the admin listener (readyz = 503) until workers finish.
+    // Keep the admin listener (readyz = 503) until workers finish. Workers
+    // end one by one now, so the watchdog pings without asking them: the
+    // drain is bounded by shutdown_timeout and the unit's TimeoutStopSec=.
     let deadline = Instant::now() + shared.live().0.s.shutdown_timeout + Duration::from_secs(1);
     while shared.open_conns.load(Relaxed) > 0 && Instant::now() < deadline {
         tokio::select! {
             _ = tokio::time::sleep(Duration::from_millis(20)) => {}
+            _ = tick(&mut watchdog) => crate::sysd::notify(&[NotifyState::Watchdog]),
             _ = term.recv() => break,
             _ = int.recv() => break,
         }
@@ -377,20 +423,62 @@ async fn main_loop(
     0
 }
 
-/// SIGHUP: re-read the config; on error keep the old one.
+/// The next tick of the watchdog timer; never, without a watchdog.
+async fn tick(t: &mut Option<tokio::time::Interval>) {
+    match t {
+        Some(t) => {
+            t.tick().await;
+        }
+        None => std::future::pending().await,
+    }
+}
+
+/// `WATCHDOG=1` if every worker's heartbeat advanced since the last check;
+/// otherwise no ping (systemd restarts the service once `WATCHDOG_USEC`
+/// passes without one) and one log line per worker that stalls or recovers.
+fn watchdog_check(shared: &Shared, gate: &mut crate::sysd::WatchdogGate, usec: Option<Duration>) {
+    let d = gate.observe(&shared.heartbeat_values());
+    let names = |v: &[usize]| {
+        v.iter()
+            .map(|i| format!("worker-{i}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let half_ms = usec.map_or(0, |u| (u / 2).as_millis() as u64);
+    if !d.newly_stalled.is_empty() {
+        tracing::error!(
+            "watchdog: {} made no progress for {half_ms} ms: withholding WATCHDOG=1 \
+             (systemd restarts the service if this lasts WatchdogSec)",
+            names(&d.newly_stalled)
+        );
+    }
+    if !d.recovered.is_empty() {
+        tracing::warn!("watchdog: {} progressing again", names(&d.recovered));
+    }
+    if d.ping {
+        crate::sysd::notify(&[NotifyState::Watchdog]);
+    }
+}
+
+/// SIGHUP: re-read the config; on error keep the old one (the error, for
+/// the STATUS= line, says why).
 fn reload(
     shared: &Arc<Shared>,
     sources: &Sources,
     set_log_level: &(dyn Fn(&str) -> Result<(), String> + Send + Sync),
     started: &Settings,
-) {
+) -> Result<(), String> {
     let new = match crate::config::load(sources) {
         Ok((_, s)) => s,
         Err(errors) => {
             for e in &errors {
                 tracing::error!("reload rejected, keeping the running config: {e}");
             }
-            return;
+            let first = errors.first().map(|e| e.to_string()).unwrap_or_default();
+            return Err(match errors.len() {
+                1 => first,
+                n => format!("{first} (and {} more)", n - 1),
+            });
         }
     };
     for (key, changed) in [
@@ -451,8 +539,12 @@ fn reload(
                 );
             }
             tracing::info!("configuration reloaded");
+            Ok(())
         }
-        Err(e) => tracing::error!("reload rejected, keeping the running config: access_log: {e}"),
+        Err(e) => {
+            tracing::error!("reload rejected, keeping the running config: access_log: {e}");
+            Err(format!("access_log: {e}"))
+        }
     }
 }
 
@@ -474,6 +566,23 @@ fn worker_main(
         }
     };
     let local = tokio::task::LocalSet::new();
+    if let Some(usec) = shared.watchdog {
+        // A quarter of the main thread's check period: a worker must stall
+        // for at least WATCHDOG_USEC/2 - WATCHDOG_USEC/8 to miss a check.
+        let every = (usec / 8).max(Duration::from_millis(1));
+        let shared = shared.clone();
+        local.spawn_local(async move {
+            let mut t = tokio::time::interval(every);
+            t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            let Some(beat) = shared.heartbeats.get(i) else {
+                return;
+            };
+            loop {
+                t.tick().await;
+                beat.fetch_add(1, Relaxed);
+            }
+        });
+    }
     let worker = Rc::new(Worker {
         stats: shared.worker_stats[i].clone(),
         shared,
