@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Checks the unit's SystemCallFilter= against the system calls the real
-daemon makes: runs fileserver under strace -f, serves hits, misses, a 404, a
-HEAD, a range and a /metrics scrape, stops it with SIGTERM, and requires every
+daemon makes: runs fileserver under strace -f with a NOTIFY_SOCKET and a
+watchdog, serves hits, misses, a 404, a HEAD, a range and a /metrics scrape,
+reloads it with SIGHUP (RELOADING=1 ... READY=1), takes a few WATCHDOG=1
+pings, stops it with SIGTERM, and requires every
 traced system call to be allowed by fileserver.service (its allow lists,
 groups expanded with `systemd-analyze syscall-filter`, minus its ~deny lists).
 
@@ -74,6 +76,12 @@ def main():
         http, admin = free_port(), free_port()
         log = os.path.join(tmp, "strace.log")
         env = {k: v for k, v in os.environ.items() if not k.startswith("FILESERVER_")}
+        notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        notify.bind(os.path.join(tmp, "notify.sock"))
+        notify.settimeout(30)
+        env["NOTIFY_SOCKET"] = notify.getsockname()
+        env["WATCHDOG_USEC"] = "200000"
+        env.pop("WATCHDOG_PID", None)
         proc = subprocess.Popen(["strace", "-f", "-qq", "-o", log, binary, "--root", str(root),
                                  "--listen", f"127.0.0.1:{http}", "--admin-listen", f"127.0.0.1:{admin}",
                                  "--workers", "2", "--log-level", "warn"],
@@ -107,6 +115,12 @@ def main():
             children = pathlib.Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
             if len(children) != 1:
                 raise SystemExit(f"strace has children {children}, want the daemon only")
+            os.kill(int(children[0]), signal.SIGHUP)
+            # Then RELOADING=1, READY=1 and two more pings (recv times out
+            # after 30 s if one never comes).
+            for want in ["RELOADING=1", "READY=1", "WATCHDOG=1", "WATCHDOG=1"]:
+                while want not in notify.recv(4096).decode().splitlines():
+                    pass
             os.kill(int(children[0]), signal.SIGTERM)
             code = proc.wait(60)
             if code != 0:
