@@ -1,7 +1,7 @@
 //! Admin listener: `/metrics` (Prometheus text), `/healthz`, `/readyz`.
 //! One request per connection; it is scraped, not load-tested.
 
-use crate::server::Shared;
+use crate::state::Shared;
 use crate::stats;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use std::sync::atomic::Ordering::Relaxed;

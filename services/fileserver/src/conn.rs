@@ -15,7 +15,7 @@ use crate::http::path::{normalize_path, PathError};
 use crate::http::range::{parse_range, ByteRange, RangeOutcome};
 use crate::http::request::{parse_request, Method, Request};
 use crate::http::response::{header, push_encoded_path, push_u64, reason, status_line};
-use crate::server::{Live, Worker};
+use crate::state::{Live, Worker};
 use crate::stats::MethodLabel;
 use rustix::fd::{AsFd, BorrowedFd};
 use std::io::{self, IoSlice};

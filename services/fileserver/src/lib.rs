@@ -3,8 +3,8 @@
 //!
 //! The crate owns the daemon: configuration ([`config`]), the pure HTTP
 //! pieces a fuzzer can reach ([`http`]: request parser, path normalizer,
-//! range and precondition evaluation), connections ([`conn`]), workers and
-//! signals ([`server`]), the admin listener ([`admin`]), systemd integration
+//! range and precondition evaluation), connections ([`conn`]), the state they
+//! share ([`state`]), workers and signals ([`server`]), the admin listener ([`admin`]), systemd integration
 //! ([`sysd`]: socket activation, sd_notify, watchdog) and the access log.
 //!
 //! ```
@@ -28,6 +28,7 @@ pub mod files;
 pub mod http;
 pub mod listing;
 pub mod server;
+pub mod state;
 pub mod stats;
 pub mod sysd;
 

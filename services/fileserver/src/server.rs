@@ -13,9 +13,9 @@
 //!   heartbeat i += 1 every WATCHDOG_USEC/8 (only under a systemd watchdog)
 //! ```
 
-use crate::accesslog::AccessLogger;
 use crate::config::{Settings, Sources};
 use crate::files::Files;
+use crate::state::{flush_samples, make_live, Live, Shared, Worker};
 use crate::stats::WorkerStats;
 use sd_notify::NotifyState;
 use std::cell::{Cell, RefCell};
@@ -25,128 +25,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
-
-/// Reloadable state: settings plus things derived from them.
-#[derive(Debug)]
-pub struct Live {
-    /// Current settings.
-    pub s: Settings,
-    /// Pre-rendered `Cache-Control: ...\r\n` (empty when not configured).
-    pub cache_control_line: Vec<u8>,
-    /// Access logger, when enabled.
-    pub access: Option<AccessLogger>,
-}
-
-/// State shared by all workers and the main thread.
-#[derive(Debug)]
-pub struct Shared {
-    /// File access beneath the root.
-    pub files: Files,
-    live: RwLock<Arc<Live>>,
-    generation: AtomicU64,
-    /// One counter block per worker.
-    pub worker_stats: Vec<Arc<WorkerStats>>,
-    /// Open client connections (all workers).
-    pub open_conns: AtomicUsize,
-    /// Connections being served (at most `max_connections`; the rest wait).
-    pub active_conns: AtomicUsize,
-    /// False once shutdown began.
-    pub serving: AtomicBool,
-    /// Access log lines dropped.
-    pub access_dropped: Arc<AtomicU64>,
-    log_threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
-    /// One counter per worker, bumped by a timer task on that worker's
-    /// runtime: it stops when the worker's thread is stuck.
-    heartbeats: Vec<AtomicU64>,
-    /// systemd's watchdog period (`WATCHDOG_USEC`), if any.
-    watchdog: Option<Duration>,
-}
-
-impl Shared {
-    /// The current live settings and their generation.
-    pub fn live(&self) -> (Arc<Live>, u64) {
-        let g = self.generation.load(Relaxed);
-        let l = self.live.read().unwrap_or_else(|e| e.into_inner()).clone();
-        (l, g)
-    }
-
-    /// Bumped at each successful reload.
-    #[inline]
-    pub fn generation(&self) -> u64 {
-        self.generation.load(Relaxed)
-    }
-
-    fn heartbeat_values(&self) -> Vec<u64> {
-        self.heartbeats.iter().map(|h| h.load(Relaxed)).collect()
-    }
-
-    fn set_live(&self, live: Live) {
-        *self.live.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(live);
-        self.generation.fetch_add(1, Relaxed);
-    }
-}
-
-/// Per-worker state (lives on the worker thread).
-#[derive(Debug)]
-pub struct Worker {
-    /// Shared state.
-    pub shared: Arc<Shared>,
-    /// This worker's counters.
-    pub stats: Arc<WorkerStats>,
-    /// Set when shutdown began: finish the current response, then close.
-    pub stopping: Cell<bool>,
-    /// Shutdown notification.
-    pub shutdown: watch::Receiver<bool>,
-    samples: RefCell<Vec<f64>>,
-    local_conns: Cell<usize>,
-}
-
-impl Worker {
-    /// Queues one request duration (flushed to the histogram in batches).
-    #[inline]
-    pub fn record_duration(&self, d: Duration) {
-        let mut s = self.samples.borrow_mut();
-        s.push(d.as_secs_f64());
-        if s.len() >= 4096 {
-            flush_samples(&mut s);
-        }
-    }
-}
-
-fn flush_samples(s: &mut Vec<f64>) {
-    if s.is_empty() {
-        return;
-    }
-    let h = metrics::histogram!("fileserver_http_request_duration_seconds");
-    for &v in s.iter() {
-        h.record(v);
-    }
-    s.clear();
-}
-
-fn make_live(
-    s: &Settings,
-    shared_dropped: &Arc<AtomicU64>,
-) -> std::io::Result<(Live, Option<std::thread::JoinHandle<()>>)> {
-    let cache_control_line = if s.cache_control.is_empty() {
-        Vec::new()
-    } else {
-        format!("Cache-Control: {}\r\n", s.cache_control).into_bytes()
-    };
-    let (access, handle) =
-        match AccessLogger::start(&s.access_log, s.access_log_format, shared_dropped.clone())? {
-            Some((l, h)) => (Some(l), Some(h)),
-            None => (None, None),
-        };
-    Ok((
-        Live {
-            s: s.clone(),
-            cache_control_line,
-            access,
-        },
-        handle,
-    ))
-}
 
 /// Creates a non-blocking listener with SO_REUSEPORT so each worker can bind its own.
 fn bind_reuseport(addr: SocketAddr) -> std::io::Result<std::net::TcpListener> {

@@ -1,0 +1,137 @@
+//! What the main thread and the workers share, and what a connection
+//! needs: the reloadable settings ([`Live`]), the process-wide state
+//! ([`Shared`]) and one worker's own ([`Worker`]). The modules that serve
+//! (`conn`, `admin`) depend on this one, `server` builds it; nothing here
+//! depends on them, so the daemon's modules form no cycle.
+
+use crate::accesslog::AccessLogger;
+use crate::config::Settings;
+use crate::files::Files;
+use crate::stats::WorkerStats;
+use std::cell::{Cell, RefCell};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// Reloadable state: settings plus things derived from them.
+#[derive(Debug)]
+pub struct Live {
+    /// Current settings.
+    pub s: Settings,
+    /// Pre-rendered `Cache-Control: ...\r\n` (empty when not configured).
+    pub cache_control_line: Vec<u8>,
+    /// Access logger, when enabled.
+    pub access: Option<AccessLogger>,
+}
+
+/// State shared by all workers and the main thread.
+#[derive(Debug)]
+pub struct Shared {
+    /// File access beneath the root.
+    pub files: Files,
+    pub(crate) live: RwLock<Arc<Live>>,
+    pub(crate) generation: AtomicU64,
+    /// One counter block per worker.
+    pub worker_stats: Vec<Arc<WorkerStats>>,
+    /// Open client connections (all workers).
+    pub open_conns: AtomicUsize,
+    /// Connections being served (at most `max_connections`; the rest wait).
+    pub active_conns: AtomicUsize,
+    /// False once shutdown began.
+    pub serving: AtomicBool,
+    /// Access log lines dropped.
+    pub access_dropped: Arc<AtomicU64>,
+    pub(crate) log_threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
+    /// One counter per worker, bumped by a timer task on that worker's
+    /// runtime: it stops when the worker's thread is stuck.
+    pub(crate) heartbeats: Vec<AtomicU64>,
+    /// systemd's watchdog period (`WATCHDOG_USEC`), if any.
+    pub(crate) watchdog: Option<Duration>,
+}
+
+impl Shared {
+    /// The current live settings and their generation.
+    pub fn live(&self) -> (Arc<Live>, u64) {
+        let g = self.generation.load(Relaxed);
+        let l = self.live.read().unwrap_or_else(|e| e.into_inner()).clone();
+        (l, g)
+    }
+
+    /// Bumped at each successful reload.
+    #[inline]
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Relaxed)
+    }
+
+    pub(crate) fn heartbeat_values(&self) -> Vec<u64> {
+        self.heartbeats.iter().map(|h| h.load(Relaxed)).collect()
+    }
+
+    pub(crate) fn set_live(&self, live: Live) {
+        *self.live.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(live);
+        self.generation.fetch_add(1, Relaxed);
+    }
+}
+
+/// Per-worker state (lives on the worker thread).
+#[derive(Debug)]
+pub struct Worker {
+    /// Shared state.
+    pub shared: Arc<Shared>,
+    /// This worker's counters.
+    pub stats: Arc<WorkerStats>,
+    /// Set when shutdown began: finish the current response, then close.
+    pub stopping: Cell<bool>,
+    /// Shutdown notification.
+    pub shutdown: watch::Receiver<bool>,
+    pub(crate) samples: RefCell<Vec<f64>>,
+    pub(crate) local_conns: Cell<usize>,
+}
+
+impl Worker {
+    /// Queues one request duration (flushed to the histogram in batches).
+    #[inline]
+    pub fn record_duration(&self, d: Duration) {
+        let mut s = self.samples.borrow_mut();
+        s.push(d.as_secs_f64());
+        if s.len() >= 4096 {
+            flush_samples(&mut s);
+        }
+    }
+}
+
+pub(crate) fn flush_samples(s: &mut Vec<f64>) {
+    if s.is_empty() {
+        return;
+    }
+    let h = metrics::histogram!("fileserver_http_request_duration_seconds");
+    for &v in s.iter() {
+        h.record(v);
+    }
+    s.clear();
+}
+
+pub(crate) fn make_live(
+    s: &Settings,
+    shared_dropped: &Arc<AtomicU64>,
+) -> std::io::Result<(Live, Option<std::thread::JoinHandle<()>>)> {
+    let cache_control_line = if s.cache_control.is_empty() {
+        Vec::new()
+    } else {
+        format!("Cache-Control: {}\r\n", s.cache_control).into_bytes()
+    };
+    let (access, handle) =
+        match AccessLogger::start(&s.access_log, s.access_log_format, shared_dropped.clone())? {
+            Some((l, h)) => (Some(l), Some(h)),
+            None => (None, None),
+        };
+    Ok((
+        Live {
+            s: s.clone(),
+            cache_control_line,
+            access,
+        },
+        handle,
+    ))
+}
