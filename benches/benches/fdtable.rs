@@ -13,6 +13,13 @@
 //! Every fdtable benchmark stores a value whose `release` is a no-op, so the
 //! numbers measure the table, not `close(2)`; only `kernel_dup_close` makes
 //! syscalls, because that is what it stands for.
+//!
+//! `FDTABLE_INTERLEAVED=<rounds> cargo bench -p benches --bench fdtable`
+//! skips criterion and prints per-round ratios of interleaved batches of
+//! alloc+release pairs and lookups, with the floor contender
+//! (`support/floor.rs`), the steadiest figure on a noisy machine.
+//! `FDTABLE_CALLGRIND=<contender>:<pairs>` runs one contender's pairs alone,
+//! for `valgrind --tool=callgrind` (`scripts/callgrind-fdtable.sh`).
 
 use std::convert::Infallible;
 use std::hint::black_box;
@@ -21,12 +28,16 @@ use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant};
 
 use criterion::measurement::Measurement;
-use criterion::{criterion_group, criterion_main, Criterion};
+use criterion::{criterion_group, Criterion};
 use fdtable::{Config, Fd, FdTable, Release};
 
 #[path = "support/cpu_time.rs"]
 mod cpu_time;
-use cpu_time::ThreadCpuTime;
+use cpu_time::{thread_cpu_ns, ThreadCpuTime};
+
+#[path = "support/floor.rs"]
+mod floor;
+use floor::Floor;
 
 /// Entries kept live during every alloc+release benchmark, so no structure
 /// is measured in its trivial empty state.
@@ -285,10 +296,190 @@ fn lookup_cpu(c: &mut Criterion<ThreadCpuTime>) {
     lookup(c, "fdtable_lookup_cpu");
 }
 
+/// The alloc+release contenders, each holding `LIVE` entries, as one
+/// closure per contender that runs `n` pairs.
+struct PairContenders {
+    names: [&'static str; 5],
+    run: [Box<dyn FnMut(usize)>; 5],
+}
+
+fn pair_contenders() -> PairContenders {
+    let table: &'static FdTable<Noop> = Box::leak(Box::new(FdTable::new(fdtable_config(2))));
+    // The held entries stay for the life of the (leaked) table.
+    for i in 0..LIVE as u64 {
+        table.insert(Noop(i)).unwrap();
+    }
+    let local = table.local().expect("this thread owns a shard");
+    let slab = sharded_slab::Slab::new();
+    for i in 0..LIVE as u64 {
+        slab.insert(i).unwrap();
+    }
+    let locked = Mutex::new(slab::Slab::with_capacity(LIVE * 2));
+    for i in 0..LIVE as u64 {
+        locked.lock().unwrap().insert(i);
+    }
+    let mut floor = Floor::new(LIVE * 2);
+    for i in 0..LIVE as u64 {
+        floor.insert(i).unwrap();
+    }
+    PairContenders {
+        names: [
+            "mutex_slab",
+            "sharded_slab",
+            "fdtable",
+            "fdtable_local",
+            "floor",
+        ],
+        run: [
+            Box::new(move |n| {
+                for _ in 0..n {
+                    let key = locked.lock().unwrap().insert(1u64);
+                    locked.lock().unwrap().remove(black_box(key));
+                }
+            }),
+            Box::new(move |n| {
+                for _ in 0..n {
+                    let key = slab.insert(1u64).unwrap();
+                    slab.remove(black_box(key));
+                }
+            }),
+            Box::new(move |n| {
+                for _ in 0..n {
+                    let fd = table.insert(Noop(1)).unwrap();
+                    table.close(black_box(fd)).unwrap();
+                }
+            }),
+            Box::new(move |n| {
+                for _ in 0..n {
+                    let fd = local.insert(Noop(1)).unwrap();
+                    local.close(black_box(fd)).unwrap();
+                }
+            }),
+            Box::new(move |n| {
+                for _ in 0..n {
+                    let key = floor.insert(1).unwrap();
+                    assert!(floor.remove(black_box(key)));
+                }
+            }),
+        ],
+    }
+}
+
+fn quantile(mut v: Vec<f64>, q: f64) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[((v.len() - 1) as f64 * q) as usize]
+}
+
+/// Times `run[k](BATCH)` for every contender in rotating order, `rounds`
+/// times, and prints ns per operation and per-round ratios to `names[base]`.
+fn interleave(
+    title: &str,
+    names: &[&str],
+    run: &mut [Box<dyn FnMut(usize) + '_>],
+    base: usize,
+    rounds: usize,
+) {
+    const BATCH: usize = 20_000;
+    let mut ns = vec![Vec::with_capacity(rounds); names.len()];
+    for round in 0..rounds {
+        for k in 0..names.len() {
+            let which = (k + round) % names.len();
+            let start = thread_cpu_ns();
+            run[which](BATCH);
+            ns[which].push((thread_cpu_ns() - start) as f64 / BATCH as f64);
+        }
+    }
+    println!("{title}: {rounds} rounds of {BATCH}, thread CPU time");
+    for (k, name) in names.iter().enumerate() {
+        let ratios: Vec<f64> = (0..rounds).map(|r| ns[base][r] / ns[k][r]).collect();
+        println!(
+            "  {name:14} {:6.2} ns/op (median)  speed vs {}: p10 {:.2}x median {:.2}x p90 {:.2}x",
+            quantile(ns[k].clone(), 0.5),
+            names[base],
+            quantile(ratios.clone(), 0.1),
+            quantile(ratios.clone(), 0.5),
+            quantile(ratios, 0.9),
+        );
+    }
+}
+
+/// `FDTABLE_INTERLEAVED=<rounds>`: the alloc+release pairs and the lookups
+/// in interleaved batches (see `pathcache`'s mode of the same name for why).
+fn interleaved(rounds: usize) {
+    let mut pairs = pair_contenders();
+    interleave(
+        "fdtable_alloc_release interleaved",
+        &pairs.names,
+        &mut pairs.run,
+        0,
+        rounds,
+    );
+    let table = FdTable::new(fdtable_config(2));
+    let fds: Vec<Fd> = (0..LIVE as u64)
+        .map(|i| table.insert(Noop(i)).unwrap())
+        .collect();
+    let slab = sharded_slab::Slab::new();
+    let keys: Vec<usize> = (0..LIVE as u64).map(|i| slab.insert(i).unwrap()).collect();
+    let (mut i, mut j) = (0, 0);
+    let mut run: [Box<dyn FnMut(usize) + '_>; 2] = [
+        Box::new(|n| {
+            for _ in 0..n {
+                i = (i + 1) % LIVE;
+                black_box(&*slab.get(black_box(keys[i])).unwrap());
+            }
+        }),
+        Box::new(|n| {
+            for _ in 0..n {
+                j = (j + 1) % LIVE;
+                black_box(&*table.get(black_box(fds[j])).unwrap());
+            }
+        }),
+    ];
+    interleave(
+        "fdtable_lookup interleaved",
+        &["sharded_slab", "fdtable"],
+        &mut run,
+        0,
+        rounds,
+    );
+}
+
+/// `FDTABLE_CALLGRIND=<contender>:<pairs>`: set every contender up, then
+/// run one contender's pairs alone (instruction counts need no timing).
+fn callgrind(spec: &str) {
+    let (name, pairs) = spec
+        .split_once(':')
+        .expect("FDTABLE_CALLGRIND=<contender>:<pairs>");
+    let pairs: usize = pairs.parse().expect("a number of pairs");
+    let mut c = pair_contenders();
+    let k = c
+        .names
+        .iter()
+        .position(|n| *n == name)
+        .unwrap_or_else(|| panic!("contender {name}: one of {:?}", c.names));
+    c.run[k](pairs);
+}
+
 criterion_group!(wall, alloc_release_wall, lookup_wall, two_threads);
 criterion_group! {
     name = cpu;
     config = Criterion::default().with_measurement(ThreadCpuTime);
     targets = alloc_release_cpu, lookup_cpu
 }
-criterion_main!(wall, cpu);
+
+fn main() {
+    if let Ok(spec) = std::env::var("FDTABLE_CALLGRIND") {
+        callgrind(&spec);
+        return;
+    }
+    if let Some(rounds) = std::env::var("FDTABLE_INTERLEAVED")
+        .ok()
+        .and_then(|r| r.parse().ok())
+    {
+        interleaved(rounds);
+        return;
+    }
+    wall();
+    cpu();
+    Criterion::default().configure_from_args().final_summary();
+}
