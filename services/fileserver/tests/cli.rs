@@ -15,12 +15,19 @@ fn daemon(args: &[&str]) -> Daemon {
     Daemon::spawn(cmd)
 }
 
+/// Serves `root` (positional) on free loopback ports, plus `extra`.
+fn serve(root: &str, extra: &[&str]) -> Daemon {
+    let mut args = vec![root, "-p", "0", "--admin-listen", "127.0.0.1:0"];
+    args.extend_from_slice(extra);
+    daemon(&args)
+}
+
 #[test]
 fn positional_root_and_port_flag() {
     let tree = Tree::new();
     tree.write("a.txt", b"positional");
     let root = tree.root.to_str().unwrap();
-    let d = daemon(&[root, "-p", "0", "--admin-listen", "127.0.0.1:0"]);
+    let d = serve(root, &[]);
     assert_eq!(d.start.root, std::fs::canonicalize(&tree.root).unwrap());
     assert_eq!(
         d.http.ip().to_string(),
@@ -77,17 +84,15 @@ fn listen_takes_names_ports_and_bracketed_v6() {
 fn humantime_durations_are_accepted() {
     let tree = Tree::new();
     let root = tree.root.to_str().unwrap();
-    let d = daemon(&[
+    let d = serve(
         root,
-        "-p",
-        "0",
-        "--admin-listen",
-        "127.0.0.1:0",
-        "--set",
-        "keepalive_timeout=1m30s",
-        "--set",
-        "cache.valid=250ms",
-    ]);
+        &[
+            "--set",
+            "keepalive_timeout=1m30s",
+            "--set",
+            "cache.valid=250ms",
+        ],
+    );
     assert!(d.http.port() != 0);
 }
 
@@ -184,7 +189,7 @@ fn completions_into_a_closed_pipe_do_not_panic() {
 fn log_has_no_colour_off_a_terminal_and_can_be_json() {
     let tree = Tree::new();
     let root = tree.root.to_str().unwrap();
-    let d = daemon(&[root, "-p", "0", "--admin-listen", "127.0.0.1:0"]);
+    let d = serve(root, &[]);
     assert!(d.wait_stderr("starting", std::time::Duration::from_secs(5)));
     let text = d.stderr_text();
     assert!(
@@ -192,15 +197,7 @@ fn log_has_no_colour_off_a_terminal_and_can_be_json() {
         "ANSI escapes in a piped log:\n{text}"
     );
     drop(d);
-    let d = daemon(&[
-        root,
-        "-p",
-        "0",
-        "--admin-listen",
-        "127.0.0.1:0",
-        "--set",
-        "log_format=json",
-    ]);
+    let d = serve(root, &["--set", "log_format=json"]);
     assert!(d.wait_stderr("starting", std::time::Duration::from_secs(5)));
     let text = d.stderr_text();
     let mut events = 0;

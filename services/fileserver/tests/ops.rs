@@ -718,12 +718,5 @@ fn no_arguments_serves_cwd_on_8080_with_admin_on_8081() {
         std::thread::available_parallelism().unwrap().get()
     );
     assert_eq!(d.get_text("/hello.txt"), "from cwd");
-    assert_eq!(
-        client()
-            .get(d.admin_url("/healthz"))
-            .send()
-            .unwrap()
-            .status(),
-        200
-    );
+    assert_eq!(d.healthz(), 200);
 }

@@ -161,6 +161,16 @@ impl Daemon {
         client().get(self.url(path)).send().unwrap().text().unwrap()
     }
 
+    /// The status `/healthz` answers with.
+    pub(crate) fn healthz(&self) -> u16 {
+        client()
+            .get(self.admin_url("/healthz"))
+            .send()
+            .unwrap()
+            .status()
+            .as_u16()
+    }
+
     pub(crate) fn admin_url(&self, path: &str) -> String {
         format!("http://{}{}", self.admin, path)
     }
