@@ -123,10 +123,13 @@ fn writer(rx: Receiver<String>, out: Box<dyn Write + Send>) {
 /// `"`, `\\`, control bytes and bytes >= 0x7f become `\\xHH`, so a value can
 /// neither end its field nor write terminal escapes into whoever reads the log.
 fn escape_clf(v: &[u8]) -> String {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
     let mut out = String::with_capacity(v.len());
     for &b in v {
         if b == b'"' || b == b'\\' || !(0x20..0x7f).contains(&b) {
-            out.push_str(&format!("\\x{b:02X}"));
+            out.push_str("\\x");
+            out.push(char::from(HEX[usize::from(b >> 4)]));
+            out.push(char::from(HEX[usize::from(b & 0xf)]));
         } else {
             out.push(char::from(b));
         }

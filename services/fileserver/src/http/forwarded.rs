@@ -76,13 +76,27 @@ pub fn client_addr(
     if trusted.is_empty() || !is_trusted(peer) {
         return peer;
     }
-    let hops: Vec<&[u8]> = match (forwarded, x_forwarded_for) {
-        (Some(f), _) => f.split(|&b| b == b',').filter_map(forwarded_for).collect(),
-        (None, Some(x)) => x.split(|&b| b == b',').collect(),
-        (None, None) => return peer,
-    };
+    // Right to left, without collecting: the nearest hop comes first.
+    match (forwarded, x_forwarded_for) {
+        (Some(f), _) => rightmost_untrusted(
+            peer,
+            is_trusted,
+            f.rsplit(|&b| b == b',').filter_map(forwarded_for),
+        ),
+        (None, Some(x)) => rightmost_untrusted(peer, is_trusted, x.rsplit(|&b| b == b',')),
+        (None, None) => peer,
+    }
+}
+
+/// Walks `hops` (nearest first) to the first address that is not a
+/// trusted proxy; a hop that is not an address stops at the last one read.
+fn rightmost_untrusted<'a>(
+    peer: IpAddr,
+    is_trusted: impl Fn(IpAddr) -> bool,
+    hops: impl Iterator<Item = &'a [u8]>,
+) -> IpAddr {
     let mut client = peer;
-    for hop in hops.iter().rev() {
+    for hop in hops {
         let Some(ip) = parse_node(hop) else {
             break;
         };
