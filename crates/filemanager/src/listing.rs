@@ -157,13 +157,13 @@ fn resolve_entry(
     }))
 }
 
+/// `map_open_error`, plus out-of-descriptors as `Exhausted` (a listing does
+/// no EMFILE recovery of its own). A path that names a file is ENOTDIR,
+/// which `map_open_error` already reads as NotFound.
 fn open_error(e: io::Error) -> OpenError {
     if is_exhausted(&e) {
-        return OpenError::Exhausted;
-    }
-    match e.raw_os_error() {
-        // The path names a file: there is no listing of it.
-        Some(libc::ENOTDIR) => OpenError::NotFound,
-        _ => map_open_error(e),
+        OpenError::Exhausted
+    } else {
+        map_open_error(e)
     }
 }
