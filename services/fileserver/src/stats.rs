@@ -97,14 +97,6 @@ pub struct Totals {
     pub aborted: u64,
 }
 
-impl Totals {
-    /// Responses with `code` (any method); `None` counts the `other` slot.
-    pub fn code(&self, code: Option<u16>) -> u64 {
-        let slot = code.map_or(CODES.len(), code_slot);
-        self.responses.iter().map(|by_code| by_code[slot]).sum()
-    }
-}
-
 /// Sums the workers' blocks.
 pub fn totals(workers: &[std::sync::Arc<WorkerStats>]) -> Totals {
     let mut t = Totals::default();
@@ -203,6 +195,12 @@ mod tests {
     use super::*;
     use std::sync::Arc;
 
+    /// Responses with `code` over every method; `None` is the `other` slot.
+    fn code(t: &Totals, code: Option<u16>) -> u64 {
+        let slot = code.map_or(CODES.len(), code_slot);
+        t.responses.iter().map(|by_code| by_code[slot]).sum()
+    }
+
     #[test]
     fn per_worker_counts_sum() {
         let a = Arc::new(WorkerStats::default());
@@ -221,11 +219,11 @@ mod tests {
         b.record(MethodLabel::Other, 299, 1, false);
         ta.join().unwrap();
         let t = totals(&[a, b]);
-        assert_eq!(t.code(Some(200)), 1000);
+        assert_eq!(code(&t, Some(200)), 1000);
         assert_eq!(t.responses[MethodLabel::Get as usize][0], 1000);
-        assert_eq!(t.code(Some(404)), 500);
+        assert_eq!(code(&t, Some(404)), 500);
         assert_eq!(t.responses[MethodLabel::Head as usize][7], 500);
-        assert_eq!(t.code(None), 1);
+        assert_eq!(code(&t, None), 1);
         assert_eq!(t.body_bytes, 10_001);
         assert_eq!(t.aborted, 1);
     }
