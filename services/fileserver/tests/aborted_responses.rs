@@ -31,20 +31,6 @@ fn poll<T>(what: impl Fn() -> String, mut probe: impl FnMut() -> Option<T>) -> T
     }
 }
 
-/// Waits for the JSON access-log line whose field `key` is `value`.
-fn log_line(d: &Daemon, key: &str, value: &serde_json::Value) -> serde_json::Value {
-    let lines = || d.stdout.lock().unwrap().clone();
-    poll(
-        || format!("no access log line with {key}={value}: {:?}", lines()),
-        || {
-            lines()
-                .iter()
-                .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-                .find(|v| &v[key] == value)
-        },
-    )
-}
-
 /// Polls `/metrics` until `series` reaches `want` (counters are summed at
 /// scrape time and durations flushed every 100 ms).
 fn wait_metric(d: &Daemon, series: &str, want: f64) -> String {
@@ -83,7 +69,7 @@ fn an_abandoned_download_is_logged_and_counted_with_the_bytes_sent() {
     let d = json_log_daemon(&tree);
     let got = read_part_and_close(&d, "GET /big.bin HTTP/1.1\r\nHost: x\r\n\r\n", 1 << 20);
     assert!(got >= 1 << 20, "read {got}");
-    let line = log_line(&d, "target", &"/big.bin".into());
+    let line = d.json_log_line("target", &"/big.bin".into());
     assert_eq!(line["status"], 200, "{line}");
     assert_eq!(line["completed"], false, "{line}");
     let bytes = line["bytes"].as_u64().unwrap();
@@ -116,7 +102,7 @@ fn an_abandoned_download_is_logged_and_counted_with_the_bytes_sent() {
             .unwrap(),
         "0123456789"
     );
-    let line = log_line(&d, "target", &"/small.txt".into());
+    let line = d.json_log_line("target", &"/small.txt".into());
     assert_eq!(line["completed"], true, "{line}");
     assert_eq!(line["bytes"], 10);
     let text = wait_metric(
@@ -140,7 +126,7 @@ fn an_abandoned_open_ended_range_is_logged_as_206() {
         "GET /big.bin HTTP/1.1\r\nHost: x\r\nRange: bytes=0-\r\n\r\n",
         256 << 10,
     );
-    let line = log_line(&d, "target", &"/big.bin".into());
+    let line = d.json_log_line("target", &"/big.bin".into());
     assert_eq!(line["status"], 206, "{line}");
     assert_eq!(line["completed"], false, "{line}");
     assert!(line["bytes"].as_u64().unwrap() < BIG as u64, "{line}");
@@ -162,7 +148,7 @@ fn a_rejected_request_head_is_logged() {
         Duration::from_secs(5),
     );
     assert_eq!(common::status_of(&resp), 400);
-    let line = log_line(&d, "status", &400.into());
+    let line = d.json_log_line("status", &400.into());
     assert_eq!(line["completed"], true, "{line}");
     assert!(line["bytes"].as_u64().unwrap() > 0, "{line}");
     // Rejected before its method was known.

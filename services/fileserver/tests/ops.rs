@@ -581,28 +581,10 @@ fn access_log_names_the_client_only_behind_trusted_proxies() {
             .send()
             .unwrap();
     };
-    let line = |d: &Daemon, target: &str| -> serde_json::Value {
-        let deadline = Instant::now() + Duration::from_secs(5);
-        loop {
-            let lines = d.stdout.lock().unwrap().clone();
-            let found = lines
-                .iter()
-                .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-                .find(|v| v["target"] == target);
-            if let Some(v) = found {
-                return v;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "no log line for {target}: {lines:?}"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    };
     let json_log = ["--access-log", "stdout", "--set", "access_log_format=json"];
     let d = Daemon::start(&tree.root, &json_log);
     send(&d, "/a.txt");
-    let v = line(&d, "/a.txt");
+    let v = d.json_log_line("target", &"/a.txt".into());
     assert_eq!(
         v["remote"], "127.0.0.1",
         "headers from an untrusted peer count: {v}"
@@ -612,7 +594,7 @@ fn access_log_names_the_client_only_behind_trusted_proxies() {
     args.extend(["--set", "trusted_proxies=127.0.0.1,10.0.0.0/8"]);
     let d = Daemon::start(&tree.root, &args);
     send(&d, "/a.txt");
-    let v = line(&d, "/a.txt");
+    let v = d.json_log_line("target", &"/a.txt".into());
     assert_eq!(v["remote"], "203.0.113.7", "{v}");
     assert_eq!(v["peer"], "127.0.0.1", "{v}");
     let out = Command::new(bin())

@@ -161,6 +161,27 @@ impl Daemon {
         client().get(self.url(path)).send().unwrap().text().unwrap()
     }
 
+    /// Waits (10 s at most) for the JSON access-log line on stdout whose
+    /// field `key` equals `value`, and returns it.
+    pub(crate) fn json_log_line(&self, key: &str, value: &serde_json::Value) -> serde_json::Value {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let lines = self.stdout.lock().unwrap().clone();
+            let found = lines
+                .iter()
+                .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+                .find(|v| &v[key] == value);
+            if let Some(v) = found {
+                return v;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no access log line with {key}={value}: {lines:?}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// The status `/healthz` answers with.
     pub(crate) fn healthz(&self) -> u16 {
         client()
