@@ -88,6 +88,7 @@ mod backend;
 mod file;
 pub mod limits;
 mod listing;
+mod query;
 mod resolve;
 
 use std::fmt;
@@ -109,6 +110,7 @@ use backend::{Backend, Counters, Target};
 pub use file::FileValue;
 use file::{BudgetToken, FdCount};
 pub use listing::{DirEntry, EntryKind, ListOptions, Listing};
+pub use query::{Query, Resolved, ResolvedFile, Sibling};
 use resolve::{c_path, is_exhausted, map_open_error, Kind};
 
 /// Which I/O backend to run.

@@ -143,7 +143,7 @@ fn field_or_dash(v: Option<&[u8]>) -> String {
 
 fn clf_time(secs: u64) -> String {
     let mut d = [0u8; 29];
-    crate::http::date::fmt_http_date(secs, &mut d);
+    httpfile::date::fmt_http_date(secs, &mut d);
     // "Sun, 06 Nov 1994 08:49:37 GMT" -> "06/Nov/1994:08:49:37 +0000"
     let s = std::str::from_utf8(&d).unwrap_or_default();
     format!(

@@ -110,7 +110,7 @@ async fn one(
                         false,
                     );
                 }
-                let path = crate::http::path::path_part(req.target).unwrap_or(b"");
+                let path = httpfile::path::path_part(req.target()).unwrap_or(b"");
                 break match path {
                     b"/metrics" => (
                         200,
@@ -139,7 +139,7 @@ async fn one(
         }
     };
     let mut out = Vec::with_capacity(body.len() + 200);
-    out.extend_from_slice(crate::http::response::status_line(code));
+    out.extend_from_slice(httpfile::status::status_line(code));
     out.extend_from_slice(
         format!(
             "Content-Type: {ctype}\r\nContent-Length: {}\r\n",

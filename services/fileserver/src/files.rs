@@ -1,40 +1,9 @@
-//! The server's view of `filemanager`: every request opens through its path
-//! cache (cached descriptor for sendfile, cached small-file bytes for one
-//! writev). This module only maps settings and result types.
+//! The server's view of `filemanager`: every request resolves through its
+//! path cache (cached descriptor for sendfile, cached small-file bytes for
+//! one writev). This module only maps settings.
 
 use crate::config::Settings;
-use rustix::fd::{AsFd, BorrowedFd};
 use std::io;
-
-pub use filemanager::{OpenError, Opened};
-
-/// An open regular file from the path cache (alias kept short for `conn`).
-pub type FileRef = filemanager::CachedFile;
-
-/// What responses need from a cached file.
-pub trait FileExt {
-    /// Size at open (or last revalidation).
-    fn size(&self) -> u64;
-    /// Modification time, Unix seconds.
-    fn mtime_secs(&self) -> u64;
-    /// The descriptor for sendfile.
-    fn fd(&self) -> BorrowedFd<'_>;
-}
-
-impl FileExt for filemanager::CachedFile {
-    #[inline]
-    fn size(&self) -> u64 {
-        self.meta().size
-    }
-    #[inline]
-    fn mtime_secs(&self) -> u64 {
-        (self.meta().mtime_ns.max(0) / 1_000_000_000) as u64
-    }
-    #[inline]
-    fn fd(&self) -> BorrowedFd<'_> {
-        self.as_fd()
-    }
-}
 
 /// Builds the pathcache configuration from settings.
 pub fn cache_config(s: &Settings) -> pathcache::Config {
@@ -96,36 +65,12 @@ impl Files {
         self.fm.fd_limit()
     }
 
-    /// Opens `rel` (normalized, root-relative; `""` is the root) through the cache.
-    ///
-    /// A file sent with sendfile (no cached bytes) is checked with one statx
-    /// on its cached descriptor (`CachedFile::is_current`): a file rewritten
-    /// in place within the cache's `valid` window would otherwise go out as
-    /// new bytes under the old length and validators (without the check,
-    /// `reliability_replace` counts about 16000 torn responses in 180000).
-    /// One statx is noise next to a >16 KiB send; cached small-file bytes
-    /// are a snapshot that matches their metadata, so they need no check.
-    pub async fn open(&self, rel: &str) -> Result<Opened, OpenError> {
-        let rel = if rel.is_empty() { "." } else { rel };
-        let opened = self.fm.open(rel).await?;
-        if let Opened::File(f) = &opened {
-            if f.bytes().is_none() && !f.is_current() {
-                drop(opened);
-                self.fm.invalidate(rel);
-                return self.fm.open(rel).await;
-            }
-        }
-        Ok(opened)
-    }
-
-    /// Lists directory `rel` beneath the root (off the worker thread), with
-    /// the resolution rules of every open.
-    pub async fn list_dir(
+    /// The resolve stage of a request (see `FileManager::resolve`).
+    pub async fn resolve(
         &self,
-        rel: &str,
-        opts: filemanager::ListOptions,
-    ) -> Result<filemanager::Listing, OpenError> {
-        self.fm.list_dir(rel, opts).await
+        query: &filemanager::Query<'_>,
+    ) -> Result<filemanager::Resolved, filemanager::OpenError> {
+        self.fm.resolve(query).await
     }
 
     /// Sets up the calling worker thread's I/O state (its io_uring) at

@@ -1,22 +1,19 @@
 //! `fileserver`: an HTTP/1.1 static file server built for throughput and
 //! RFC 9110 correctness, serving a directory tree beneath one root.
 //!
-//! The crate owns the daemon: configuration ([`config`]), the pure HTTP
-//! pieces a fuzzer can reach ([`http`]: request parser, path normalizer,
-//! range and precondition evaluation), connections ([`conn`]), the state they
+//! The crate owns the daemon: configuration ([`config`]), the HTTP/1.1
+//! request parser a fuzzer can reach ([`http`]; the file semantics are the
+//! `httpfile` crate's), connections ([`conn`]), the state they
 //! share ([`state`]), workers and signals ([`server`]), the admin listener ([`admin`]), systemd integration
 //! ([`sysd`]: socket activation, sd_notify, watchdog) and the access log.
 //!
 //! ```
-//! use fileserver::http::path::normalize_path;
-//! use fileserver::http::range::{parse_range, RangeOutcome};
-//! let mut buf = Vec::new();
-//! let p = normalize_path(b"/docs/./a%20b.txt?x=1", &mut buf).unwrap();
-//! assert_eq!(p.rel, "docs/a b.txt");
-//! assert!(normalize_path(b"/%2e%2e/etc/passwd", &mut buf).is_err());
-//! let mut ranges = Vec::new();
-//! assert_eq!(parse_range(b"bytes=-10", 100, 16, &mut ranges), RangeOutcome::Partial);
-//! assert_eq!((ranges[0].start, ranges[0].end), (90, 100));
+//! use fileserver::http::request::{parse_request, Method};
+//! let mut headers = [httparse::EMPTY_HEADER; 16];
+//! let head = b"GET /docs/a%20b.txt HTTP/1.1\r\nHost: x\r\nRange: bytes=-10\r\n\r\n";
+//! let req = parse_request(head, &mut headers, 8192).unwrap().unwrap();
+//! assert_eq!((req.method(), req.target()), (Method::Get, &b"/docs/a%20b.txt"[..]));
+//! assert_eq!(req.head.range, Some(&b"bytes=-10"[..]));
 //! ```
 #![deny(missing_docs)]
 

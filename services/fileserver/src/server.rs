@@ -206,7 +206,6 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
     drop(live);
     shared.set_live(Live {
         s: shared.live().0.s.clone(),
-        cache_control_line: Vec::new(),
         access: None,
     });
     let handles: Vec<_> =

@@ -19,8 +19,6 @@ use tokio::sync::watch;
 pub struct Live {
     /// Current settings.
     pub s: Settings,
-    /// Pre-rendered `Cache-Control: ...\r\n` (empty when not configured).
-    pub cache_control_line: Vec<u8>,
     /// Access logger, when enabled.
     pub access: Option<AccessLogger>,
 }
@@ -116,11 +114,6 @@ pub(crate) fn make_live(
     s: &Settings,
     shared_dropped: &Arc<AtomicU64>,
 ) -> std::io::Result<(Live, Option<std::thread::JoinHandle<()>>)> {
-    let cache_control_line = if s.cache_control.is_empty() {
-        Vec::new()
-    } else {
-        format!("Cache-Control: {}\r\n", s.cache_control).into_bytes()
-    };
     let (access, handle) =
         match AccessLogger::start(&s.access_log, s.access_log_format, shared_dropped.clone())? {
             Some((l, h)) => (Some(l), Some(h)),
@@ -129,7 +122,6 @@ pub(crate) fn make_live(
     Ok((
         Live {
             s: s.clone(),
-            cache_control_line,
             access,
         },
         handle,

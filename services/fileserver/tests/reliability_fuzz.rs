@@ -10,12 +10,12 @@
 
 mod reliability_support;
 
-use fileserver::http::conditional::{etag_list_matches, parse_date};
-use fileserver::http::date::{fmt_http_date, HTTP_DATE_LEN};
-use fileserver::http::path::normalize_path;
-use fileserver::http::range::{parse_range, RangeOutcome};
 use fileserver::http::request::{parse_request, Method};
-use fileserver::http::response::push_encoded_path;
+use httpfile::conditional::{etag_list_matches, parse_date};
+use httpfile::date::{fmt_http_date, HTTP_DATE_LEN};
+use httpfile::encode::push_encoded_path;
+use httpfile::path::normalize_path;
+use httpfile::range::{parse_range, RangeOutcome};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence, TestRunner};
 use reliability_support::summary;
@@ -57,8 +57,8 @@ fn check_request(buf: &[u8], max_head: usize, nheaders: usize) -> Result<(), Tes
                 "head does not end a line"
             );
             let (b0, b1) = (buf.as_ptr() as usize, buf.as_ptr() as usize + buf.len());
-            let t = r.target.as_ptr() as usize;
-            prop_assert!(r.target.is_empty() || (t >= b0 && t + r.target.len() <= b1));
+            let t = r.target().as_ptr() as usize;
+            prop_assert!(r.target().is_empty() || (t >= b0 && t + r.target().len() <= b1));
             prop_assert!(r.minor_version <= 1);
             if r.minor_version == 1 {
                 prop_assert!(r.host.is_some(), "HTTP/1.1 accepted without Host");
@@ -244,18 +244,18 @@ fn fuzz_request_parser_render_round_trip() {
                     _ => Method::Other,
                 }
             );
-            prop_assert_eq!(req.target, target.as_bytes());
+            prop_assert_eq!(req.target(), target.as_bytes());
             prop_assert_eq!(req.minor_version, minor);
             prop_assert_eq!(req.host, Some(host.as_bytes()));
-            prop_assert_eq!(req.range, range.as_deref().map(str::as_bytes));
-            prop_assert_eq!(req.if_none_match, inm.as_deref().map(str::as_bytes));
+            prop_assert_eq!(req.head.range, range.as_deref().map(str::as_bytes));
+            prop_assert_eq!(req.head.if_none_match, inm.as_deref().map(str::as_bytes));
             let want_keep = match conn {
                 Some(c) if c.contains("close") => false,
                 Some("keep-alive") => true,
                 _ => minor == 1,
             };
             prop_assert_eq!(req.keep_alive, want_keep);
-            prop_assert!(!req.has_body);
+            prop_assert!(!req.head.has_body);
             Ok(())
         },
     )

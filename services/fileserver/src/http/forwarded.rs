@@ -111,7 +111,7 @@ fn rightmost_untrusted<'a>(
 /// The `for=` value of one `Forwarded` element (`for=1.2.3.4;proto=http`).
 fn forwarded_for(element: &[u8]) -> Option<&[u8]> {
     element.split(|&b| b == b';').find_map(|pair| {
-        let pair = super::trim_ows(pair);
+        let pair = httpfile::trim_ows(pair);
         let eq = pair.iter().position(|&b| b == b'=')?;
         pair[..eq]
             .eq_ignore_ascii_case(b"for")
@@ -122,7 +122,7 @@ fn forwarded_for(element: &[u8]) -> Option<&[u8]> {
 /// An address from a node: `1.2.3.4`, `1.2.3.4:80`, `"[2001:db8::1]:4711"`,
 /// `2001:db8::1`.
 fn parse_node(node: &[u8]) -> Option<IpAddr> {
-    let s = std::str::from_utf8(super::trim_ows(node)).ok()?;
+    let s = std::str::from_utf8(httpfile::trim_ows(node)).ok()?;
     let s = s.trim_matches('"');
     if let Some(rest) = s.strip_prefix('[') {
         return rest.split_once(']')?.0.parse().ok();

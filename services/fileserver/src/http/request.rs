@@ -2,54 +2,26 @@
 //! leaves to the server (RFC 9112: Host, Content-Length vs Transfer-Encoding,
 //! keep-alive). Pure and allocation-free: everything borrows the read buffer.
 
-use super::trim_ows;
-
-/// Request methods the server distinguishes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Method {
-    /// GET
-    Get,
-    /// HEAD
-    Head,
-    /// OPTIONS
-    Options,
-    /// Anything else (answered with 405).
-    Other,
-}
+pub use httpfile::Method;
+use httpfile::{trim_ows, RequestHead};
 
 /// A parsed request head; slices borrow the connection's read buffer.
+/// `head` is what the planner reads; the rest frames the connection and
+/// feeds the access log.
 #[derive(Clone, Debug, Default)]
 pub struct Request<'b> {
+    /// Method, target and the headers of the file semantics.
+    pub head: RequestHead<'b>,
     /// Method as sent.
     pub method_raw: &'b str,
-    /// Request target as sent (origin-form, absolute-form or `*`).
-    pub target: &'b [u8],
     /// 0 for HTTP/1.0, 1 for HTTP/1.1.
     pub minor_version: u8,
     /// Bytes of the head including the final CRLFCRLF.
     pub head_len: usize,
     /// Whether the client allows the connection to stay open.
     pub keep_alive: bool,
-    /// The request declares a body (Content-Length > 0 or Transfer-Encoding).
-    pub has_body: bool,
     /// `Host`.
     pub host: Option<&'b [u8]>,
-    /// `If-Match`.
-    pub if_match: Option<&'b [u8]>,
-    /// `If-None-Match`.
-    pub if_none_match: Option<&'b [u8]>,
-    /// `If-Modified-Since`.
-    pub if_modified_since: Option<&'b [u8]>,
-    /// `If-Unmodified-Since`.
-    pub if_unmodified_since: Option<&'b [u8]>,
-    /// `If-Range`.
-    pub if_range: Option<&'b [u8]>,
-    /// `Range`.
-    pub range: Option<&'b [u8]>,
-    /// `Accept-Encoding`.
-    pub accept_encoding: Option<&'b [u8]>,
-    /// `Accept` (directory listings: HTML or JSON).
-    pub accept: Option<&'b [u8]>,
     /// `User-Agent` (access log).
     pub user_agent: Option<&'b [u8]>,
     /// `Referer` (access log).
@@ -63,12 +35,12 @@ pub struct Request<'b> {
 impl Request<'_> {
     /// The method as an enum.
     pub fn method(&self) -> Method {
-        match self.method_raw {
-            "GET" => Method::Get,
-            "HEAD" => Method::Head,
-            "OPTIONS" => Method::Options,
-            _ => Method::Other,
-        }
+        self.head.method
+    }
+
+    /// The request target as sent.
+    pub fn target(&self) -> &[u8] {
+        self.head.target
     }
 }
 
@@ -180,9 +152,14 @@ pub fn parse_request<'b>(
         return Err(ParseError::HeadTooLarge);
     }
     let minor_version = req.version.unwrap_or(1);
+    let method_raw = req.method.unwrap_or("");
     let mut r = Request {
-        method_raw: req.method.unwrap_or(""),
-        target: req.path.unwrap_or("").as_bytes(),
+        head: RequestHead {
+            method: Method::from_token(method_raw.as_bytes()),
+            target: req.path.unwrap_or("").as_bytes(),
+            ..RequestHead::default()
+        },
+        method_raw,
         minor_version,
         head_len,
         keep_alive: minor_version == 1,
@@ -200,11 +177,11 @@ pub fn parse_request<'b>(
                 }
                 r.host = Some(v);
             }
-            5 if eq_ci(name, b"range") => r.range = Some(v),
-            6 if eq_ci(name, b"accept") => r.accept = Some(v),
+            5 if eq_ci(name, b"range") => r.head.range = Some(v),
+            6 if eq_ci(name, b"accept") => r.head.accept = Some(v),
             7 if eq_ci(name, b"referer") => r.referer = Some(v),
-            8 if eq_ci(name, b"if-match") => r.if_match = Some(v),
-            8 if eq_ci(name, b"if-range") => r.if_range = Some(v),
+            8 if eq_ci(name, b"if-match") => r.head.if_match = Some(v),
+            8 if eq_ci(name, b"if-range") => r.head.if_range = Some(v),
             9 if eq_ci(name, b"forwarded") => r.forwarded = Some(v),
             10 if eq_ci(name, b"connection") => {
                 if has_token(v, b"close") {
@@ -214,7 +191,7 @@ pub fn parse_request<'b>(
                 }
             }
             10 if eq_ci(name, b"user-agent") => r.user_agent = Some(v),
-            13 if eq_ci(name, b"if-none-match") => r.if_none_match = Some(v),
+            13 if eq_ci(name, b"if-none-match") => r.head.if_none_match = Some(v),
             14 if eq_ci(name, b"content-length") => {
                 if v.is_empty() || !v.iter().all(u8::is_ascii_digit) || v.len() > 18 {
                     return Err(ParseError::Bad("invalid Content-Length"));
@@ -225,11 +202,11 @@ pub fn parse_request<'b>(
                 }
                 content_length = Some(n);
             }
-            15 if eq_ci(name, b"accept-encoding") => r.accept_encoding = Some(v),
+            15 if eq_ci(name, b"accept-encoding") => r.head.accept_encoding = Some(v),
             15 if eq_ci(name, b"x-forwarded-for") => r.x_forwarded_for = Some(v),
-            17 if eq_ci(name, b"if-modified-since") => r.if_modified_since = Some(v),
+            17 if eq_ci(name, b"if-modified-since") => r.head.if_modified_since = Some(v),
             17 if eq_ci(name, b"transfer-encoding") => transfer_encoding = true,
-            19 if eq_ci(name, b"if-unmodified-since") => r.if_unmodified_since = Some(v),
+            19 if eq_ci(name, b"if-unmodified-since") => r.head.if_unmodified_since = Some(v),
             _ => {}
         }
     }
@@ -242,7 +219,7 @@ pub fn parse_request<'b>(
     if r.host.is_some_and(|h| !is_valid_host(h)) {
         return Err(ParseError::Bad("invalid Host"));
     }
-    r.has_body = transfer_encoding || content_length.unwrap_or(0) > 0;
+    r.head.has_body = transfer_encoding || content_length.unwrap_or(0) > 0;
     Ok(Some(r))
 }
 
@@ -260,7 +237,7 @@ mod tests {
         let r = parse("GET /a HTTP/1.1\r\nHost: x\r\n\r\nGET /b")
             .unwrap()
             .unwrap();
-        assert_eq!(r.target, b"/a");
+        assert_eq!(r.target(), b"/a");
         assert_eq!(r.method(), Method::Get);
         assert!(r.keep_alive);
         assert_eq!(r.head_len, 28);

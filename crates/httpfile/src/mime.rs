@@ -1,6 +1,6 @@
 //! Content-Type by file extension (`mime_guess`), with `charset=utf-8` for text.
 
-use super::trim_ows;
+use crate::trim_ows;
 
 /// The media type for `path` and whether it is text (gets `; charset=utf-8`).
 pub fn content_type(path: &str) -> (&'static str, bool) {
@@ -37,6 +37,60 @@ pub struct Accepted {
     pub zstd: bool,
     /// `gzip`
     pub gzip: bool,
+}
+
+impl Accepted {
+    /// Whether the request accepts `coding`.
+    pub fn accepts(self, coding: ContentCoding) -> bool {
+        match coding {
+            ContentCoding::Br => self.br,
+            ContentCoding::Zstd => self.zstd,
+            ContentCoding::Gzip => self.gzip,
+        }
+    }
+}
+
+/// A content coding a precompressed sibling (`name.br`, `name.zst`,
+/// `name.gz` beside `name`) is served with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ContentCoding {
+    /// Brotli.
+    Br,
+    /// Zstandard.
+    Zstd,
+    /// gzip.
+    Gzip,
+}
+
+impl ContentCoding {
+    /// Every coding, best first: the order siblings are tried in.
+    pub const PREFERENCE: [ContentCoding; 3] =
+        [ContentCoding::Br, ContentCoding::Zstd, ContentCoding::Gzip];
+
+    /// The `Content-Encoding` token.
+    pub fn token(self) -> &'static str {
+        match self {
+            ContentCoding::Br => "br",
+            ContentCoding::Zstd => "zstd",
+            ContentCoding::Gzip => "gzip",
+        }
+    }
+
+    /// The file-name suffix of a sibling in this coding.
+    pub fn suffix(self) -> &'static str {
+        match self {
+            ContentCoding::Br => ".br",
+            ContentCoding::Zstd => ".zst",
+            ContentCoding::Gzip => ".gz",
+        }
+    }
+
+    /// The coding whose sibling suffix `path` ends with, if any.
+    pub fn of_sibling(path: &str) -> Option<ContentCoding> {
+        Self::PREFERENCE
+            .into_iter()
+            .find(|c| path.ends_with(c.suffix()))
+    }
 }
 
 /// Parses `Accept-Encoding` (codings with `q=0` are refused; `*` accepts all).

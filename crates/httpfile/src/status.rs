@@ -1,5 +1,5 @@
-//! Response-head writing into a reused buffer: pre-rendered status lines and
-//! header names, integers without `fmt`.
+//! Status codes: the pre-rendered HTTP/1.1 status lines and the reason
+//! phrases error bodies carry.
 
 /// The status line (with CRLF) for a code; unknown codes become 500.
 pub fn status_line(code: u16) -> &'static [u8] {
@@ -40,57 +40,5 @@ pub fn reason(code: u16) -> &'static str {
         431 => "Request Header Fields Too Large",
         503 => "Service Unavailable",
         _ => "Internal Server Error",
-    }
-}
-
-/// Appends the decimal form of `n`.
-pub fn push_u64(buf: &mut Vec<u8>, mut n: u64) {
-    let mut tmp = [0u8; 20];
-    let mut i = tmp.len();
-    loop {
-        i -= 1;
-        tmp[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    buf.extend_from_slice(&tmp[i..]);
-}
-
-/// Appends `name: value\r\n`.
-pub fn header(buf: &mut Vec<u8>, name: &[u8], value: &[u8]) {
-    buf.extend_from_slice(name);
-    buf.extend_from_slice(b": ");
-    buf.extend_from_slice(value);
-    buf.extend_from_slice(b"\r\n");
-}
-
-/// Percent-encodes a decoded path for a `Location` header.
-pub fn push_encoded_path(buf: &mut Vec<u8>, path: &str) {
-    const HEX: &[u8; 16] = b"0123456789ABCDEF";
-    for &b in path.as_bytes() {
-        if b.is_ascii_alphanumeric() || b"-._~/!$&'()*+,;=:@".contains(&b) {
-            buf.push(b);
-        } else {
-            buf.extend_from_slice(&[b'%', HEX[(b >> 4) as usize], HEX[(b & 15) as usize]]);
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ints_and_paths() {
-        let mut b = Vec::new();
-        push_u64(&mut b, 0);
-        b.push(b' ');
-        push_u64(&mut b, u64::MAX);
-        assert_eq!(b, b"0 18446744073709551615");
-        let mut b = Vec::new();
-        push_encoded_path(&mut b, "a b/%?#\r\n");
-        assert_eq!(b, b"a%20b/%25%3F%23%0D%0A");
     }
 }

@@ -1,6 +1,6 @@
 //! `Range: bytes=...` evaluation against a representation length (RFC 9110 14).
 
-use super::trim_ows;
+use crate::trim_ows;
 
 /// One satisfiable range, `start..end` (end exclusive).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,0 +1,195 @@
+//! The resolve stage of a request: from a normalized path and the
+//! request's preferences to what is there ([`Resolved`]). This is the only
+//! code a server needs to touch the filesystem for a request; every name
+//! goes through the path cache and the one flag table of
+//! [`crate::resolve`], and "is it still the same file?" is decided by
+//! [`FileMeta::is_same_version`] alone.
+
+use crate::{CachedFile, FileManager, ListOptions, Listing, OpenError, Opened};
+use pathcache::FileMeta;
+
+/// A precompressed form a server looks for beside a file (`name.br` for
+/// `name`), and whether this request accepts it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sibling<'a> {
+    /// Appended to the file's name: `.br`, `.zst`, `.gz`.
+    pub suffix: &'a str,
+    /// The request accepts this coding.
+    pub accepted: bool,
+}
+
+/// What a request asks of the filesystem.
+#[derive(Clone, Copy, Debug)]
+pub struct Query<'a> {
+    /// Normalized, root-relative path (`""` is the root).
+    pub path: &'a str,
+    /// The path ended with `/`: only a directory answers it.
+    pub dir_only: bool,
+    /// Every precompressed form the server serves, best first (empty: the
+    /// server serves none). Accepted ones are tried in this order.
+    pub siblings: &'a [Sibling<'a>],
+    /// Names tried, in order, for a directory (`index.html`).
+    pub index: &'a [String],
+    /// List a directory that has no index (`None`: such a directory is not
+    /// found).
+    pub listing: Option<ListOptions>,
+}
+
+/// What is at a [`Query`]'s path.
+#[derive(Debug)]
+pub enum Resolved {
+    /// A regular file to serve.
+    File(ResolvedFile),
+    /// A directory named without its trailing `/`.
+    Directory,
+    /// A directory without an index, listed.
+    Listing(Listing),
+    /// Nothing to serve there.
+    NotFound,
+    /// Refused (escape, symlink policy, permission, not a regular file).
+    Forbidden,
+}
+
+/// A file to serve: the path's file, its index, or a precompressed sibling.
+#[derive(Debug)]
+pub struct ResolvedFile {
+    /// The open file.
+    pub file: CachedFile,
+    /// Index into [`Query::siblings`] of the form served, if a sibling.
+    pub sibling: Option<usize>,
+    /// The type of what is served: for a sibling, of the file it encodes.
+    pub mime: &'static str,
+    /// The answer at this path depends on which codings a request accepts
+    /// (siblings are served and the path is not itself a sibling's).
+    pub negotiated: bool,
+}
+
+impl ResolvedFile {
+    /// Size, times and identity of the served file.
+    pub fn meta(&self) -> &FileMeta {
+        self.file.meta()
+    }
+}
+
+impl FileManager {
+    /// Resolves `query`: the file at its path (or, with siblings, the best
+    /// accepted precompressed form of it), a directory's first index file,
+    /// a listing, or why there is nothing. Errors are the table being full
+    /// ([`OpenError::Exhausted`]) and I/O failures.
+    ///
+    /// A file sent by descriptor (no cached bytes) is checked with one
+    /// `statx` ([`CachedFile::is_current`]) and reopened when it changed: a
+    /// file rewritten in place within the cache's `valid` window would
+    /// otherwise go out as new bytes under the old length and validators
+    /// (without the check, the daemon's `reliability_replace` test counts
+    /// about 16000 torn responses in 180000). Cached bytes are a snapshot
+    /// that matches their metadata and need no check.
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// use filemanager::{Config, FileManager, Query, Resolved, Sibling};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// std::fs::write(dir.path().join("a.css"), "body{}").unwrap();
+    /// std::fs::write(dir.path().join("a.css.gz"), "gz").unwrap();
+    /// let fm = FileManager::new(Config::new(dir.path())).unwrap();
+    /// let siblings = [Sibling { suffix: ".br", accepted: true }, Sibling { suffix: ".gz", accepted: true }];
+    /// let query = Query { path: "a.css", dir_only: false, siblings: &siblings, index: &[], listing: None };
+    /// let Resolved::File(f) = fm.resolve(&query).await.unwrap() else { panic!() };
+    /// assert_eq!((f.sibling, f.mime, f.negotiated), (Some(1), "text/css", true));
+    /// assert!(matches!(fm.resolve(&Query { path: "", ..query }).await.unwrap(), Resolved::Directory));
+    /// # });
+    /// ```
+    pub async fn resolve(&self, query: &Query<'_>) -> Result<Resolved, OpenError> {
+        match self.open_current(query.path).await? {
+            Opened::File(_) if query.dir_only && !query.path.is_empty() => Ok(Resolved::NotFound),
+            Opened::File(file) => Ok(Resolved::File(
+                self.negotiate(query, query.path, file).await?,
+            )),
+            Opened::IsDir if !query.dir_only => Ok(Resolved::Directory),
+            Opened::IsDir => self.directory(query).await,
+            Opened::NotFound => Ok(Resolved::NotFound),
+            Opened::Forbidden => Ok(Resolved::Forbidden),
+        }
+    }
+
+    /// A directory asked for with its `/`: the first index file, else a
+    /// listing, else nothing.
+    async fn directory(&self, query: &Query<'_>) -> Result<Resolved, OpenError> {
+        let mut path = String::new();
+        for name in query.index {
+            path.clear();
+            if !query.path.is_empty() {
+                path.push_str(query.path);
+                path.push('/');
+            }
+            path.push_str(name);
+            if let Opened::File(file) = self.open_current(&path).await? {
+                return Ok(Resolved::File(self.negotiate(query, &path, file).await?));
+            }
+        }
+        match query.listing {
+            Some(opts) => match self.list_dir(query.path, opts).await {
+                Ok(listing) => Ok(Resolved::Listing(listing)),
+                Err(OpenError::NotFound) | Err(OpenError::IsDir) => Ok(Resolved::NotFound),
+                Err(OpenError::Forbidden) => Ok(Resolved::Forbidden),
+                Err(e) => Err(e),
+            },
+            None => Ok(Resolved::NotFound),
+        }
+    }
+
+    /// `file` found at `path`, or its best accepted precompressed sibling.
+    async fn negotiate(
+        &self,
+        query: &Query<'_>,
+        path: &str,
+        file: CachedFile,
+    ) -> Result<ResolvedFile, OpenError> {
+        let negotiated =
+            !query.siblings.is_empty() && !query.siblings.iter().any(|s| path.ends_with(s.suffix));
+        let plain = |file: CachedFile| ResolvedFile {
+            mime: file.mime(),
+            file,
+            sibling: None,
+            negotiated,
+        };
+        if !negotiated || !query.siblings.iter().any(|s| s.accepted) {
+            return Ok(plain(file));
+        }
+        let mut sibling_path = String::with_capacity(path.len() + 4);
+        for (i, s) in query.siblings.iter().enumerate() {
+            if !s.accepted {
+                continue;
+            }
+            sibling_path.clear();
+            sibling_path.push_str(path);
+            sibling_path.push_str(s.suffix);
+            // A sibling that cannot be opened (missing, refused, the table
+            // full) is passed over: the file itself can still be served.
+            if let Ok(Opened::File(encoded)) = self.open_current(&sibling_path).await {
+                return Ok(ResolvedFile {
+                    file: encoded,
+                    sibling: Some(i),
+                    mime: file.mime(),
+                    negotiated,
+                });
+            }
+        }
+        Ok(plain(file))
+    }
+
+    /// [`open`](Self::open), with a file sent by descriptor checked to be
+    /// the version its metadata describes (see [`resolve`](Self::resolve)).
+    async fn open_current(&self, path: &str) -> Result<Opened, OpenError> {
+        let path = if path.is_empty() { "." } else { path };
+        let opened = self.open(path).await?;
+        if let Opened::File(f) = &opened {
+            if f.bytes().is_none() && !f.is_current() {
+                drop(opened);
+                self.invalidate(path);
+                return self.open(path).await;
+            }
+        }
+        Ok(opened)
+    }
+}
