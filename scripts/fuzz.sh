@@ -1,26 +1,28 @@
 #!/usr/bin/env bash
-# Time-bounded fuzzing of the daemon's pure HTTP pieces (request parser, path
-# normalizer, range parser, HTTP dates) with the proptest targets of
-# services/fileserver/tests/reliability_fuzz.rs, in rounds with fresh random
-# seeds, starting rounds until SECONDS have passed (the last round runs to
+# Time-bounded fuzzing of the pure HTTP pieces with their proptest targets:
+# the file semantics and planner (crates/httpfile/tests/fuzz.rs) and the
+# daemon's request parser (services/fileserver/tests/reliability_fuzz.rs),
+# in rounds with fresh random seeds, starting rounds until SECONDS have passed (the last round runs to
 # its end). The normal test run uses 1000 cases per target;
 # this runs many more. A failure stops the loop with proptest's minimal input:
-# add it to services/fileserver/tests/corpus/fuzz_regressions.txt.
+# add it to the tests/corpus/fuzz_regressions.txt of the crate it came from.
 #
 # Usage: scripts/fuzz.sh [SECONDS]      (default 120)
-#   RELIABILITY_FUZZ_CASES=N            cases per target per round (default 20000)
+#   FUZZ_CASES=N                        cases per target per round (default 20000)
 #
 # (cargo-fuzz/libFuzzer is not used: it needs a nightly toolchain and an extra
 # tool install; proptest runs on stable in the ordinary test harness.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-120}
-export RELIABILITY_FUZZ_CASES=${RELIABILITY_FUZZ_CASES:-20000}
+export FUZZ_CASES=${FUZZ_CASES:-20000}
+cargo test -q -p httpfile --test fuzz --no-run
 cargo test -q -p fileserver --test reliability_fuzz --no-run
 end=$(( $(date +%s) + secs ))
 rounds=0
 while [ "$(date +%s)" -lt "$end" ]; do
+    cargo test -q -p httpfile --test fuzz -- --test-threads=2
     cargo test -q -p fileserver --test reliability_fuzz -- --test-threads=2
     rounds=$((rounds + 1))
 done
-echo "fuzz.sh: ${rounds} round(s) of ${RELIABILITY_FUZZ_CASES} cases per target in ${secs}s: no failure"
+echo "fuzz.sh: ${rounds} round(s) of ${FUZZ_CASES} cases per target in ${secs}s: no failure"
