@@ -281,12 +281,15 @@ fn lookups_racing_with_close_and_reuse_never_see_another_value() {
     }));
     let published = Arc::new(AtomicU64::new(u64::MAX));
     let done = Arc::new(AtomicBool::new(false));
+    // Lookups tried: the writer waits on it now and then (below).
+    let attempts = Arc::new(AtomicU64::new(0));
     let readers: Vec<_> = (0..2)
         .map(|_| {
-            let (table, published, done) = (
+            let (table, published, done, attempts) = (
                 Arc::clone(&table),
                 Arc::clone(&published),
                 Arc::clone(&done),
+                Arc::clone(&attempts),
             );
             std::thread::spawn(move || {
                 let mut hits = 0u64;
@@ -304,6 +307,7 @@ fn lookups_racing_with_close_and_reuse_never_see_another_value() {
                         );
                         hits += 1;
                     }
+                    attempts.fetch_add(1, Ordering::SeqCst);
                 }
                 hits
             })
@@ -322,6 +326,18 @@ fn lookups_racing_with_close_and_reuse_never_see_another_value() {
         }
         published.store(fd.to_raw(), Ordering::Release);
         std::hint::spin_loop();
+        if round % 64 == 0 {
+            // On a loaded machine the readers may not run at all between a
+            // publish and its close; every 64th descriptor stays live until
+            // a reader has looked (two attempts: the second one started
+            // after the publish), so `hits > 0` tests the table, not the
+            // scheduler. Bounded, so a stuck reader cannot hang the test.
+            let seen = attempts.load(Ordering::SeqCst);
+            let wait_until = Instant::now() + Duration::from_millis(20);
+            while attempts.load(Ordering::SeqCst) < seen + 2 && Instant::now() < wait_until {
+                std::thread::yield_now();
+            }
+        }
         // The reader may hold a guard: then the release is deferred.
         table.close(fd).unwrap();
     }
