@@ -39,7 +39,7 @@ const ENTRIES: usize = 1000;
 #[derive(Debug)]
 struct Meta {
     meta: FileMeta,
-    mime: &'static str,
+    label: &'static str,
     fd: u64,
 }
 
@@ -70,7 +70,7 @@ impl Loader<u64> for MemLoader {
             .unwrap_or(0);
         Ok(Loaded::File {
             meta: meta_of(i),
-            mime: "text/javascript",
+            label: "text/javascript",
             handle: open.then_some(i as u64),
             bytes: None,
         })
@@ -94,7 +94,7 @@ fn keys() -> Vec<String> {
 fn meta_value(n: usize) -> Arc<Meta> {
     Arc::new(Meta {
         meta: meta_of(n),
-        mime: "text/javascript",
+        label: "text/javascript",
         fd: n as u64,
     })
 }

@@ -71,7 +71,7 @@
 //!  FileManager (Arc<Shared>)
 //!   ├─ root: Arc<OwnedFd>           every open is openat2(root, path, BENEATH|IN_ROOT ...)  [resolve]
 //!   ├─ backend: Blocking | Uring     preadv2(NOWAIT)+pool | ring per worker thread           [backend]
-//!   ├─ cache: PathCache<Owned<FileValue>>  path -> entry {meta, etag, mime, Owned handle}
+//!   ├─ cache: PathCache<Owned<FileValue>>  path -> entry {meta, mime label, Owned handle}
 //!   ├─ table: Arc<FdTable<FileValue>>      slot -> FileValue {fd, fixed slot, ring mask}     [file]
 //!   ├─ open_fds (padded atomic) vs budget   RLIMIT_NOFILE - open at start - headroom         [limits]
 //!   └─ reaper thread (Weak<Shared>)  every tick: table.reap() + batched fixed-slot clears
@@ -293,13 +293,9 @@ impl CachedFile {
     pub fn meta(&self) -> &FileMeta {
         self.entry.meta()
     }
-    /// Strong, quoted ETag.
-    pub fn etag(&self) -> &str {
-        self.entry.etag()
-    }
-    /// MIME type guessed from the name.
+    /// The media type guessed from the name (once, when it was loaded).
     pub fn mime(&self) -> &'static str {
-        self.entry.mime()
+        self.entry.label()
     }
     /// The whole file when it is small enough to be cached in memory.
     pub fn bytes(&self) -> Option<&[u8]> {
@@ -606,7 +602,7 @@ impl pathcache::Loader<Owned<FileValue>> for CacheLoader<'_> {
             return match self.shared.stat_path(path).await {
                 Ok(meta) => Ok(Loaded::File {
                     meta,
-                    mime,
+                    label: mime,
                     handle: None,
                     bytes: None,
                 }),
@@ -648,7 +644,7 @@ impl pathcache::Loader<Owned<FileValue>> for CacheLoader<'_> {
         };
         Ok(Loaded::File {
             meta,
-            mime,
+            label: mime,
             handle: Some(owned),
             bytes,
         })

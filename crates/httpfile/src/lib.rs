@@ -8,7 +8,8 @@
 //! a multipart sequence). Every RFC 9110 decision lives here:
 //! preconditions in order (13.2.2), ranges and their limits (14),
 //! multipart/byteranges, `Vary`, HEAD, the contents of 304/412/416, and
-//! errors with their `Allow`/`Retry-After`. [`encode::encode_head`] renders
+//! errors with their `Allow`/`Retry-After`; so do the derived validators
+//! and types ([`EntityTag`], [`mime`]). [`encode::encode_head`] renders
 //! a plan as an HTTP/1.1 head; other protocols render the same plan.
 //!
 //! No I/O and no HTTP library types: everything borrows the caller's
@@ -49,6 +50,7 @@
 pub mod conditional;
 pub mod date;
 pub mod encode;
+pub mod etag;
 pub mod head;
 pub mod mime;
 pub mod path;
@@ -56,6 +58,7 @@ pub mod plan;
 pub mod range;
 pub mod status;
 
+pub use etag::EntityTag;
 pub use head::{Method, RequestHead};
 pub use plan::Plan;
 pub use range::ByteRange;

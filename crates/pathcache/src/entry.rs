@@ -15,10 +15,9 @@
 //!                has_handle, path <= 31 B
 //!   64      1    meta (size, mtime, ctime,    when the entry is (re)used
 //!                dev, ino)             40 B
-//!  104      1    etag "\"<16 hex>\""   18 B   when the entry is (re)used
-//!  128      2    mime 16 B, bytes 16 B,       (re)use / payload release
-//!                handle Option<V> <= 24 B
-//!  184      2    path (Box<str>), cache       (re)use / payload release
+//!  104      1    label 16 B, bytes 16 B       (re)use / payload release
+//!  136      2    handle Option<V> <= 24 B     (re)use / payload release
+//!  160      2    path (Box<str>), cache       (re)use / payload release
 //!                (Arc), uses (min_uses)
 //!  256           end (size_of, align 64)
 //!
@@ -137,8 +136,7 @@ struct Key {
 #[repr(C)]
 struct Data<V> {
     meta: FileMeta,
-    etag: [u8; ETAG_LEN],
-    mime: &'static str,
+    label: &'static str,
     bytes: Option<Box<[u8]>>,
     handle: Option<V>,
 }
@@ -150,7 +148,7 @@ struct Cold<V, L: RefLayout> {
 }
 
 /// A cached file (or a cached negative answer, inside the crate):
-/// metadata, ETag, MIME type, and optionally an open handle and the bytes of
+/// metadata, the loader's label, and optionally an open handle and the bytes of
 /// a small file. Reached through an [`EntryRef`].
 #[repr(C, align(64))]
 pub struct Entry<V, L: RefLayout = Padded> {
@@ -178,37 +176,6 @@ pub struct Entry<V, L: RefLayout = Padded> {
 unsafe impl<V: Send + Sync, L: RefLayout> Sync for Entry<V, L> {}
 // SAFETY: see the `Sync` impl; the entry owns a `V`, so it is `Send` when `V` is.
 unsafe impl<V: Send + Sync, L: RefLayout> Send for Entry<V, L> {}
-
-const ETAG_LEN: usize = 18;
-
-/// Strong ETag: a 64-bit mix of (size, mtime_ns), stable across restarts
-/// (no random seed) so clients' validators survive a deploy.
-///
-/// It leaves out the device and inode on purpose: two copies of one tree
-/// (replicas on a shared volume, the same image on two nodes) must agree, or
-/// `If-None-Match` and `If-Range` fail behind a load balancer. A rewrite
-/// changes the mtime (nanoseconds) and so the tag; what it cannot see is a
-/// replacement with the same size and a copied mtime (`cp -p`, `rsync -t`),
-/// the trade-off nginx makes too. Whether a cached descriptor is still the
-/// file at its path is a separate check that does use the inode.
-pub(crate) fn etag_for(meta: &FileMeta) -> [u8; ETAG_LEN] {
-    fn mix(mut z: u64) -> u64 {
-        // splitmix64 finalizer
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    let mut h = 0x9e37_79b9_7f4a_7c15_u64;
-    for word in [meta.size, meta.mtime_ns as u64] {
-        h = mix(h ^ word).wrapping_add(0x9e37_79b9_7f4a_7c15);
-    }
-    let mut out = [b'"'; ETAG_LEN];
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    for (i, slot) in out[1..17].iter_mut().enumerate() {
-        *slot = HEX[((h >> (60 - 4 * i)) & 0xf) as usize];
-    }
-    out
-}
 
 /// What a cache shares with its entries (entries can outlive the cache
 /// through `EntryRef`s): byte accounting and the entry pool.
@@ -246,7 +213,7 @@ pub(crate) struct NewEntry<V> {
     pub(crate) hash: u64,
     pub(crate) negative: Option<Negative>,
     pub(crate) meta: FileMeta,
-    pub(crate) mime: &'static str,
+    pub(crate) label: &'static str,
     pub(crate) handle: Option<V>,
     pub(crate) bytes: Option<Box<[u8]>>,
     pub(crate) validated_ms: u64,
@@ -382,14 +349,9 @@ impl<V, L: RefLayout> Entry<V, L> {
     pub fn meta(&self) -> &FileMeta {
         &self.data().meta
     }
-    /// Strong, quoted ETag derived from (dev, ino, size, mtime_ns).
-    pub fn etag(&self) -> &str {
-        // The bytes are a quote, 16 ASCII hex digits and a quote.
-        std::str::from_utf8(&self.data().etag).unwrap_or("\"0\"")
-    }
-    /// The MIME type the loader chose.
-    pub fn mime(&self) -> &'static str {
-        self.data().mime
+    /// The label the loader attached ([`Loaded::File`](crate::Loaded)).
+    pub fn label(&self) -> &'static str {
+        self.data().label
     }
     /// The open handle, if this entry holds one (see `min_uses`, `max_open`).
     pub fn handle(&self) -> Option<&V> {
@@ -440,9 +402,8 @@ impl<V, L: RefLayout> Entry<V, L> {
                 bytes,
             });
             entry.data.get().write(MaybeUninit::new(Data {
-                etag: etag_for(&new.meta),
                 meta: new.meta,
-                mime: new.mime,
+                label: new.label,
                 bytes: new.bytes,
                 handle: new.handle,
             }));
@@ -629,7 +590,7 @@ impl<V, L: RefLayout> fmt::Debug for EntryRef<V, L> {
         f.debug_struct("EntryRef")
             .field("path", &self.path())
             .field("meta", self.meta())
-            .field("etag", &self.etag())
+            .field("label", &self.label())
             .finish_non_exhaustive()
     }
 }
@@ -681,33 +642,5 @@ mod tests {
         assert_eq!(offset_of!(U, hot), 0);
         assert_eq!(offset_of!(U, hash), 16);
         assert!(offset_of!(U, key) < 64);
-    }
-
-    #[test]
-    fn etag_is_quoted_hex_and_depends_on_size_and_mtime_only() {
-        let m = FileMeta {
-            size: 1,
-            mtime_ns: 2,
-            ctime_ns: 3,
-            dev: 4,
-            ino: 5,
-        };
-        let a = etag_for(&m);
-        assert_eq!(a[0], b'"');
-        assert_eq!(a[17], b'"');
-        assert!(a[1..17].iter().all(|c| c.is_ascii_hexdigit()));
-        assert_ne!(a, etag_for(&FileMeta { size: 2, ..m }));
-        assert_ne!(a, etag_for(&FileMeta { mtime_ns: 3, ..m }));
-        // A copy on another device or inode is the same representation.
-        assert_eq!(
-            a,
-            etag_for(&FileMeta {
-                ino: 6,
-                dev: 7,
-                ..m
-            })
-        );
-        // ctime is not part of the validator (a chmod keeps the ETag).
-        assert_eq!(a, etag_for(&FileMeta { ctime_ns: 9, ..m }));
     }
 }

@@ -1,7 +1,8 @@
 //! `pathcache` owns the mapping from a normalized, root-relative path to what a
-//! file server needs to answer a request for it: the file's metadata, a strong
-//! ETag, the MIME type, optionally an open handle (`V`, e.g.
-//! `fdtable::Owned<File>`), and optionally the bytes of a small file.
+//! file server needs to answer a request for it: the file's metadata, a label
+//! its loader chose (a media type, say), optionally an open handle (`V`, e.g.
+//! `fdtable::Owned<File>`), and optionally the bytes of a small file. It knows
+//! nothing of HTTP: validators and types are derived by its users.
 //!
 //! It does no I/O of its own: a miss is loaded by the caller's [`Loader`]
 //! (async, runtime-agnostic; concurrent misses on one path run one load and
@@ -89,7 +90,7 @@
 //!     type Error = Infallible;
 //!     async fn load(&self, _path: &str, open: bool, _small: Option<u64>) -> Result<Loaded<u32>, Infallible> {
 //!         let meta = FileMeta { size: 5, mtime_ns: 1, ctime_ns: 1, dev: 1, ino: 42 };
-//!         Ok(Loaded::File { meta, mime: "text/plain", handle: open.then_some(7), bytes: None })
+//!         Ok(Loaded::File { meta, label: "text/plain", handle: open.then_some(7), bytes: None })
 //!     }
 //!     async fn stat(&self, _path: &str) -> Result<Option<FileMeta>, Infallible> {
 //!         Ok(Some(FileMeta { size: 5, mtime_ns: 1, ctime_ns: 1, dev: 1, ino: 42 }))
@@ -100,7 +101,7 @@
 //! let first = block_on(cache.get_or_load("index.html", &Disk)).unwrap();
 //! let Lookup::Hit(entry) = first else { panic!("a file") };
 //! assert_eq!(entry.handle(), Some(&7));
-//! assert!(entry.etag().starts_with('"'));
+//! assert_eq!(entry.label(), "text/plain");
 //! // The second lookup is a hit that takes no lock.
 //! assert!(matches!(cache.get("index.html"), Some(Lookup::Hit(_))));
 //! assert_eq!(cache.stats().hits, 1);
@@ -234,8 +235,10 @@ pub enum Loaded<V> {
         /// Metadata taken BEFORE reading `bytes` (e.g. `fstat` on the opened
         /// handle); the cache stats again after the read to detect a torn copy.
         meta: FileMeta,
-        /// MIME type.
-        mime: &'static str,
+        /// A static string the loader attaches to the file and the cache
+        /// hands back with it (`filemanager`: the media type guessed from
+        /// the name, so it is derived once per load).
+        label: &'static str,
         /// The open handle, when `open` was true (or `None` if the loader
         /// could not or would not open it).
         handle: Option<V>,
@@ -801,17 +804,18 @@ impl<V: Send + Sync + 'static, L: RefLayout> PathCache<V, L> {
         let mut attempt = 0;
         loop {
             bump(&self.counters().loads);
-            let (meta, mime, handle, mut bytes) = match loader.load(path, open, read_small).await? {
+            let (meta, label, handle, mut bytes) = match loader.load(path, open, read_small).await?
+            {
                 Loaded::Negative(kind) => {
                     self.insert_negative(path, kind, started_ms);
                     return Ok(Lookup::Negative(kind));
                 }
                 Loaded::File {
                     meta,
-                    mime,
+                    label,
                     handle,
                     bytes,
-                } => (meta, mime, handle, bytes),
+                } => (meta, label, handle, bytes),
             };
             if let Some(b) = &bytes {
                 // A copy is trusted only if the file had the same version
@@ -847,7 +851,7 @@ impl<V: Send + Sync + 'static, L: RefLayout> PathCache<V, L> {
                 hash: self.hash(path),
                 negative: None,
                 meta,
-                mime,
+                label,
                 handle,
                 bytes,
                 validated_ms: started_ms,
@@ -904,7 +908,7 @@ impl<V: Send + Sync + 'static, L: RefLayout> PathCache<V, L> {
             hash: self.hash(path),
             negative: Some(kind),
             meta: NO_META,
-            mime: "",
+            label: "",
             handle: None,
             bytes: None,
             validated_ms: now_ms,
@@ -1161,7 +1165,7 @@ pub mod testing {
                 hash: 1,
                 negative: None,
                 meta: NO_META,
-                mime: "application/octet-stream",
+                label: "application/octet-stream",
                 handle: Some(handle),
                 bytes: None,
                 validated_ms: 0,

@@ -113,7 +113,7 @@ impl Loader<Handle> for FsLoader {
         };
         Ok(Loaded::File {
             meta,
-            mime: "text/plain",
+            label: "text/plain",
             handle,
             bytes,
         })
@@ -167,7 +167,7 @@ fn miss_then_hit_then_negative() {
     assert_eq!(first.handle().unwrap().file.metadata().unwrap().len(), 5);
     let second = hit(block_on(cache.get_or_load("a.txt", &loader)).unwrap());
     assert!(EntryRef::ptr_eq(&first, &second));
-    assert_eq!(second.etag(), first.etag());
+    assert_eq!(second.meta(), first.meta());
     assert_eq!(loader.loads.load(Ordering::SeqCst), 1);
     assert!(matches!(cache.get("a.txt"), Some(Lookup::Hit(_))));
 
@@ -250,7 +250,7 @@ fn revalidation_keeps_unchanged_and_replaces_changed_files() {
     let new = hit(block_on(cache.get_or_load("page.html", &loader)).unwrap());
     assert!(!EntryRef::ptr_eq(&old, &new));
     assert_eq!(new.bytes(), Some(&b"version two"[..]));
-    assert_ne!(new.etag(), old.etag());
+    assert!(!new.meta().is_same_version(old.meta()));
     // The old user still sees the old version, handle open.
     assert_eq!(old.bytes(), Some(&b"v1"[..]));
     assert!(old.handle().is_some());

@@ -56,7 +56,7 @@ impl Loader<Handle> for GatedLoader {
         };
         Ok(Loaded::File {
             meta,
-            mime: "text/plain",
+            label: "text/plain",
             handle: open.then(|| Handle(self.drops.clone())),
             bytes: None,
         })
@@ -204,7 +204,7 @@ impl Loader<Handle> for FsLoader {
         });
         Ok(Loaded::File {
             meta,
-            mime: "text/plain",
+            label: "text/plain",
             handle,
             bytes,
         })
@@ -378,7 +378,7 @@ impl Loader<TrackedHandle> for TrackingLoader {
                 dev: 1,
                 ino: 1,
             },
-            mime: "text/plain",
+            label: "text/plain",
             handle,
             bytes: None,
         })

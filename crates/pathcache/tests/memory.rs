@@ -47,7 +47,7 @@ impl Loader<Handle> for MemLoader {
         };
         Ok(Loaded::File {
             meta,
-            mime: "text/html",
+            label: "text/html",
             handle: open.then_some(Handle([7, 7])),
             bytes: None,
         })

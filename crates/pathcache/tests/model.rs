@@ -61,7 +61,7 @@ impl Loader<Handle> for ModelFs {
         });
         Ok(Loaded::File {
             meta,
-            mime: "application/octet-stream",
+            label: "application/octet-stream",
             handle,
             bytes,
         })

@@ -54,7 +54,7 @@ impl Loader<Handle> for MemLoader {
         });
         Ok(Loaded::File {
             meta: meta(path),
-            mime: "text/plain",
+            label: "text/plain",
             handle,
             bytes: None,
         })

@@ -23,7 +23,7 @@ use httpfile::plan::{
     self, Body, FileInfo, ListingFormat, ListingPage, MediaType, Plan, Policy, Route,
 };
 use httpfile::status::reason;
-use httpfile::ByteRange;
+use httpfile::{ByteRange, EntityTag};
 use rustix::fd::{AsFd, BorrowedFd};
 use std::io::{self, IoSlice};
 use std::net::SocketAddr;
@@ -425,10 +425,11 @@ impl Output {
         framing: Framing,
     ) -> io::Result<()> {
         let meta = f.meta();
+        let etag = EntityTag::of_file(meta.size, meta.mtime_ns);
         let info = FileInfo {
             size: meta.size,
             mtime_secs: (meta.mtime_ns.max(0) / 1_000_000_000) as u64,
-            etag: f.file.etag(),
+            etag: etag.as_str(),
             media_type: MediaType::of(f.mime),
             coding: f.sibling.map(|i| ContentCoding::PREFERENCE[i]),
             vary: f.negotiated,
