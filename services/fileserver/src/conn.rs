@@ -12,7 +12,7 @@
 //! ```
 
 use crate::http::request::{parse_request, Method, ParseError, Request};
-use crate::state::{Live, Worker};
+use crate::state::{ConnContext, Live};
 use crate::stats::MethodLabel;
 use filemanager::{CachedFile, OpenError, Query, Resolved, ResolvedFile, Sibling};
 use httpfile::date::with_now;
@@ -37,7 +37,7 @@ const STACK_HEADERS: usize = 128;
 const WBUF_FLUSH: usize = 64 * 1024;
 
 struct Conn {
-    w: Rc<Worker>,
+    ctx: Rc<ConnContext>,
     peer: SocketAddr,
     live: Arc<Live>,
     generation: u64,
@@ -59,11 +59,11 @@ struct Output {
 }
 
 /// Serves one accepted connection until it closes.
-pub async fn serve(w: Rc<Worker>, stream: TcpStream, peer: SocketAddr) {
-    let (live, generation) = w.shared.live();
+pub async fn serve(ctx: Rc<ConnContext>, stream: TcpStream, peer: SocketAddr) {
+    let (live, generation) = ctx.live();
     let send_timeout = live.s.limits.send_timeout;
     let mut c = Conn {
-        w,
+        ctx,
         peer,
         live,
         generation,
@@ -115,7 +115,7 @@ impl Conn {
         let mut head_started: Option<Instant> = None;
         let sleep = tokio::time::sleep(Duration::ZERO);
         tokio::pin!(sleep);
-        let mut shutdown = self.w.shutdown.clone();
+        let mut shutdown = self.ctx.shutdown.clone();
         loop {
             if start < end {
                 let n = self.live.s.limits.max_headers;
@@ -171,7 +171,7 @@ impl Conn {
             if !self.out.wbuf.is_empty() {
                 self.out.flush(false).await?;
             }
-            if (self.w.stopping.get() || self.stop_seen) && start == end {
+            if (self.ctx.stopping.get() || self.stop_seen) && start == end {
                 return Ok(());
             }
             if start > 0 {
@@ -230,8 +230,8 @@ impl Conn {
     }
 
     fn refresh(&mut self) {
-        if self.w.shared.generation() != self.generation {
-            let (live, generation) = self.w.shared.live();
+        if self.ctx.generation() != self.generation {
+            let (live, generation) = self.ctx.live();
             self.out.send_timeout = live.s.limits.send_timeout;
             self.live = live;
             self.generation = generation;
@@ -258,7 +258,7 @@ impl Conn {
         let t0 = Instant::now();
         self.refresh();
         let keep_alive =
-            req.keep_alive && !req.head.has_body && !self.w.stopping.get() && !self.stop_seen;
+            req.keep_alive && !req.head.has_body && !self.ctx.stopping.get() && !self.stop_seen;
         let mut framing = Framing {
             keep_alive,
             minor_version: req.minor_version,
@@ -283,8 +283,8 @@ impl Conn {
             Some(Method::Head) => MethodLabel::Head,
             _ => MethodLabel::Other,
         };
-        self.w.stats.record(method, status, body, completed);
-        self.w.record_duration(duration);
+        self.ctx.stats.record(method, status, body, completed);
+        self.ctx.record_duration(duration);
         if let Some(log) = &self.live.access {
             let peer = self.peer.ip();
             let client = crate::http::forwarded::client_addr(
@@ -346,9 +346,9 @@ impl Conn {
             }),
         };
         // Rc clone (not the Arc inside): no shared atomic write per request.
-        let w = self.w.clone();
+        let ctx = self.ctx.clone();
         let method = req.method();
-        let plan = match w.shared.files.resolve(&query).await {
+        let plan = match ctx.files().resolve(&query).await {
             Ok(Resolved::File(f)) => {
                 return self
                     .out

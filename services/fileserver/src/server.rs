@@ -15,10 +15,10 @@
 
 use crate::config::{Settings, Sources};
 use crate::files::Files;
-use crate::state::{flush_samples, make_live, Live, Shared, Worker};
+use crate::state::{flush_samples, make_live, ConnContext, Live, Shared, Worker};
 use crate::stats::WorkerStats;
 use sd_notify::NotifyState;
-use std::cell::{Cell, RefCell};
+use std::cell::Cell;
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
@@ -460,12 +460,10 @@ fn worker_main(
             }
         });
     }
+    let conn = ConnContext::new(shared.clone(), shared.worker_stats[i].clone(), shutdown);
     let worker = Rc::new(Worker {
-        stats: shared.worker_stats[i].clone(),
         shared,
-        stopping: Cell::new(false),
-        shutdown,
-        samples: RefCell::new(Vec::with_capacity(4096)),
+        conn: Rc::new(conn),
         local_conns: Cell::new(0),
     });
     local.block_on(&rt, accept_loop(worker, listener, ready));
@@ -487,7 +485,7 @@ async fn acquire_slot(w: &Worker) -> bool {
             }
             continue;
         }
-        if w.stopping.get() || *w.shutdown.borrow() {
+        if w.conn.stopping.get() || *w.conn.shutdown.borrow() {
             return false;
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
@@ -518,11 +516,11 @@ async fn accept_loop(
             let mut t = tokio::time::interval(Duration::from_millis(100));
             loop {
                 t.tick().await;
-                flush_samples(&mut w.samples.borrow_mut());
+                flush_samples(&mut w.conn.samples.borrow_mut());
             }
         });
     }
-    let mut shutdown = w.shutdown.clone();
+    let mut shutdown = w.conn.shutdown.clone();
     loop {
         let max = w.shared.live().0.s.limits.max_connections;
         if w.shared.open_conns.load(Relaxed) >= max {
@@ -548,7 +546,7 @@ async fn accept_loop(
                         // connections can be accepted; they wait here,
                         // unserved and not counted as open, for a slot.
                         if acquire_slot(&w2).await {
-                            crate::conn::serve(w2.clone(), stream, peer).await;
+                            crate::conn::serve(w2.conn.clone(), stream, peer).await;
                             w2.shared.active_conns.fetch_sub(1, Relaxed);
                         }
                         w2.local_conns.set(w2.local_conns.get() - 1);
@@ -563,7 +561,7 @@ async fn accept_loop(
             }
         }
     }
-    w.stopping.set(true);
+    w.conn.stopping.set(true);
     drop(listener);
     let deadline = Instant::now() + w.shared.live().0.s.shutdown_timeout;
     while w.local_conns.get() > 0 && Instant::now() < deadline {
@@ -577,5 +575,5 @@ async fn accept_loop(
         // Those connections are dropped with the runtime; keep the global count right.
         w.shared.open_conns.fetch_sub(w.local_conns.get(), Relaxed);
     }
-    flush_samples(&mut w.samples.borrow_mut());
+    flush_samples(&mut w.conn.samples.borrow_mut());
 }

@@ -1,6 +1,7 @@
 //! What the main thread and the workers share, and what a connection
 //! needs: the reloadable settings ([`Live`]), the process-wide state
-//! ([`Shared`]) and one worker's own ([`Worker`]). The modules that serve
+//! ([`Shared`]), one worker's own ([`Worker`]) and the part of it a
+//! connection may touch ([`ConnContext`]). The modules that serve
 //! (`conn`, `admin`) depend on this one, `server` builds it; nothing here
 //! depends on them, so the daemon's modules form no cycle.
 
@@ -9,6 +10,7 @@ use crate::config::Settings;
 use crate::files::Files;
 use crate::stats::WorkerStats;
 use std::cell::{Cell, RefCell};
+use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
@@ -72,11 +74,24 @@ impl Shared {
     }
 }
 
-/// Per-worker state (lives on the worker thread).
+/// One worker's state (lives on the worker thread): what its connections
+/// get ([`ConnContext`]) and the accept loop's own bookkeeping.
 #[derive(Debug)]
 pub struct Worker {
     /// Shared state.
     pub shared: Arc<Shared>,
+    /// What this worker's connections may touch.
+    pub conn: Rc<ConnContext>,
+    pub(crate) local_conns: Cell<usize>,
+}
+
+/// What a connection may touch, and nothing more: the settings in force,
+/// the file layer, its worker's counters and latency samples, and the
+/// worker's stop signals. Connection counts, slots, heartbeats and the
+/// other workers' state are out of its reach.
+#[derive(Debug)]
+pub struct ConnContext {
+    shared: Arc<Shared>,
     /// This worker's counters.
     pub stats: Arc<WorkerStats>,
     /// Set when shutdown began: finish the current response, then close.
@@ -84,10 +99,39 @@ pub struct Worker {
     /// Shutdown notification.
     pub shutdown: watch::Receiver<bool>,
     pub(crate) samples: RefCell<Vec<f64>>,
-    pub(crate) local_conns: Cell<usize>,
 }
 
-impl Worker {
+impl ConnContext {
+    pub(crate) fn new(
+        shared: Arc<Shared>,
+        stats: Arc<WorkerStats>,
+        shutdown: watch::Receiver<bool>,
+    ) -> ConnContext {
+        ConnContext {
+            shared,
+            stats,
+            stopping: Cell::new(false),
+            shutdown,
+            samples: RefCell::new(Vec::with_capacity(4096)),
+        }
+    }
+
+    /// The settings in force and their generation.
+    pub fn live(&self) -> (Arc<Live>, u64) {
+        self.shared.live()
+    }
+
+    /// The generation of the settings in force (one relaxed load).
+    #[inline]
+    pub fn generation(&self) -> u64 {
+        self.shared.generation()
+    }
+
+    /// The file layer.
+    pub fn files(&self) -> &Files {
+        &self.shared.files
+    }
+
     /// Queues one request duration (flushed to the histogram in batches).
     #[inline]
     pub fn record_duration(&self, d: Duration) {
