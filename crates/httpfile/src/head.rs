@@ -38,6 +38,8 @@ pub struct RequestHead<'a> {
     pub target: &'a [u8],
     /// The request declares a body (Content-Length > 0 or Transfer-Encoding).
     pub has_body: bool,
+    /// `Host` (HTTP/1.x), or `:authority` (HTTP/2).
+    pub host: Option<&'a [u8]>,
     /// `If-Match`.
     pub if_match: Option<&'a [u8]>,
     /// `If-None-Match`.
@@ -60,5 +62,79 @@ impl RequestHead<'_> {
     /// Whether the response carries headers only.
     pub fn is_head(&self) -> bool {
         self.method == Method::Head
+    }
+}
+
+/// RFC 3986 unreserved / sub-delims: the bytes a reg-name may hold besides
+/// `%XX`.
+fn is_reg_name_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=".contains(&b)
+}
+
+/// Whether `v` is a valid `Host` value (RFC 9110 7.2: `uri-host [ ":" port ]`,
+/// RFC 3986 3.2.2). Empty is valid: a client sends it when the target URI
+/// has no authority (RFC 9112 3.2). An IP-literal is checked for its
+/// alphabet, not parsed: the server routes nothing by Host.
+pub fn is_valid_host(v: &[u8]) -> bool {
+    let (host, port) = if let Some(rest) = v.strip_prefix(b"[") {
+        let Some(close) = rest.iter().position(|&b| b == b']') else {
+            return false;
+        };
+        let literal = &rest[..close];
+        let literal_ok =
+            !literal.is_empty() && literal.iter().all(|&b| b == b':' || is_reg_name_byte(b));
+        match &rest[close + 1..] {
+            [] => return literal_ok,
+            [b':', port @ ..] if literal_ok => (&[][..], port),
+            _ => return false,
+        }
+    } else {
+        match v.iter().position(|&b| b == b':') {
+            Some(colon) => (&v[..colon], &v[colon + 1..]),
+            None => (v, &[][..]),
+        }
+    };
+    let mut i = 0;
+    while i < host.len() {
+        match host[i] {
+            b'%' if host.len() > i + 2
+                && host[i + 1].is_ascii_hexdigit()
+                && host[i + 2].is_ascii_hexdigit() =>
+            {
+                i += 3
+            }
+            b if is_reg_name_byte(b) => i += 1,
+            _ => return false,
+        }
+    }
+    port.iter().all(u8::is_ascii_digit)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_values() {
+        for ok in [
+            "",
+            "a",
+            "a.b:80",
+            "a:",
+            "[::1]",
+            "[::1]:8080",
+            "[v1.x]",
+            "a%20b",
+            "a,b",
+            "xn--x.y",
+        ] {
+            assert!(is_valid_host(ok.as_bytes()), "{ok:?}");
+        }
+        for bad in [
+            "a b", "a/b", "a@b", "a:b", "a:1:2", "[::1", "[]", "[::1]x", "[::1]:x", "a?b", "%2",
+            "%zz", "a\\b", "\"",
+        ] {
+            assert!(!is_valid_host(bad.as_bytes()), "{bad:?}");
+        }
     }
 }

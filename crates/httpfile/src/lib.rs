@@ -52,6 +52,7 @@ pub mod date;
 pub mod encode;
 pub mod etag;
 pub mod head;
+pub mod listing;
 pub mod mime;
 pub mod path;
 pub mod plan;

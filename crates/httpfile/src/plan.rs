@@ -93,10 +93,13 @@ pub enum ContentRange {
     },
 }
 
-/// `Location` of a redirect: the directory `/{path}/` (percent-encoded)
-/// followed by the request's query, if any.
+/// `Location` of a redirect: the directory `{base}/{path}/` (`path`
+/// percent-encoded) followed by the request's query, if any.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Location<'a> {
+    /// Where the served tree is mounted in the URL space (`""` at `/`,
+    /// `"/static"` for a service nested there), sent as it is.
+    pub base: &'a str,
     /// The directory, root-relative and decoded.
     pub path: &'a str,
     /// `?...` as the request sent it, or empty.
@@ -158,6 +161,130 @@ pub struct Headers<'a> {
     pub listing_truncated: Option<u64>,
 }
 
+/// One header field of a plan, its value not yet rendered: an HTTP/1.1
+/// encoder writes `name: value` lines, an `http::HeaderMap` builder renders
+/// each value into a `HeaderValue`. [`FieldValue::write`] is the one
+/// rendering of every value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Field<'a> {
+    /// The header name, in its conventional case.
+    pub name: &'static str,
+    /// Its value.
+    pub value: FieldValue<'a>,
+}
+
+/// The value of a [`Field`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FieldValue<'a> {
+    /// Text as it is.
+    Text(&'a str),
+    /// A decimal number.
+    Number(u64),
+    /// An HTTP-date from Unix seconds.
+    Date(u64),
+    /// `Content-Type`.
+    ContentType(ContentType<'a>),
+    /// `Content-Range`.
+    ContentRange(ContentRange),
+    /// `Location` of a directory.
+    Location(Location<'a>),
+}
+
+impl FieldValue<'_> {
+    /// Appends the value as it goes on the wire.
+    pub fn write(&self, out: &mut Vec<u8>) {
+        match *self {
+            FieldValue::Text(t) => out.extend_from_slice(t.as_bytes()),
+            FieldValue::Number(n) => push_u64(out, n),
+            FieldValue::Date(secs) => {
+                let mut d = [0u8; crate::date::HTTP_DATE_LEN];
+                crate::date::fmt_http_date(secs, &mut d);
+                out.extend_from_slice(&d);
+            }
+            FieldValue::ContentType(ContentType::Media(m)) => {
+                out.extend_from_slice(m.essence.as_bytes());
+                if m.utf8 {
+                    out.extend_from_slice(CHARSET);
+                }
+            }
+            FieldValue::ContentType(ContentType::Multipart(boundary)) => {
+                out.extend_from_slice(b"multipart/byteranges; boundary=");
+                out.extend_from_slice(&boundary);
+            }
+            FieldValue::ContentRange(ContentRange::Bytes { range, size }) => {
+                out.extend_from_slice(b"bytes ");
+                push_range(out, range, size);
+            }
+            FieldValue::ContentRange(ContentRange::Unsatisfied { size }) => {
+                out.extend_from_slice(b"bytes */");
+                push_u64(out, size);
+            }
+            FieldValue::Location(loc) => {
+                out.extend_from_slice(loc.base.as_bytes());
+                out.push(b'/');
+                crate::encode::push_encoded_path(out, loc.path);
+                out.push(b'/');
+                out.extend_from_slice(loc.query);
+            }
+        }
+    }
+}
+
+impl<'a> Headers<'a> {
+    /// Calls `f` with each header field the plan sends, in a fixed order.
+    #[inline]
+    pub fn for_each_field(&self, mut f: impl FnMut(Field<'a>)) {
+        use FieldValue as V;
+        let mut field = |name, value| f(Field { name, value });
+        if let Some(loc) = self.location {
+            field("Location", V::Location(loc));
+        }
+        if let Some(allow) = self.allow {
+            field("Allow", V::Text(allow));
+        }
+        if let Some(secs) = self.retry_after {
+            field("Retry-After", V::Number(u64::from(secs)));
+        }
+        if let Some(ct) = self.content_type {
+            field("Content-Type", V::ContentType(ct));
+        }
+        if let Some(cr) = self.content_range {
+            field("Content-Range", V::ContentRange(cr));
+        }
+        if let Some(len) = self.content_length {
+            field("Content-Length", V::Number(len));
+        }
+        if self.accept_ranges {
+            field("Accept-Ranges", V::Text("bytes"));
+        }
+        if let Some(secs) = self.last_modified {
+            field("Last-Modified", V::Date(secs));
+        }
+        if let Some(etag) = self.etag {
+            field("ETag", V::Text(etag));
+        }
+        if let Some(cc) = self.cache_control {
+            field("Cache-Control", V::Text(cc));
+        }
+        if let Some(coding) = self.content_encoding {
+            field("Content-Encoding", V::Text(coding.token()));
+        }
+        if let Some(vary) = self.vary {
+            field("Vary", V::Text(vary.as_str()));
+        }
+        if self.sandbox {
+            field(
+                "Content-Security-Policy",
+                V::Text("default-src 'none'; style-src 'unsafe-inline'"),
+            );
+            field("X-Content-Type-Options", V::Text("nosniff"));
+        }
+        if let Some(n) = self.listing_truncated {
+            field("Listing-Truncated", V::Number(n));
+        }
+    }
+}
+
 /// Where a response's body comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Body<'a> {
@@ -200,8 +327,9 @@ pub enum Route<'p> {
     Respond(Plan<'static>),
 }
 
-/// Decides whether a request reaches the filesystem: the method, a body on
-/// GET/HEAD, the target's shape and the dotfile rule. `path` is the
+/// Decides whether a request reaches the filesystem: the method, the
+/// `Host` authority, a body on GET/HEAD, the target's shape and the
+/// dotfile rule. `path` is the
 /// normalized target ([`crate::path::normalize_path`]).
 pub fn route<'p>(
     req: &RequestHead<'_>,
@@ -227,6 +355,11 @@ pub fn route<'p>(
             }
         }
         Method::Get | Method::Head => {}
+    }
+    if req.host.is_some_and(|h| !crate::head::is_valid_host(h)) {
+        let mut plan = error(req.method, 400, "invalid Host");
+        plan.close = true;
+        return Route::Respond(plan);
     }
     if req.has_body {
         let mut plan = error(req.method, 400, "request body not allowed on GET/HEAD");
@@ -280,15 +413,16 @@ pub fn exhausted(method: Method) -> Plan<'static> {
     plan
 }
 
-/// 301 from a directory named without its trailing slash to `/{path}/`.
-pub fn redirect_to_directory<'a>(req: &RequestHead<'a>, path: &'a str) -> Plan<'a> {
+/// 301 from a directory named without its trailing slash to
+/// `{base}/{path}/` (see [`Location`]).
+pub fn redirect_to_directory<'a>(req: &RequestHead<'a>, base: &'a str, path: &'a str) -> Plan<'a> {
     let mut plan = error(req.method, 301, "");
     let query = req
         .target
         .iter()
         .position(|&b| b == b'?')
         .map_or(&[][..], |q| &req.target[q..]);
-    plan.headers.location = Some(Location { path, query });
+    plan.headers.location = Some(Location { base, path, query });
     // Deterministic while the directory exists, and with no validator to
     // revalidate by: fresh for a minute, which bounds how long a directory
     // replaced by a file misleads.
@@ -508,6 +642,28 @@ pub fn write_message(status: u16, detail: &str, out: &mut Vec<u8>) {
         out.extend_from_slice(detail.as_bytes());
     }
     out.push(b'\n');
+}
+
+/// A fresh multipart boundary: 128 bits as 32 hex digits, from SipHash
+/// keyed by std's per-thread random keys (drawn from the OS generator) and
+/// a per-call counter, so neither an earlier response nor a file's author
+/// can predict it, and a file that contains it by chance is a 2^-128 event
+/// per position. The only function here that is not deterministic; plans
+/// take it as an argument so tests and fuzzers can pass their own.
+pub fn random_boundary() -> Boundary {
+    use std::hash::{BuildHasher, Hasher};
+    let state = std::hash::RandomState::new();
+    let mut out = [0u8; 32];
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    for (i, half) in out.chunks_exact_mut(16).enumerate() {
+        let mut h = state.build_hasher();
+        h.write_usize(i);
+        let v = h.finish();
+        for (j, c) in half.iter_mut().enumerate() {
+            *c = HEX[((v >> (60 - 4 * j)) & 0xf) as usize];
+        }
+    }
+    out
 }
 
 /// A multipart/byteranges body (RFC 9110 14.6): before each range a part

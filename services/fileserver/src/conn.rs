@@ -17,6 +17,7 @@ use crate::stats::MethodLabel;
 use filemanager::{CachedFile, OpenError, Query, Resolved, ResolvedFile, Sibling};
 use httpfile::date::with_now;
 use httpfile::encode::{encode_head, Framing};
+use httpfile::listing::ListingEntry;
 use httpfile::mime::{accepted_encodings, ContentCoding};
 use httpfile::path::normalize_path;
 use httpfile::plan::{
@@ -357,11 +358,19 @@ impl Conn {
             }
             Ok(Resolved::Listing(listing)) => {
                 let format = ListingFormat::of(&req.head);
+                let entries = listing.entries.iter().map(|e| ListingEntry {
+                    name: &e.name,
+                    is_dir: e.kind == filemanager::EntryKind::Dir,
+                    size: e.size,
+                    mtime_secs: e.mtime_ns.div_euclid(1_000_000_000),
+                });
                 let body = match format {
-                    ListingFormat::Json => crate::listing::json(&listing),
-                    ListingFormat::Html => crate::listing::html(path.rel, &listing),
+                    ListingFormat::Json => httpfile::listing::json(entries),
+                    ListingFormat::Html => {
+                        httpfile::listing::html(path.rel, entries, listing.truncated)
+                    }
                 };
-                let etag = crate::listing::etag(&body);
+                let etag = httpfile::listing::etag(&body);
                 let page = ListingPage {
                     format,
                     body: body.as_bytes(),
@@ -376,7 +385,7 @@ impl Conn {
                 }
                 return Ok(());
             }
-            Ok(Resolved::Directory) => plan::redirect_to_directory(&req.head, path.rel),
+            Ok(Resolved::Directory) => plan::redirect_to_directory(&req.head, "", path.rel),
             Ok(Resolved::NotFound) => plan::error(method, 404, ""),
             Ok(Resolved::Forbidden) => plan::error(method, 403, ""),
             Err(e) => open_error(method, e),
@@ -435,7 +444,7 @@ impl Output {
             vary: f.negotiated,
         };
         let (now, date) = with_now(|now, date| (now, *date));
-        let plan = plan::file(req, &info, policy, now, ranges, fresh_boundary);
+        let plan = plan::file(req, &info, policy, now, ranges, plan::random_boundary);
         encode_head(&plan, framing, &date, &mut self.wbuf);
         self.progress = Progress {
             status: plan.status,
@@ -568,28 +577,4 @@ impl Output {
         }
         Ok(())
     }
-}
-
-/// A multipart/byteranges boundary for one response: 128 bits from the
-/// kernel's generator, so no earlier response (nor anything else a file's
-/// author can learn) predicts it, and a file that contains it by chance is
-/// a 2^-128 event per position.
-fn fresh_boundary() -> [u8; 32] {
-    let mut random = [0u8; 16];
-    if rustix::rand::getrandom(&mut random, rustix::rand::GetRandomFlags::empty()).is_err() {
-        // getrandom(2) (Linux 3.17+) does not fail for 16 bytes; should it,
-        // std's per-process random SipHash keys still give an unguessable value.
-        use std::hash::BuildHasher;
-        for (i, half) in random.chunks_exact_mut(8).enumerate() {
-            let h = std::hash::RandomState::new().hash_one((i, Instant::now()));
-            half.copy_from_slice(&h.to_le_bytes());
-        }
-    }
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut out = [0u8; 32];
-    for (i, b) in random.iter().enumerate() {
-        out[2 * i] = HEX[usize::from(b >> 4)];
-        out[2 * i + 1] = HEX[usize::from(b & 0xf)];
-    }
-    out
 }

@@ -23,7 +23,6 @@ pub mod config;
 pub mod conn;
 pub mod files;
 pub mod http;
-pub mod listing;
 pub mod server;
 pub mod state;
 pub mod stats;

@@ -39,7 +39,7 @@ fn check_request(buf: &[u8], max_head: usize, nheaders: usize) -> Result<(), Tes
             prop_assert!(r.target().is_empty() || (t >= b0 && t + r.target().len() <= b1));
             prop_assert!(r.minor_version <= 1);
             if r.minor_version == 1 {
-                prop_assert!(r.host.is_some(), "HTTP/1.1 accepted without Host");
+                prop_assert!(r.head.host.is_some(), "HTTP/1.1 accepted without Host");
             }
             let _ = r.method();
         }
@@ -166,7 +166,7 @@ fn fuzz_request_parser_render_round_trip() {
             );
             prop_assert_eq!(req.target(), target.as_bytes());
             prop_assert_eq!(req.minor_version, minor);
-            prop_assert_eq!(req.host, Some(host.as_bytes()));
+            prop_assert_eq!(req.head.host, Some(host.as_bytes()));
             prop_assert_eq!(req.head.range, range.as_deref().map(str::as_bytes));
             prop_assert_eq!(req.head.if_none_match, inm.as_deref().map(str::as_bytes));
             let want_keep = match conn {
