@@ -71,6 +71,18 @@ pub struct DirEntry {
     pub mtime_ns: i64,
 }
 
+impl DirEntry {
+    /// Whether the name resolves to a directory.
+    pub fn is_dir(&self) -> bool {
+        self.kind == EntryKind::Dir
+    }
+
+    /// Modification time, Unix seconds (rounded down).
+    pub fn mtime_secs(&self) -> i64 {
+        self.mtime_ns.div_euclid(1_000_000_000)
+    }
+}
+
 /// A directory's listable entries, sorted: directories first, then by name.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Listing {

@@ -11,6 +11,7 @@
 //! query or a fragment. The plan ([`crate::plan::listing`]) adds a
 //! `Content-Security-Policy` that allows no script at all.
 
+use crate::plan::ListingFormat;
 use std::fmt::Write;
 
 /// One listed name.
@@ -24,6 +25,42 @@ pub struct ListingEntry<'a> {
     pub size: u64,
     /// Modification time, Unix seconds.
     pub mtime_secs: i64,
+}
+
+/// A listing rendered in the form a request asked for, with its tag.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Page {
+    /// The form `body` is in.
+    pub format: ListingFormat,
+    /// The page.
+    pub body: String,
+    /// Its weak entity-tag ([`etag`]).
+    pub etag: String,
+    /// Set when the listing was cut at this many entries.
+    pub truncated: Option<u64>,
+}
+
+impl Page {
+    /// Renders `entries` of the directory at URL path `/{path}/` in
+    /// `format`; `truncated` says the directory held more.
+    pub fn render<'a>(
+        format: ListingFormat,
+        path: &str,
+        entries: impl ExactSizeIterator<Item = ListingEntry<'a>>,
+        truncated: bool,
+    ) -> Page {
+        let shown = entries.len() as u64;
+        let body = match format {
+            ListingFormat::Json => json(entries),
+            ListingFormat::Html => html(path, entries, truncated),
+        };
+        Page {
+            format,
+            etag: etag(&body),
+            body,
+            truncated: truncated.then_some(shown),
+        }
+    }
 }
 
 fn html_escape(s: &str, out: &mut String) {

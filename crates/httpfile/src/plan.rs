@@ -558,7 +558,7 @@ impl ListingFormat {
         }
     }
 
-    fn media_type(self) -> MediaType<'static> {
+    pub(crate) fn media_type(self) -> MediaType<'static> {
         match self {
             ListingFormat::Html => MediaType {
                 essence: "text/html",
@@ -572,24 +572,15 @@ impl ListingFormat {
     }
 }
 
-/// A rendered directory listing.
-#[derive(Clone, Copy, Debug)]
-pub struct ListingPage<'a> {
-    /// The form `body` is in.
-    pub format: ListingFormat,
-    /// The page.
-    pub body: &'a [u8],
-    /// Its (weak) entity-tag.
-    pub etag: &'a str,
-    /// Set when the listing was cut at this many entries.
-    pub truncated: Option<u64>,
-}
-
 /// The answer for a directory listing: 304 when `If-None-Match` names its
 /// tag (weak comparison), else 200.
-pub fn listing<'a>(req: &RequestHead<'_>, page: &ListingPage<'a>, policy: &Policy<'a>) -> Plan<'a> {
+pub fn listing<'a>(
+    req: &RequestHead<'_>,
+    page: &'a crate::listing::Page,
+    policy: &Policy<'a>,
+) -> Plan<'a> {
     let mut headers = Headers {
-        etag: Some(page.etag),
+        etag: Some(&page.etag),
         vary: Some(Vary::Accept),
         cache_control: policy.cache_control,
         sandbox: true,
@@ -612,7 +603,7 @@ pub fn listing<'a>(req: &RequestHead<'_>, page: &ListingPage<'a>, policy: &Polic
     let body = if req.is_head() {
         Body::Empty
     } else {
-        Body::Bytes(page.body)
+        Body::Bytes(page.body.as_bytes())
     };
     Plan {
         status: 200,

@@ -14,18 +14,15 @@
 use crate::http::request::{parse_request, Method, ParseError, Request};
 use crate::state::{ConnContext, Live};
 use crate::stats::MethodLabel;
-use filemanager::{CachedFile, OpenError, Query, Resolved, ResolvedFile, Sibling};
+use filemanager::{CachedFile, OpenError, Query, Resolved, ResolvedFile};
 use httpfile::date::with_now;
 use httpfile::encode::{encode_head, Framing};
-use httpfile::listing::ListingEntry;
-use httpfile::mime::{accepted_encodings, ContentCoding};
 use httpfile::path::normalize_path;
-use httpfile::plan::{
-    self, Body, FileInfo, ListingFormat, ListingPage, MediaType, Plan, Policy, Route,
-};
+use httpfile::plan::{self, Body, ListingFormat, Plan, Policy, Route};
 use httpfile::status::reason;
-use httpfile::{ByteRange, EntityTag};
+use httpfile::ByteRange;
 use rustix::fd::{AsFd, BorrowedFd};
+use servedir::stages;
 use std::io::{self, IoSlice};
 use std::net::SocketAddr;
 use std::rc::Rc;
@@ -95,17 +92,6 @@ struct Progress {
 
 fn io_err(kind: io::ErrorKind, msg: &'static str) -> io::Error {
     io::Error::new(kind, msg)
-}
-
-/// The precompressed forms looked for, in `ContentCoding::PREFERENCE`
-/// order (so a sibling's index is its coding's), flagged by what the
-/// request accepts.
-fn siblings(accept_encoding: Option<&[u8]>) -> [Sibling<'static>; 3] {
-    let accepted = accept_encoding.map(accepted_encodings).unwrap_or_default();
-    ContentCoding::PREFERENCE.map(|c| Sibling {
-        suffix: c.suffix(),
-        accepted: accepted.accepts(c),
-    })
 }
 
 impl Conn {
@@ -335,7 +321,7 @@ impl Conn {
                 return Ok(());
             }
         };
-        let siblings = siblings(req.head.accept_encoding);
+        let siblings = stages::siblings(req.head.accept_encoding);
         let query = Query {
             path: path.rel,
             dir_only: path.trailing_slash,
@@ -357,26 +343,7 @@ impl Conn {
                     .await
             }
             Ok(Resolved::Listing(listing)) => {
-                let format = ListingFormat::of(&req.head);
-                let entries = listing.entries.iter().map(|e| ListingEntry {
-                    name: &e.name,
-                    is_dir: e.kind == filemanager::EntryKind::Dir,
-                    size: e.size,
-                    mtime_secs: e.mtime_ns.div_euclid(1_000_000_000),
-                });
-                let body = match format {
-                    ListingFormat::Json => httpfile::listing::json(entries),
-                    ListingFormat::Html => {
-                        httpfile::listing::html(path.rel, entries, listing.truncated)
-                    }
-                };
-                let etag = httpfile::listing::etag(&body);
-                let page = ListingPage {
-                    format,
-                    body: body.as_bytes(),
-                    etag: &etag,
-                    truncated: listing.truncated.then_some(listing.entries.len() as u64),
-                };
+                let page = stages::listing_page(&listing, ListingFormat::of(&req.head), path.rel);
                 let plan = plan::listing(&req.head, &page, &policy);
                 self.out.write_head(&plan, *framing);
                 if let Body::Bytes(bytes) = plan.body {
@@ -433,16 +400,8 @@ impl Output {
         pending: bool,
         framing: Framing,
     ) -> io::Result<()> {
-        let meta = f.meta();
-        let etag = EntityTag::of_file(meta.size, meta.mtime_ns);
-        let info = FileInfo {
-            size: meta.size,
-            mtime_secs: (meta.mtime_ns.max(0) / 1_000_000_000) as u64,
-            etag: etag.as_str(),
-            media_type: MediaType::of(f.mime),
-            coding: f.sibling.map(|i| ContentCoding::PREFERENCE[i]),
-            vary: f.negotiated,
-        };
+        let etag = stages::entity_tag(f);
+        let info = stages::file_info(f, &etag);
         let (now, date) = with_now(|now, date| (now, *date));
         let plan = plan::file(req, &info, policy, now, ranges, plan::random_boundary);
         encode_head(&plan, framing, &date, &mut self.wbuf);

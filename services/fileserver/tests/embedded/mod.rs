@@ -1,0 +1,87 @@
+//! The servers the HTTP semantics tests run against: the daemon (a child
+//! process, `common::Daemon`) or the `servedir` crate's axum example app
+//! (in this process, on its own multi-threaded runtime), each on a free
+//! loopback port and configured by the same `--set key=value` arguments.
+#![allow(dead_code)]
+
+#[path = "../../../../crates/servedir/examples/axum.rs"]
+mod axum_example;
+
+use crate::common::Daemon;
+use std::net::SocketAddr;
+use std::path::Path;
+
+/// Which server a test runs against.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ServerKind {
+    /// The `fileserver` binary.
+    Daemon,
+    /// `crates/servedir/examples/axum.rs`, mounted at `/`.
+    AxumExample,
+}
+
+/// A running server; stopped on drop.
+pub(crate) struct Server {
+    pub http: SocketAddr,
+    _running: Running,
+}
+
+enum Running {
+    Daemon(Daemon),
+    Embedded(Embedded),
+}
+
+/// The example's runtime, shut down without waiting for its connections.
+struct Embedded(Option<tokio::runtime::Runtime>);
+
+impl Drop for Embedded {
+    fn drop(&mut self) {
+        if let Some(rt) = self.0.take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
+impl Server {
+    /// Starts `kind` serving `root` with `extra` daemon arguments (only
+    /// `--set key=value` for the example).
+    pub(crate) fn start(kind: ServerKind, root: &Path, extra: &[&str]) -> Server {
+        match kind {
+            ServerKind::Daemon => {
+                let d = Daemon::start(root, extra);
+                Server {
+                    http: d.http,
+                    _running: Running::Daemon(d),
+                }
+            }
+            ServerKind::AxumExample => {
+                let args: Vec<String> = extra.iter().map(|a| a.to_string()).collect();
+                let (options, rest) = axum_example::Options::parse(&args).expect("--set pairs");
+                assert!(rest.is_empty(), "the example takes only --set: {rest:?}");
+                let rt = tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(2)
+                    .enable_all()
+                    .build()
+                    .expect("runtime");
+                let listener = rt
+                    .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+                    .expect("bind");
+                let http = listener.local_addr().expect("local addr");
+                let app = rt
+                    .block_on(async { axum_example::app_at(root, "/", &options) })
+                    .expect("the example app");
+                rt.spawn(async move {
+                    let _ = axum::serve(listener, app).await;
+                });
+                Server {
+                    http,
+                    _running: Running::Embedded(Embedded(Some(rt))),
+                }
+            }
+        }
+    }
+
+    pub(crate) fn url(&self, path: &str) -> String {
+        format!("http://{}{}", self.http, path)
+    }
+}
