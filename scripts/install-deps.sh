@@ -6,8 +6,10 @@ SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 # fonts-dejavu-core: the load-test chart's font, read at run time (no -dev
 # packages: the chart's text rendering is pure Rust).
 # valgrind: instruction counts for the benches (scripts/callgrind-fdtable.sh).
+# lighttpd, h2o, caddy: the load harness's peers beside nginx (benches/README.md);
+# each runs only when the harness starts it, with a config in its temp dir.
 pkgs=(prometheus nginx-light wrk curl wfuzz systemd nghttp2-client strace python3-venv util-linux
-      fonts-dejavu-core valgrind)
+      fonts-dejavu-core valgrind lighttpd h2o caddy)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then
