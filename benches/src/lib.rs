@@ -2,10 +2,10 @@
 //!
 //! The criterion groups live in `benches/benches/*.rs`. This library holds
 //! the side-by-side HTTP load harness that the `loadtest` binary drives:
-//! it generates file trees, starts `fileserver` and nginx on loopback,
-//! verifies both, drives them with `wrk` and `oha` in alternation, samples
-//! their RSS and CPU from `/proc`, and renders the results as a table, JSON,
-//! markdown and a PNG chart. See [`loadtest`] for the data flow.
+//! it generates file trees, starts `fileserver` and its peers (nginx,
+//! lighttpd, h2o, Caddy, static-web-server) on loopback, verifies each,
+//! drives them with `wrk` and `oha` in turn, samples their RSS and CPU from
+//! `/proc`, and renders the results as tables, JSON, markdown and a PNG chart. See [`loadtest`] for the data flow.
 //!
 //! The pure parts (tool output parsing, statistics, rendering) are usable on
 //! their own:

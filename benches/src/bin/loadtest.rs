@@ -1,4 +1,5 @@
-//! The side-by-side HTTP load harness: `fileserver` against nginx on loopback.
+//! The side-by-side HTTP load harness: `fileserver` against nginx, lighttpd,
+//! h2o, Caddy and static-web-server on loopback.
 //!
 //! `cargo run --release -p benches --bin loadtest -- --help` lists the options;
 //! `benches/README.md` explains the output. The moving parts live in
@@ -17,12 +18,13 @@ use benches::loadtest::loadgen::{self, LoadSettings, RunResult};
 use benches::loadtest::procs::{self, check_interrupted, group_cpu_seconds, Sampler};
 use benches::loadtest::report::{self, Report, ScenarioReport, Settings};
 use benches::loadtest::scenario::{Scenario, OHA_RANGE, RANGE_LEN};
-use benches::loadtest::servers::{self, Running, Server};
+use benches::loadtest::servers::{self, find_binary, Peer, Running, FILESERVER};
 use benches::loadtest::tree::{
     self, LARGE_PATH, LARGE_SIZE, PRESSURE_COUNT, PRESSURE_SIZE, SMALL_COUNT, SMALL_SIZE,
 };
 
-/// Load-test fileserver against nginx, side by side, on 127.0.0.1.
+/// Load-test fileserver against nginx, lighttpd, h2o, Caddy and
+/// static-web-server, side by side, on 127.0.0.1.
 #[derive(Debug, Parser)]
 #[command(version, about)]
 struct Args {
@@ -36,9 +38,27 @@ struct Args {
         allow_hyphen_values = true
     )]
     fileserver_args: Vec<String>,
-    /// The nginx binary.
-    #[arg(long, value_name = "PATH", default_value = "/usr/sbin/nginx")]
-    nginx: PathBuf,
+    /// Peers to compare with (repeatable or comma-separated; default all):
+    /// nginx, lighttpd, h2o, caddy, static-web-server. A peer whose binary is
+    /// missing is skipped with a message.
+    #[arg(long = "peer", value_name = "NAME", value_delimiter = ',')]
+    peers: Vec<Peer>,
+    /// The nginx binary (default: `nginx` on PATH or in /usr/sbin).
+    #[arg(long, value_name = "PATH")]
+    nginx: Option<PathBuf>,
+    /// The lighttpd binary (default: `lighttpd` on PATH or in /usr/sbin).
+    #[arg(long, value_name = "PATH")]
+    lighttpd: Option<PathBuf>,
+    /// The h2o binary (default: `h2o` on PATH).
+    #[arg(long, value_name = "PATH")]
+    h2o: Option<PathBuf>,
+    /// The Caddy binary (default: `caddy` on PATH).
+    #[arg(long, value_name = "PATH")]
+    caddy: Option<PathBuf>,
+    /// The static-web-server binary (default: `static-web-server` on PATH;
+    /// Debian has no package, so without either it is skipped).
+    #[arg(long, value_name = "PATH")]
+    static_web_server: Option<PathBuf>,
     /// The wrk binary.
     #[arg(long, value_name = "PATH", default_value = "wrk")]
     wrk: PathBuf,
@@ -53,15 +73,20 @@ struct Args {
     /// small_random, large, cache_pressure, not_modified, range.
     #[arg(long = "scenario", value_name = "NAME", value_delimiter = ',')]
     scenarios: Vec<Scenario>,
-    /// Rounds per scenario; each round runs wrk A, wrk B, oha A, oha B.
-    #[arg(long, default_value_t = 3)]
-    rounds: usize,
-    /// Seconds per timed run.
-    #[arg(long, value_name = "SECS", default_value_t = 3)]
-    duration: u64,
-    /// Seconds of untimed wrk load per server before the rounds.
-    #[arg(long, value_name = "SECS", default_value_t = 1)]
-    warmup: u64,
+    /// Smallest run that still checks everything: 1 round, 1 s per run, no
+    /// warm-up (explicit --rounds/--duration/--warmup win).
+    #[arg(long)]
+    quick: bool,
+    /// Rounds per scenario; each round runs wrk on every server, then oha on
+    /// every server [default: 3, --quick 1].
+    #[arg(long)]
+    rounds: Option<usize>,
+    /// Seconds per timed run [default: 3, --quick 1].
+    #[arg(long, value_name = "SECS")]
+    duration: Option<u64>,
+    /// Seconds of untimed wrk load per server before the rounds [default: 1, --quick 0].
+    #[arg(long, value_name = "SECS")]
+    warmup: Option<u64>,
     /// Open connections per run.
     #[arg(long, default_value_t = 64)]
     connections: usize,
@@ -71,7 +96,7 @@ struct Args {
     /// Workers of each server.
     #[arg(long, default_value_t = 2)]
     workers: usize,
-    /// oha's fixed request rate, as a fraction of the slower server's wrk
+    /// oha's fixed request rate, as a fraction of the slowest server's wrk
     /// req/s in the same round (latency is compared at equal offered load).
     #[arg(long, default_value_t = 0.5)]
     latency_load: f64,
@@ -81,12 +106,45 @@ struct Args {
     /// Keep the temp dir (trees, configs, server logs, raw tool output).
     #[arg(long)]
     keep_temp: bool,
-    /// Run nginx in place of fileserver too (an A/A run that shows the harness's own noise).
+    /// Run nginx in place of fileserver too, against nginx only unless --peer
+    /// says otherwise (an A/A run that shows the harness's own noise).
     #[arg(long)]
     nginx_vs_nginx: bool,
     /// Run nothing: re-render latest.md and latest.png from this JSON report into --out.
     #[arg(long, value_name = "JSON")]
     render: Option<PathBuf>,
+}
+
+impl Args {
+    /// The binary given for `peer`, if any.
+    fn peer_bin(&self, peer: Peer) -> Option<&PathBuf> {
+        match peer {
+            Peer::Nginx => self.nginx.as_ref(),
+            Peer::Lighttpd => self.lighttpd.as_ref(),
+            Peer::H2o => self.h2o.as_ref(),
+            Peer::Caddy => self.caddy.as_ref(),
+            Peer::StaticWebServer => self.static_web_server.as_ref(),
+        }
+    }
+}
+
+/// Rounds and durations after `--quick` and the explicit flags.
+#[derive(Debug, Clone, Copy)]
+struct Plan {
+    rounds: usize,
+    duration: u64,
+    warmup: u64,
+}
+
+impl Plan {
+    fn from_args(args: &Args) -> Self {
+        let q = args.quick;
+        Self {
+            rounds: args.rounds.unwrap_or(if q { 1 } else { 3 }),
+            duration: args.duration.unwrap_or(if q { 1 } else { 3 }),
+            warmup: args.warmup.unwrap_or(if q { 0 } else { 1 }),
+        }
+    }
 }
 
 /// The temp dir, removed on drop unless kept.
@@ -110,7 +168,7 @@ fn main() {
     match run(args) {
         Ok(0) => {}
         Ok(failures) => {
-            eprintln!("loadtest: {failures} scenario(s) failed (see above)");
+            eprintln!("loadtest: {failures} failure(s): scenarios or peers left out (see above)");
             std::process::exit(1);
         }
         Err(err) => {
@@ -127,12 +185,26 @@ fn workspace_root() -> PathBuf {
         .to_path_buf()
 }
 
+/// Everything a scenario needs besides the scenario itself.
+struct Ctx<'a> {
+    args: &'a Args,
+    plan: Plan,
+    /// `None` in an A/A run: nginx stands in for fileserver.
+    fileserver_bin: Option<&'a Path>,
+    /// The nginx binary standing in for fileserver in an A/A run.
+    nginx_for_a: Option<&'a Path>,
+    peers: &'a [(Peer, PathBuf)],
+    temp: &'a Path,
+    root: &'a Path,
+    settings: &'a LoadSettings,
+}
+
 fn run(mut args: Args) -> Result<usize> {
     if let Some(json) = &args.render {
         let text =
             std::fs::read_to_string(json).with_context(|| format!("read {}", json.display()))?;
-        let report: Report =
-            serde_json::from_str(&text).with_context(|| format!("parse {}", json.display()))?;
+        let report =
+            report::parse_json(&text).with_context(|| format!("parse {}", json.display()))?;
         let out = args
             .out
             .clone()
@@ -142,8 +214,9 @@ fn run(mut args: Args) -> Result<usize> {
         return Ok(0);
     }
     procs::install_signal_handlers()?;
-    ensure!(args.rounds >= 1, "--rounds must be at least 1");
-    ensure!(args.duration >= 1, "--duration must be at least 1");
+    let plan = Plan::from_args(&args);
+    ensure!(plan.rounds >= 1, "--rounds must be at least 1");
+    ensure!(plan.duration >= 1, "--duration must be at least 1");
     ensure!(
         args.latency_load > 0.0 && args.latency_load <= 1.0,
         "--latency-load must be in (0, 1]"
@@ -159,6 +232,57 @@ fn run(mut args: Args) -> Result<usize> {
     if oha.is_none() {
         eprintln!("loadtest: oha not found; latency comes from wrk (not corrected for coordinated omission)");
     }
+
+    // Peers: every one asked for whose binary is there; the rest are skipped.
+    let wanted: Vec<Peer> = if !args.peers.is_empty() {
+        let mut v = Vec::new();
+        for p in &args.peers {
+            if !v.contains(p) {
+                v.push(*p);
+            }
+        }
+        v
+    } else if args.nginx_vs_nginx {
+        vec![Peer::Nginx]
+    } else {
+        Peer::ALL.to_vec()
+    };
+    let mut skipped: Vec<(String, String)> = Vec::new();
+    let mut peers: Vec<(Peer, PathBuf)> = Vec::new();
+    for peer in wanted {
+        let candidate = args
+            .peer_bin(peer)
+            .cloned()
+            .unwrap_or_else(|| PathBuf::from(peer.default_bin()));
+        match find_binary(&candidate) {
+            Some(bin) => peers.push((peer, bin)),
+            None => {
+                let why = format!(
+                    "{} not found ({})",
+                    candidate.display(),
+                    peer.install_hint()
+                );
+                eprintln!("loadtest: peer {peer} skipped: {why}");
+                skipped.push((peer.name().to_string(), why));
+            }
+        }
+    }
+    if peers.is_empty() {
+        eprintln!(
+            "loadtest: no peer available; fileserver runs alone and the report has no ratios"
+        );
+    }
+    let nginx_for_a = if args.nginx_vs_nginx {
+        let given = args.nginx.clone().unwrap_or_else(|| "nginx".into());
+        Some(find_binary(&given).with_context(|| {
+            format!(
+                "--nginx-vs-nginx needs nginx: {} not found",
+                given.display()
+            )
+        })?)
+    } else {
+        None
+    };
     let fileserver_bin = match (&args.fileserver_bin, args.nginx_vs_nginx) {
         (_, true) => None,
         (Some(bin), false) => Some(bin.clone()),
@@ -180,23 +304,31 @@ fn run(mut args: Args) -> Result<usize> {
         oha: oha.clone(),
         connections: args.connections,
         wrk_threads: args.wrk_threads,
-        duration_s: args.duration,
+        duration_s: plan.duration,
         latency_load: args.latency_load,
     };
-    let mut versions = vec![
-        ("nginx".to_string(), tool_version(&args.nginx, "-v")),
-        ("wrk".to_string(), tool_version(&args.wrk, "-v")),
-    ];
+    let mut versions = Vec::new();
+    for (peer, bin) in &peers {
+        versions.push((
+            peer.name().to_string(),
+            tool_version(bin, peer.version_args()),
+        ));
+    }
+    versions.push(("wrk".to_string(), tool_version(&args.wrk, &["-v"])));
     if let Some(oha) = &oha {
-        versions.push(("oha".to_string(), tool_version(oha, "--version")));
+        versions.push(("oha".to_string(), tool_version(oha, &["--version"])));
     }
     if args.nginx_vs_nginx {
         versions.push((
-            "fileserver".to_string(),
+            FILESERVER.to_string(),
             "replaced by nginx (--nginx-vs-nginx A/A run)".to_string(),
         ));
     } else {
-        versions.push(("fileserver".to_string(), git_revision()));
+        let rev = match &args.fileserver_bin {
+            Some(bin) => format!("{} (given; tree at {})", bin.display(), git_revision()),
+            None => git_revision(),
+        };
+        versions.push((FILESERVER.to_string(), rev));
     }
     let latency_tool = match &oha {
         Some(_) => versions
@@ -207,20 +339,26 @@ fn run(mut args: Args) -> Result<usize> {
         None => "wrk (oha not installed; uncorrected)".to_string(),
     };
 
+    let ctx = Ctx {
+        args: &args,
+        plan,
+        fileserver_bin: fileserver_bin.as_deref(),
+        nginx_for_a: nginx_for_a.as_deref(),
+        peers: &peers,
+        temp: &temp.path,
+        root: &root,
+        settings: &settings,
+    };
     let mut scenarios = Vec::new();
     let mut failures = 0;
     for scenario in args.scenarios.clone() {
         check_interrupted()?;
         eprintln!("loadtest: scenario {scenario}: {}", scenario.description());
-        match run_scenario(
-            scenario,
-            &args,
-            fileserver_bin.as_deref(),
-            &temp.path,
-            &root,
-            &settings,
-        ) {
-            Ok(report) => scenarios.push(report),
+        match run_scenario(scenario, &ctx) {
+            Ok((report, peer_failures)) => {
+                failures += peer_failures;
+                scenarios.push(report);
+            }
             Err(err) if !procs::interrupted() => {
                 failures += 1;
                 eprintln!("loadtest: scenario {scenario} FAILED: {err:#}");
@@ -234,8 +372,8 @@ fn run(mut args: Args) -> Result<usize> {
             SystemTime::now().duration_since(UNIX_EPOCH)?.as_secs(),
         ),
         settings: Settings {
-            rounds: args.rounds,
-            duration_s: args.duration,
+            rounds: plan.rounds,
+            duration_s: plan.duration,
             connections: args.connections,
             wrk_threads: args.wrk_threads,
             workers: args.workers,
@@ -249,6 +387,8 @@ fn run(mut args: Args) -> Result<usize> {
                 .trim()
                 .to_string(),
             versions,
+            peers: peers.iter().map(|(p, _)| p.name().to_string()).collect(),
+            skipped,
         },
         scenarios,
     };
@@ -312,9 +452,9 @@ fn build_fileserver() -> Result<PathBuf> {
         .context("cargo build did not report a fileserver executable")
 }
 
-fn tool_version(bin: &Path, flag: &str) -> String {
+fn tool_version(bin: &Path, args: &[&str]) -> String {
     Command::new(bin)
-        .arg(flag)
+        .args(args)
         .output()
         .map(|o| {
             let text = format!(
@@ -338,125 +478,216 @@ fn git_revision() -> String {
         .unwrap_or_else(|| "unknown".to_string())
 }
 
-/// Starts both servers for one scenario, verifies, times, and stops them.
-fn run_scenario(
-    scenario: Scenario,
-    args: &Args,
-    fileserver_bin: Option<&Path>,
-    temp: &Path,
-    root: &Path,
-    settings: &LoadSettings,
-) -> Result<ScenarioReport> {
-    let dir = temp.join(scenario.name());
-    let cache = scenario.cache_entries();
-    // A is started first; both live for the whole scenario so neither pays a
-    // cold start inside the timed window.
-    let a = match fileserver_bin {
-        Some(bin) => servers::start_fileserver(
+/// One server in a scenario: the process, what verification learnt, and its
+/// runs so far.
+struct Entry {
+    running: Running,
+    etags: Vec<String>,
+    script: PathBuf,
+    throughput: Vec<RunResult>,
+    latency: Vec<RunResult>,
+    cpu: f64,
+    wrk_cpu: f64,
+    /// False once it failed (a peer only; fileserver failing fails the scenario).
+    alive: bool,
+}
+
+impl Entry {
+    fn name(&self) -> &str {
+        &self.running.name
+    }
+}
+
+/// Records `err` of server `i` in a scenario: for fileserver (index 0) the
+/// scenario fails; a peer is left out of the rest of it.
+fn peer_failed(
+    entries: &mut [Entry],
+    i: usize,
+    left_out: &mut Vec<(String, String)>,
+    what: &str,
+    err: anyhow::Error,
+) -> Result<()> {
+    if i == 0 || procs::interrupted() {
+        return Err(err.context(format!("{what} {}", entries[i].name())));
+    }
+    let name = entries[i].name().to_string();
+    eprintln!("loadtest:   {name} left out of this scenario: {what} failed: {err:#}");
+    left_out.push((name, format!("{what}: {err:#}")));
+    // Its process group is stopped with the others at the scenario's end.
+    entries[i].alive = false;
+    Ok(())
+}
+
+/// Starts every server for one scenario, verifies, times, and stops them.
+/// Returns the report and the number of peers that had to be left out.
+fn run_scenario(scenario: Scenario, ctx: &Ctx<'_>) -> Result<(ScenarioReport, usize)> {
+    let (args, plan, settings) = (ctx.args, ctx.plan, ctx.settings);
+    let dir = ctx.temp.join(scenario.name());
+    std::fs::create_dir_all(&dir)?;
+    let nginx_cache = scenario.nginx_open_file_cache();
+    let mut left_out: Vec<(String, String)> = Vec::new();
+
+    // Every server lives for the whole scenario, so none pays a cold start
+    // inside the timed window. fileserver (A) first; it must verify.
+    let a = match (ctx.fileserver_bin, ctx.nginx_for_a) {
+        (Some(bin), _) => servers::start_fileserver(
             bin,
-            &dir.join("fileserver"),
-            root,
+            &dir.join(FILESERVER),
+            ctx.root,
             args.workers,
-            cache,
+            scenario.cache_entries(),
             &args.fileserver_args,
         )?,
-        None => {
-            let mut a =
-                servers::start_nginx(&args.nginx, &dir.join("nginx-a"), root, args.workers, cache)?;
-            a.server = Server::Fileserver;
+        (None, Some(nginx)) => {
+            let mut a = servers::start_nginx(
+                nginx,
+                &dir.join("nginx-a"),
+                ctx.root,
+                args.workers,
+                nginx_cache,
+            )?;
+            a.name = FILESERVER.to_string();
             a
         }
+        (None, None) => bail!("neither a fileserver binary nor nginx to stand in for it"),
     };
-    let b = servers::start_nginx(&args.nginx, &dir.join("nginx"), root, args.workers, cache)?;
-    let servers = [&a, &b];
-
-    let mut etags = Vec::new();
-    for s in servers {
-        etags.push(
-            verify(scenario, s)
-                .with_context(|| format!("verify {} before timing", s.server.name()))?,
-        );
-    }
-    let mut scripts = Vec::new();
-    for (s, etags) in servers.iter().zip(&etags) {
-        let path = dir.join(format!("{}.lua", s.server.name()));
-        std::fs::write(&path, loadgen::wrk_script(scenario, etags)?)?;
-        scripts.push(path);
-    }
-
-    let sampler = Sampler::start(
-        vec![a.group.pgid(), b.group.pgid()],
-        Duration::from_millis(200),
-    );
-    if args.warmup > 0 {
-        for (i, s) in servers.iter().enumerate() {
-            loadgen::run_wrk(
-                settings,
-                &scripts[i],
-                s.addr,
-                args.warmup,
-                &dir.join(format!("warmup-{i}.out")),
-            )
-            .with_context(|| format!("warm-up of {}", s.server.name()))?;
+    let etags = verify(scenario, &a).with_context(|| format!("verify {} before timing", a.name))?;
+    let mut started = vec![(a, etags)];
+    for (peer, bin) in ctx.peers {
+        check_interrupted()?;
+        let result = servers::start_peer(
+            *peer,
+            bin,
+            &dir.join(peer.name()),
+            ctx.root,
+            args.workers,
+            nginx_cache,
+        )
+        .and_then(|r| {
+            let etags =
+                verify(scenario, &r).with_context(|| format!("verify {peer} before timing"))?;
+            Ok((r, etags))
+        });
+        match result {
+            Ok(x) => {
+                eprintln!("loadtest:   {peer} started on {} and verified", x.0.addr);
+                started.push(x);
+            }
+            Err(err) if procs::interrupted() => return Err(err),
+            Err(err) => {
+                eprintln!("loadtest:   {peer} left out of this scenario: {err:#}");
+                left_out.push((peer.name().to_string(), format!("{err:#}")));
+            }
         }
     }
 
-    let mut throughput: [Vec<RunResult>; 2] = Default::default();
-    let mut latency: [Vec<RunResult>; 2] = Default::default();
-    let mut cpu = [0.0f64; 2];
-    let mut wrk_cpu = [0.0f64; 2];
+    let mut entries = Vec::new();
+    for (running, etags) in started {
+        let script = dir.join(format!("{}.lua", running.name));
+        std::fs::write(&script, loadgen::wrk_script(scenario, &etags)?)?;
+        entries.push(Entry {
+            running,
+            etags,
+            script,
+            throughput: Vec::new(),
+            latency: Vec::new(),
+            cpu: 0.0,
+            wrk_cpu: 0.0,
+            alive: true,
+        });
+    }
+    let sampler = Sampler::start(
+        entries.iter().map(|e| e.running.group.pgid()).collect(),
+        Duration::from_millis(200),
+    );
+    if plan.warmup > 0 {
+        for i in 0..entries.len() {
+            let e = &entries[i];
+            let out = dir.join(format!("warmup-{}.out", e.name()));
+            if let Err(err) =
+                loadgen::run_wrk(settings, &e.script, e.running.addr, plan.warmup, &out)
+            {
+                peer_failed(&mut entries, i, &mut left_out, "warm-up", err)?;
+            }
+        }
+    }
+
     let mut rates = Vec::new();
-    for round in 0..args.rounds {
-        for (i, s) in servers.iter().enumerate() {
+    let n = entries.len();
+    for round in 0..plan.rounds {
+        // Each round starts with the next server, so none is always first
+        // (or always last) after the machine was busy with the others.
+        let order: Vec<usize> = (0..n).map(|k| (k + round) % n).collect();
+        for &i in &order {
+            if !entries[i].alive {
+                continue;
+            }
             check_interrupted()?;
-            let before = group_cpu_seconds(s.group.pgid());
-            let out = dir.join(format!("wrk-{}-{round}.out", s.server.name()));
-            let result = loadgen::run_wrk(settings, &scripts[i], s.addr, args.duration, &out)
-                .with_context(|| format!("wrk against {}", s.server.name()))?;
-            let used = group_cpu_seconds(s.group.pgid()) - before;
-            cpu[i] += used;
-            wrk_cpu[i] += used;
-            eprintln!(
-                "loadtest:   round {} wrk {:<10} {:>9.0} req/s {:>8.1} MB/s  errors {}",
-                round + 1,
-                s.server.name(),
-                result.req_per_s,
-                result.mb_per_s,
-                result.errors
-            );
-            throughput[i].push(result);
+            let e = &mut entries[i];
+            let before = group_cpu_seconds(e.running.group.pgid());
+            let out = dir.join(format!("wrk-{}-{round}.out", e.name()));
+            match loadgen::run_wrk(settings, &e.script, e.running.addr, plan.duration, &out) {
+                Ok(result) => {
+                    let used = group_cpu_seconds(e.running.group.pgid()) - before;
+                    e.cpu += used;
+                    e.wrk_cpu += used;
+                    eprintln!(
+                        "loadtest:   round {} wrk {:<17} {:>9.0} req/s {:>8.1} MB/s  errors {}",
+                        round + 1,
+                        e.name(),
+                        result.req_per_s,
+                        result.mb_per_s,
+                        result.errors
+                    );
+                    e.throughput.push(result);
+                }
+                Err(err) => peer_failed(&mut entries, i, &mut left_out, "wrk", err)?,
+            }
         }
         match &settings.oha {
             Some(oha) => {
-                let rate = settings.latency_load
-                    * throughput[0][round]
-                        .req_per_s
-                        .min(throughput[1][round].req_per_s);
+                // Equal offered load: a share of the slowest server's rate.
+                let slowest = entries
+                    .iter()
+                    .filter(|e| e.alive)
+                    .filter_map(|e| e.throughput.get(round).map(|r| r.req_per_s))
+                    .fold(f64::INFINITY, f64::min);
+                let rate = settings.latency_load * slowest;
                 rates.push(rate);
-                for (i, s) in servers.iter().enumerate() {
+                for &i in &order {
+                    if !entries[i].alive {
+                        continue;
+                    }
                     check_interrupted()?;
-                    let before = group_cpu_seconds(s.group.pgid());
-                    let etag = etags[i].first().map(String::as_str).unwrap_or_default();
-                    let oha_args = loadgen::oha_args(scenario, s.addr, etag, settings, rate);
-                    let out = dir.join(format!("oha-{}-{round}.json", s.server.name()));
-                    let result = loadgen::run_oha(oha, &oha_args, scenario, args.duration, &out)
-                        .with_context(|| format!("oha against {}", s.server.name()))?;
-                    cpu[i] += group_cpu_seconds(s.group.pgid()) - before;
-                    eprintln!(
-                        "loadtest:   round {} oha {:<10} at {:>7.0} req/s: p50 {:.3} ms p99 {:.3} ms  errors {}",
-                        round + 1,
-                        s.server.name(),
-                        rate,
-                        result.p50_ms,
-                        result.p99_ms,
-                        result.errors
-                    );
-                    latency[i].push(result);
+                    let e = &mut entries[i];
+                    let before = group_cpu_seconds(e.running.group.pgid());
+                    let etag = e.etags.first().map(String::as_str).unwrap_or_default();
+                    let oha_args =
+                        loadgen::oha_args(scenario, e.running.addr, etag, settings, rate);
+                    let out = dir.join(format!("oha-{}-{round}.json", e.name()));
+                    match loadgen::run_oha(oha, &oha_args, scenario, plan.duration, &out) {
+                        Ok(result) => {
+                            e.cpu += group_cpu_seconds(e.running.group.pgid()) - before;
+                            eprintln!(
+                                "loadtest:   round {} oha {:<17} at {:>7.0} req/s: p50 {:.3} ms p99 {:.3} ms  errors {}",
+                                round + 1,
+                                e.name(),
+                                rate,
+                                result.p50_ms,
+                                result.p99_ms,
+                                result.errors
+                            );
+                            e.latency.push(result);
+                        }
+                        Err(err) => peer_failed(&mut entries, i, &mut left_out, "oha", err)?,
+                    }
                 }
             }
             None => {
-                for i in 0..2 {
-                    latency[i].push(throughput[i][round]);
+                for e in entries.iter_mut().filter(|e| e.alive) {
+                    if let Some(r) = e.throughput.get(round).copied() {
+                        e.latency.push(r);
+                    }
                 }
             }
         }
@@ -464,24 +695,45 @@ fn run_scenario(
     let peaks = sampler.finish();
 
     // Still serving the right bytes after the load?
-    for s in servers {
-        verify(scenario, s).with_context(|| format!("verify {} after timing", s.server.name()))?;
+    for i in 0..entries.len() {
+        if !entries[i].alive {
+            continue;
+        }
+        if let Err(err) = verify(scenario, &entries[i].running) {
+            peer_failed(&mut entries, i, &mut left_out, "verify after timing", err)?;
+        }
     }
-    let [tput_a, tput_b] = throughput;
-    let [lat_a, lat_b] = latency;
-    let fileserver = report::summarize(tput_a, lat_a, peaks[0], cpu[0], wrk_cpu[0]);
-    let nginx = report::summarize(tput_b, lat_b, peaks[1], cpu[1], wrk_cpu[1]);
-    let ratios = report::ratios(&fileserver, &nginx);
-    drop(b);
-    drop(a);
-    Ok(ScenarioReport {
-        name: scenario.name().to_string(),
-        description: scenario.description().to_string(),
-        latency_rate: benches::loadtest::stats::median(&rates).unwrap_or(0.0),
-        fileserver,
-        nginx,
-        ratios,
-    })
+    let failures = left_out.len();
+    let summaries = entries
+        .iter()
+        .zip(&peaks)
+        .filter(|(e, _)| e.alive)
+        .map(|(e, peak)| {
+            report::summarize(
+                e.name(),
+                e.throughput.clone(),
+                e.latency.clone(),
+                *peak,
+                e.cpu,
+                Some(e.wrk_cpu),
+            )
+        })
+        .collect();
+    // Stop the peers before fileserver, the reverse of the start order.
+    while let Some(e) = entries.pop() {
+        drop(e);
+    }
+    Ok((
+        ScenarioReport::new(
+            scenario.name(),
+            scenario.description(),
+            benches::loadtest::stats::median(&rates).unwrap_or(0.0),
+            scenario.headline(),
+            summaries,
+            left_out,
+        ),
+        failures,
+    ))
 }
 
 /// Indices a check samples out of `count`: both ends and a spread between.

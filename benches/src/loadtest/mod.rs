@@ -1,4 +1,5 @@
-//! The side-by-side HTTP load harness: `fileserver` against nginx.
+//! The side-by-side HTTP load harness: `fileserver` against nginx, lighttpd,
+//! h2o, Caddy and static-web-server (the peers that are installed).
 //!
 //! One run goes through every selected scenario the same way:
 //!
@@ -6,17 +7,21 @@
 //!   tree::generate ──> temp dir: small/000..999.bin (1 KiB), large.bin (1 MiB),
 //!                      pressure/0000..9999.bin (4 KiB), deterministic bytes
 //!        │
-//!   per scenario ──> servers::start_fileserver   servers::start_nginx
-//!        │           (own process group, 127.0.0.1, ephemeral ports, 2 workers)
+//!   per scenario ──> servers::start_fileserver, servers::start_peer for each peer
+//!        │           (own process group, 127.0.0.1, ephemeral ports, 2 workers,
+//!        │            peer configs rendered from benches/http/ into the temp dir)
 //!        │
 //!        ├─> verify: 200 + exact bytes / 304 + ETag / 206 + Content-Range
+//!        │           (a peer that fails is left out of the scenario, with why)
 //!        ├─> warm-up: one short wrk run per server
-//!        ├─> rounds 1..N:  wrk A, wrk B, oha A, oha B      (A = fileserver)
+//!        ├─> rounds 1..N:  wrk on every server, then oha on every server,
+//!        │        each round starting with the next server in turn;
 //!        │        procs::Sampler polls /proc (RSS peak, utime+stime) meanwhile
-//!        └─> stop both (SIGTERM to the group, SIGKILL after a grace period)
+//!        └─> stop all (SIGTERM to each group, SIGKILL after a grace period)
 //!
-//!   stats::summarize ──> per server medians over rounds, per-round ratios
-//!   report ──> console table, latest.json, latest.md, latest.png
+//!   report::summarize ──> per server medians over rounds; per-round ratios
+//!                         fileserver / each peer; the best peer per figure
+//!   report ──> console tables, latest.json, latest.md, latest.png
 //! ```
 //!
 //! Everything the harness starts runs in its own process group held by a

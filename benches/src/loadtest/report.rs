@@ -1,5 +1,10 @@
-//! Summaries per scenario and their renderings: markdown/console table,
+//! Summaries per scenario and their renderings: markdown/console tables,
 //! JSON, and a PNG chart.
+//!
+//! A scenario holds one [`ServerSummary`] per server that ran (fileserver
+//! first, then each peer), fileserver's ratios to each peer, and its
+//! headline: fileserver against the best peer on the figure the scenario is
+//! judged by (req/s, or in `cold` the small requests' p99).
 
 use std::path::Path;
 
@@ -7,6 +12,7 @@ use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::loadtest::loadgen::RunResult;
+use crate::loadtest::scenario::{Headline, Scenario};
 use crate::loadtest::stats::{median, paired_ratio, ratio, RatioSpread};
 
 /// Everything one harness run measured.
@@ -23,7 +29,7 @@ pub struct Report {
 /// How a run was measured.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Settings {
-    /// Rounds per scenario (each round: wrk A, wrk B, latency A, latency B).
+    /// Rounds per scenario (each round: wrk on every server, then latency on every server).
     pub rounds: usize,
     /// Seconds per timed run.
     pub duration_s: u64,
@@ -35,7 +41,7 @@ pub struct Settings {
     pub workers: usize,
     /// `"oha <version>"` or `"wrk (oha not installed)"`.
     pub latency_tool: String,
-    /// oha's fixed rate as a fraction of the slower server's wrk req/s.
+    /// oha's fixed rate as a fraction of the slowest server's wrk req/s.
     pub latency_load: f64,
     /// Online CPUs.
     pub cpus: usize,
@@ -43,26 +49,45 @@ pub struct Settings {
     pub kernel: String,
     /// Versions of the tools and servers.
     pub versions: Vec<(String, String)>,
+    /// The peers that were started (fileserver is not listed).
+    #[serde(default)]
+    pub peers: Vec<String>,
+    /// Peers and scenarios left out of the whole run, with the reason.
+    #[serde(default)]
+    pub skipped: Vec<(String, String)>,
 }
 
 /// One server's figures in one scenario.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct ServerSummary {
+    /// `fileserver` or the peer's name.
+    #[serde(default)]
+    pub name: String,
     /// Median wrk req/s over rounds.
+    #[serde(deserialize_with = "nan_if_null")]
     pub req_per_s: f64,
     /// Median wrk MB/s (headers included) over rounds.
+    #[serde(deserialize_with = "nan_if_null")]
     pub mb_per_s: f64,
     /// Median p50 latency (ms) of the latency runs.
+    #[serde(deserialize_with = "nan_if_null")]
     pub p50_ms: f64,
     /// Median p99 latency (ms) of the latency runs.
+    #[serde(deserialize_with = "nan_if_null")]
     pub p99_ms: f64,
+    /// Slowest request (ms) over all latency runs.
+    #[serde(default, deserialize_with = "nan_if_null")]
+    pub max_ms: f64,
     /// Errors over all timed runs (socket errors, timeouts, wrong statuses).
     pub errors: u64,
     /// Peak RSS of all the server's processes summed, MiB.
+    #[serde(deserialize_with = "nan_if_null")]
     pub peak_rss_mib: f64,
     /// CPU seconds (user + system, all processes) during the timed runs.
+    #[serde(deserialize_with = "nan_if_null")]
     pub cpu_s: f64,
-    /// CPU microseconds per request during the wrk runs.
+    /// CPU microseconds per request during the wrk runs (NaN where not measured).
+    #[serde(deserialize_with = "nan_if_null")]
     pub cpu_us_per_req: f64,
     /// Every wrk run.
     pub throughput_runs: Vec<RunResult>,
@@ -70,7 +95,7 @@ pub struct ServerSummary {
     pub latency_runs: Vec<RunResult>,
 }
 
-/// fileserver / nginx.
+/// fileserver / one peer.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Ratios {
     /// req/s (higher is better for fileserver).
@@ -87,6 +112,30 @@ pub struct Ratios {
     pub cpu_per_req: Option<f64>,
 }
 
+/// fileserver's ratios to one peer.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PeerRatios {
+    /// The peer's name.
+    pub peer: String,
+    /// fileserver / that peer.
+    pub ratios: Ratios,
+}
+
+/// fileserver against the peer that did best on one figure.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Best {
+    /// The best peer's name.
+    pub peer: String,
+    /// fileserver's figure.
+    #[serde(deserialize_with = "nan_if_null")]
+    pub fileserver: f64,
+    /// The best peer's figure.
+    #[serde(deserialize_with = "nan_if_null")]
+    pub value: f64,
+    /// fileserver / best peer, paired by round.
+    pub ratio: Option<RatioSpread>,
+}
+
 /// One scenario's result.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ScenarioReport {
@@ -95,32 +144,149 @@ pub struct ScenarioReport {
     /// What it requests.
     pub description: String,
     /// Median oha rate (req/s) of the latency runs; 0 when wrk measured latency.
+    #[serde(deserialize_with = "nan_if_null")]
     pub latency_rate: f64,
-    /// The daemon.
-    pub fileserver: ServerSummary,
-    /// The reference.
-    pub nginx: ServerSummary,
-    /// fileserver / nginx.
-    pub ratios: Ratios,
+    /// The figure the headline compares.
+    pub headline: Headline,
+    /// fileserver first, then every peer that ran, in run order.
+    pub servers: Vec<ServerSummary>,
+    /// fileserver / each peer, in the order of `servers[1..]`.
+    pub ratios: Vec<PeerRatios>,
+    /// The peer with the highest req/s, and fileserver against it.
+    pub best_req_per_s: Option<Best>,
+    /// The peer with the lowest p99, and fileserver against it.
+    pub best_p99: Option<Best>,
+    /// Servers that started but were left out of this scenario, with why.
+    #[serde(default)]
+    pub left_out: Vec<(String, String)>,
+}
+
+impl ScenarioReport {
+    /// Builds a scenario's report from its summaries (`servers[0]` is
+    /// fileserver, or what stands in for it): the ratios to every peer and
+    /// the best peer on req/s and on p99.
+    pub fn new(
+        name: &str,
+        description: &str,
+        latency_rate: f64,
+        headline: Headline,
+        servers: Vec<ServerSummary>,
+        left_out: Vec<(String, String)>,
+    ) -> Self {
+        let ratios: Vec<PeerRatios> = match servers.split_first() {
+            Some((fs, peers)) => peers
+                .iter()
+                .map(|p| PeerRatios {
+                    peer: p.name.clone(),
+                    ratios: ratios(fs, p),
+                })
+                .collect(),
+            None => Vec::new(),
+        };
+        let mut report = Self {
+            name: name.to_string(),
+            description: description.to_string(),
+            latency_rate,
+            headline,
+            servers,
+            ratios,
+            best_req_per_s: None,
+            best_p99: None,
+            left_out,
+        };
+        report.refresh_best();
+        report
+    }
+
+    /// Recomputes the best peers from the summaries and ratios.
+    fn refresh_best(&mut self) {
+        self.best_req_per_s = self.best(|s| s.req_per_s, true, |r| r.req_per_s);
+        self.best_p99 = self.best(|s| s.p99_ms, false, |r| r.p99);
+    }
+
+    /// The peer whose `figure` is highest (or lowest), with fileserver's ratio to it.
+    fn best(
+        &self,
+        figure: fn(&ServerSummary) -> f64,
+        higher_is_better: bool,
+        ratio: fn(&Ratios) -> Option<RatioSpread>,
+    ) -> Option<Best> {
+        let fs = self.servers.first()?;
+        let best = self.servers[1..]
+            .iter()
+            .filter(|s| figure(s).is_finite() && figure(s) > 0.0)
+            .max_by(|a, b| {
+                let order = figure(a).total_cmp(&figure(b));
+                if higher_is_better {
+                    order
+                } else {
+                    order.reverse()
+                }
+            })?;
+        Some(Best {
+            peer: best.name.clone(),
+            fileserver: figure(fs),
+            value: figure(best),
+            ratio: self.ratios_to(&best.name).and_then(ratio),
+        })
+    }
+
+    /// fileserver's summary (the first server).
+    pub fn fileserver(&self) -> Option<&ServerSummary> {
+        self.servers.first()
+    }
+
+    /// The summary of the server named `name`.
+    pub fn server(&self, name: &str) -> Option<&ServerSummary> {
+        self.servers.iter().find(|s| s.name == name)
+    }
+
+    /// fileserver / the peer named `peer`.
+    pub fn ratios_to(&self, peer: &str) -> Option<&Ratios> {
+        self.ratios
+            .iter()
+            .find(|r| r.peer == peer)
+            .map(|r| &r.ratios)
+    }
+
+    /// fileserver against the best peer on the figure the scenario is judged by.
+    pub fn headline_best(&self) -> Option<&Best> {
+        match self.headline {
+            Headline::ReqPerS => self.best_req_per_s.as_ref(),
+            Headline::P99 => self.best_p99.as_ref(),
+        }
+    }
+}
+
+/// JSON has no NaN: serde_json writes a figure that was not measured as
+/// `null`, and this reads it back as NaN.
+fn nan_if_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
 }
 
 /// Fills a [`ServerSummary`]'s medians from its runs.
 pub fn summarize(
+    name: &str,
     throughput_runs: Vec<RunResult>,
     latency_runs: Vec<RunResult>,
     peak_rss_bytes: u64,
     cpu_s: f64,
-    wrk_cpu_s: f64,
+    wrk_cpu_s: Option<f64>,
 ) -> ServerSummary {
     let med = |runs: &[RunResult], f: fn(&RunResult) -> f64| {
         median(&runs.iter().map(f).collect::<Vec<_>>()).unwrap_or(f64::NAN)
     };
     let wrk_requests: u64 = throughput_runs.iter().map(|r| r.requests).sum();
     ServerSummary {
+        name: name.to_string(),
         req_per_s: med(&throughput_runs, |r| r.req_per_s),
         mb_per_s: med(&throughput_runs, |r| r.mb_per_s),
         p50_ms: med(&latency_runs, |r| r.p50_ms),
         p99_ms: med(&latency_runs, |r| r.p99_ms),
+        max_ms: latency_runs
+            .iter()
+            .map(|r| r.max_ms)
+            .fold(f64::NAN, f64::max),
         errors: throughput_runs
             .iter()
             .chain(&latency_runs)
@@ -128,38 +294,115 @@ pub fn summarize(
             .sum(),
         peak_rss_mib: peak_rss_bytes as f64 / (1024.0 * 1024.0),
         cpu_s,
-        cpu_us_per_req: if wrk_requests > 0 {
-            wrk_cpu_s * 1e6 / wrk_requests as f64
-        } else {
-            f64::NAN
+        cpu_us_per_req: match wrk_cpu_s {
+            Some(cpu) if wrk_requests > 0 => cpu * 1e6 / wrk_requests as f64,
+            _ => f64::NAN,
         },
         throughput_runs,
         latency_runs,
     }
 }
 
-/// The fileserver/nginx ratios of two summaries (paired by round).
-pub fn ratios(fs: &ServerSummary, nginx: &ServerSummary) -> Ratios {
+/// The fileserver/peer ratios of two summaries (paired by round).
+pub fn ratios(fs: &ServerSummary, peer: &ServerSummary) -> Ratios {
     let col = |runs: &[RunResult], f: fn(&RunResult) -> f64| runs.iter().map(f).collect::<Vec<_>>();
     Ratios {
         req_per_s: paired_ratio(
             &col(&fs.throughput_runs, |r| r.req_per_s),
-            &col(&nginx.throughput_runs, |r| r.req_per_s),
+            &col(&peer.throughput_runs, |r| r.req_per_s),
         ),
         mb_per_s: paired_ratio(
             &col(&fs.throughput_runs, |r| r.mb_per_s),
-            &col(&nginx.throughput_runs, |r| r.mb_per_s),
+            &col(&peer.throughput_runs, |r| r.mb_per_s),
         ),
         p50: paired_ratio(
             &col(&fs.latency_runs, |r| r.p50_ms),
-            &col(&nginx.latency_runs, |r| r.p50_ms),
+            &col(&peer.latency_runs, |r| r.p50_ms),
         ),
         p99: paired_ratio(
             &col(&fs.latency_runs, |r| r.p99_ms),
-            &col(&nginx.latency_runs, |r| r.p99_ms),
+            &col(&peer.latency_runs, |r| r.p99_ms),
         ),
-        peak_rss: ratio(fs.peak_rss_mib, nginx.peak_rss_mib),
-        cpu_per_req: ratio(fs.cpu_us_per_req, nginx.cpu_us_per_req),
+        peak_rss: ratio(fs.peak_rss_mib, peer.peak_rss_mib),
+        cpu_per_req: ratio(fs.cpu_us_per_req, peer.cpu_us_per_req),
+    }
+}
+
+/// Reads a `latest.json`, also one written before the report held a list of
+/// servers (with fixed `fileserver` and `nginx` fields).
+pub fn parse_json(text: &str) -> Result<Report> {
+    let current = serde_json::from_str::<Report>(text);
+    let err = match current {
+        Ok(report) => return Ok(report),
+        Err(err) => err,
+    };
+    let legacy: legacy::Report = serde_json::from_str(text)
+        .map_err(|_| err)
+        .context("not a loadtest report")?;
+    Ok(legacy.upgrade())
+}
+
+/// The two-server report format (fileserver and nginx fields).
+mod legacy {
+    use serde::Deserialize;
+
+    use super::{PeerRatios, Ratios, ServerSummary, Settings};
+
+    #[derive(Deserialize)]
+    pub(super) struct Report {
+        generated_utc: String,
+        settings: Settings,
+        scenarios: Vec<ScenarioReport>,
+    }
+
+    #[derive(Deserialize)]
+    struct ScenarioReport {
+        name: String,
+        description: String,
+        latency_rate: f64,
+        fileserver: ServerSummary,
+        nginx: ServerSummary,
+        ratios: Ratios,
+    }
+
+    impl Report {
+        pub(super) fn upgrade(self) -> super::Report {
+            let mut settings = self.settings;
+            if settings.peers.is_empty() {
+                settings.peers = vec!["nginx".to_string()];
+            }
+            let scenarios = self
+                .scenarios
+                .into_iter()
+                .map(|s| {
+                    let headline = super::headline_of(&s.name);
+                    let mut fileserver = s.fileserver;
+                    fileserver.name = "fileserver".to_string();
+                    let mut nginx = s.nginx;
+                    nginx.name = "nginx".to_string();
+                    let mut report = super::ScenarioReport::new(
+                        &s.name,
+                        &s.description,
+                        s.latency_rate,
+                        headline,
+                        vec![fileserver, nginx],
+                        Vec::new(),
+                    );
+                    // Keep the ratios as that run computed them.
+                    report.ratios = vec![PeerRatios {
+                        peer: "nginx".to_string(),
+                        ratios: s.ratios,
+                    }];
+                    report.refresh_best();
+                    report
+                })
+                .collect();
+            super::Report {
+                generated_utc: self.generated_utc,
+                settings,
+                scenarios,
+            }
+        }
     }
 }
 
@@ -193,51 +436,136 @@ fn spread(r: &Option<RatioSpread>) -> String {
     }
 }
 
-fn plain(r: Option<f64>) -> String {
-    r.map_or("-".to_string(), |r| format!("{r:.2}"))
+/// Every server name in the report, in order of first appearance
+/// (fileserver first).
+pub fn server_names(report: &Report) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    for s in report.scenarios.iter().flat_map(|s| &s.servers) {
+        if !names.contains(&s.name) {
+            names.push(s.name.clone());
+        }
+    }
+    names
 }
 
-/// The results table in GitHub markdown (also what the console shows).
-pub fn markdown_table(report: &Report) -> String {
+fn headline_label(h: Headline) -> &'static str {
+    match h {
+        Headline::ReqPerS => "req/s (higher is better)",
+        Headline::P99 => "p99 ms (lower is better)",
+    }
+}
+
+/// The headline table: per scenario, fileserver against the best peer.
+pub fn headline_table(report: &Report) -> String {
     let mut out = String::from(
-        "| scenario | req/s fileserver / nginx | req/s ratio | MB/s fileserver / nginx | p50 ms fileserver / nginx | p50 ratio | p99 ms fileserver / nginx | p99 ratio | peak RSS MiB fileserver / nginx | CPU µs/req fileserver / nginx | CPU/req ratio | errors |\n\
-         |---|---|---|---|---|---|---|---|---|---|---|---|\n",
+        "| scenario | judged by | fileserver | best peer | best peer's | fileserver / best peer |\n\
+         |---|---|---|---|---|---|\n",
     );
     for s in &report.scenarios {
-        let (f, n, r) = (&s.fileserver, &s.nginx, &s.ratios);
+        let fs = s.fileserver();
+        let figure = |x: &ServerSummary| match s.headline {
+            Headline::ReqPerS => x.req_per_s,
+            Headline::P99 => x.p99_ms,
+        };
+        let (peer, value, ratio) = match s.headline_best() {
+            Some(b) => (
+                b.peer.as_str(),
+                human(b.value),
+                format!("**{}**", spread(&b.ratio)),
+            ),
+            None => ("-", "-".to_string(), "-".to_string()),
+        };
         out.push_str(&format!(
-            "| {} | {} / {} | **{}** | {} / {} | {} / {} | {} | {} / {} | **{}** | {} / {} | {} / {} | {} | {} / {} |\n",
+            "| {} | {} | {} | {} | {} | {} |\n",
             s.name,
-            human(f.req_per_s),
-            human(n.req_per_s),
-            spread(&r.req_per_s),
-            human(f.mb_per_s),
-            human(n.mb_per_s),
-            human(f.p50_ms),
-            human(n.p50_ms),
-            spread(&r.p50),
-            human(f.p99_ms),
-            human(n.p99_ms),
-            spread(&r.p99),
-            human(f.peak_rss_mib),
-            human(n.peak_rss_mib),
-            human(f.cpu_us_per_req),
-            human(n.cpu_us_per_req),
-            plain(r.cpu_per_req),
-            f.errors,
-            n.errors,
+            headline_label(s.headline),
+            fs.map_or("-".to_string(), |f| human(figure(f))),
+            peer,
+            value,
+            ratio,
         ));
     }
+    out
+}
+
+/// One figure of every server per scenario: fileserver's value, each peer's
+/// value with fileserver / that peer in parentheses (when `ratio` gives one),
+/// every value written with `fmt`.
+pub fn metric_table(
+    report: &Report,
+    figure: fn(&ServerSummary) -> f64,
+    ratio: Option<fn(&Ratios) -> Option<f64>>,
+    fmt: fn(f64) -> String,
+) -> String {
+    let names = server_names(report);
+    let mut out = format!("| scenario | {} |\n|---|", names.join(" | "));
+    out.push_str(&"---|".repeat(names.len()));
+    out.push('\n');
+    for s in &report.scenarios {
+        out.push_str(&format!("| {} |", s.name));
+        for name in &names {
+            let cell = match s.server(name) {
+                None => "-".to_string(),
+                Some(x) => {
+                    let r = ratio
+                        .zip(s.ratios_to(name))
+                        .and_then(|(f, r)| f(r))
+                        .map(|r| format!(" ({r:.2})"))
+                        .unwrap_or_default();
+                    format!("{}{r}", fmt(figure(x)))
+                }
+            };
+            out.push_str(&format!(" {cell} |"));
+        }
+        out.push('\n');
+    }
+    out
+}
+
+fn median_of(r: &Option<RatioSpread>) -> Option<f64> {
+    r.map(|r| r.median)
+}
+
+/// The tables the console shows: the headline, then req/s, p99 and CPU per
+/// request of every server.
+pub fn markdown_table(report: &Report) -> String {
+    let mut out = headline_table(report);
+    out.push_str("\nreq/s (wrk, median over rounds; fileserver / that peer in parentheses)\n\n");
+    out.push_str(&metric_table(
+        report,
+        |s| s.req_per_s,
+        Some(|r| median_of(&r.req_per_s)),
+        human,
+    ));
+    out.push_str("\np99 ms (latency runs; fileserver / that peer in parentheses)\n\n");
+    out.push_str(&metric_table(
+        report,
+        |s| s.p99_ms,
+        Some(|r| median_of(&r.p99)),
+        human,
+    ));
+    out.push_str("\nCPU µs per request (wrk runs; fileserver / that peer in parentheses)\n\n");
+    out.push_str(&metric_table(
+        report,
+        |s| s.cpu_us_per_req,
+        Some(|r| r.cpu_per_req),
+        human,
+    ));
     out
 }
 
 /// The whole markdown document (`latest.md`).
 pub fn markdown(report: &Report) -> String {
     let s = &report.settings;
+    let peers = if s.peers.is_empty() {
+        "no peer".to_string()
+    } else {
+        s.peers.join(", ")
+    };
     let mut out = format!(
-        "# HTTP load harness: fileserver vs nginx\n\n\
+        "# HTTP load harness: fileserver vs {peers}\n\n\
          Run {} on {} CPUs (kernel {}). {} rounds per scenario, {} s per run, {} connections, \
-         wrk -t{}, {} workers per server. Latency: {} at {:.0}% of the slower server's wrk req/s.\n\n",
+         wrk -t{}, {} workers per server. Latency: {} at {:.0}% of the slowest server's wrk req/s.\n\n",
         report.generated_utc,
         s.cpus,
         s.kernel,
@@ -249,19 +577,107 @@ pub fn markdown(report: &Report) -> String {
         s.latency_tool,
         s.latency_load * 100.0,
     );
-    out.push_str(&markdown_table(report));
+    out.push_str("## Headline: fileserver against the best peer\n\n");
+    out.push_str(&headline_table(report));
     out.push_str(
-        "\nRatios are fileserver / nginx: the median over rounds of the per-round ratio (min-max in \
-         parentheses). Above 1 is better for req/s, below 1 is better for latency, RSS and CPU.\n\n",
+        "\nRatios are fileserver / peer: the median over rounds of the per-round ratio (min-max in \
+         parentheses). Above 1 is better for req/s and MB/s, below 1 is better for latency, RSS \
+         and CPU.\n",
     );
-    out.push_str("| scenario | what | latency rate req/s |\n|---|---|---|\n");
-    for sc in &report.scenarios {
+    type Table = (
+        &'static str,
+        fn(&ServerSummary) -> f64,
+        Option<fn(&Ratios) -> Option<f64>>,
+        fn(f64) -> String,
+    );
+    let tables: [Table; 8] = [
+        (
+            "req/s (wrk, median over rounds)",
+            |s| s.req_per_s,
+            Some(|r| median_of(&r.req_per_s)),
+            human,
+        ),
+        (
+            "MB/s (wrk, headers included)",
+            |s| s.mb_per_s,
+            Some(|r| median_of(&r.mb_per_s)),
+            human,
+        ),
+        (
+            "p50 ms (latency runs, median over rounds)",
+            |s| s.p50_ms,
+            Some(|r| median_of(&r.p50)),
+            human,
+        ),
+        (
+            "p99 ms (latency runs, median over rounds)",
+            |s| s.p99_ms,
+            Some(|r| median_of(&r.p99)),
+            human,
+        ),
+        (
+            "max ms (slowest request of all latency runs)",
+            |s| s.max_ms,
+            None,
+            human,
+        ),
+        (
+            "peak RSS MiB (all of a server's processes summed)",
+            |s| s.peak_rss_mib,
+            Some(|r| r.peak_rss),
+            human,
+        ),
+        (
+            "CPU µs per request (wrk runs)",
+            |s| s.cpu_us_per_req,
+            Some(|r| r.cpu_per_req),
+            human,
+        ),
+        (
+            "errors (all timed runs)",
+            |s| s.errors as f64,
+            None,
+            |x| format!("{x:.0}"),
+        ),
+    ];
+    for (title, figure, ratio, fmt) in tables {
         out.push_str(&format!(
-            "| {} | {} | {} |\n",
+            "\n### {title}\n\nfileserver / that peer in parentheses.\n\n"
+        ));
+        out.push_str(&metric_table(report, figure, ratio, fmt));
+    }
+    out.push_str("\n## Scenarios\n\n| scenario | what | latency rate req/s | left out |\n|---|---|---|---|\n");
+    for sc in &report.scenarios {
+        let left: Vec<String> = sc
+            .left_out
+            .iter()
+            .map(|(name, why)| format!("{name}: {}", why.lines().next().unwrap_or_default()))
+            .collect();
+        out.push_str(&format!(
+            "| {} | {} | {} | {} |\n",
             sc.name,
             sc.description,
-            human(sc.latency_rate)
+            if sc.latency_rate > 0.0 {
+                human(sc.latency_rate)
+            } else {
+                "- (wrk)".to_string()
+            },
+            if left.is_empty() {
+                "-".to_string()
+            } else {
+                left.join("; ")
+            }
         ));
+    }
+    if !s.skipped.is_empty() {
+        out.push_str("\nSkipped: ");
+        let skipped: Vec<String> = s
+            .skipped
+            .iter()
+            .map(|(k, v)| format!("{k} ({v})"))
+            .collect();
+        out.push_str(&skipped.join("; "));
+        out.push('\n');
     }
     out.push_str("\nVersions: ");
     let versions: Vec<String> = s.versions.iter().map(|(k, v)| format!("{k} {v}")).collect();
@@ -293,16 +709,33 @@ pub mod chart {
     use plotters::prelude::*;
     use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-    use super::{human, Report};
+    use super::{human, server_names, Best, Report, ServerSummary};
 
-    const FS_COLOR: RGBColor = RGBColor(0x1f, 0x77, 0xb4);
-    const NGINX_COLOR: RGBColor = RGBColor(0x2c, 0xa0, 0x2c);
+    /// fileserver's colour, then one per peer (matplotlib's tab10 order).
+    const PALETTE: [RGBColor; 8] = [
+        RGBColor(0x1f, 0x77, 0xb4),
+        RGBColor(0x2c, 0xa0, 0x2c),
+        RGBColor(0x94, 0x67, 0xbd),
+        RGBColor(0x8c, 0x56, 0x4b),
+        RGBColor(0xe3, 0x77, 0xc2),
+        RGBColor(0x7f, 0x7f, 0x7f),
+        RGBColor(0xbc, 0xbd, 0x22),
+        RGBColor(0x17, 0xbe, 0xcf),
+    ];
     const RATIO_COLOR: RGBColor = RGBColor(0xd6, 0x27, 0x28);
     const LATENCY_RATIO_COLOR: RGBColor = RGBColor(0xff, 0x7f, 0x0e);
-    const BAR_WIDTH: f64 = 0.35;
+    /// Share of a scenario's slot the bars fill.
+    const GROUP_WIDTH: f64 = 0.8;
+    /// Pixels per bar at least, so a value label fits over it.
+    const MIN_BAR_PX: u32 = 56;
+    /// Width of the legend's slot right of the last scenario, in scenarios.
+    const LEGEND_SLOT: f64 = 1.0;
 
     type Area<'a> = DrawingArea<BitMapBackend<'a>, Shift>;
     type XAxis = RangedCoordf64;
+
+    /// One bar series: legend name, colour, and per scenario a value with its label.
+    type Series = (String, RGBColor, Vec<Option<(f64, String)>>);
 
     fn e<E: std::fmt::Debug>(err: E) -> anyhow::Error {
         anyhow!("{err:?}")
@@ -320,41 +753,48 @@ pub mod chart {
         }
     }
 
-    /// One x position per scenario at 0, 1, 2, ...
+    /// One x position per scenario at 0, 1, 2, ..., and one empty slot on
+    /// the right where the legend sits without covering a bar.
     fn x_axis(n: usize) -> XAxis {
-        (-0.5..(n as f64 - 0.5)).into()
+        (-0.5..(n as f64 + LEGEND_SLOT - 0.5)).into()
     }
 
-    /// Two bar series side by side per scenario, with a value label on each bar.
+    /// Bar series side by side per scenario, with a label on each bar.
     fn draw_bars<'a, 'b: 'a, Y>(
         chart: &mut ChartContext<'a, BitMapBackend<'b>, Cartesian2d<XAxis, Y>>,
-        series: [(&str, RGBColor, &[Option<f64>]); 2],
+        series: Vec<Series>,
         floor: f64,
-        fmt: fn(f64) -> String,
+        font_size: u32,
     ) -> Result<()>
     where
         Y: Ranged<ValueType = f64> + ValueFormatter<f64>,
     {
+        let k_all = series.len().max(1);
+        let slot = GROUP_WIDTH / k_all as f64;
+        let width = slot * 0.9;
         for (k, (name, color, values)) in series.into_iter().enumerate() {
-            let offset = if k == 0 { -BAR_WIDTH - 0.03 } else { 0.03 };
+            let offset = -GROUP_WIDTH / 2.0 + k as f64 * slot;
             let elements: Vec<_> = values
                 .iter()
                 .enumerate()
-                .filter_map(|(i, v)| v.filter(|v| v.is_finite()).map(|v| (i, v)))
-                .flat_map(|(i, v)| {
+                .filter_map(|(i, v)| {
+                    v.as_ref()
+                        .filter(|(v, _)| v.is_finite())
+                        .map(|(v, l)| (i, *v, l.clone()))
+                })
+                .flat_map(|(i, v, label)| {
                     let x0 = i as f64 + offset;
                     // Bars grow from `floor` (0, the axis bottom, or the 1.0 line
                     // of a ratio) up or down to the value; the label sits on the end.
                     let (low, high) = if v >= floor { (floor, v) } else { (v, floor) };
                     let anchor = if v >= floor { VPos::Bottom } else { VPos::Top };
-                    let style = ("sans-serif", 17)
+                    let style = ("sans-serif", font_size)
                         .into_font()
                         .into_text_style(chart.plotting_area())
                         .pos(Pos::new(HPos::Left, anchor));
                     [
-                        Rectangle::new([(x0, low), (x0 + BAR_WIDTH, high)], color.filled())
-                            .into_dyn(),
-                        Text::new(fmt(v), (x0 + 0.02, v), style).into_dyn(),
+                        Rectangle::new([(x0, low), (x0 + width, high)], color.filled()).into_dyn(),
+                        Text::new(label, (x0, v), style).into_dyn(),
                     ]
                 })
                 .collect();
@@ -410,10 +850,35 @@ pub mod chart {
             .map_err(|e| anyhow!(e))
     }
 
-    /// Draws three panels: the ratios, req/s per server (log scale), and
-    /// peak RSS per server.
+    /// The chart's size for `report`: wide enough that every server's bar
+    /// in every scenario has room for its label.
+    pub fn size_for(report: &Report) -> (u32, u32) {
+        let scenarios = report.scenarios.len().max(1) as u32 + LEGEND_SLOT as u32;
+        let servers = server_names(report).len().max(2) as u32;
+        let bars_px = (scenarios * servers * MIN_BAR_PX) as f64 / GROUP_WIDTH;
+        (1400.max(bars_px as u32 + 160), 1500)
+    }
+
+    /// Draws three panels: fileserver against the best peer (req/s and p99
+    /// ratios), req/s per server (log scale), and peak RSS per server.
     pub fn draw(report: &Report, path: &Path) -> Result<()> {
-        draw_sized(report, path, (1400, 1500))
+        draw_sized(report, path, size_for(report))
+    }
+
+    /// One series per server of `figure`, labelled with [`human`].
+    fn per_server(report: &Report, figure: fn(&ServerSummary) -> f64) -> Vec<Series> {
+        server_names(report)
+            .into_iter()
+            .enumerate()
+            .map(|(k, name)| {
+                let values = report
+                    .scenarios
+                    .iter()
+                    .map(|s| s.server(&name).map(|x| (figure(x), human(figure(x)))))
+                    .collect();
+                (name, PALETTE[k % PALETTE.len()], values)
+            })
+            .collect()
     }
 
     /// [`draw`] at another size in pixels (the tests draw small: plotters
@@ -422,6 +887,8 @@ pub mod chart {
         register_font()?;
         let names: Vec<String> = report.scenarios.iter().map(|s| s.name.clone()).collect();
         let n = names.len().max(1);
+        let servers = server_names(report).len().max(1);
+        let font_size = if servers <= 2 { 17 } else { 14 };
         // Ticks land on "nice" values; only those on a scenario's index get its name.
         let label = |x: &f64| {
             let i = x.round();
@@ -434,10 +901,15 @@ pub mod chart {
         root.fill(&WHITE).map_err(e)?;
         let (title, body) = root.split_vertically(60);
         let s = &report.settings;
+        let peers = if s.peers.is_empty() {
+            "no peer".to_string()
+        } else {
+            s.peers.join(", ")
+        };
         title
             .draw(&Text::new(
                 format!(
-                    "fileserver vs nginx: {} rounds x {} s, {} connections, {} workers each, {} CPUs ({})",
+                    "fileserver vs {peers}: {} rounds x {} s, {} connections, {} workers each, {} CPUs ({})",
                     s.rounds, s.duration_s, s.connections, s.workers, s.cpus, report.generated_utc
                 ),
                 (20, 18),
@@ -446,40 +918,45 @@ pub mod chart {
             .map_err(e)?;
         let panels = body.split_evenly((3, 1));
 
-        // Panel 1: the two ratios that matter most, against a line at 1.0.
-        let req: Vec<Option<f64>> = report
-            .scenarios
-            .iter()
-            .map(|s| s.ratios.req_per_s.map(|r| r.median))
-            .collect();
-        let p99: Vec<Option<f64>> = report
-            .scenarios
-            .iter()
-            .map(|s| s.ratios.p99.map(|r| r.median))
-            .collect();
+        // Panel 1: fileserver / best peer on req/s and on p99, against a line
+        // at 1.0; each bar names the peer it is compared with.
+        let vs_best =
+            |best: fn(&super::ScenarioReport) -> Option<&Best>| -> Vec<Option<(f64, String)>> {
+                report
+                    .scenarios
+                    .iter()
+                    .map(|s| {
+                        let b = best(s)?;
+                        let r = b.ratio?.median;
+                        Some((r, format!("{r:.2} {}", b.peer)))
+                    })
+                    .collect()
+            };
+        let req = vs_best(|s| s.best_req_per_s.as_ref());
+        let p99 = vs_best(|s| s.best_p99.as_ref());
         // Log scale, bars from the 1.0 line: 2x better and 2x worse look alike.
         let ratios = || {
             req.iter()
                 .chain(&p99)
                 .flatten()
-                .copied()
+                .map(|(v, _)| *v)
                 .filter(|v| v.is_finite() && *v > 0.0)
         };
         let top = ratios().fold(1.25f64, f64::max) * 1.4;
         let bottom = ratios().fold(0.8f64, f64::min) / 1.4;
         let mut chart = builder(
             &panels[0],
-            "fileserver / nginx: req/s ratio (higher is better), p99 latency ratio (lower is better)",
+            "fileserver / best peer: req/s ratio (higher is better), p99 latency ratio (lower is better)",
         )
         .build_cartesian_2d(x_axis(n), (bottom..top).log_scale())
         .map_err(e)?;
         chart
             .configure_mesh()
             .disable_x_mesh()
-            .x_labels(n + 1)
+            .x_labels(n + 2)
             .x_label_formatter(&label)
             .y_label_formatter(&|y| sparse_log_label(*y))
-            .y_desc("fileserver / nginx (log scale)")
+            .y_desc("fileserver / best peer (log scale)")
             .label_style(("sans-serif", 18))
             .axis_desc_style(("sans-serif", 18))
             .draw()
@@ -492,22 +969,26 @@ pub mod chart {
             .map_err(e)?;
         draw_bars(
             &mut chart,
-            [
-                ("req/s ratio", RATIO_COLOR, &req),
-                ("p99 latency ratio", LATENCY_RATIO_COLOR, &p99),
+            vec![
+                ("req/s vs the fastest peer".to_string(), RATIO_COLOR, req),
+                (
+                    "p99 vs the lowest-p99 peer".to_string(),
+                    LATENCY_RATIO_COLOR,
+                    p99,
+                ),
             ],
             1.0,
-            |v| format!("{v:.2}"),
+            font_size,
         )?;
 
         // Panel 2: req/s of each server, log scale (1 MiB and 1 KiB rates differ 50x).
-        let (fs_req, ng_req) = super::per_server(report, |s| s.req_per_s);
+        let req_series = per_server(report, |s| s.req_per_s);
         let finite = || {
-            fs_req
+            req_series
                 .iter()
-                .chain(&ng_req)
+                .flat_map(|(_, _, v)| v)
                 .flatten()
-                .copied()
+                .map(|(v, _)| *v)
                 .filter(|v| v.is_finite() && *v > 0.0)
         };
         let hi = finite().fold(10.0f64, f64::max) * 4.0;
@@ -518,7 +999,7 @@ pub mod chart {
         chart
             .configure_mesh()
             .disable_x_mesh()
-            .x_labels(n + 1)
+            .x_labels(n + 2)
             .x_label_formatter(&label)
             .y_label_formatter(&|y| human(*y))
             .y_desc("req/s")
@@ -526,23 +1007,15 @@ pub mod chart {
             .axis_desc_style(("sans-serif", 18))
             .draw()
             .map_err(e)?;
-        draw_bars(
-            &mut chart,
-            [
-                ("fileserver", FS_COLOR, &fs_req),
-                ("nginx", NGINX_COLOR, &ng_req),
-            ],
-            lo,
-            human,
-        )?;
+        draw_bars(&mut chart, req_series, lo, font_size)?;
 
         // Panel 3: peak RSS of each server.
-        let (fs_rss, ng_rss) = super::per_server(report, |s| s.peak_rss_mib);
-        let hi = fs_rss
+        let rss_series = per_server(report, |s| s.peak_rss_mib);
+        let hi = rss_series
             .iter()
-            .chain(&ng_rss)
+            .flat_map(|(_, _, v)| v)
             .flatten()
-            .copied()
+            .map(|(v, _)| *v)
             .filter(|v| v.is_finite())
             .fold(1.0f64, f64::max)
             * 1.25;
@@ -555,44 +1028,29 @@ pub mod chart {
         chart
             .configure_mesh()
             .disable_x_mesh()
-            .x_labels(n + 1)
+            .x_labels(n + 2)
             .x_label_formatter(&label)
             .y_desc("MiB")
             .label_style(("sans-serif", 18))
             .axis_desc_style(("sans-serif", 18))
             .draw()
             .map_err(e)?;
-        draw_bars(
-            &mut chart,
-            [
-                ("fileserver", FS_COLOR, &fs_rss),
-                ("nginx", NGINX_COLOR, &ng_rss),
-            ],
-            0.0,
-            human,
-        )?;
+        draw_bars(&mut chart, rss_series, 0.0, font_size)?;
         root.present().map_err(e)?;
         Ok(())
     }
-}
-
-/// One figure of each server per scenario, as the chart's bar series
-/// (fileserver's, nginx's).
-fn per_server(
-    report: &Report,
-    figure: impl Fn(&ServerSummary) -> f64,
-) -> (Vec<Option<f64>>, Vec<Option<f64>>) {
-    report
-        .scenarios
-        .iter()
-        .map(|s| (Some(figure(&s.fileserver)), Some(figure(&s.nginx))))
-        .unzip()
 }
 
 /// Seconds since the epoch as `YYYY-MM-DDTHH:MM:SSZ`.
 pub fn utc_timestamp(secs: u64) -> String {
     let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs);
     humantime::format_rfc3339_seconds(t).to_string()
+}
+
+/// The scenario's headline for a name that may not parse (old reports).
+pub fn headline_of(name: &str) -> Headline {
+    name.parse::<Scenario>()
+        .map_or(Headline::ReqPerS, Scenario::headline)
 }
 
 #[cfg(test)]
@@ -605,6 +1063,7 @@ mod tests {
             mb_per_s: req / 1000.0,
             p50_ms: p99 / 4.0,
             p99_ms: p99,
+            max_ms: p99 * 2.0,
             requests: (req * 3.0) as u64,
             errors: 0,
         }
@@ -612,20 +1071,31 @@ mod tests {
 
     pub(super) fn sample_report() -> Report {
         let fs = summarize(
+            "fileserver",
             vec![run(41_000.0, 0.0), run(39_000.0, 0.0), run(40_000.0, 0.0)],
             vec![run(0.0, 2.0), run(0.0, 3.0), run(0.0, 2.5)],
             20 << 20,
             6.0,
-            3.0,
+            Some(3.0),
         );
         let nginx = summarize(
+            "nginx",
             vec![run(40_000.0, 0.0), run(40_000.0, 0.0), run(38_000.0, 0.0)],
             vec![run(0.0, 2.0), run(0.0, 2.0), run(0.0, 2.0)],
             10 << 20,
             6.5,
-            3.5,
+            Some(3.5),
         );
-        let ratios = ratios(&fs, &nginx);
+        // Faster than nginx, slower at the tail: the best peer on req/s is
+        // lighttpd, on p99 nginx.
+        let lighttpd = summarize(
+            "lighttpd",
+            vec![run(50_000.0, 0.0), run(40_000.0, 0.0), run(45_000.0, 0.0)],
+            vec![run(0.0, 4.0), run(0.0, 5.0), run(0.0, 6.0)],
+            5 << 20,
+            6.0,
+            Some(2.0),
+        );
         Report {
             generated_utc: utc_timestamp(1_796_000_000),
             settings: Settings {
@@ -639,15 +1109,17 @@ mod tests {
                 cpus: 2,
                 kernel: "6.1".into(),
                 versions: vec![("nginx".into(), "1.22.1".into())],
+                peers: vec!["nginx".into(), "lighttpd".into()],
+                skipped: vec![("static-web-server".into(), "not found".into())],
             },
-            scenarios: vec![ScenarioReport {
-                name: "small_random".into(),
-                description: "1 KiB files".into(),
-                latency_rate: 19_000.0,
-                fileserver: fs,
-                nginx,
-                ratios,
-            }],
+            scenarios: vec![ScenarioReport::new(
+                "small_random",
+                "1 KiB files",
+                19_000.0,
+                Headline::ReqPerS,
+                vec![fs, nginx, lighttpd],
+                Vec::new(),
+            )],
         }
     }
 
@@ -655,62 +1127,173 @@ mod tests {
     fn summary_takes_medians_and_pairs_rounds_for_ratios() {
         let r = sample_report();
         let s = &r.scenarios[0];
-        assert_eq!(s.fileserver.req_per_s, 40_000.0);
-        assert_eq!(s.fileserver.p99_ms, 2.5);
-        assert_eq!(s.fileserver.peak_rss_mib, 20.0);
+        let fs = s.fileserver().unwrap();
+        assert_eq!(fs.name, "fileserver");
+        assert_eq!(fs.req_per_s, 40_000.0);
+        assert_eq!(fs.p99_ms, 2.5);
+        assert_eq!(fs.max_ms, 6.0);
+        assert_eq!(fs.peak_rss_mib, 20.0);
         // Per-round ratios 1.025, 0.975, 1.0526 -> median 1.025.
-        let rr = s.ratios.req_per_s.unwrap();
+        let rr = s.ratios_to("nginx").unwrap().req_per_s.unwrap();
         assert!((rr.median - 1.025).abs() < 1e-9, "{rr:?}");
         assert!((rr.min - 0.975).abs() < 1e-9);
-        assert!((s.ratios.p99.unwrap().median - 1.25).abs() < 1e-9);
-        assert_eq!(s.ratios.peak_rss, Some(2.0));
+        assert!((s.ratios_to("nginx").unwrap().p99.unwrap().median - 1.25).abs() < 1e-9);
+        assert_eq!(s.ratios_to("nginx").unwrap().peak_rss, Some(2.0));
         // 3 CPU s over 360k requests.
-        assert!((s.fileserver.cpu_us_per_req - 3.0e6 / 360_000.0).abs() < 1e-9);
+        assert!((fs.cpu_us_per_req - 3.0e6 / 360_000.0).abs() < 1e-9);
+        // Without a CPU figure for the wrk runs there is no CPU per request.
+        assert!(summarize("x", vec![run(1.0, 1.0)], vec![], 0, 1.0, None)
+            .cpu_us_per_req
+            .is_nan());
     }
 
     #[test]
-    fn table_shows_values_ratios_and_spread() {
+    fn the_best_peer_is_chosen_per_figure() {
+        let r = sample_report();
+        let s = &r.scenarios[0];
+        let best = s.best_req_per_s.as_ref().unwrap();
+        assert_eq!(best.peer, "lighttpd");
+        assert_eq!((best.fileserver, best.value), (40_000.0, 45_000.0));
+        // Rounds: 41/50, 39/40, 40/45 -> median 0.8889.
+        assert!((best.ratio.unwrap().median - 40.0 / 45.0).abs() < 1e-9);
+        let p99 = s.best_p99.as_ref().unwrap();
+        assert_eq!((p99.peer.as_str(), p99.value), ("nginx", 2.0));
+        assert_eq!(s.headline_best().unwrap().peer, "lighttpd");
+        // Judged by p99, the same figures name nginx.
+        let mut cold = s.clone();
+        cold.headline = Headline::P99;
+        assert_eq!(cold.headline_best().unwrap().peer, "nginx");
+        // fileserver alone has no best peer.
+        let alone = ScenarioReport::new(
+            "x",
+            "x",
+            0.0,
+            Headline::ReqPerS,
+            vec![s.servers[0].clone()],
+            vec![],
+        );
+        assert!(alone.headline_best().is_none() && alone.ratios.is_empty());
+    }
+
+    #[test]
+    fn tables_show_every_server_the_best_peer_and_ratios() {
         let table = markdown_table(&sample_report());
-        let row = table.lines().nth(2).unwrap();
-        assert!(
-            row.starts_with("| small_random | 40.0k / 40.0k | **1.02 (0.97-1.05)** |"),
-            "{row}"
+        let head = table.lines().nth(2).unwrap();
+        assert_eq!(
+            head,
+            "| small_random | req/s (higher is better) | 40.0k | lighttpd | 45.0k | **0.89 (0.82-0.97)** |"
         );
         assert!(
-            row.contains("| 2.50 / 2.00 | **1.25 (1.00-1.50)** |"),
-            "{row}"
+            table.contains("| scenario | fileserver | nginx | lighttpd |\n|---|---|---|---|\n"),
+            "{table}"
         );
-        assert!(row.contains("| 20.0 / 10.0 |"), "{row}");
-        assert_eq!(table.lines().count(), 3);
+        assert!(
+            table.contains("| small_random | 40.0k | 40.0k (1.02) | 45.0k (0.89) |"),
+            "{table}"
+        );
+        assert!(
+            table.contains("| small_random | 2.50 | 2.00 (1.25) | 5.00 (0.50) |"),
+            "{table}"
+        );
         let doc = markdown(&sample_report());
         assert!(
             doc.contains("2026-11-30T") && doc.contains("oha 1.16.0 at 50%"),
             "{doc}"
         );
+        assert!(doc.contains("fileserver vs nginx, lighttpd"), "{doc}");
+        assert!(
+            doc.contains("| small_random | 6.00 | 4.00 | 12.0 |"),
+            "{doc}"
+        );
+        assert!(
+            doc.contains("Skipped: static-web-server (not found)"),
+            "{doc}"
+        );
+        assert!(doc.contains("| small_random | 0 | 0 | 0 |"), "{doc}");
     }
 
     #[test]
     fn json_round_trips() {
         let r = sample_report();
-        let back: Report = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
+        let back = parse_json(&serde_json::to_string(&r).unwrap()).unwrap();
         assert_eq!(
-            back.scenarios[0].fileserver.throughput_runs,
-            r.scenarios[0].fileserver.throughput_runs
+            back.scenarios[0].servers[2].throughput_runs,
+            r.scenarios[0].servers[2].throughput_runs
         );
+        assert_eq!(back.scenarios[0].headline_best().unwrap().peer, "lighttpd");
+        // A figure not measured (NaN, written as null) reads back as NaN.
+        let mut r = sample_report();
+        r.scenarios[0].servers[0].cpu_us_per_req = f64::NAN;
+        let text = serde_json::to_string(&r).unwrap();
+        assert!(text.contains("\"cpu_us_per_req\":null"));
+        let back = parse_json(&text).unwrap();
+        assert!(back.scenarios[0].servers[0].cpu_us_per_req.is_nan());
+    }
+
+    /// A `latest.json` of the two-server harness (fixed fileserver and nginx
+    /// fields), cut to two scenarios and two rounds.
+    const LEGACY: &str = include_str!("testdata/legacy-report.json");
+
+    #[test]
+    fn reports_of_the_two_server_harness_still_render() {
+        let r = parse_json(LEGACY).unwrap();
+        assert_eq!(r.settings.peers, ["nginx"]);
+        let s = &r.scenarios[0];
+        assert_eq!(s.servers.len(), 2);
+        assert_eq!(
+            (s.servers[0].name.as_str(), s.servers[1].name.as_str()),
+            ("fileserver", "nginx")
+        );
+        // The ratios that run computed are kept (1.34 over its 3 rounds).
+        let best = s.headline_best().unwrap();
+        assert_eq!(best.peer, "nginx");
+        assert!(
+            (best.ratio.unwrap().median - 1.3408).abs() < 1e-3,
+            "{best:?}"
+        );
+        assert!(headline_table(&r)
+            .contains("| large | req/s (higher is better) | 2257 | nginx | 2779 |"));
+        assert!(parse_json("{}").is_err());
     }
 
     #[test]
     fn chart_renders_a_png() {
-        let path = std::env::temp_dir().join(format!("loadtest-chart-{}.png", std::process::id()));
-        chart::draw_sized(&sample_report(), &path, (700, 750)).unwrap();
-        let bytes = std::fs::read(&path).unwrap();
-        let _ = std::fs::remove_file(&path);
-        assert!(bytes.starts_with(b"\x89PNG"), "not a PNG");
-        assert!(
-            bytes.len() > 10_000,
-            "suspiciously small PNG: {} bytes",
-            bytes.len()
-        );
+        let mut alone = sample_report();
+        alone.scenarios[0].servers.truncate(1);
+        alone.settings.peers.clear();
+        for (k, report) in [sample_report(), alone].iter().enumerate() {
+            let path =
+                std::env::temp_dir().join(format!("loadtest-chart-{}-{k}.png", std::process::id()));
+            chart::draw_sized(report, &path, (700, 750)).unwrap();
+            let bytes = std::fs::read(&path).unwrap();
+            let _ = std::fs::remove_file(&path);
+            assert!(bytes.starts_with(b"\x89PNG"), "not a PNG");
+            assert!(
+                bytes.len() > 10_000,
+                "suspiciously small PNG: {} bytes",
+                bytes.len()
+            );
+        }
+    }
+
+    #[test]
+    fn chart_grows_with_servers_and_scenarios() {
+        let mut r = sample_report();
+        assert_eq!(chart::size_for(&r), (1400, 1500));
+        // 7 scenarios + the legend's slot, 6 servers, 56 px a bar at 80% fill.
+        let s = r.scenarios[0].clone();
+        for _ in 0..6 {
+            r.scenarios.push(s.clone());
+        }
+        for name in ["h2o", "caddy", "static-web-server"] {
+            for sc in &mut r.scenarios {
+                let mut x = sc.servers[1].clone();
+                x.name = name.into();
+                sc.servers.push(x);
+            }
+        }
+        let (w, _) = chart::size_for(&r);
+        assert!(w >= 8 * 6 * 56, "{w}");
     }
 
     #[test]
@@ -726,5 +1309,7 @@ mod tests {
     fn utc_timestamps() {
         assert_eq!(utc_timestamp(0), "1970-01-01T00:00:00Z");
         assert_eq!(utc_timestamp(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(headline_of("small_random"), Headline::ReqPerS);
+        assert_eq!(headline_of("gone"), Headline::ReqPerS);
     }
 }

@@ -3,6 +3,8 @@
 use std::fmt;
 use std::str::FromStr;
 
+use serde::{Deserialize, Serialize};
+
 use crate::loadtest::tree::{self, LARGE_PATH, LARGE_SIZE};
 
 /// Size of each random range in the `range` scenario.
@@ -27,6 +29,16 @@ pub enum Scenario {
     NotModified,
     /// GET a random 4 KiB range of the 1 MiB file (206).
     Range,
+}
+
+/// The figure a scenario is judged by (its headline in the report).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Headline {
+    /// wrk throughput, higher is better.
+    ReqPerS,
+    /// p99 latency of the latency runs, lower is better.
+    P99,
 }
 
 impl Scenario {
@@ -61,12 +73,23 @@ impl Scenario {
         }
     }
 
-    /// Entries each server may cache in this scenario.
-    pub fn cache_entries(self) -> usize {
+    /// Entries fileserver may cache in this scenario (`[cache] max_entries`
+    /// and `max_open`); `None` leaves the daemon's defaults.
+    pub fn cache_entries(self) -> Option<usize> {
         match self {
-            Self::CachePressure => PRESSURE_CACHE_ENTRIES,
-            _ => DEFAULT_CACHE_ENTRIES,
+            Self::CachePressure => Some(PRESSURE_CACHE_ENTRIES),
+            _ => Some(DEFAULT_CACHE_ENTRIES),
         }
+    }
+
+    /// nginx's `open_file_cache max=`: the same descriptor bound as fileserver's.
+    pub fn nginx_open_file_cache(self) -> usize {
+        self.cache_entries().unwrap_or(DEFAULT_CACHE_ENTRIES)
+    }
+
+    /// What the report's headline compares.
+    pub fn headline(self) -> Headline {
+        Headline::ReqPerS
     }
 
     /// The status every timed response must have.

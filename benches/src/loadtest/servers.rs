@@ -1,9 +1,17 @@
-//! Starting the two servers under test on loopback.
+//! Starting the servers under test on loopback: the daemon and its peers.
+//!
+//! Every peer gets a config the harness renders from a template in
+//! `benches/http/` into its own directory under the run's temp dir: listening
+//! on 127.0.0.1 at a free port, serving the generated tree, the scenario's
+//! worker count (or the closest setting the server has), no access log, and
+//! sendfile where the server has a switch for it.
 
+use std::fmt;
 use std::fs;
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::str::FromStr;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
@@ -12,34 +20,113 @@ use crate::loadtest::procs::{check_interrupted, ChildGroup};
 
 /// The nginx config template (`benches/http/nginx.conf`).
 pub const NGINX_TEMPLATE: &str = include_str!("../../http/nginx.conf");
+/// The lighttpd config template (`benches/http/lighttpd.conf`).
+pub const LIGHTTPD_TEMPLATE: &str = include_str!("../../http/lighttpd.conf");
+/// The h2o config template (`benches/http/h2o.conf`).
+pub const H2O_TEMPLATE: &str = include_str!("../../http/h2o.conf");
+/// The Caddy config template (`benches/http/Caddyfile`).
+pub const CADDY_TEMPLATE: &str = include_str!("../../http/Caddyfile");
+/// The static-web-server config template (`benches/http/static-web-server.toml`).
+pub const SWS_TEMPLATE: &str = include_str!("../../http/static-web-server.toml");
 
-/// Which server.
+/// The name the daemon has in reports.
+pub const FILESERVER: &str = "fileserver";
+
+/// A reference server the daemon is compared with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Server {
-    /// The daemon under test.
-    Fileserver,
-    /// The reference.
+pub enum Peer {
+    /// nginx (Debian `nginx-light`).
     Nginx,
+    /// lighttpd (Debian `lighttpd`).
+    Lighttpd,
+    /// h2o (Debian `h2o`).
+    H2o,
+    /// Caddy (Debian `caddy`).
+    Caddy,
+    /// static-web-server (not packaged by Debian; used when on PATH or given).
+    StaticWebServer,
 }
 
-impl Server {
-    /// Both, in run order (A then B).
-    pub const BOTH: [Server; 2] = [Server::Fileserver, Server::Nginx];
+impl Peer {
+    /// Every peer, in run and report order.
+    pub const ALL: [Peer; 5] = [
+        Self::Nginx,
+        Self::Lighttpd,
+        Self::H2o,
+        Self::Caddy,
+        Self::StaticWebServer,
+    ];
 
-    /// Lower-case name for reports.
+    /// Lower-case name for the command line and reports.
     pub fn name(self) -> &'static str {
         match self {
-            Self::Fileserver => "fileserver",
             Self::Nginx => "nginx",
+            Self::Lighttpd => "lighttpd",
+            Self::H2o => "h2o",
+            Self::Caddy => "caddy",
+            Self::StaticWebServer => "static-web-server",
         }
+    }
+
+    /// The binary looked for when no path is given (a bare name is searched
+    /// on PATH and in the sbin directories).
+    pub fn default_bin(self) -> &'static str {
+        match self {
+            Self::Nginx => "nginx",
+            Self::Lighttpd => "lighttpd",
+            Self::H2o => "h2o",
+            Self::Caddy => "caddy",
+            Self::StaticWebServer => "static-web-server",
+        }
+    }
+
+    /// What to install when the binary is missing.
+    pub fn install_hint(self) -> &'static str {
+        match self {
+            Self::Nginx => "apt-get install nginx-light, or give --nginx PATH",
+            Self::Lighttpd => "apt-get install lighttpd, or give --lighttpd PATH",
+            Self::H2o => "apt-get install h2o, or give --h2o PATH",
+            Self::Caddy => "apt-get install caddy, or give --caddy PATH",
+            Self::StaticWebServer => {
+                "not packaged by Debian: put static-web-server on PATH or give --static-web-server PATH"
+            }
+        }
+    }
+
+    /// The arguments that make the binary print its version.
+    pub fn version_args(self) -> &'static [&'static str] {
+        match self {
+            Self::Nginx | Self::Lighttpd | Self::H2o => &["-v"],
+            Self::Caddy => &["version"],
+            Self::StaticWebServer => &["--version"],
+        }
+    }
+}
+
+impl fmt::Display for Peer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Peer {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Self::ALL
+            .into_iter()
+            .find(|p| p.name() == s || (s == "sws" && *p == Self::StaticWebServer))
+            .ok_or_else(|| {
+                let names: Vec<_> = Self::ALL.iter().map(|p| p.name()).collect();
+                format!("unknown peer {s:?}; expected one of {}", names.join(", "))
+            })
     }
 }
 
 /// A running server.
 #[derive(Debug)]
 pub struct Running {
-    /// Which server.
-    pub server: Server,
+    /// Its name in reports (`fileserver`, or a peer's name).
+    pub name: String,
     /// Where it serves HTTP.
     pub addr: SocketAddr,
     /// Its process group (dropping stops it).
@@ -55,6 +142,46 @@ pub fn free_port() -> Result<u16> {
     Ok(listener.local_addr()?.port())
 }
 
+/// Finds a binary: a path with a `/` is taken as it is if it is a file; a
+/// bare name is searched on PATH, then in the sbin directories (Debian puts
+/// lighttpd and nginx there, and they are not on a normal user's PATH).
+pub fn find_binary(given: &Path) -> Option<PathBuf> {
+    if given.components().count() > 1 || given.is_absolute() {
+        return given.is_file().then(|| given.to_path_buf());
+    }
+    let mut dirs: Vec<PathBuf> = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).collect())
+        .unwrap_or_default();
+    dirs.extend(["/usr/local/sbin", "/usr/sbin", "/sbin"].map(PathBuf::from));
+    dirs.into_iter()
+        .map(|d| d.join(given))
+        .find(|p| p.is_file())
+}
+
+/// What every peer's config is filled in with.
+#[derive(Debug, Clone, Copy)]
+pub struct PeerSetup<'a> {
+    /// The peer's own directory (config, logs, pid and temp files).
+    pub prefix: &'a Path,
+    /// The tree served.
+    pub root: &'a Path,
+    /// The loopback port it listens on.
+    pub port: u16,
+    /// Workers (processes or threads).
+    pub workers: usize,
+    /// nginx's `open_file_cache max=` (the other peers have no such bound).
+    pub open_file_cache_max: usize,
+    /// Online CPUs (static-web-server sizes its threads as CPUs x multiplier).
+    pub cpus: usize,
+}
+
+/// Fills in a template's placeholders.
+fn fill(template: &str, pairs: &[(&str, String)]) -> String {
+    pairs
+        .iter()
+        .fold(template.to_string(), |t, (k, v)| t.replace(k, v))
+}
+
 /// Fills in the nginx template.
 pub fn render_nginx_conf(
     template: &str,
@@ -64,25 +191,187 @@ pub fn render_nginx_conf(
     workers: usize,
     open_file_cache_max: usize,
 ) -> String {
-    template
-        .replace("@PREFIX@", &prefix.display().to_string())
-        .replace("@ROOT@", &root.display().to_string())
-        .replace("@PORT@", &port.to_string())
-        .replace("@WORKERS@", &workers.to_string())
-        .replace("@OPEN_FILE_CACHE_MAX@", &open_file_cache_max.to_string())
+    fill(
+        template,
+        &[
+            ("@PREFIX@", prefix.display().to_string()),
+            ("@ROOT@", root.display().to_string()),
+            ("@PORT@", port.to_string()),
+            ("@WORKERS@", workers.to_string()),
+            ("@OPEN_FILE_CACHE_MAX@", open_file_cache_max.to_string()),
+        ],
+    )
 }
 
-/// The fileserver config for a scenario: everything at its defaults
-/// (`config/fileserver.toml`) except the cache bound, which limits both the
-/// cached paths and the descriptors they keep open, as nginx's
-/// `open_file_cache max=` does.
-pub fn render_fileserver_toml(cache_entries: usize) -> String {
-    format!(
-        "# Generated by the loadtest harness; config/fileserver.toml documents every key.\n\
-         [cache]\n\
-         max_entries = {cache_entries}\n\
-         max_open = {cache_entries}\n"
-    )
+/// static-web-server's `threads-multiplier` closest to `workers` threads on
+/// `cpus` CPUs (it runs CPUs x multiplier threads; 0 and 1 both mean one per CPU).
+pub fn sws_threads_multiplier(workers: usize, cpus: usize) -> usize {
+    let cpus = cpus.max(1);
+    ((workers + cpus / 2) / cpus).max(1)
+}
+
+/// The file name of `peer`'s config in its directory.
+pub fn config_file_name(peer: Peer) -> &'static str {
+    match peer {
+        Peer::Nginx => "nginx.conf",
+        Peer::Lighttpd => "lighttpd.conf",
+        Peer::H2o => "h2o.conf",
+        Peer::Caddy => "Caddyfile",
+        Peer::StaticWebServer => "static-web-server.toml",
+    }
+}
+
+/// `peer`'s config for `setup`, from its template.
+pub fn render_peer_conf(peer: Peer, setup: &PeerSetup<'_>) -> String {
+    let common = |extra: Vec<(&'static str, String)>| {
+        let mut pairs = vec![
+            ("@PREFIX@", setup.prefix.display().to_string()),
+            ("@ROOT@", setup.root.display().to_string()),
+            ("@PORT@", setup.port.to_string()),
+            ("@WORKERS@", setup.workers.to_string()),
+        ];
+        pairs.extend(extra);
+        pairs
+    };
+    match peer {
+        Peer::Nginx => render_nginx_conf(
+            NGINX_TEMPLATE,
+            setup.prefix,
+            setup.root,
+            setup.port,
+            setup.workers,
+            setup.open_file_cache_max,
+        ),
+        Peer::Lighttpd => fill(LIGHTTPD_TEMPLATE, &common(vec![])),
+        Peer::H2o => fill(H2O_TEMPLATE, &common(vec![])),
+        Peer::Caddy => fill(CADDY_TEMPLATE, &common(vec![])),
+        Peer::StaticWebServer => fill(
+            SWS_TEMPLATE,
+            &common(vec![(
+                "@THREADS_MULTIPLIER@",
+                sws_threads_multiplier(setup.workers, setup.cpus).to_string(),
+            )]),
+        ),
+    }
+}
+
+/// The command that runs `peer` (`bin`) with the config at `conf`, or (with
+/// `check`) only checks that config and exits.
+pub fn peer_command(
+    peer: Peer,
+    bin: &Path,
+    setup: &PeerSetup<'_>,
+    conf: &Path,
+    check: bool,
+) -> Command {
+    let mut command = Command::new(bin);
+    command.current_dir(setup.prefix);
+    match peer {
+        Peer::Nginx => {
+            if check {
+                command.arg("-t");
+            }
+            command
+                .arg("-p")
+                .arg(setup.prefix)
+                .arg("-e")
+                .arg(setup.prefix.join("error.log"))
+                .arg("-c")
+                .arg(conf);
+        }
+        Peer::Lighttpd => {
+            command
+                .arg(if check { "-tt" } else { "-D" })
+                .arg("-f")
+                .arg(conf);
+        }
+        Peer::H2o => {
+            if check {
+                command.arg("-t");
+            }
+            command.arg("-c").arg(conf);
+        }
+        Peer::Caddy => {
+            command
+                .arg(if check { "validate" } else { "run" })
+                .arg("--config")
+                .arg(conf)
+                .arg("--adapter")
+                .arg("caddyfile")
+                .env("GOMAXPROCS", setup.workers.to_string())
+                .env("HOME", setup.prefix)
+                .env("XDG_CONFIG_HOME", setup.prefix)
+                .env("XDG_DATA_HOME", setup.prefix);
+        }
+        Peer::StaticWebServer => {
+            // It has no check mode; a bad config makes it exit at start,
+            // which `wait_until_accepting` reports with its output.
+            command.arg("--config-file").arg(conf);
+        }
+    }
+    command
+}
+
+/// The log files a peer writes itself (shown when it fails to start).
+fn peer_error_logs(peer: Peer, prefix: &Path) -> Vec<PathBuf> {
+    match peer {
+        Peer::Nginx | Peer::Lighttpd | Peer::H2o => vec![prefix.join("error.log")],
+        Peer::Caddy | Peer::StaticWebServer => Vec::new(),
+    }
+}
+
+/// Starts `peer` (binary `bin`) with `workers` workers serving `root`; its
+/// config, logs and temp files go in `dir`.
+pub fn start_peer(
+    peer: Peer,
+    bin: &Path,
+    dir: &Path,
+    root: &Path,
+    workers: usize,
+    open_file_cache_max: usize,
+) -> Result<Running> {
+    fs::create_dir_all(dir)?;
+    let setup = PeerSetup {
+        prefix: dir,
+        root,
+        port: free_port()?,
+        workers,
+        open_file_cache_max,
+        cpus: std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1),
+    };
+    let conf = dir.join(config_file_name(peer));
+    fs::write(&conf, render_peer_conf(peer, &setup))?;
+    let log = dir.join("stderr.log");
+    let mut command = peer_command(peer, bin, &setup, &conf, false);
+    command
+        .stdin(Stdio::null())
+        .stdout(fs::File::create(&log)?)
+        .stderr(fs::File::create(&log)?);
+    let group = ChildGroup::spawn(peer.name(), &mut command)?;
+    let mut running = Running {
+        name: peer.name().to_string(),
+        addr: (Ipv4Addr::LOCALHOST, setup.port).into(),
+        group,
+        log,
+    };
+    if let Err(err) = wait_until_accepting(&mut running) {
+        // The server's own error log says more than its stderr, where it has one.
+        let logs: Vec<String> = peer_error_logs(peer, dir)
+            .iter()
+            .map(|p| {
+                let text = fs::read_to_string(p).unwrap_or_default();
+                format!("{}:\n{text}", p.display())
+            })
+            .collect();
+        return Err(if logs.is_empty() {
+            err
+        } else {
+            err.context(logs.join("\n"))
+        });
+    }
+    Ok(running)
 }
 
 /// Starts nginx with `workers` workers serving `root`; its files go in `dir`.
@@ -93,44 +382,22 @@ pub fn start_nginx(
     workers: usize,
     open_file_cache_max: usize,
 ) -> Result<Running> {
-    fs::create_dir_all(dir)?;
-    let port = free_port()?;
-    let conf = dir.join("nginx.conf");
-    fs::write(
-        &conf,
-        render_nginx_conf(
-            NGINX_TEMPLATE,
-            dir,
-            root,
-            port,
-            workers,
-            open_file_cache_max,
-        ),
-    )?;
-    let log = dir.join("stderr.log");
-    let mut command = Command::new(nginx);
-    command
-        .arg("-p")
-        .arg(dir)
-        .arg("-e")
-        .arg(dir.join("error.log"))
-        .arg("-c")
-        .arg(&conf)
-        .stdin(Stdio::null())
-        .stdout(fs::File::create(&log)?)
-        .stderr(fs::File::create(&log)?);
-    let group = ChildGroup::spawn("nginx", &mut command)?;
-    let mut running = Running {
-        server: Server::Nginx,
-        addr: (Ipv4Addr::LOCALHOST, port).into(),
-        group,
-        log,
-    };
-    wait_until_accepting(&mut running).with_context(|| {
-        let error_log = fs::read_to_string(dir.join("error.log")).unwrap_or_default();
-        format!("nginx error.log:\n{error_log}")
-    })?;
-    Ok(running)
+    start_peer(Peer::Nginx, nginx, dir, root, workers, open_file_cache_max)
+}
+
+/// The fileserver config for a scenario: everything at its defaults
+/// (`config/fileserver.toml`) except, when given, the cache bound, which
+/// limits both the cached paths and the descriptors they keep open, as
+/// nginx's `open_file_cache max=` does.
+pub fn render_fileserver_toml(cache_entries: Option<usize>) -> String {
+    let mut toml = String::from(
+        "# Generated by the loadtest harness; config/fileserver.toml documents every key.\n",
+    );
+    match cache_entries {
+        Some(n) => toml.push_str(&format!("[cache]\nmax_entries = {n}\nmax_open = {n}\n")),
+        None => toml.push_str("# Every key at its default.\n"),
+    }
+    toml
 }
 
 /// Starts fileserver with `workers` workers serving `root`, with the config
@@ -140,7 +407,7 @@ pub fn start_fileserver(
     dir: &Path,
     root: &Path,
     workers: usize,
-    cache_entries: usize,
+    cache_entries: Option<usize>,
     extra_args: &[String],
 ) -> Result<Running> {
     fs::create_dir_all(dir)?;
@@ -183,9 +450,9 @@ pub fn start_fileserver(
         .stdin(Stdio::null())
         .stdout(fs::File::create(&log)?)
         .stderr(fs::File::create(&log)?);
-    let group = ChildGroup::spawn("fileserver", &mut command)?;
+    let group = ChildGroup::spawn(FILESERVER, &mut command)?;
     let mut running = Running {
-        server: Server::Fileserver,
+        name: FILESERVER.to_string(),
         addr: (Ipv4Addr::LOCALHOST, port).into(),
         group,
         log,
@@ -204,7 +471,7 @@ fn wait_until_accepting(running: &mut Running) -> Result<()> {
             let log = fs::read_to_string(&running.log).unwrap_or_default();
             bail!(
                 "{} exited with {status} before serving; its output:\n{log}",
-                running.server.name()
+                running.name
             );
         }
         if TcpStream::connect_timeout(&running.addr, Duration::from_millis(200)).is_ok() {
@@ -214,7 +481,7 @@ fn wait_until_accepting(running: &mut Running) -> Result<()> {
             let log = fs::read_to_string(&running.log).unwrap_or_default();
             bail!(
                 "{} did not accept on {} within 20 s; its output:\n{log}",
-                running.server.name(),
+                running.name,
                 running.addr
             );
         }
@@ -225,6 +492,17 @@ fn wait_until_accepting(running: &mut Running) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn setup(prefix: &Path) -> PeerSetup<'_> {
+        PeerSetup {
+            prefix,
+            root: Path::new("/tmp/r"),
+            port: 8123,
+            workers: 2,
+            open_file_cache_max: 2000,
+            cpus: 2,
+        }
+    }
 
     #[test]
     fn nginx_template_has_every_required_setting_and_no_placeholder_left() {
@@ -253,36 +531,154 @@ mod tests {
     }
 
     #[test]
-    fn nginx_accepts_the_rendered_config() {
-        // `nginx -t` parses the real config with the real binary, where installed.
-        let nginx = Path::new("/usr/sbin/nginx");
-        if !nginx.exists() {
-            eprintln!("skipping: /usr/sbin/nginx not installed");
-            return;
+    fn every_peer_template_is_filled_and_says_what_the_harness_promises() {
+        let expected: [(Peer, &[&str]); 4] = [
+            (
+                Peer::Lighttpd,
+                &[
+                    "server.max-worker = 2",
+                    "server.bind = \"127.0.0.1\"",
+                    "server.port = 8123",
+                    "server.document-root = \"/tmp/r\"",
+                    "server.network-backend = \"sendfile\"",
+                    "server.errorlog = \"/tmp/p/error.log\"",
+                    "server.modules = ()",
+                ],
+            ),
+            (
+                Peer::H2o,
+                &[
+                    "num-threads: 2",
+                    "host: 127.0.0.1",
+                    "port: 8123",
+                    "file.dir: \"/tmp/r\"",
+                    "error-log: \"/tmp/p/error.log\"",
+                ],
+            ),
+            (
+                Peer::Caddy,
+                &[
+                    "admin off",
+                    "auto_https off",
+                    "http://:8123 {",
+                    "bind 127.0.0.1",
+                    "root * \"/tmp/r\"",
+                    "file_server",
+                    "protocols h1",
+                ],
+            ),
+            (
+                Peer::StaticWebServer,
+                &[
+                    "host = \"127.0.0.1\"",
+                    "port = 8123",
+                    "root = \"/tmp/r\"",
+                    "threads-multiplier = 1",
+                    "log-level = \"error\"",
+                    "compression = false",
+                ],
+            ),
+        ];
+        for (peer, needles) in expected {
+            let conf = render_peer_conf(peer, &setup(Path::new("/tmp/p")));
+            assert!(
+                !conf.contains('@'),
+                "{peer}: unfilled placeholder in:\n{conf}"
+            );
+            for needle in needles {
+                assert!(
+                    conf.contains(needle),
+                    "{peer}: missing {needle:?} in:\n{conf}"
+                );
+            }
+            // Access logs stay off: no directive (comments aside) turns one
+            // on, and Caddy's site block has no `log`.
+            let directives: String = conf
+                .lines()
+                .filter(|l| !l.trim_start().starts_with('#'))
+                .collect::<Vec<_>>()
+                .join("\n");
+            for on in ["accesslog", "access-log", "access_log"] {
+                assert!(!directives.contains(on), "{peer}: {on:?} in:\n{conf}");
+            }
+            if let Some((_, site)) = directives.split_once("http://") {
+                assert!(!site.contains("log"), "{peer}: a log in the site:\n{site}");
+            }
         }
-        let dir = std::env::temp_dir().join(format!("loadtest-nginx-t-{}", std::process::id()));
-        fs::create_dir_all(&dir).unwrap();
-        let conf = dir.join("nginx.conf");
-        fs::write(
-            &conf,
-            render_nginx_conf(NGINX_TEMPLATE, &dir, &dir, free_port().unwrap(), 2, 10_000),
-        )
-        .unwrap();
-        let out = Command::new(nginx)
-            .arg("-t")
-            .arg("-p")
-            .arg(&dir)
-            .arg("-e")
-            .arg(dir.join("error.log"))
-            .arg("-c")
-            .arg(&conf)
-            .output()
-            .unwrap();
-        let _ = fs::remove_dir_all(&dir);
-        assert!(
-            out.status.success(),
-            "nginx -t: {}",
-            String::from_utf8_lossy(&out.stderr)
+    }
+
+    #[test]
+    fn sws_multiplier_comes_closest_to_the_worker_count() {
+        assert_eq!(sws_threads_multiplier(2, 2), 1);
+        assert_eq!(sws_threads_multiplier(2, 1), 2);
+        assert_eq!(sws_threads_multiplier(4, 2), 2);
+        assert_eq!(sws_threads_multiplier(1, 8), 1);
+        assert_eq!(sws_threads_multiplier(2, 0), 2);
+    }
+
+    #[test]
+    fn peer_names_parse_and_unknown_names_are_explained() {
+        for p in Peer::ALL {
+            assert_eq!(p.name().parse::<Peer>().unwrap(), p);
+        }
+        assert_eq!("sws".parse::<Peer>().unwrap(), Peer::StaticWebServer);
+        let err = "apache".parse::<Peer>().unwrap_err();
+        assert!(err.contains("lighttpd"), "{err}");
+    }
+
+    #[test]
+    fn binaries_are_found_on_path_or_not_at_all() {
+        assert_eq!(
+            find_binary(Path::new("sh")).map(|p| p.is_file()),
+            Some(true)
         );
+        assert_eq!(find_binary(Path::new("no-such-server-binary-xyz")), None);
+        assert_eq!(find_binary(Path::new("/no/such/dir/nginx")), None);
+    }
+
+    #[test]
+    fn fileserver_config_bounds_the_cache_or_leaves_the_defaults() {
+        let bounded = render_fileserver_toml(Some(2000));
+        assert!(bounded.contains("max_entries = 2000\nmax_open = 2000\n"));
+        let defaults = render_fileserver_toml(None);
+        assert!(!defaults.contains("[cache]") && !defaults.contains('='));
+    }
+
+    /// Each installed peer's own checker accepts the rendered config.
+    #[test]
+    fn installed_peers_accept_their_rendered_configs() {
+        for peer in Peer::ALL {
+            let Some(bin) = find_binary(Path::new(peer.default_bin())) else {
+                eprintln!("skipping {peer}: {} not installed", peer.default_bin());
+                continue;
+            };
+            if peer == Peer::StaticWebServer {
+                // No check mode; the smoke run starts it for real.
+                continue;
+            }
+            let dir =
+                std::env::temp_dir().join(format!("loadtest-{peer}-t-{}", std::process::id()));
+            fs::create_dir_all(&dir).unwrap();
+            let setup = PeerSetup {
+                prefix: &dir,
+                root: &dir,
+                port: free_port().unwrap(),
+                workers: 2,
+                open_file_cache_max: 10_000,
+                cpus: 2,
+            };
+            let conf = dir.join(config_file_name(peer));
+            fs::write(&conf, render_peer_conf(peer, &setup)).unwrap();
+            let out = peer_command(peer, &bin, &setup, &conf, true)
+                .output()
+                .unwrap();
+            let _ = fs::remove_dir_all(&dir);
+            assert!(
+                out.status.success(),
+                "{peer} config check: {}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
     }
 }
