@@ -14,13 +14,17 @@ use anyhow::{bail, ensure, Context, Result};
 use clap::Parser;
 
 use benches::loadtest::http;
-use benches::loadtest::loadgen::{self, LoadSettings, RunResult};
+use benches::loadtest::loadgen::{self, LoadSettings, RunResult, WrkRun};
 use benches::loadtest::procs::{self, check_interrupted, group_cpu_seconds, Sampler};
 use benches::loadtest::report::{self, Report, ScenarioReport, Settings};
-use benches::loadtest::scenario::{Scenario, OHA_RANGE, RANGE_LEN};
+use benches::loadtest::scenario::{
+    Scenario, COLD_LARGE_CONNECTIONS, COLD_SMALL_CONNECTIONS, COLD_SMALL_RATE, COLD_TIMEOUT_S,
+    OHA_RANGE, RANGE_LEN,
+};
 use benches::loadtest::servers::{self, find_binary, Peer, Running, FILESERVER};
 use benches::loadtest::tree::{
-    self, LARGE_PATH, LARGE_SIZE, PRESSURE_COUNT, PRESSURE_SIZE, SMALL_COUNT, SMALL_SIZE,
+    self, COLD_COUNT, COLD_COUNT_QUICK, COLD_SIZE, LARGE_PATH, LARGE_SIZE, MANY_COUNT, MANY_SIZE,
+    PRESSURE_COUNT, PRESSURE_SIZE, SMALL_COUNT, SMALL_SIZE,
 };
 
 /// Load-test fileserver against nginx, lighttpd, h2o, Caddy and
@@ -70,11 +74,11 @@ struct Args {
     #[arg(long)]
     no_oha: bool,
     /// Scenarios to run (repeatable or comma-separated; default all):
-    /// small_random, large, cache_pressure, not_modified, range.
+    /// small_random, large, cache_pressure, not_modified, range, many_files, cold.
     #[arg(long = "scenario", value_name = "NAME", value_delimiter = ',')]
     scenarios: Vec<Scenario>,
     /// Smallest run that still checks everything: 1 round, 1 s per run, no
-    /// warm-up (explicit --rounds/--duration/--warmup win).
+    /// warm-up, 2 cold files instead of 8 (explicit --rounds/--duration/--warmup win).
     #[arg(long)]
     quick: bool,
     /// Rounds per scenario; each round runs wrk on every server, then oha on
@@ -128,12 +132,13 @@ impl Args {
     }
 }
 
-/// Rounds and durations after `--quick` and the explicit flags.
+/// Rounds, durations and tree sizes after `--quick` and the explicit flags.
 #[derive(Debug, Clone, Copy)]
 struct Plan {
     rounds: usize,
     duration: u64,
     warmup: u64,
+    cold_files: usize,
 }
 
 impl Plan {
@@ -143,6 +148,7 @@ impl Plan {
             rounds: args.rounds.unwrap_or(if q { 1 } else { 3 }),
             duration: args.duration.unwrap_or(if q { 1 } else { 3 }),
             warmup: args.warmup.unwrap_or(if q { 0 } else { 1 }),
+            cold_files: if q { COLD_COUNT_QUICK } else { COLD_COUNT },
         }
     }
 }
@@ -183,6 +189,20 @@ fn workspace_root() -> PathBuf {
         .parent()
         .unwrap_or(Path::new("."))
         .to_path_buf()
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Why `cold` cannot run here, if it cannot.
+fn cold_unavailable() -> Option<String> {
+    (!is_root()).then(|| {
+        "needs root to drop the page cache (echo 3 > /proc/sys/vm/drop_caches); \
+         run the harness as root to include it"
+            .to_string()
+    })
 }
 
 /// Everything a scenario needs besides the scenario itself.
@@ -289,6 +309,15 @@ fn run(mut args: Args) -> Result<usize> {
         (None, false) => Some(build_fileserver()?),
     };
 
+    // `cold` needs root; without it the scenario is skipped, not failed.
+    if args.scenarios.contains(&Scenario::Cold) {
+        if let Some(why) = cold_unavailable() {
+            eprintln!("loadtest: scenario cold skipped: {why}");
+            skipped.push(("cold".to_string(), why));
+            args.scenarios.retain(|s| *s != Scenario::Cold);
+        }
+    }
+
     let stamp = SystemTime::now().duration_since(UNIX_EPOCH)?.as_nanos();
     let temp = TempDir {
         path: std::env::temp_dir().join(format!("loadtest-{}-{stamp}", std::process::id())),
@@ -296,8 +325,16 @@ fn run(mut args: Args) -> Result<usize> {
     };
     let root = temp.path.join("root");
     std::fs::create_dir_all(&root)?;
+    let extras = tree::Extras {
+        many: args.scenarios.contains(&Scenario::ManyFiles),
+        cold_files: if args.scenarios.contains(&Scenario::Cold) {
+            plan.cold_files
+        } else {
+            0
+        },
+    };
     eprintln!("loadtest: generating test trees in {}", root.display());
-    tree::generate(&root).context("generate the test trees")?;
+    tree::generate(&root, extras).context("generate the test trees")?;
 
     let settings = LoadSettings {
         wrk: args.wrk.clone(),
@@ -551,7 +588,8 @@ fn run_scenario(scenario: Scenario, ctx: &Ctx<'_>) -> Result<(ScenarioReport, us
         }
         (None, None) => bail!("neither a fileserver binary nor nginx to stand in for it"),
     };
-    let etags = verify(scenario, &a).with_context(|| format!("verify {} before timing", a.name))?;
+    let etags = verify(scenario, &a, plan.cold_files)
+        .with_context(|| format!("verify {} before timing", a.name))?;
     let mut started = vec![(a, etags)];
     for (peer, bin) in ctx.peers {
         check_interrupted()?;
@@ -564,8 +602,8 @@ fn run_scenario(scenario: Scenario, ctx: &Ctx<'_>) -> Result<(ScenarioReport, us
             nginx_cache,
         )
         .and_then(|r| {
-            let etags =
-                verify(scenario, &r).with_context(|| format!("verify {peer} before timing"))?;
+            let etags = verify(scenario, &r, plan.cold_files)
+                .with_context(|| format!("verify {peer} before timing"))?;
             Ok((r, etags))
         });
         match result {
@@ -584,7 +622,10 @@ fn run_scenario(scenario: Scenario, ctx: &Ctx<'_>) -> Result<(ScenarioReport, us
     let mut entries = Vec::new();
     for (running, etags) in started {
         let script = dir.join(format!("{}.lua", running.name));
-        std::fs::write(&script, loadgen::wrk_script(scenario, &etags)?)?;
+        std::fs::write(
+            &script,
+            loadgen::wrk_script(scenario, &etags, plan.cold_files)?,
+        )?;
         entries.push(Entry {
             running,
             etags,
@@ -596,11 +637,18 @@ fn run_scenario(scenario: Scenario, ctx: &Ctx<'_>) -> Result<(ScenarioReport, us
             alive: true,
         });
     }
+    let paced_small = dir.join("cold-small.lua");
+    if scenario == Scenario::Cold {
+        let delay_ms = (COLD_SMALL_CONNECTIONS * 1000 / COLD_SMALL_RATE) as u64;
+        std::fs::write(&paced_small, loadgen::wrk_paced_small_script(delay_ms))?;
+    }
+
     let sampler = Sampler::start(
         entries.iter().map(|e| e.running.group.pgid()).collect(),
         Duration::from_millis(200),
     );
-    if plan.warmup > 0 {
+    // A warm-up would only fill the page cache `cold` is about to drop.
+    if plan.warmup > 0 && scenario != Scenario::Cold {
         for i in 0..entries.len() {
             let e = &entries[i];
             let out = dir.join(format!("warmup-{}.out", e.name()));
@@ -618,6 +666,21 @@ fn run_scenario(scenario: Scenario, ctx: &Ctx<'_>) -> Result<(ScenarioReport, us
         // Each round starts with the next server, so none is always first
         // (or always last) after the machine was busy with the others.
         let order: Vec<usize> = (0..n).map(|k| (k + round) % n).collect();
+        if scenario == Scenario::Cold {
+            for &i in &order {
+                if !entries[i].alive {
+                    continue;
+                }
+                check_interrupted()?;
+                if let Err(err) = cold_round(&mut entries[i], round, &dir, &paced_small, ctx) {
+                    peer_failed(&mut entries, i, &mut left_out, "cold round", err)?;
+                }
+            }
+            if settings.oha.is_some() {
+                rates.push(COLD_SMALL_RATE as f64);
+            }
+            continue;
+        }
         for &i in &order {
             if !entries[i].alive {
                 continue;
@@ -699,7 +762,7 @@ fn run_scenario(scenario: Scenario, ctx: &Ctx<'_>) -> Result<(ScenarioReport, us
         if !entries[i].alive {
             continue;
         }
-        if let Err(err) = verify(scenario, &entries[i].running) {
+        if let Err(err) = verify(scenario, &entries[i].running, plan.cold_files) {
             peer_failed(&mut entries, i, &mut left_out, "verify after timing", err)?;
         }
     }
@@ -715,7 +778,8 @@ fn run_scenario(scenario: Scenario, ctx: &Ctx<'_>) -> Result<(ScenarioReport, us
                 e.latency.clone(),
                 *peak,
                 e.cpu,
-                Some(e.wrk_cpu),
+                // In `cold` the CPU is spent on two kinds of request at once.
+                (scenario != Scenario::Cold).then_some(e.wrk_cpu),
             )
         })
         .collect();
@@ -734,6 +798,93 @@ fn run_scenario(scenario: Scenario, ctx: &Ctx<'_>) -> Result<(ScenarioReport, us
         ),
         failures,
     ))
+}
+
+/// `sync` and drop the page cache, dentries and inodes (`echo 3 >
+/// /proc/sys/vm/drop_caches`); needs root.
+fn drop_page_cache() -> Result<()> {
+    // SAFETY: sync has no preconditions and cannot fail.
+    unsafe { libc::sync() };
+    std::fs::write("/proc/sys/vm/drop_caches", "3\n").context("echo 3 > /proc/sys/vm/drop_caches")
+}
+
+/// One `cold` round against one server: drop the page cache, bring the
+/// small files back into it (through the server, so its own caches are warm
+/// too), then download large files with wrk while a second load generator
+/// requests small files at a fixed rate.
+fn cold_round(
+    e: &mut Entry,
+    round: usize,
+    dir: &Path,
+    paced_small: &Path,
+    ctx: &Ctx<'_>,
+) -> Result<()> {
+    let (settings, duration) = (ctx.settings, ctx.plan.duration);
+    drop_page_cache()?;
+    for i in 0..SMALL_COUNT {
+        let path = tree::small_path(i);
+        let r = http::get(e.running.addr, &path, &[])?;
+        ensure!(r.status == 200, "warming {path}: status {}", r.status);
+    }
+    let before = group_cpu_seconds(e.running.group.pgid());
+    let large = loadgen::spawn_wrk(
+        settings,
+        WrkRun {
+            script: &e.script,
+            addr: e.running.addr,
+            duration_s: duration,
+            connections: COLD_LARGE_CONNECTIONS,
+            timeout_s: COLD_TIMEOUT_S,
+        },
+        &dir.join(format!("wrk-{}-{round}.out", e.name())),
+    )?;
+    let small_out = dir.join(format!("small-{}-{round}.out", e.name()));
+    let small = match &settings.oha {
+        Some(oha) => {
+            let oha_args = loadgen::oha_args_with(
+                Scenario::Cold,
+                e.running.addr,
+                "",
+                COLD_SMALL_CONNECTIONS,
+                duration,
+                COLD_SMALL_RATE as f64,
+            );
+            loadgen::spawn_oha(oha, &oha_args, duration, &small_out)?
+        }
+        None => loadgen::spawn_wrk(
+            settings,
+            WrkRun {
+                script: paced_small,
+                addr: e.running.addr,
+                duration_s: duration,
+                connections: COLD_SMALL_CONNECTIONS,
+                timeout_s: 5,
+            },
+            &small_out,
+        )?,
+    };
+    // Wait for both before looking at either result.
+    let (large, small) = (large.finish(), small.finish());
+    let large = loadgen::parse_wrk(&large.context("wrk (large, cold)")?)?;
+    let small = small.context("small-file load generator")?;
+    let small = match &settings.oha {
+        Some(_) => loadgen::parse_oha(&small, 200)?,
+        None => loadgen::parse_wrk(&small)?,
+    };
+    e.cpu += group_cpu_seconds(e.running.group.pgid()) - before;
+    eprintln!(
+        "loadtest:   round {} cold {:<17} large {:>6.1} req/s {:>7.1} MB/s | small p99 {:.3} ms max {:.3} ms  errors {}",
+        round + 1,
+        e.name(),
+        large.req_per_s,
+        large.mb_per_s,
+        small.p99_ms,
+        small.max_ms,
+        large.errors + small.errors
+    );
+    e.throughput.push(large);
+    e.latency.push(small);
+    Ok(())
 }
 
 /// Indices a check samples out of `count`: both ends and a spread between.
@@ -762,7 +913,7 @@ fn expect_file(addr: SocketAddr, path: &str, len: usize) -> Result<http::Respons
 
 /// Checks that `s` answers this scenario's requests correctly. Returns the
 /// server's ETags of the small files for `not_modified` (empty otherwise).
-fn verify(scenario: Scenario, s: &Running) -> Result<Vec<String>> {
+fn verify(scenario: Scenario, s: &Running, cold_files: usize) -> Result<Vec<String>> {
     let addr = s.addr;
     match scenario {
         Scenario::SmallRandom => {
@@ -776,6 +927,22 @@ fn verify(scenario: Scenario, s: &Running) -> Result<Vec<String>> {
         Scenario::CachePressure => {
             for i in sample_indices(PRESSURE_COUNT) {
                 expect_file(addr, &tree::pressure_path(i), PRESSURE_SIZE)?;
+            }
+        }
+        Scenario::ManyFiles => {
+            for i in sample_indices(MANY_COUNT) {
+                expect_file(addr, &tree::many_path(i), MANY_SIZE)?;
+            }
+        }
+        Scenario::Cold => {
+            // The small files the second load generator asks for, and every
+            // large file whole.
+            for i in sample_indices(SMALL_COUNT) {
+                expect_file(addr, &tree::small_path(i), SMALL_SIZE)?;
+            }
+            for i in 0..cold_files {
+                check_interrupted()?;
+                expect_file(addr, &tree::cold_path(i), COLD_SIZE)?;
             }
         }
         Scenario::NotModified => {

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::loadtest::procs::ChildGroup;
 use crate::loadtest::scenario::{OhaPath, Scenario, OHA_RANGE, RANGE_LEN};
-use crate::loadtest::tree::{LARGE_PATH, LARGE_SIZE, PRESSURE_COUNT, SMALL_COUNT};
+use crate::loadtest::tree::{LARGE_PATH, LARGE_SIZE, MANY_COUNT, PRESSURE_COUNT, SMALL_COUNT};
 
 /// Prefix of the line the generated Lua `done()` prints.
 pub const WRK_MARKER: &str = "LOADTEST_WRK ";
@@ -47,8 +47,9 @@ const SCRIPT_HEAD: &str =
      math.randomseed(12345)\n";
 
 /// Renders the wrk Lua script for `scenario`. `etags[i]` is the server's
-/// ETag of `small/i` (needed by `not_modified` only).
-pub fn wrk_script(scenario: Scenario, etags: &[String]) -> Result<String> {
+/// ETag of `small/i` (needed by `not_modified` only); `cold_files` is the
+/// number of files under `cold/` (needed by `cold` only).
+pub fn wrk_script(scenario: Scenario, etags: &[String], cold_files: usize) -> Result<String> {
     let mut lua = String::from(SCRIPT_HEAD);
     match scenario {
         Scenario::SmallRandom => write!(
@@ -61,6 +62,21 @@ pub fn wrk_script(scenario: Scenario, etags: &[String]) -> Result<String> {
             "request = function()\n  return wrk.format(\"GET\", string.format(\"/pressure/%04d.bin\", math.random(0, {})))\nend\n",
             PRESSURE_COUNT - 1
         )?,
+        Scenario::ManyFiles => write!(
+            lua,
+            "request = function()\n  return wrk.format(\"GET\", string.format(\"/many/%05d.bin\", math.random(0, {})))\nend\n",
+            MANY_COUNT - 1
+        )?,
+        Scenario::Cold => {
+            if cold_files == 0 {
+                bail!("cold needs at least one file under cold/");
+            }
+            write!(
+                lua,
+                "request = function()\n  return wrk.format(\"GET\", string.format(\"/cold/%d.bin\", math.random(0, {})))\nend\n",
+                cold_files - 1
+            )?;
+        }
         Scenario::Large => writeln!(lua, "wrk.path = \"{LARGE_PATH}\"")?,
         Scenario::NotModified => {
             if etags.len() != SMALL_COUNT {
@@ -85,6 +101,23 @@ pub fn wrk_script(scenario: Scenario, etags: &[String]) -> Result<String> {
     }
     lua.push_str(DONE_HOOK);
     Ok(lua)
+}
+
+/// The wrk script of `cold`'s second load generator when oha is missing:
+/// random small files, each connection pausing `delay_ms` between requests
+/// (wrk's `delay()` hook), so the small requests arrive at a bounded rate
+/// instead of saturating the server.
+pub fn wrk_paced_small_script(delay_ms: u64) -> String {
+    let mut lua = String::from(SCRIPT_HEAD);
+    // Writing to a String cannot fail.
+    let _ = write!(
+        lua,
+        "request = function()\n  return wrk.format(\"GET\", string.format(\"/small/%03d.bin\", math.random(0, {})))\nend\n\
+         delay = function()\n  return {delay_ms}\nend\n",
+        SMALL_COUNT - 1
+    );
+    lua.push_str(DONE_HOOK);
+    lua
 }
 
 /// wrk's `done()` hook: one machine-readable line after [`WRK_MARKER`].
@@ -452,15 +485,26 @@ mod tests {
 
     #[test]
     fn scripts_request_what_the_scenario_says() {
-        let small = wrk_script(Scenario::SmallRandom, &[]).unwrap();
+        let small = wrk_script(Scenario::SmallRandom, &[], 0).unwrap();
         assert!(small.contains("/small/%03d.bin") && small.contains("math.random(0, 999)"));
-        let range = wrk_script(Scenario::Range, &[]).unwrap();
+        let range = wrk_script(Scenario::Range, &[], 0).unwrap();
         assert!(range.contains("math.random(0, 1044480)") && range.contains("s + 4095"));
-        assert!(wrk_script(Scenario::NotModified, &[]).is_err());
+        assert!(wrk_script(Scenario::NotModified, &[], 0).is_err());
         let etags: Vec<String> = (0..SMALL_COUNT).map(|i| format!("\"e{i}\"")).collect();
-        let nm = wrk_script(Scenario::NotModified, &etags).unwrap();
+        let nm = wrk_script(Scenario::NotModified, &etags, 0).unwrap();
         assert!(nm.contains(r#"[999] = "\"e999\"","#));
         assert!(nm.contains(WRK_MARKER.trim()));
+        let many = wrk_script(Scenario::ManyFiles, &[], 0).unwrap();
+        assert!(many.contains("/many/%05d.bin") && many.contains("math.random(0, 19999)"));
+        assert!(wrk_script(Scenario::Cold, &[], 0).is_err());
+        let cold = wrk_script(Scenario::Cold, &[], 8).unwrap();
+        assert!(cold.contains("/cold/%d.bin") && cold.contains("math.random(0, 7)"));
+        let paced = wrk_paced_small_script(4);
+        assert!(
+            paced.contains("delay = function()\n  return 4\nend"),
+            "{paced}"
+        );
+        assert!(paced.contains("/small/%03d.bin") && paced.contains(WRK_MARKER.trim()));
     }
 
     #[test]
@@ -483,7 +527,7 @@ mod tests {
         let args = oha_args(Scenario::NotModified, addr, "\"x\"", &settings, 10.0);
         assert!(args.contains(&"If-None-Match: \"x\"".to_string()));
         assert_eq!(args.last().unwrap(), "http://127.0.0.1:8080/small/000.bin");
-        let args = oha_args_with(Scenario::SmallRandom, addr, "", 4, 2, 1000.0);
+        let args = oha_args_with(Scenario::Cold, addr, "", 4, 2, 1000.0);
         assert!(args.windows(2).any(|w| w == ["-c", "4"]), "{args:?}");
         assert!(args.windows(2).any(|w| w == ["-z", "2s"]), "{args:?}");
         assert!(args.contains(&"http://127.0.0.1:8080/small/[0-9]{3}.bin".to_string()));

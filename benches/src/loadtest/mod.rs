@@ -5,7 +5,9 @@
 //!
 //! ```text
 //!   tree::generate ──> temp dir: small/000..999.bin (1 KiB), large.bin (1 MiB),
-//!                      pressure/0000..9999.bin (4 KiB), deterministic bytes
+//!                      pressure/0000..9999.bin (4 KiB), deterministic bytes;
+//!                      many/00000..19999.bin (4 KiB) and cold/N.bin (64 MiB)
+//!                      only for the scenarios that read them
 //!        │
 //!   per scenario ──> servers::start_fileserver, servers::start_peer for each peer
 //!        │           (own process group, 127.0.0.1, ephemeral ports, 2 workers,
@@ -13,9 +15,11 @@
 //!        │
 //!        ├─> verify: 200 + exact bytes / 304 + ETag / 206 + Content-Range
 //!        │           (a peer that fails is left out of the scenario, with why)
-//!        ├─> warm-up: one short wrk run per server
+//!        ├─> warm-up: one short wrk run per server (none in `cold`)
 //!        ├─> rounds 1..N:  wrk on every server, then oha on every server,
 //!        │        each round starting with the next server in turn;
+//!        │        (`cold`: per server, drop the page cache, then wrk on
+//!        │        the large files and a second generator on small ones at once);
 //!        │        procs::Sampler polls /proc (RSS peak, utime+stime) meanwhile
 //!        └─> stop all (SIGTERM to each group, SIGKILL after a grace period)
 //!

@@ -5,7 +5,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use crate::loadtest::tree::{self, LARGE_PATH, LARGE_SIZE};
+use crate::loadtest::tree::{self, COLD_SIZE, LARGE_PATH, LARGE_SIZE};
 
 /// Size of each random range in the `range` scenario.
 pub const RANGE_LEN: usize = 4096;
@@ -13,6 +13,21 @@ pub const RANGE_LEN: usize = 4096;
 pub const PRESSURE_CACHE_ENTRIES: usize = 2000;
 /// Cache bound (entries) of both servers in the other scenarios.
 pub const DEFAULT_CACHE_ENTRIES: usize = 10_000;
+/// The daemon's default `cache.max_open` (`config/fileserver.toml`): in
+/// `many_files`, where the daemon runs at its defaults, nginx's
+/// `open_file_cache max=` gets this descriptor bound.
+pub const DAEMON_DEFAULT_MAX_OPEN: usize = 16_384;
+/// Connections downloading cold large files in the `cold` scenario.
+pub const COLD_LARGE_CONNECTIONS: usize = 8;
+/// Connections of the second load generator (small cached files) in `cold`.
+pub const COLD_SMALL_CONNECTIONS: usize = 4;
+/// Request rate of the second load generator in `cold` (oha's `-q`; with wrk
+/// each connection waits `COLD_SMALL_CONNECTIONS * 1000 / rate` ms between
+/// requests instead).
+pub const COLD_SMALL_RATE: usize = 1000;
+/// wrk's `--timeout` for one cold large download (64 MiB from disk with 7
+/// others in flight can take seconds).
+pub const COLD_TIMEOUT_S: u64 = 60;
 /// The fixed range oha requests in the `range` scenario (oha cannot vary headers).
 pub const OHA_RANGE: (usize, usize) = (524_288, 524_288 + RANGE_LEN - 1);
 
@@ -29,6 +44,11 @@ pub enum Scenario {
     NotModified,
     /// GET a random 4 KiB range of the 1 MiB file (206).
     Range,
+    /// GET a random one of 20000 x 4 KiB files, every server at its defaults.
+    ManyFiles,
+    /// Large files downloaded from a cold page cache while a second load
+    /// generator requests small cached files.
+    Cold,
 }
 
 /// The figure a scenario is judged by (its headline in the report).
@@ -37,18 +57,20 @@ pub enum Scenario {
 pub enum Headline {
     /// wrk throughput, higher is better.
     ReqPerS,
-    /// p99 latency of the latency runs, lower is better.
+    /// p99 latency of the latency runs (in `cold`: the small requests), lower is better.
     P99,
 }
 
 impl Scenario {
     /// All scenarios in report order.
-    pub const ALL: [Scenario; 5] = [
+    pub const ALL: [Scenario; 7] = [
         Self::SmallRandom,
         Self::Large,
         Self::CachePressure,
         Self::NotModified,
         Self::Range,
+        Self::ManyFiles,
+        Self::Cold,
     ];
 
     /// The name used on the command line and in reports.
@@ -59,6 +81,8 @@ impl Scenario {
             Self::CachePressure => "cache_pressure",
             Self::NotModified => "not_modified",
             Self::Range => "range",
+            Self::ManyFiles => "many_files",
+            Self::Cold => "cold",
         }
     }
 
@@ -70,6 +94,12 @@ impl Scenario {
             Self::CachePressure => "4 KiB files, random over 10000, caches bounded to 2000 entries",
             Self::NotModified => "If-None-Match with the server's ETag, random over 1000 -> 304",
             Self::Range => "random 4 KiB ranges of the 1 MiB file -> 206",
+            Self::ManyFiles => "4 KiB files, random over 20000, fileserver at its default settings",
+            Self::Cold => {
+                "64 MiB files dropped from the page cache before each round, downloaded \
+                 while a second load generator requests cached 1 KiB files \
+                 (req/s, MB/s: large downloads; p50, p99, max: small requests)"
+            }
         }
     }
 
@@ -78,18 +108,22 @@ impl Scenario {
     pub fn cache_entries(self) -> Option<usize> {
         match self {
             Self::CachePressure => Some(PRESSURE_CACHE_ENTRIES),
+            Self::ManyFiles => None,
             _ => Some(DEFAULT_CACHE_ENTRIES),
         }
     }
 
     /// nginx's `open_file_cache max=`: the same descriptor bound as fileserver's.
     pub fn nginx_open_file_cache(self) -> usize {
-        self.cache_entries().unwrap_or(DEFAULT_CACHE_ENTRIES)
+        self.cache_entries().unwrap_or(DAEMON_DEFAULT_MAX_OPEN)
     }
 
     /// What the report's headline compares.
     pub fn headline(self) -> Headline {
-        Headline::ReqPerS
+        match self {
+            Self::Cold => Headline::P99,
+            _ => Headline::ReqPerS,
+        }
     }
 
     /// The status every timed response must have.
@@ -109,16 +143,20 @@ impl Scenario {
             Self::CachePressure => tree::PRESSURE_SIZE,
             Self::NotModified => 0,
             Self::Range => RANGE_LEN,
+            Self::ManyFiles => tree::MANY_SIZE,
+            Self::Cold => COLD_SIZE,
         }
     }
 
     /// The URL path(s) oha requests, as an oha `--rand-regex-url` pattern
     /// (path part only; oha treats `.` as a literal dot and `\.` as garbage,
-    /// checked with `oha --dump-urls`) or a fixed path.
+    /// checked with `oha --dump-urls`) or a fixed path. In `cold` these are
+    /// the second load generator's small cached files.
     pub fn oha_path(self) -> OhaPath {
         match self {
-            Self::SmallRandom => OhaPath::Regex("/small/[0-9]{3}.bin"),
+            Self::SmallRandom | Self::Cold => OhaPath::Regex("/small/[0-9]{3}.bin"),
             Self::CachePressure => OhaPath::Regex("/pressure/[0-9]{4}.bin"),
+            Self::ManyFiles => OhaPath::Regex("/many/[01][0-9]{4}.bin"),
             Self::NotModified => OhaPath::Fixed(tree::small_path(0)),
             Self::Large | Self::Range => OhaPath::Fixed(LARGE_PATH.to_string()),
         }
@@ -166,6 +204,35 @@ mod tests {
             assert_eq!(s.name().parse::<Scenario>().unwrap(), s);
         }
         let err = "smal".parse::<Scenario>().unwrap_err();
-        assert!(err.contains("small_random"), "{err}");
+        assert!(
+            err.contains("small_random") && err.contains("cold"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn many_files_leaves_the_daemon_at_its_defaults() {
+        assert_eq!(Scenario::ManyFiles.cache_entries(), None);
+        assert_eq!(
+            Scenario::CachePressure.cache_entries(),
+            Some(PRESSURE_CACHE_ENTRIES)
+        );
+        // nginx gets the daemon's default descriptor bound; keep the two in step.
+        let defaults = include_str!("../../../config/fileserver.toml");
+        let line = format!("max_open = {DAEMON_DEFAULT_MAX_OPEN}\n");
+        assert!(
+            defaults.contains(&line),
+            "config/fileserver.toml no longer says {line:?}"
+        );
+        assert_eq!(
+            Scenario::ManyFiles.nginx_open_file_cache(),
+            DAEMON_DEFAULT_MAX_OPEN
+        );
+    }
+
+    #[test]
+    fn cold_is_judged_by_small_request_latency() {
+        assert_eq!(Scenario::Cold.headline(), Headline::P99);
+        assert_eq!(Scenario::SmallRandom.headline(), Headline::ReqPerS);
     }
 }
