@@ -103,15 +103,19 @@ use std::time::Duration;
 use bytes::Bytes;
 use crossbeam_utils::CachePadded;
 use fdtable::{FdTable, Owned};
-use pathcache::{FileMeta, Loaded, Lookup, Negative, PathCache};
+use pathcache::{Loaded, Lookup, Negative, PathCache};
 
 pub use backend::BackendStats;
 use backend::{Backend, Counters, Target};
 pub use file::FileValue;
 use file::{BudgetToken, FdCount};
 pub use listing::{DirEntry, EntryKind, ListOptions, Listing};
+pub use pathcache::FileMeta;
 pub use query::{Query, Resolved, ResolvedFile, Sibling};
 use resolve::{c_path, is_exhausted, map_open_error, Kind};
+/// The crates whose types appear in this one's API (`Config::cache`,
+/// `Stats`), so a user needs no matching versions of them.
+pub use {fdtable, pathcache};
 
 /// Which I/O backend to run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -201,6 +205,16 @@ pub struct Config {
     /// turn it off when the root is on a filesystem whose `open` itself may
     /// block (NFS, FUSE), so every open goes through the backend.
     pub inline_cached_opens: bool,
+    /// Raise the soft `RLIMIT_NOFILE` to the hard limit at start (on by
+    /// default). A process-wide change: an embedder that manages its own
+    /// limits turns it off, and the budget is derived from the soft limit
+    /// as it finds it.
+    pub raise_nofile: bool,
+    /// Start the reaper thread that releases descriptors dropped on other
+    /// threads (on by default; it sleeps up to 200 ms while idle). Turned
+    /// off, the embedder calls [`FileManager::reap`] now and then (a timer
+    /// task); exhaustion still reaps inline before it refuses an open.
+    pub reaper_thread: bool,
 }
 
 impl Config {
@@ -215,6 +229,8 @@ impl Config {
             fd_budget: None,
             fd_headroom: 1024,
             inline_cached_opens: true,
+            raise_nofile: true,
+            reaper_thread: true,
         }
     }
 }
@@ -840,8 +856,14 @@ fn spawn_reaper(weak: Weak<Shared>) -> io::Result<()> {
 }
 
 impl FileManager {
-    /// Opens the root, raises the soft `RLIMIT_NOFILE`, derives the budget,
-    /// picks (and logs) the backend, and starts the reaper.
+    /// Opens the root, raises the soft `RLIMIT_NOFILE` (unless
+    /// [`Config::raise_nofile`] is off), derives the budget, picks (and
+    /// logs) the backend, and starts the reaper thread (unless
+    /// [`Config::reaper_thread`] is off). Besides, the path cache runs one
+    /// clock thread per process (a millisecond ticker that parks after a
+    /// second without lookups; see `pathcache`'s clock), and the io_uring
+    /// backend creates one ring per thread that does I/O, on its first
+    /// operation; the blocking backend uses tokio's blocking pool.
     pub fn new(config: Config) -> io::Result<FileManager> {
         let root = rustix::fs::open(
             &config.root,
@@ -857,7 +879,11 @@ impl FileManager {
             )
         })?;
         resolve::probe_openat2(&root, config.symlinks)?;
-        let limit = limits::raise_nofile();
+        let limit = if config.raise_nofile {
+            limits::raise_nofile()
+        } else {
+            limits::soft_nofile()
+        };
         let budget = limits::derive_budget(limit, config.fd_budget, config.fd_headroom);
         let shards = config.shards.max(1);
         let counters = Arc::new(Counters::new(shards));
@@ -896,7 +922,9 @@ impl FileManager {
             close_ring: Mutex::new(backend::uring::CloseRing::new(kind == BackendKind::Uring)),
             batched_close_errors: AtomicU64::new(0),
         });
-        spawn_reaper(Arc::downgrade(&shared))?;
+        if config.reaper_thread {
+            spawn_reaper(Arc::downgrade(&shared))?;
+        }
         Ok(FileManager { shared })
     }
 

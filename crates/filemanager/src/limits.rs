@@ -29,6 +29,11 @@ pub(crate) fn raise_nofile() -> u64 {
     try_set(soft, hard)
 }
 
+/// The soft `RLIMIT_NOFILE` as it is (unlimited reads as `u64::MAX`).
+pub(crate) fn soft_nofile() -> u64 {
+    getrlimit(Resource::Nofile).current.unwrap_or(u64::MAX)
+}
+
 fn try_set(soft: u64, target: u64) -> u64 {
     if target <= soft {
         return soft;

@@ -48,6 +48,8 @@ impl Files {
             fd_budget: s.fd_budget,
             fd_headroom: s.fd_headroom,
             inline_cached_opens: s.inline_opens,
+            raise_nofile: true,
+            reaper_thread: true,
         };
         Ok(Files {
             fm: filemanager::FileManager::new(config)?,
