@@ -68,6 +68,12 @@ impl Body {
     }
 
     /// A body of `bytes`.
+    ///
+    /// ```
+    /// use http_body::Body as _;
+    /// let body = servedir::Body::full("hello");
+    /// assert_eq!(body.size_hint().exact(), Some(5));
+    /// ```
     pub fn full(bytes: impl Into<Bytes>) -> Body {
         Body(Kind::Full(Some(bytes.into())))
     }

@@ -109,6 +109,23 @@ impl<F> ServeDir<F> {
     /// The URL path this service is mounted at (`"/static"` for axum's
     /// `nest_service("/static", ..)`): redirects to a directory include it,
     /// and a request path that still starts with it has it removed.
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// use tower::ServiceExt;
+    /// let dir = tempfile::tempdir().unwrap();
+    /// std::fs::create_dir(dir.path().join("docs")).unwrap();
+    /// let fm = filemanager::FileManager::new(filemanager::Config::new(dir.path())).unwrap();
+    /// let files = servedir::ServeDir::new(fm)
+    ///     .base("/static")
+    ///     .index_files(["index.html", "README.html"])
+    ///     .cache_control("max-age=60");
+    /// let req = http::Request::get("/static/docs?page=2").body(()).unwrap();
+    /// let res = files.oneshot(req).await.unwrap();
+    /// assert_eq!(res.status(), 301);
+    /// assert_eq!(res.headers()["location"], "/static/docs/?page=2");
+    /// # });
+    /// ```
     pub fn base(mut self, base: &str) -> Self {
         self.inner_mut().base = base.trim_end_matches('/').to_string();
         self

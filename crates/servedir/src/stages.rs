@@ -13,6 +13,11 @@ use httpfile::EntityTag;
 /// The precompressed forms looked for, in [`ContentCoding::PREFERENCE`]
 /// order (so a sibling's index is its coding's), flagged by what
 /// `accept_encoding` accepts.
+///
+/// ```
+/// let s = servedir::stages::siblings(Some(b"gzip, br;q=0"));
+/// assert_eq!(s.map(|s| (s.suffix, s.accepted)), [(".br", false), (".zst", false), (".gz", true)]);
+/// ```
 pub fn siblings(accept_encoding: Option<&[u8]>) -> [Sibling<'static>; 3] {
     let accepted = accept_encoding.map(accepted_encodings).unwrap_or_default();
     ContentCoding::PREFERENCE.map(|c| Sibling {
