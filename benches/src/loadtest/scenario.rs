@@ -16,7 +16,7 @@ pub const DEFAULT_CACHE_ENTRIES: usize = 10_000;
 /// The daemon's default `cache.max_open` (`config/fileserver.toml`): in
 /// `many_files`, where the daemon runs at its defaults, nginx's
 /// `open_file_cache max=` gets this descriptor bound.
-pub const DAEMON_DEFAULT_MAX_OPEN: usize = 16_384;
+pub const DAEMON_DEFAULT_MAX_OPEN: usize = 32_768;
 /// Connections downloading cold large files in the `cold` scenario.
 pub const COLD_LARGE_CONNECTIONS: usize = 8;
 /// Connections of the second load generator (small cached files) in `cold`.

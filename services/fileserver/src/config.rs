@@ -44,7 +44,7 @@ impl Default for CacheConfig {
     fn default() -> Self {
         CacheConfig {
             max_entries: 65536,
-            max_open: 16384,
+            max_open: 32768,
             valid: "1s".into(),
             negative_ttl: "1s".into(),
             small_file_max: 16384,
