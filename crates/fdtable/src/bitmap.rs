@@ -87,6 +87,33 @@ impl Bitmap {
         Found::None
     }
 
+    /// The fast path of allocation in one step: if the word of the
+    /// `next_free` hint has a zero bit, takes the lowest one (the lowest free
+    /// slot, since every slot below the hint is taken) and returns it;
+    /// otherwise `None` and nothing changes (then `find_lowest` +
+    /// `take_lowest` do the summary scan). One bounds check, one load, one
+    /// store of the word.
+    #[inline(always)]
+    pub(crate) fn take_fast(&mut self) -> Option<u32> {
+        let word_index = (self.next_free / 64) as usize;
+        // `next_free` may equal `capacity` (everything taken): a real check.
+        let word = self.open.get_mut(word_index)?;
+        let old = *word;
+        if old == u64::MAX {
+            return None;
+        }
+        // `old + 1` carries through the trailing ones into the lowest zero
+        // bit, so or-ing it in sets exactly that bit.
+        let taken = old | (old + 1);
+        *word = taken;
+        if taken == u64::MAX {
+            self.full[word_index / 64] |= 1u64 << (word_index % 64);
+        }
+        let slot = word_index as u32 * 64 + old.trailing_ones();
+        self.next_free = slot + 1;
+        Some(slot)
+    }
+
     /// Marks `slot` taken. `slot` must be the value `find_lowest` just returned.
     #[inline]
     pub(crate) fn take_lowest(&mut self, slot: u32) {
@@ -104,13 +131,14 @@ impl Bitmap {
     pub(crate) fn release(&mut self, slot: u32) {
         let word_index = (slot / 64) as usize;
         debug_assert!(self.is_taken(slot), "releasing free slot {slot}");
-        self.open[word_index] &= !(1u64 << (slot % 64));
-        let summary = &mut self.full[word_index / 64];
-        let summary_bit = 1u64 << (word_index % 64);
-        // Test before clearing: the summary word is usually already clear and
-        // an unconditional write would dirty its cache line for nothing.
-        if *summary & summary_bit != 0 {
-            *summary &= !summary_bit;
+        let word = &mut self.open[word_index];
+        let old = *word;
+        *word = old & !(1u64 << (slot % 64));
+        // A `full` bit is set exactly when its `open` word is all ones, so
+        // only a word that was full has a summary bit to clear; otherwise
+        // the summary word is not even read (nor its clean line dirtied).
+        if old == u64::MAX {
+            self.full[word_index / 64] &= !(1u64 << (word_index % 64));
         }
         if slot < self.next_free {
             self.next_free = slot;
@@ -176,6 +204,43 @@ mod tests {
         // 7 taken again; the hint is 8, its word is full, so the summary finds 130.
         assert_eq!(alloc(&mut bitmap), Found::Slow(130));
         assert_eq!(alloc(&mut bitmap), Found::Slow(200));
+    }
+
+    #[test]
+    fn take_fast_matches_find_and_take() {
+        let mut fast = Bitmap::with_capacity(200);
+        let mut slow = Bitmap::with_capacity(200);
+        let mut taken = Vec::new();
+        for round in 0..600u32 {
+            if round % 3 == 2 && !taken.is_empty() {
+                let slot = taken.swap_remove((round as usize * 7) % taken.len());
+                fast.release(slot);
+                slow.release(slot);
+                continue;
+            }
+            let expected = slow.find_lowest();
+            if let Found::Fast(slot) | Found::Slow(slot) = expected {
+                slow.take_lowest(slot);
+            }
+            let got = match fast.take_fast() {
+                Some(slot) => Found::Fast(slot),
+                None => match fast.find_lowest() {
+                    Found::Fast(_) => panic!("take_fast missed a fast slot"),
+                    Found::Slow(slot) => {
+                        fast.take_lowest(slot);
+                        Found::Slow(slot)
+                    }
+                    Found::None => Found::None,
+                },
+            };
+            assert_eq!(got, expected, "round {round}");
+            if let Found::Fast(slot) | Found::Slow(slot) = got {
+                taken.push(slot);
+            }
+            assert_eq!(fast.open, slow.open);
+            assert_eq!(fast.full, slow.full);
+            assert_eq!(fast.next_free, slow.next_free);
+        }
     }
 
     #[test]

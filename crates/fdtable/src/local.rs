@@ -3,9 +3,12 @@
 //! A thread claims a shard of a table the first time it uses that table (an
 //! atomic flag per shard, compare-and-swap 0 -> 1) and keeps it until the
 //! thread exits, when the thread-local destructor clears the flag. The claim
-//! is what makes the owner the only writer of the shard's bitmap. The cache
-//! of (table id -> shard) is a thread-local `Vec`, fronted by the last table
-//! used so the common case is one compare.
+//! is what makes the owner the only writer of the shard's bitmap. The
+//! registry of (table id -> shard) is a thread-local `Vec` with a destructor;
+//! in front of it sits `LAST`, one `u64` in a `const`-initialized
+//! thread-local without a destructor (a plain `%fs`-relative load, no
+//! lazy-init or liveness check), so the common case is one load and one
+//! compare.
 
 use std::cell::{Cell, RefCell};
 use std::sync::atomic::AtomicUsize;
@@ -53,8 +56,6 @@ struct ClaimEntry {
 }
 
 struct LocalClaims {
-    last_table: Cell<u64>,
-    last_shard: Cell<u32>,
     entries: RefCell<Vec<ClaimEntry>>,
     thread_number: usize,
     /// Live `LocalShard` tokens of this thread. A token skips the claim
@@ -69,6 +70,11 @@ impl Drop for LocalClaims {
         if self.pins.get() > 0 {
             return;
         }
+        // Forget the fast cache before giving the claims up: `LAST` outlives
+        // this destructor (it has none), and a table used from a later
+        // thread-local destructor must not believe it still owns a shard
+        // that another thread may claim from now on.
+        set_last(0);
         for entry in self.entries.get_mut().drain(..) {
             if entry.shard != NO_SHARD {
                 entry.flags.release(entry.shard as usize);
@@ -79,28 +85,96 @@ impl Drop for LocalClaims {
 
 static THREAD_NUMBERS: AtomicUsize = AtomicUsize::new(0);
 
+/// Shard bits of `LAST`: 9, so the "owns none" value `LAST_NONE` is
+/// never equal to a descriptor's (8-bit) shard.
+const LAST_SHARD_BITS: u32 = 9;
+const LAST_NONE: u64 = (1 << LAST_SHARD_BITS) - 1;
+
+/// The largest table id `LAST` can hold; `FdTable::new` refuses more.
+pub(crate) const MAX_TABLE_ID: u64 = u64::MAX >> LAST_SHARD_BITS;
+
+// `table_id << 9 | shard` of the last table this thread resolved its claim
+// for (`shard` = `LAST_NONE` if it owns none), or 0 (no table has id 0).
+// Set only while `CLAIMS` holds the claim it names, cleared by `CLAIMS`'s
+// destructor before the claims are released. `const` and without a
+// destructor, so reading it is a plain thread-local load. (Loom's macro has
+// no `const` form; its emulated keys are lazy anyway.)
+#[cfg(not(loom))]
+std::thread_local! {
+    static LAST: Cell<u64> = const { Cell::new(0) };
+}
+#[cfg(loom)]
+loom::thread_local! {
+    static LAST: Cell<u64> = Cell::new(0);
+}
+
 thread_local! {
     static CLAIMS: LocalClaims = LocalClaims {
-        last_table: Cell::new(0),
-        last_shard: Cell::new(NO_SHARD),
         entries: RefCell::new(Vec::new()),
         thread_number: THREAD_NUMBERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         pins: Cell::new(0),
     };
 }
 
+#[inline(always)]
+fn last() -> u64 {
+    // Never fails with std (no destructor); under loom the key is emulated
+    // and may be gone during thread teardown: then nothing is cached.
+    LAST.try_with(Cell::get).unwrap_or(0)
+}
+
+fn set_last(value: u64) {
+    let _ = LAST.try_with(|last| last.set(value));
+}
+
+fn record_last(table_id: u64, shard: u32) {
+    let shard = if shard == NO_SHARD {
+        LAST_NONE
+    } else {
+        u64::from(shard)
+    };
+    set_last(table_id << LAST_SHARD_BITS | shard);
+}
+
+/// The shard of table `table_id` this thread owns, if the fast cache says
+/// so; `None` if it does not know (or the thread owns no shard of it).
+/// One thread-local load and one compare.
+#[inline(always)]
+pub(crate) fn cached_shard(table_id: u64) -> Option<usize> {
+    let distance = last() ^ (table_id << LAST_SHARD_BITS);
+    (distance < LAST_NONE).then_some(distance as usize)
+}
+
+/// Whether this thread owns shard `shard` of table `table_id`, if the fast
+/// cache knows (it does for the last table the thread used): a thread owns
+/// at most one shard per table, so a cached entry for the table answers
+/// for every shard.
+#[inline(always)]
+pub(crate) fn cached_owns(table_id: u64, shard: usize) -> Option<bool> {
+    let last = last();
+    if last == table_id << LAST_SHARD_BITS | shard as u64 {
+        Some(true)
+    } else if last >> LAST_SHARD_BITS == table_id {
+        Some(false)
+    } else {
+        None
+    }
+}
+
 /// The shard of table `table_id` this thread owns, claiming one on first use.
 /// `None` if every owner shard is taken or the thread is exiting.
 #[inline]
 pub(crate) fn owned_shard(table_id: u64, flags: &Arc<ClaimFlags>) -> Option<usize> {
+    if let Some(shard) = cached_shard(table_id) {
+        return Some(shard);
+    }
+    owned_shard_slow(table_id, flags)
+}
+
+#[cold]
+fn owned_shard_slow(table_id: u64, flags: &Arc<ClaimFlags>) -> Option<usize> {
     CLAIMS
-        .try_with(|claims| {
-            if claims.last_table.get() == table_id {
-                let shard = claims.last_shard.get();
-                return (shard != NO_SHARD).then_some(shard as usize);
-            }
-            lookup_or_claim(claims, table_id, flags)
-        })
+        .try_with(|claims| lookup_or_claim(claims, table_id, flags))
         .ok()
         .flatten()
 }
@@ -122,8 +196,7 @@ fn lookup_or_claim(claims: &LocalClaims, table_id: u64, flags: &Arc<ClaimFlags>)
             shard
         }
     };
-    claims.last_table.set(table_id);
-    claims.last_shard.set(shard);
+    record_last(table_id, shard);
     (shard != NO_SHARD).then_some(shard as usize)
 }
 
@@ -142,8 +215,7 @@ pub(crate) fn retry_claim(table_id: u64, flags: &Arc<ClaimFlags>) -> Option<usiz
             }
             let shard = claim_any(flags, claims.thread_number)?;
             entry.shard = shard;
-            claims.last_table.set(table_id);
-            claims.last_shard.set(shard);
+            record_last(table_id, shard);
             Some(shard as usize)
         })
         .ok()

@@ -14,7 +14,7 @@
 use std::mem::MaybeUninit;
 use std::ptr;
 
-use crate::sync::{AtomicPtr, AtomicU32, AtomicU64, Ordering, UnsafeCell};
+use crate::sync::{AtomicU32, AtomicU64, Ordering, UnsafeCell};
 
 /// Number of references (guards, owning handle, the table's own while open).
 pub(crate) const REFS_MASK: u64 = 0xFFFF_FFFF;
@@ -24,7 +24,11 @@ pub(crate) const ALLOC: u64 = 1 << 32;
 pub(crate) const OPEN: u64 = 1 << 33;
 /// The generation sits at the same bits in the state word and in an `Fd`.
 pub(crate) const GEN_SHIFT: u32 = 40;
-pub(crate) const GEN_MASK: u64 = (1 << 24) - 1;
+/// The generation field in place (bits 40..64, the top of the word).
+pub(crate) const GEN_BITS: u64 = !((1 << GEN_SHIFT) - 1);
+/// One generation step in place. The field is the top of the word, so
+/// adding this wraps the 24-bit generation with no mask.
+pub(crate) const GEN_ONE: u64 = 1 << GEN_SHIFT;
 
 #[inline(always)]
 pub(crate) fn generation_of(state: u64) -> u32 {
@@ -39,7 +43,7 @@ pub(crate) fn refs_of(state: u64) -> u64 {
 /// The state after the final transition: next generation, no value, no refs.
 #[inline(always)]
 pub(crate) fn dead_successor(state: u64) -> u64 {
-    ((u64::from(generation_of(state)) + 1) & GEN_MASK) << GEN_SHIFT
+    (state & GEN_BITS).wrapping_add(GEN_ONE)
 }
 
 /// Sentinel for "no slot" in the deferred lists.
@@ -52,97 +56,180 @@ pub(crate) const MAX_PAGES: usize = 21;
 /// A shard's pages: the pointers inline in the shard, so reaching a slot's
 /// state word is one load (the page pointer) plus an index, with no chain of
 /// boxes in between (a profile showed the chained loads dominating lookup).
+///
+/// Each page pointer is stored *biased* by the page's first slot
+/// (`array.wrapping_sub(page_start)`), so slot `s` of page `p` is
+/// `pointer[p].wrapping_add(s)`: no offset arithmetic, no page start to
+/// look up. Whether a slot exists is one compare against `published`, the
+/// number of slots in published pages, which also bounds the slot by the
+/// shard's maximum (published never exceeds it).
+///
 /// Each page is published once, by the shard's claim holder, and freed only
-/// when the table is dropped.
+/// when the table is dropped. The pointers are plain memory: written once,
+/// before the Release store of `published` that makes their slots
+/// reachable, and read only for slots below a `published` value the reader
+/// loaded with Acquire (or by the claim holder that wrote them).
 pub(crate) struct Pages<T> {
+    published: AtomicU32,
     pages: [PagePointers<T>; MAX_PAGES],
 }
 
-/// One page's three arrays. Kept together (24 bytes) so a slot's pointers
-/// come from one cache line rather than three.
+/// One page's three arrays, biased (see [`Pages`]). Kept together (24
+/// bytes) so a slot's pointers come from one cache line rather than three.
+/// Under loom the cells are checked cells, so a lookup that read a page
+/// pointer without seeing its publication would be reported as a race.
 struct PagePointers<T> {
-    states: AtomicPtr<AtomicU64>,
-    links: AtomicPtr<AtomicU32>,
-    values: AtomicPtr<UnsafeCell<MaybeUninit<T>>>,
+    states: UnsafeCell<*mut AtomicU64>,
+    links: UnsafeCell<*mut AtomicU32>,
+    values: UnsafeCell<*mut UnsafeCell<MaybeUninit<T>>>,
 }
 
 impl<T> Pages<T> {
     pub(crate) fn new() -> Self {
         Pages {
+            published: AtomicU32::new(0),
             pages: std::array::from_fn(|_| PagePointers {
-                states: AtomicPtr::new(ptr::null_mut()),
-                links: AtomicPtr::new(ptr::null_mut()),
-                values: AtomicPtr::new(ptr::null_mut()),
+                states: UnsafeCell::new(ptr::null_mut()),
+                links: UnsafeCell::new(ptr::null_mut()),
+                values: UnsafeCell::new(ptr::null_mut()),
             }),
         }
     }
 
-    /// Allocates page `page` with `len` free slots and publishes it.
-    /// Only the shard's claim holder calls this, once per page.
-    pub(crate) fn publish(&self, page: usize, len: usize) {
+    /// Allocates page `page`, slots `start..start + len`, free, and
+    /// publishes it.
+    ///
+    /// # Safety
+    /// Only the shard's claim holder may call this (or the constructor),
+    /// once per page, in page order, with the geometry's `start` and `len`.
+    pub(crate) unsafe fn publish(&self, page: usize, start: u32, len: usize) {
         let states: Box<[AtomicU64]> = (0..len).map(|_| AtomicU64::new(0)).collect();
         let links: Box<[AtomicU32]> = (0..len).map(|_| AtomicU32::new(NO_SLOT)).collect();
         let values: Box<[UnsafeCell<MaybeUninit<T>>]> = (0..len)
             .map(|_| UnsafeCell::new(MaybeUninit::uninit()))
             .collect();
+        let start_index = start as usize;
         let pointers = &self.pages[page];
-        pointers
-            .links
-            .store(Box::into_raw(links).cast(), Ordering::Release);
-        pointers
-            .values
-            .store(Box::into_raw(values).cast(), Ordering::Release);
-        // Published last: a reader that sees `states` non-null (Acquire) also
-        // sees the other two arrays.
-        pointers
-            .states
-            .store(Box::into_raw(states).cast(), Ordering::Release);
-    }
-
-    /// The slot at `offset` of `page`, or `None` if the page was never
-    /// published. `offset` must be below the page's length (the geometry
-    /// guarantees it for every slot it locates).
-    #[inline(always)]
-    pub(crate) fn slot(&self, page: usize, offset: usize) -> Option<SlotRef<'_, T>> {
-        let pointers = self.pages.get(page)?;
-        let states = pointers.states.load(Ordering::Acquire);
-        if states.is_null() {
-            return None;
-        }
-        let links = pointers.links.load(Ordering::Acquire);
-        let values = pointers.values.load(Ordering::Acquire);
-        // SAFETY: the three arrays of a published page have the page's length,
-        // `offset` is below it, and they stay allocated until `free_all`,
-        // which needs `&mut self`.
+        // Biased by the page start; `wrapping_*` keeps the provenance and
+        // every pointer actually dereferenced lands back inside the array.
+        let states = Box::into_raw(states)
+            .cast::<AtomicU64>()
+            .wrapping_sub(start_index);
+        let links = Box::into_raw(links)
+            .cast::<AtomicU32>()
+            .wrapping_sub(start_index);
+        let values = Box::into_raw(values)
+            .cast::<UnsafeCell<MaybeUninit<T>>>()
+            .wrapping_sub(start_index);
+        // SAFETY: nobody reads this page's cells before the store below
+        // publishes the page, and only the claim holder writes them, once.
         unsafe {
-            Some(SlotRef {
-                state: &*states.add(offset),
-                link: &*links.add(offset),
-                value: &*values.add(offset),
-            })
+            pointers.states.with_mut(|cell| *cell = states);
+            pointers.links.with_mut(|cell| *cell = links);
+            pointers.values.with_mut(|cell| *cell = values);
+        }
+        // Last: a reader that sees the new count (Acquire) sees the pointers.
+        self.published.store(start + len as u32, Ordering::Release);
+    }
+
+    /// Whether `slot` lies in a published page, for a slot number that came
+    /// from outside (a descriptor). One Acquire load and one compare.
+    #[inline(always)]
+    pub(crate) fn contains(&self, slot: u32) -> bool {
+        slot < self.published.load(Ordering::Acquire)
+    }
+
+    /// Slot `slot`'s state word; `page` is the geometry's page of `slot`.
+    ///
+    /// # Safety
+    /// `slot` must lie in a published page, as seen by this thread: it is
+    /// below a `published` value this thread loaded ([`Pages::contains`]),
+    /// or this thread is the claim holder that published it.
+    #[inline(always)]
+    pub(crate) unsafe fn state(&self, page: usize, slot: u32) -> &AtomicU64 {
+        // SAFETY: `page` < MAX_PAGES for every slot below the maximum, and
+        // the published page's biased pointer plus `slot` is inside its
+        // array, which lives until `free_all` (`&mut self`).
+        unsafe {
+            let base = self.pages.get_unchecked(page).states.with(|cell| *cell);
+            &*base.wrapping_add(slot as usize)
         }
     }
 
-    /// Frees every published page; `len_of(page)` must return the length
-    /// each page was published with.
-    pub(crate) fn free_all(&mut self, len_of: impl Fn(usize) -> usize) {
-        for (page, pointers) in self.pages.iter().enumerate() {
-            let states = pointers.states.swap(ptr::null_mut(), Ordering::Acquire);
+    /// Slot `slot`'s value cell. Safety: as for [`Pages::state`].
+    #[inline(always)]
+    pub(crate) unsafe fn value(&self, page: usize, slot: u32) -> &UnsafeCell<MaybeUninit<T>> {
+        // SAFETY: as in `state`.
+        unsafe {
+            let base = self.pages.get_unchecked(page).values.with(|cell| *cell);
+            &*base.wrapping_add(slot as usize)
+        }
+    }
+
+    /// Slot `slot`'s deferred-list link. Safety: as for [`Pages::state`].
+    #[inline(always)]
+    pub(crate) unsafe fn link(&self, page: usize, slot: u32) -> &AtomicU32 {
+        // SAFETY: as in `state`.
+        unsafe {
+            let base = self.pages.get_unchecked(page).links.with(|cell| *cell);
+            &*base.wrapping_add(slot as usize)
+        }
+    }
+
+    /// All three parts of slot `slot`. Safety: as for [`Pages::state`].
+    #[inline(always)]
+    pub(crate) unsafe fn slot(&self, page: usize, slot: u32) -> SlotRef<'_, T> {
+        // SAFETY: forwarded.
+        unsafe {
+            SlotRef {
+                state: self.state(page, slot),
+                link: self.link(page, slot),
+                value: self.value(page, slot),
+            }
+        }
+    }
+
+    /// Frees every published page; `start_of(page)` and `len_of(page)` must
+    /// return what each page was published with.
+    pub(crate) fn free_all(
+        &mut self,
+        start_of: impl Fn(usize) -> u32,
+        len_of: impl Fn(usize) -> usize,
+    ) {
+        self.published.store(0, Ordering::Relaxed);
+        for (page, pointers) in self.pages.iter_mut().enumerate() {
+            let states = take(&mut pointers.states);
             if states.is_null() {
                 continue;
             }
-            let links = pointers.links.swap(ptr::null_mut(), Ordering::Acquire);
-            let values = pointers.values.swap(ptr::null_mut(), Ordering::Acquire);
+            let start = start_of(page) as usize;
             let len = len_of(page);
-            // SAFETY: the pointers came from `Box::into_raw` of boxed slices
-            // of `len` elements in `publish`, and were swapped out once.
+            let links = take(&mut pointers.links);
+            let values = take(&mut pointers.values);
+            // SAFETY: unbiased, the pointers are the `Box::into_raw` results
+            // of boxed slices of `len` elements from `publish`, taken out once.
             unsafe {
-                drop(Box::from_raw(ptr::slice_from_raw_parts_mut(states, len)));
-                drop(Box::from_raw(ptr::slice_from_raw_parts_mut(links, len)));
-                drop(Box::from_raw(ptr::slice_from_raw_parts_mut(values, len)));
+                drop(Box::from_raw(ptr::slice_from_raw_parts_mut(
+                    states.wrapping_add(start),
+                    len,
+                )));
+                drop(Box::from_raw(ptr::slice_from_raw_parts_mut(
+                    links.wrapping_add(start),
+                    len,
+                )));
+                drop(Box::from_raw(ptr::slice_from_raw_parts_mut(
+                    values.wrapping_add(start),
+                    len,
+                )));
             }
         }
     }
+}
+
+/// Empties a page-pointer cell.
+fn take<P>(cell: &mut UnsafeCell<*mut P>) -> *mut P {
+    // SAFETY: `&mut`: no other access to the cell.
+    cell.with_mut(|cell| unsafe { ptr::replace(cell, ptr::null_mut()) })
 }
 
 /// One slot's three parts, borrowed from its page.
@@ -190,8 +277,10 @@ impl Geometry {
         self.max_slots
     }
 
+    /// The page of `slot`: the bit length of `slot >> shift` (page 0 is
+    /// `0..initial`, page `p >= 1` is `initial << (p - 1) .. initial << p`).
     #[inline(always)]
-    fn page_of(&self, slot: u32) -> usize {
+    pub(crate) fn page_of(&self, slot: u32) -> usize {
         let quotient = slot >> self.shift;
         (u32::BITS - quotient.leading_zeros()) as usize
     }
@@ -215,7 +304,7 @@ impl Geometry {
     }
 
     /// (page, offset) of `slot`, or `None` past the configured maximum.
-    #[inline(always)]
+    #[cfg(test)]
     pub(crate) fn locate(&self, slot: u32) -> Option<(usize, usize)> {
         if slot >= self.max_slots {
             return None;

@@ -7,12 +7,12 @@
 #[cfg(loom)]
 pub(crate) use loom::cell::UnsafeCell;
 #[cfg(loom)]
-pub(crate) use loom::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
+pub(crate) use loom::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 #[cfg(loom)]
 pub(crate) use loom::thread_local;
 
 #[cfg(not(loom))]
-pub(crate) use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
+pub(crate) use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 #[cfg(not(loom))]
 pub(crate) use std::thread_local;
 

@@ -13,7 +13,7 @@ use crossbeam_utils::CachePadded;
 use crate::bitmap::{Bitmap, Found};
 use crate::local::{self, ClaimFlags};
 use crate::slots::{
-    dead_successor, generation_of, refs_of, Geometry, Pages, SlotRef, ALLOC, GEN_SHIFT, NO_SLOT,
+    dead_successor, generation_of, refs_of, Geometry, Pages, SlotRef, ALLOC, GEN_BITS, NO_SLOT,
     OPEN, REFS_MASK,
 };
 use crate::sync::{self, AtomicU32, AtomicU64, Ordering, UnsafeCell};
@@ -111,6 +111,10 @@ struct Shard<T> {
     /// operation (`next_free`), so padded away from the page pointers that
     /// lookups on other threads read.
     bitmap: CachePadded<UnsafeCell<Bitmap>>,
+    /// `tag << TAG_SHIFT | shard << SHARD_SHIFT`: an insert's descriptor is
+    /// this, or-ed with the slot and the generation bits of the state word
+    /// (which sit where the descriptor has them).
+    fd_base: u64,
     pages: Pages<T>,
     local: CachePadded<Counters>,
     remote: CachePadded<Remote>,
@@ -141,7 +145,9 @@ pub struct FdTable<T: Release> {
 unsafe impl<T: Release> Send for FdTable<T> {}
 // SAFETY: sharing the table lets several threads hold `&T` at once through
 // guards (needs `T: Sync`) and insert/release values from any thread (needs
-// `T: Send`, part of `Release`). Bitmaps are only written by the claim holder.
+// `T: Send`, part of `Release`). Bitmaps are only written by the claim holder;
+// page pointers (plain cells) only by the claim holder before the Release
+// store that publishes their slots, and read only after seeing it.
 unsafe impl<T: Release + Sync> Sync for FdTable<T> {}
 
 impl<T: Release> fmt::Debug for FdTable<T> {
@@ -166,14 +172,18 @@ impl<T: Release> FdTable<T> {
         let initial = config.initial_slots.clamp(1, max_slots as usize) as u32;
         let geometry = Geometry::new(initial, max_slots);
         let id = TABLE_IDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        assert!(id <= local::MAX_TABLE_ID, "fdtable: table ids exhausted");
+        let tag = id & crate::TAG_MASK;
         let shards = (0..=owner_shards)
-            .map(|_| {
+            .map(|shard| {
                 let pages = Pages::new();
-                pages.publish(0, geometry.page_len(0));
+                // SAFETY: nobody else can see the shard yet; page 0 first.
+                unsafe { pages.publish(0, 0, geometry.page_len(0)) };
                 Shard {
                     bitmap: CachePadded::new(UnsafeCell::new(Bitmap::with_capacity(
                         geometry.page_end(0),
                     ))),
+                    fd_base: Fd::pack(tag, shard, 0, 0).to_raw(),
                     pages,
                     local: CachePadded::new(Counters::new()),
                     remote: CachePadded::new(Remote {
@@ -187,7 +197,7 @@ impl<T: Release> FdTable<T> {
             .collect();
         FdTable {
             id,
-            tag: id & crate::TAG_MASK,
+            tag,
             geometry,
             shards,
             claims: Arc::new(ClaimFlags::new(owner_shards + 1)),
@@ -271,19 +281,24 @@ impl<T: Release> FdTable<T> {
         })
     }
 
-    #[inline]
+    #[inline(always)]
     fn insert_with_refs(&self, value: T, refs: u64) -> Result<(Fd, *const T), InsertError<T>> {
-        match self.caller().owned {
-            // SAFETY: this thread holds shard `shard`'s claim until it exits.
+        match local::cached_shard(self.id) {
+            // SAFETY: the cache names a shard only while this thread holds
+            // its claim, and the claim is held until the thread exits.
             Some(shard) => unsafe { self.insert_claimed(shard, value, refs) },
-            None => self.insert_unowned(value, refs),
+            None => self.insert_uncached(value, refs),
         }
     }
 
+    /// Inserts for a thread whose fast claim cache does not name this
+    /// table: the first use, another table used last, or no shard owned.
     #[cold]
-    fn insert_unowned(&self, value: T, refs: u64) -> Result<(Fd, *const T), InsertError<T>> {
-        if let Some(shard) = local::retry_claim(self.id, &self.claims) {
-            // SAFETY: the claim was just acquired and recorded for this thread.
+    fn insert_uncached(&self, value: T, refs: u64) -> Result<(Fd, *const T), InsertError<T>> {
+        let shard = local::owned_shard(self.id, &self.claims)
+            .or_else(|| local::retry_claim(self.id, &self.claims));
+        if let Some(shard) = shard {
+            // SAFETY: this thread holds shard `shard`'s claim until it exits.
             return unsafe { self.insert_claimed(shard, value, refs) };
         }
         let shard = self.shared_shard();
@@ -296,55 +311,45 @@ impl<T: Release> FdTable<T> {
 
     /// # Safety
     /// The calling thread must hold `shard`'s claim flag (as its owner or
-    /// through a [`ShardLock`]) for the whole call.
-    #[inline]
+    /// through a [`ShardLock`]) for the whole call; `shard` is then a shard
+    /// of this table.
+    #[inline(always)]
     unsafe fn insert_claimed(
         &self,
         shard_index: usize,
         value: T,
         refs: u64,
     ) -> Result<(Fd, *const T), InsertError<T>> {
-        let shard = &self.shards[shard_index];
+        debug_assert!(shard_index < self.shards.len());
+        // SAFETY: claims exist only for shards of this table.
+        let shard = unsafe { self.shards.get_unchecked(shard_index) };
         // SAFETY: forwarded from the caller.
         unsafe { self.drain_claimed(shard_index) };
         // SAFETY: the claim holder is the only thread touching the bitmap, and
         // no user code runs while this borrow is alive.
-        let found = shard
+        let fast = shard
             .bitmap
-            .with_mut(|bitmap| unsafe { (*bitmap).find_lowest() });
-        let slot = match found {
-            Found::Fast(slot) => {
+            .with_mut(|bitmap| unsafe { (*bitmap).take_fast() });
+        let slot = match fast {
+            Some(slot) => {
                 bump_local(&shard.local.fast_path_hits, 1);
                 slot
             }
-            Found::Slow(slot) => {
-                bump_local(&shard.local.slow_path_scans, 1);
-                bump_local(&shard.local.slow_path_allocations, 1);
-                slot
-            }
-            Found::None => {
-                bump_local(&shard.local.slow_path_scans, 1);
-                // SAFETY: forwarded from the caller.
-                match unsafe { self.grow_claimed(shard_index) } {
-                    Some(slot) => {
-                        bump_local(&shard.local.slow_path_allocations, 1);
-                        slot
-                    }
-                    None => return Err(InsertError::Full(value)),
-                }
-            }
+            // SAFETY: forwarded from the caller.
+            None => match unsafe { self.take_slow(shard_index) } {
+                Some(slot) => slot,
+                None => return Err(InsertError::Full(value)),
+            },
         };
-        // SAFETY: as above, exclusive to the claim holder.
-        shard
-            .bitmap
-            .with_mut(|bitmap| unsafe { (*bitmap).take_lowest(slot) });
-        let slot_ref = self
-            .slot_ref(shard_index, slot)
-            .expect("bitmap slots lie inside published pages");
+        let page = self.geometry.page_of(slot);
+        // SAFETY: the claim holder published every page its bitmap covers
+        // (growth publishes before it extends the bitmap).
+        let (state, cell) =
+            unsafe { (shard.pages.state(page, slot), shard.pages.value(page, slot)) };
         // SAFETY: the slot's bit was free, so no value is stored and no
         // reference can read the cell (ALLOC/OPEN are clear until the
-        // fetch_add below publishes the value with Release ordering).
-        let value_ptr = slot_ref.value.with_mut(|cell| unsafe {
+        // store below publishes the value with Release ordering).
+        let value_ptr = cell.with_mut(|cell| unsafe {
             (*cell).write(value);
             cell as *const T
         });
@@ -355,16 +360,42 @@ impl<T: Release> FdTable<T> {
         // generation bits only change on the final transition, which happened
         // before this thread saw the slot free. Linux's `file_ref_init` does
         // the same. (One RMW fewer; see `implementation` for what it is worth.)
-        let free = slot_ref.state.load(Ordering::Relaxed);
+        let free = state.load(Ordering::Relaxed);
         debug_assert_eq!(free & ALLOC, 0, "allocating an occupied slot");
-        let generation = generation_of(free);
         sync::store_against_rmw(
-            slot_ref.state,
+            state,
             (free & !REFS_MASK) | ALLOC | OPEN | refs,
             Ordering::Release,
         );
-        let fd = Fd::pack(self.tag, shard_index, slot, generation);
+        // The generation sits at the same bits in the state word and the Fd.
+        let fd = Fd::from_raw(shard.fd_base | (free & GEN_BITS) | u64::from(slot));
         Ok((fd, value_ptr))
+    }
+
+    /// The allocation slow path: the `full` summary scan, then growth.
+    /// Returns the slot, marked taken, or `None` when the shard is full.
+    ///
+    /// # Safety
+    /// The calling thread must hold `shard`'s claim flag.
+    #[cold]
+    unsafe fn take_slow(&self, shard_index: usize) -> Option<u32> {
+        let shard = &self.shards[shard_index];
+        bump_local(&shard.local.slow_path_scans, 1);
+        // SAFETY: exclusive to the claim holder; no user code runs meanwhile.
+        let found = shard
+            .bitmap
+            .with(|bitmap| unsafe { (*bitmap).find_lowest() });
+        let slot = match found {
+            Found::Fast(slot) | Found::Slow(slot) => slot,
+            // SAFETY: forwarded from the caller.
+            Found::None => unsafe { self.grow_claimed(shard_index) }?,
+        };
+        bump_local(&shard.local.slow_path_allocations, 1);
+        // SAFETY: as above.
+        shard
+            .bitmap
+            .with_mut(|bitmap| unsafe { (*bitmap).take_lowest(slot) });
+        Some(slot)
     }
 
     /// Allocates the next page of `shard` and returns the new lowest free slot.
@@ -381,8 +412,15 @@ impl<T: Release> FdTable<T> {
         }
         let page = self.geometry.next_page(capacity);
         let end = self.geometry.page_end(page);
+        debug_assert_eq!(self.geometry.page_start(page), capacity);
         debug_assert_eq!(self.geometry.page_len(page), (end - capacity) as usize);
-        shard.pages.publish(page, self.geometry.page_len(page));
+        // SAFETY: the claim holder publishes, once per page, in page order
+        // (the bitmap's capacity is the end of the last published page).
+        unsafe {
+            shard
+                .pages
+                .publish(page, capacity, self.geometry.page_len(page))
+        };
         bump_local(&shard.local.growths, 1);
         // SAFETY: exclusive to the claim holder.
         shard.bitmap.with_mut(|bitmap| unsafe {
@@ -394,25 +432,38 @@ impl<T: Release> FdTable<T> {
         })
     }
 
-    #[inline(always)]
+    /// All three parts of slot `slot` of shard `shard`, or `None` if no
+    /// such slot is published (for paths where speed does not matter).
     fn slot_ref(&self, shard: usize, slot: u32) -> Option<SlotRef<'_, T>> {
-        let (page, offset) = self.geometry.locate(slot)?;
-        self.shards.get(shard)?.pages.slot(page, offset)
+        let shard = self.shards.get(shard)?;
+        if !shard.pages.contains(slot) {
+            return None;
+        }
+        // SAFETY: `contains` just saw the slot published.
+        Some(unsafe { shard.pages.slot(self.geometry.page_of(slot), slot) })
     }
 
-    /// Validates the table tag and finds the slot of `fd`.
+    /// Validates `fd` (table tag, shard, slot published) and returns its
+    /// shard and page: a tag compare, a shard bound, one Acquire load and
+    /// compare. Everything about the entry itself (open, generation) is the
+    /// caller's one atomic operation on the state word.
     #[inline(always)]
-    fn resolve(&self, fd: Fd) -> Result<SlotRef<'_, T>, Error> {
+    fn find(&self, fd: Fd) -> Result<(&Shard<T>, usize), Error> {
         if fd.tag() != self.tag {
             return Err(Error::WrongTable);
         }
-        match self.slot_ref(fd.shard(), fd.slot()) {
-            Some(slot) => Ok(slot),
-            None => {
-                self.count_stale(fd.shard().min(self.shared_shard()));
-                Err(Error::Stale)
+        match self.shards.get(fd.shard()) {
+            Some(shard) if shard.pages.contains(fd.slot()) => {
+                Ok((shard, self.geometry.page_of(fd.slot())))
             }
+            _ => Err(self.stale_out_of_range(fd)),
         }
+    }
+
+    #[cold]
+    fn stale_out_of_range(&self, fd: Fd) -> Error {
+        self.count_stale(fd.shard().min(self.shared_shard()));
+        Error::Stale
     }
 
     #[cold]
@@ -437,6 +488,22 @@ impl<T: Release> FdTable<T> {
         }
     }
 
+    /// Whether the calling thread owns shard `shard` (and so may write its
+    /// bitmap). One thread-local load and compare when this table is the
+    /// last one the thread used.
+    #[inline(always)]
+    fn owns(&self, shard: usize) -> bool {
+        match local::cached_owns(self.id, shard) {
+            Some(owns) => owns,
+            None => self.owns_uncached(shard),
+        }
+    }
+
+    #[cold]
+    fn owns_uncached(&self, shard: usize) -> bool {
+        self.caller().owned == Some(shard)
+    }
+
     /// Takes a reference to the entry of `fd`: one atomic add, no lock.
     ///
     /// Fails with [`Error::Stale`] if `fd` was closed (its slot may have been
@@ -444,19 +511,28 @@ impl<T: Release> FdTable<T> {
     /// [`Error::WrongTable`] if `fd` came from another table.
     #[inline]
     pub fn get(&self, fd: Fd) -> Result<Guard<'_, T>, Error> {
-        let slot = self.resolve(fd)?;
-        let old = slot.state.fetch_add(1, Ordering::Acquire);
-        if old & OPEN != 0 && generation_of(old) == fd.generation() {
-            // SAFETY: OPEN means the table's own reference is still held, so
-            // the value is initialized and our reference keeps it so.
-            let value = slot.value.with(|cell| cell as *const T);
+        let (shard, page) = self.find(fd)?;
+        // SAFETY: `find` saw the slot published.
+        let state = unsafe { shard.pages.state(page, fd.slot()) };
+        let old = state.fetch_add(1, Ordering::Acquire);
+        // Open, and the generation the descriptor carries (same bits in both).
+        if old & OPEN != 0 && (old ^ fd.to_raw()) & GEN_BITS == 0 {
+            // SAFETY: as above. OPEN means the table's own reference is still
+            // held, so the value is initialized and our reference keeps it so.
+            let value = unsafe { shard.pages.value(page, fd.slot()) }.with(|cell| cell as *const T);
             return Ok(Guard {
                 table: self,
                 fd,
-                slot,
+                state,
                 value,
             });
         }
+        Err(self.get_missed(fd, state, old))
+    }
+
+    /// A lookup whose +1 landed on a closed entry or a reused slot.
+    #[cold]
+    fn get_missed(&self, fd: Fd, state: &AtomicU64, old: u64) -> Error {
         if old & ALLOC == 0 {
             // A free slot: its reference bits are junk that the next insert
             // overwrites, so the +1 stays (undoing it could race with that
@@ -464,7 +540,7 @@ impl<T: Release> FdTable<T> {
             // that collected 2^31 of them gets some back, so the bits never
             // carry into ALLOC.
             if refs_of(old) >= JUNK_REFS_LIMIT {
-                shed_junk_ref(slot.state);
+                shed_junk_ref(state);
             }
         } else {
             // An entry with a value: counts are exact, so this is an ordinary
@@ -473,18 +549,18 @@ impl<T: Release> FdTable<T> {
             // the slot for deferred release exactly like a guard drop. It
             // never releases inline and never touches a value it did not see
             // open.
-            self.put_ref(fd, slot);
+            self.put_ref(fd, state);
         }
         self.count_stale(fd.shard());
-        Err(Error::Stale)
+        Error::Stale
     }
 
     /// Drops one reference; the drop that ends a closed entry defers its release.
-    #[inline]
-    fn put_ref(&self, fd: Fd, slot: SlotRef<'_, T>) {
-        let old = slot.state.fetch_sub(1, Ordering::AcqRel);
+    #[inline(always)]
+    fn put_ref(&self, fd: Fd, state: &AtomicU64) {
+        let old = state.fetch_sub(1, Ordering::AcqRel);
         if refs_of(old) == 1 && old & (ALLOC | OPEN) == ALLOC {
-            self.finish_deferred(fd, slot, old - 1);
+            self.finish_deferred(fd, state, old - 1);
         }
     }
 
@@ -492,9 +568,8 @@ impl<T: Release> FdTable<T> {
     /// (next generation, empty). Only one thread can win it per generation;
     /// the winner queues the value on the shard's deferred list.
     #[cold]
-    fn finish_deferred(&self, fd: Fd, slot: SlotRef<'_, T>, zero: u64) {
-        if slot
-            .state
+    fn finish_deferred(&self, fd: Fd, state: &AtomicU64, zero: u64) {
+        if state
             .compare_exchange(
                 zero,
                 dead_successor(zero),
@@ -503,6 +578,9 @@ impl<T: Release> FdTable<T> {
             )
             .is_ok()
         {
+            let slot = self
+                .slot_ref(fd.shard(), fd.slot())
+                .expect("a referenced slot is published");
             self.push_deferred(fd.shard(), fd.slot(), slot);
         }
         // Otherwise a failed lookup added a transient reference in between;
@@ -527,17 +605,70 @@ impl<T: Release> FdTable<T> {
     /// the `close(2)` error) is returned once. Otherwise the last guard's
     /// drop queues it for deferred release and this returns `Ok(())`.
     /// A second close of the same `fd` fails with [`CloseError::Stale`].
+    #[inline]
     pub fn close(&self, fd: Fd) -> Result<(), CloseError<T::Error>> {
         self.close_as(fd, None)
     }
 
-    /// `close`, for a caller that may already know which shard it owns.
-    #[inline]
-    fn close_as(&self, fd: Fd, mut caller: Option<Caller>) -> Result<(), CloseError<T::Error>> {
-        let slot = self.resolve(fd)?;
+    /// `close`; `token` is the shard of the caller's `LocalShard`, if any
+    /// (then ownership needs no thread-local lookup at all).
+    #[inline(always)]
+    fn close_as(&self, fd: Fd, token: Option<usize>) -> Result<(), CloseError<T::Error>> {
+        let (shard, page) = self.find(fd)?;
+        // SAFETY: `find` saw the slot published.
+        let state = unsafe { shard.pages.state(page, fd.slot()) };
         // Guess the usual state (open, only the table's reference) so the
-        // common close is one CAS with no load before it.
-        let mut current = (u64::from(fd.generation()) << GEN_SHIFT) | ALLOC | OPEN | 1;
+        // common close is one CAS with no load before it; that CAS both
+        // closes the entry and ends it (next generation, free).
+        let expected = (fd.to_raw() & GEN_BITS) | ALLOC | OPEN | 1;
+        match state.compare_exchange(
+            expected,
+            dead_successor(expected),
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
+            Ok(_) => {
+                let owner = match token {
+                    Some(mine) => mine == fd.shard(),
+                    None => self.owns(fd.shard()),
+                };
+                // SAFETY: the final transition succeeded in this thread, so no
+                // reference exists and nobody else will read or take the value;
+                // `find` saw the slot published.
+                let value = unsafe { shard.pages.value(page, fd.slot()) }
+                    .with_mut(|cell| unsafe { ptr::read(cell).assume_init() });
+                let result = value.release();
+                if owner {
+                    bump_local(&shard.local.sync_releases, 1);
+                    if result.is_err() {
+                        bump_local(&shard.local.release_errors, 1);
+                    }
+                    // SAFETY: this thread owns the shard, so it alone writes the
+                    // bitmap, and no other borrow of it is alive in this thread.
+                    shard
+                        .bitmap
+                        .with_mut(|bitmap| unsafe { (*bitmap).release(fd.slot()) });
+                } else {
+                    self.freed_elsewhere(fd, result.is_err());
+                }
+                result.map_err(CloseError::Release)
+            }
+            Err(actual) => self.close_contended(fd, state, actual, token),
+        }
+    }
+
+    /// `close` when the guess was wrong: a guard is out, the descriptor is
+    /// stale, or another thread changed the count in between.
+    #[cold]
+    fn close_contended(
+        &self,
+        fd: Fd,
+        state: &AtomicU64,
+        mut current: u64,
+        token: Option<usize>,
+    ) -> Result<(), CloseError<T::Error>> {
+        let mut caller = token.map(|shard| Caller { owned: Some(shard) });
+        // The first failure is a wrong guess, not contention.
         let mut guessed = true;
         loop {
             if current & OPEN == 0 || generation_of(current) != fd.generation() {
@@ -551,18 +682,16 @@ impl<T: Release> FdTable<T> {
             } else {
                 (current - OPEN - 1, false)
             };
-            match slot
-                .state
-                .compare_exchange(current, next, Ordering::AcqRel, Ordering::Acquire)
-            {
+            match state.compare_exchange(current, next, Ordering::AcqRel, Ordering::Acquire) {
                 Ok(_) if last => {
                     let caller = caller.unwrap_or_else(|| self.caller());
+                    let slot = self
+                        .slot_ref(fd.shard(), fd.slot())
+                        .expect("a referenced slot is published");
                     return self.release_now(fd, slot, caller);
                 }
                 Ok(_) => return Ok(()),
                 Err(actual) => {
-                    // A wrong guess (a guard is out, or the fd is stale) is
-                    // not contention; a failure after a real load is.
                     if !guessed {
                         let who = *caller.get_or_insert_with(|| self.caller());
                         self.count_contention(fd.shard(), who);
@@ -571,6 +700,24 @@ impl<T: Release> FdTable<T> {
                     current = actual;
                 }
             }
+        }
+    }
+
+    /// A value of shard `fd.shard()` was released by a thread that does not
+    /// own the shard: count it there and hand the slot to the owner.
+    #[cold]
+    fn freed_elsewhere(&self, fd: Fd, failed: bool) {
+        let shard = &self.shards[fd.shard()];
+        let counters = &shard.remote.counters;
+        counters.sync_releases.fetch_add(1, Ordering::Relaxed);
+        if failed {
+            counters.release_errors.fetch_add(1, Ordering::Relaxed);
+        }
+        let slot = self
+            .slot_ref(fd.shard(), fd.slot())
+            .expect("a released slot is published");
+        if push(&shard.remote.freed_head, slot.link, fd.slot()) {
+            counters.contention_events.fetch_add(1, Ordering::Relaxed);
         }
     }
 
@@ -600,14 +747,7 @@ impl<T: Release> FdTable<T> {
                 .bitmap
                 .with_mut(|bitmap| unsafe { (*bitmap).release(fd.slot()) });
         } else {
-            let counters = &shard.remote.counters;
-            counters.sync_releases.fetch_add(1, Ordering::Relaxed);
-            if result.is_err() {
-                counters.release_errors.fetch_add(1, Ordering::Relaxed);
-            }
-            if push(&shard.remote.freed_head, slot.link, fd.slot()) {
-                counters.contention_events.fetch_add(1, Ordering::Relaxed);
-            }
+            self.freed_elsewhere(fd, result.is_err());
         }
         result.map_err(CloseError::Release)
     }
@@ -896,9 +1036,10 @@ impl<T: Release> Drop for FdTable<T> {
                 }
             }
             let geometry = self.geometry;
-            self.shards[shard_index]
-                .pages
-                .free_all(|page| geometry.page_len(page));
+            self.shards[shard_index].pages.free_all(
+                |page| geometry.page_start(page),
+                |page| geometry.page_len(page),
+            );
         }
     }
 }
@@ -997,12 +1138,7 @@ impl<'a, T: Release> LocalShard<'a, T> {
     /// of any shard of the table, like `FdTable::close`.
     #[inline]
     pub fn close(&self, fd: Fd) -> Result<(), CloseError<T::Error>> {
-        self.table.close_as(
-            fd,
-            Some(Caller {
-                owned: Some(self.shard),
-            }),
-        )
+        self.table.close_as(fd, Some(self.shard))
     }
 
     /// [`FdTable::get`] (which does no claim lookup anyway).
@@ -1034,7 +1170,10 @@ impl<T: Release> fmt::Debug for LocalShard<'_, T> {
 pub struct Guard<'a, T: Release> {
     table: &'a FdTable<T>,
     fd: Fd,
-    slot: SlotRef<'a, T>,
+    /// The slot's state word: the drop is one `fetch_sub` on it, with no
+    /// page lookup (the deferred-list link is found again only by the drop
+    /// that ends a closed entry).
+    state: &'a AtomicU64,
     value: *const T,
 }
 
@@ -1063,7 +1202,7 @@ impl<T: Release> Deref for Guard<'_, T> {
 
 impl<T: Release> Drop for Guard<'_, T> {
     fn drop(&mut self) {
-        self.table.put_ref(self.fd, self.slot);
+        self.table.put_ref(self.fd, self.state);
     }
 }
 

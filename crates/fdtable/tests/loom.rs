@@ -246,3 +246,44 @@ fn threads_without_a_shard_share_the_locked_shard() {
         assert_eq!(fixture.leaks(), 0);
     });
 }
+
+/// Growth publishes a page (its slot count, Release) while another thread
+/// looks up a descriptor of the first slot of that page (forged, so the
+/// lookup can run before, during or after the growth): the lookup either
+/// fails as stale or finds exactly the new entry, fully written; it never
+/// reads a page pointer or a value before their publication.
+#[test]
+fn lookup_races_with_growth() {
+    loom::model(|| {
+        let fixture = Fixture::new();
+        // Page 0 holds slot 0, page 1 (allocated by the second insert) slot 1.
+        let table = Arc::new(FdTable::new(Config {
+            shards: 1,
+            initial_slots: 1,
+            max_slots: 2,
+        }));
+        let first = table.insert(fixture.value(0)).unwrap();
+        assert_eq!(first.slot(), 0);
+        // Same table and shard, slot 1, generation 0: what the next insert
+        // will hand out.
+        let forged = fdtable::Fd::from_raw(first.to_raw() | 1);
+        let reader = {
+            let table = Arc::clone(&table);
+            loom::thread::spawn(move || match table.get(forged) {
+                Ok(guard) => assert_eq!(guard.id, 1),
+                Err(error) => assert_eq!(error, Error::Stale),
+            })
+        };
+        let second = table.insert(fixture.value(1)).unwrap();
+        assert_eq!(second, forged);
+        reader.join().unwrap();
+        table.close(second).unwrap();
+        table.close(first).unwrap();
+        assert_eq!(fixture.released(0), 1);
+        assert_eq!(fixture.released(1), 1);
+        assert_eq!(table.stats().growths, 1);
+        assert_eq!(table.stats().live, 0);
+        drop(table);
+        assert_eq!(fixture.leaks(), 0);
+    });
+}
