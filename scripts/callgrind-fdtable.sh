@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Instructions per alloc+release pair of each fdtable contender, counted by
+# Instructions per alloc+release pair of each fdtable contender, and per
+# lookup (get + guard drop) of fdtable and sharded-slab, counted by
 # valgrind's callgrind: repeatable whatever the machine's load, unlike time.
 # Each contender runs N and 2N pairs after the same set-up; the difference
 # divided by N is the pair's cost, set-up and process start cancelled out.
@@ -23,5 +24,10 @@ ir() { # total instructions of one run: contender, pairs
 printf '%-14s %s\n' contender "instructions per alloc+release pair (N=$n)"
 for c in mutex_slab sharded_slab fdtable fdtable_local floor; do
   a=$(ir "$c" "$n"); b=$(ir "$c" $((2 * n)))
+  printf '%-14s %s\n' "$c" "$(python3 -c "print(f'{($b - $a) / $n:.1f}')")"
+done
+printf '%-14s %s\n' contender "instructions per lookup, get + guard drop (N=$n)"
+for c in sharded_slab fdtable; do
+  a=$(ir "get_$c" "$n"); b=$(ir "get_$c" $((2 * n)))
   printf '%-14s %s\n' "$c" "$(python3 -c "print(f'{($b - $a) / $n:.1f}')")"
 done

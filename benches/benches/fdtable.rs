@@ -446,11 +446,34 @@ fn interleaved(rounds: usize) {
 
 /// `FDTABLE_CALLGRIND=<contender>:<pairs>`: set every contender up, then
 /// run one contender's pairs alone (instruction counts need no timing).
+/// `get_fdtable` and `get_sharded_slab` run lookups (get + guard drop) of
+/// `LIVE` entries in turn instead.
 fn callgrind(spec: &str) {
     let (name, pairs) = spec
         .split_once(':')
         .expect("FDTABLE_CALLGRIND=<contender>:<pairs>");
     let pairs: usize = pairs.parse().expect("a number of pairs");
+    match name {
+        "get_fdtable" => {
+            let table = FdTable::new(fdtable_config(2));
+            let fds: Vec<Fd> = (0..LIVE as u64)
+                .map(|i| table.insert(Noop(i)).unwrap())
+                .collect();
+            for j in 0..pairs {
+                black_box(&*table.get(black_box(fds[j % LIVE])).unwrap());
+            }
+            return;
+        }
+        "get_sharded_slab" => {
+            let slab = sharded_slab::Slab::new();
+            let keys: Vec<usize> = (0..LIVE as u64).map(|i| slab.insert(i).unwrap()).collect();
+            for j in 0..pairs {
+                black_box(&*slab.get(black_box(keys[j % LIVE])).unwrap());
+            }
+            return;
+        }
+        _ => {}
+    }
     let mut c = pair_contenders();
     let k = c
         .names
