@@ -82,7 +82,7 @@ pub const MAX_SHARDS: usize = 255;
 pub const MAX_SLOTS_PER_SHARD: usize = 1 << 20;
 
 const SLOT_BITS: u32 = 20;
-const SHARD_SHIFT: u32 = SLOT_BITS;
+pub(crate) const SHARD_SHIFT: u32 = SLOT_BITS;
 const SHARD_MASK: u64 = 0xFF;
 const TAG_SHIFT: u32 = 28;
 pub(crate) const TAG_MASK: u64 = 0xFFF;

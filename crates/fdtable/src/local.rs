@@ -133,15 +133,21 @@ fn record_last(table_id: u64, shard: u32) {
     } else {
         u64::from(shard)
     };
-    set_last(table_id << LAST_SHARD_BITS | shard);
+    set_last(cache_key(table_id) | shard);
 }
 
-/// The shard of table `table_id` this thread owns, if the fast cache says
-/// so; `None` if it does not know (or the thread owns no shard of it).
-/// One thread-local load and one compare.
+/// What a table keeps to ask the fast cache about itself: its id in place.
+#[inline]
+pub(crate) fn cache_key(table_id: u64) -> u64 {
+    table_id << LAST_SHARD_BITS
+}
+
+/// The shard of the table with `cache_key` this thread owns, if the fast
+/// cache says so; `None` if it does not know (or the thread owns no shard
+/// of it). One thread-local load and one compare.
 #[inline(always)]
-pub(crate) fn cached_shard(table_id: u64) -> Option<usize> {
-    let distance = last() ^ (table_id << LAST_SHARD_BITS);
+pub(crate) fn cached_shard(cache_key: u64) -> Option<usize> {
+    let distance = last() ^ cache_key;
     (distance < LAST_NONE).then_some(distance as usize)
 }
 
@@ -150,11 +156,11 @@ pub(crate) fn cached_shard(table_id: u64) -> Option<usize> {
 /// at most one shard per table, so a cached entry for the table answers
 /// for every shard.
 #[inline(always)]
-pub(crate) fn cached_owns(table_id: u64, shard: usize) -> Option<bool> {
-    let last = last();
-    if last == table_id << LAST_SHARD_BITS | shard as u64 {
+pub(crate) fn cached_owns(cache_key: u64, shard: usize) -> Option<bool> {
+    let distance = last() ^ cache_key;
+    if distance == shard as u64 {
         Some(true)
-    } else if last >> LAST_SHARD_BITS == table_id {
+    } else if distance <= LAST_NONE {
         Some(false)
     } else {
         None
@@ -165,7 +171,7 @@ pub(crate) fn cached_owns(table_id: u64, shard: usize) -> Option<bool> {
 /// `None` if every owner shard is taken or the thread is exiting.
 #[inline]
 pub(crate) fn owned_shard(table_id: u64, flags: &Arc<ClaimFlags>) -> Option<usize> {
-    if let Some(shard) = cached_shard(table_id) {
+    if let Some(shard) = cached_shard(cache_key(table_id)) {
         return Some(shard);
     }
     owned_shard_slow(table_id, flags)

@@ -281,8 +281,8 @@ impl Geometry {
     /// `0..initial`, page `p >= 1` is `initial << (p - 1) .. initial << p`).
     #[inline(always)]
     pub(crate) fn page_of(&self, slot: u32) -> usize {
-        let quotient = slot >> self.shift;
-        (u32::BITS - quotient.leading_zeros()) as usize
+        // bit_length(q) == ilog2(2q + 1): no zero case, so one `bsr`.
+        (((slot >> self.shift) << 1) | 1).ilog2() as usize
     }
 
     #[inline(always)]

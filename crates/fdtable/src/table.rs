@@ -130,7 +130,13 @@ struct Caller {
 /// and [`implementation`](crate::implementation) for the layout.
 pub struct FdTable<T: Release> {
     id: u64,
+    /// `local::cache_key(id)`, for the one-compare claim cache tests.
+    cache_key: u64,
     tag: u64,
+    /// `tag << 8`: a descriptor's bits 20..40 (tag and shard) minus this
+    /// are its shard index when the tag matches, and >= 256 (or wrapped)
+    /// when it does not, so one bound check covers both.
+    tag_key: u64,
     geometry: Geometry,
     /// `owner_shards` owner shards, then one shared shard used under its lock.
     shards: Box<[Shard<T>]>,
@@ -197,7 +203,9 @@ impl<T: Release> FdTable<T> {
             .collect();
         FdTable {
             id,
+            cache_key: local::cache_key(id),
             tag,
+            tag_key: tag << 8,
             geometry,
             shards,
             claims: Arc::new(ClaimFlags::new(owner_shards + 1)),
@@ -283,7 +291,7 @@ impl<T: Release> FdTable<T> {
 
     #[inline(always)]
     fn insert_with_refs(&self, value: T, refs: u64) -> Result<(Fd, *const T), InsertError<T>> {
-        match local::cached_shard(self.id) {
+        match local::cached_shard(self.cache_key) {
             // SAFETY: the cache names a shard only while this thread holds
             // its claim, and the claim is held until the thread exits.
             Some(shard) => unsafe { self.insert_claimed(shard, value, refs) },
@@ -449,19 +457,23 @@ impl<T: Release> FdTable<T> {
     /// caller's one atomic operation on the state word.
     #[inline(always)]
     fn find(&self, fd: Fd) -> Result<(&Shard<T>, usize), Error> {
-        if fd.tag() != self.tag {
-            return Err(Error::WrongTable);
-        }
-        match self.shards.get(fd.shard()) {
+        // Tag and shard in one compare (see `tag_key`).
+        let tag_and_shard = (fd.to_raw() >> crate::SHARD_SHIFT) & 0xF_FFFF;
+        let index = tag_and_shard.wrapping_sub(self.tag_key) as usize;
+        match self.shards.get(index) {
             Some(shard) if shard.pages.contains(fd.slot()) => {
                 Ok((shard, self.geometry.page_of(fd.slot())))
             }
-            _ => Err(self.stale_out_of_range(fd)),
+            _ => Err(self.not_found(fd)),
         }
     }
 
+    /// Why `find` failed: another table's descriptor, or no such slot.
     #[cold]
-    fn stale_out_of_range(&self, fd: Fd) -> Error {
+    fn not_found(&self, fd: Fd) -> Error {
+        if fd.tag() != self.tag {
+            return Error::WrongTable;
+        }
         self.count_stale(fd.shard().min(self.shared_shard()));
         Error::Stale
     }
@@ -493,7 +505,7 @@ impl<T: Release> FdTable<T> {
     /// last one the thread used.
     #[inline(always)]
     fn owns(&self, shard: usize) -> bool {
-        match local::cached_owns(self.id, shard) {
+        match local::cached_owns(self.cache_key, shard) {
             Some(owns) => owns,
             None => self.owns_uncached(shard),
         }
@@ -559,7 +571,8 @@ impl<T: Release> FdTable<T> {
     #[inline(always)]
     fn put_ref(&self, fd: Fd, state: &AtomicU64) {
         let old = state.fetch_sub(1, Ordering::AcqRel);
-        if refs_of(old) == 1 && old & (ALLOC | OPEN) == ALLOC {
+        // The last reference of a closed entry that still holds its value.
+        if old & (REFS_MASK | ALLOC | OPEN) == ALLOC | 1 {
             self.finish_deferred(fd, state, old - 1);
         }
     }
