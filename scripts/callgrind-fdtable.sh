@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Instructions per alloc+release pair of each fdtable contender, and per
-# lookup (get + guard drop) of fdtable and sharded-slab, counted by
+# lookup (get + guard drop) of fdtable, sharded-slab and the floor, counted by
 # valgrind's callgrind: repeatable whatever the machine's load, unlike time.
 # Each contender runs N and 2N pairs after the same set-up; the difference
 # divided by N is the pair's cost, set-up and process start cancelled out.
@@ -27,7 +27,7 @@ for c in mutex_slab sharded_slab fdtable fdtable_local floor; do
   printf '%-14s %s\n' "$c" "$(python3 -c "print(f'{($b - $a) / $n:.1f}')")"
 done
 printf '%-14s %s\n' contender "instructions per lookup, get + guard drop (N=$n)"
-for c in sharded_slab fdtable; do
+for c in sharded_slab fdtable floor; do
   a=$(ir "get_$c" "$n"); b=$(ir "get_$c" $((2 * n)))
   printf '%-14s %s\n' "$c" "$(python3 -c "print(f'{($b - $a) / $n:.1f}')")"
 done

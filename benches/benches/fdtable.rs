@@ -420,8 +420,12 @@ fn interleaved(rounds: usize) {
         .collect();
     let slab = sharded_slab::Slab::new();
     let keys: Vec<usize> = (0..LIVE as u64).map(|i| slab.insert(i).unwrap()).collect();
-    let (mut i, mut j) = (0, 0);
-    let mut run: [Box<dyn FnMut(usize) + '_>; 2] = [
+    let mut floor = Floor::new(LIVE);
+    let floor_keys: Vec<(usize, u64)> =
+        (0..LIVE as u64).map(|i| floor.insert(i).unwrap()).collect();
+    let floor = &floor;
+    let (mut i, mut j, mut k) = (0, 0, 0);
+    let mut run: [Box<dyn FnMut(usize) + '_>; 3] = [
         Box::new(|n| {
             for _ in 0..n {
                 i = (i + 1) % LIVE;
@@ -434,10 +438,16 @@ fn interleaved(rounds: usize) {
                 black_box(&*table.get(black_box(fds[j])).unwrap());
             }
         }),
+        Box::new(|n| {
+            for _ in 0..n {
+                k = (k + 1) % LIVE;
+                black_box(floor.get(black_box(floor_keys[k])).unwrap());
+            }
+        }),
     ];
     interleave(
         "fdtable_lookup interleaved",
-        &["sharded_slab", "fdtable"],
+        &["sharded_slab", "fdtable", "floor"],
         &mut run,
         0,
         rounds,
@@ -446,8 +456,8 @@ fn interleaved(rounds: usize) {
 
 /// `FDTABLE_CALLGRIND=<contender>:<pairs>`: set every contender up, then
 /// run one contender's pairs alone (instruction counts need no timing).
-/// `get_fdtable` and `get_sharded_slab` run lookups (get + guard drop) of
-/// `LIVE` entries in turn instead.
+/// `get_fdtable`, `get_sharded_slab` and `get_floor` run lookups (get +
+/// guard drop) of `LIVE` entries in turn instead.
 fn callgrind(spec: &str) {
     let (name, pairs) = spec
         .split_once(':')
@@ -461,6 +471,15 @@ fn callgrind(spec: &str) {
                 .collect();
             for j in 0..pairs {
                 black_box(&*table.get(black_box(fds[j % LIVE])).unwrap());
+            }
+            return;
+        }
+        "get_floor" => {
+            let mut floor = Floor::new(LIVE);
+            let keys: Vec<(usize, u64)> =
+                (0..LIVE as u64).map(|i| floor.insert(i).unwrap()).collect();
+            for j in 0..pairs {
+                black_box(floor.get(black_box(keys[j % LIVE])).unwrap());
             }
             return;
         }

@@ -5,12 +5,18 @@
 //! checks); release retires it with one compare-and-swap to the next
 //! generation and clears the bit. No thread-local claim, no deferred list,
 //! no pages, no counters: what fdtable pays beyond this pair is its own
-//! machinery (see `crates/fdtable/src/implementation.rs`).
+//! machinery (see `crates/fdtable/src/implementation.rs`). A lookup
+//! ([`Floor::get`]) pins the slot with one `fetch_add` of a reference,
+//! checks the generation, reads the value and unpins with one `fetch_sub`:
+//! the floor of a reference-counted guard.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
 const OPEN: u64 = 1;
 const GEN_ONE: u64 = 2;
+/// One reference of a lookup, above the generations (which a benchmark
+/// never runs up to 2^40).
+const REF_ONE: u64 = 1 << 40;
 
 /// A fixed-capacity single-owner table of `u64` values.
 #[derive(Debug)]
@@ -47,6 +53,17 @@ impl Floor {
         let generation = self.states[slot].load(Ordering::Relaxed) & !OPEN;
         self.states[slot].store(generation | OPEN, Ordering::Release);
         Some((slot, generation))
+    }
+
+    /// Looks `(slot, generation)` up: one `fetch_add` pins it, one
+    /// `fetch_sub` unpins it after the value is read. None if stale.
+    #[inline]
+    pub(crate) fn get(&self, (slot, generation): (usize, u64)) -> Option<u64> {
+        let state = self.states.get(slot)?;
+        let old = state.fetch_add(REF_ONE, Ordering::Acquire);
+        let value = (old & (REF_ONE - 1) == generation | OPEN).then(|| self.values[slot]);
+        state.fetch_sub(REF_ONE, Ordering::Release);
+        value
     }
 
     /// Retires `(slot, generation)`: one CAS to the next generation, then
