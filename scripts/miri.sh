@@ -3,7 +3,9 @@
 # behaviour, Stacked Borrows, data races): the entry pool's raw pages, the
 # entry cells rewritten on reuse, the index's tagged addresses, pins of
 # entries freed and reused meanwhile (tests/reuse.rs), and the layout and
-# table unit tests.
+# table unit tests; and fdtable's (biased page pointers published by count,
+# value cells moved in and out, guards across threads): its unit tests and
+# API tests, except the one that closes real OS files.
 #
 # Needs a nightly toolchain with the miri component; installs it with rustup
 # when missing. Where that download is not possible the check is skipped
@@ -24,3 +26,5 @@ export MIRIFLAGS="-Zmiri-permissive-provenance -Zmiri-ignore-leaks ${MIRIFLAGS:-
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-target}/miri"
 cargo +nightly miri test -p pathcache --test reuse
 cargo +nightly miri test -p pathcache --lib -- table:: entry::tests refcount::
+cargo +nightly miri test -p fdtable --lib
+cargo +nightly miri test -p fdtable --test api -- --skip os_files
