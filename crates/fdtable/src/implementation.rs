@@ -5,21 +5,27 @@
 //! ```text
 //! FdTable<T>
 //! ├── id / tag ........ process-unique id; its low 12 bits are stamped into every Fd
+//! ├── cache_key ....... id << 9, compared with the thread's claim cache (below)
+//! ├── tag_key ......... tag << 8: Fd bits 20..40 minus this = shard index iff the tag matches
 //! ├── claims: Arc<[CachePadded<AtomicU32>; shards + 1]>   0 = free, 1 = claimed/locked
 //! └── shards: [Shard<T>; shards + 1]        (the last one is the shared, locked shard)
 //!
 //! Shard<T>
 //! ├── bitmap (UnsafeCell, written only by the claim holder)
 //! │     open: [u64]   one bit per slot             1 = taken
-//! │     full: [u64]   one bit per `open` word      1 = that word has no zero
+//! │     full: [u64]   one bit per `open` word      1 = that word is all ones
 //! │     next_free     every slot below it is taken (lowest-free lower bound)
 //! │     capacity      bits past it, inside the last word, are kept set
-//! ├── pages: Pages<T>   three inline arrays of MAX_PAGES (21) page pointers
+//! ├── fd_base ......... tag << 28 | shard << 20: an insert's Fd is this | gen bits | slot
+//! ├── pages: Pages<T>
+//! │     published: AtomicU32   slots in published pages (Release by the grower)
+//! │     [MAX_PAGES (21)] × three page pointers, each BIASED by the page's first slot:
 //! │     states[p] ──► [AtomicU64; len(p)]   state word per slot  (written by every lookup)
 //! │     links[p]  ──► [AtomicU32; len(p)]   deferred-list link   (written on release only)
 //! │     values[p] ──► [MaybeUninit<T>; len(p)]                   (written once per insert)
 //! │     len(0) = initial (a power of two), len(p) = initial << (p-1): doubling,
-//! │     so slot s lives at a fixed (page, offset) and pages never move
+//! │     so slot s lives on page p = ilog2(2 (s >> log2 initial) + 1) (one bsr)
+//! │     at states[p].wrapping_add(s): no offset to subtract; pages never move
 //! ├── local: CachePadded<Counters>   claim holder only: relaxed load + store, no RMW
 //! └── remote: CachePadded<Remote>    what other threads hand to the owner
 //!       deferred_head: AtomicU32     Treiber stack of slots whose value awaits release
@@ -42,6 +48,25 @@
 //!   shard, taking its flag as a spin-then-yield lock per insert. `reap()`
 //!   takes the flag of unowned shards the same way. So an owner and a
 //!   locked user can never both write one bitmap: both need the same flag.
+//! * **Claim cache**: which shard the thread owns is found in a
+//!   thread-local registry (a `Vec` with a destructor), fronted by `LAST`:
+//!   one `u64`, `table id << 9 | shard` (511 = owns none), in a `const`
+//!   thread-local without a destructor, so reading it is one
+//!   `%fs`-relative load with no lazy-init or liveness check. `insert`
+//!   tests `LAST ^ cache_key < 511`; `close` asks "do I own `fd.shard()`"
+//!   as `LAST ^ cache_key == shard` (a cache entry for the table answers
+//!   for every shard: a thread owns at most one per table; 9 bits so "none"
+//!   never equals an 8-bit shard). `LAST` names a shard only while the
+//!   registry holds its claim: the registry's destructor clears `LAST`
+//!   before it releases the flags (and leaves both alone when it leaks the
+//!   claims for a live `LocalShard` token). Any miss goes to the registry.
+//! * **Page pointers**: written once per page by the claim holder that
+//!   grows the shard, before the Release store of `published` that makes
+//!   the page's slots exist; read for a descriptor's slot only after an
+//!   Acquire load of `published` saw the slot below it (`find`), or by the
+//!   claim holder itself. Under loom they are checked cells, and the model
+//!   `lookup_races_with_growth` reports a causality violation if that
+//!   store or load is weakened to Relaxed.
 //! * **State word**: any thread, atomically. `insert` stores
 //!   `gen | ALLOC | OPEN | refs` (a plain store, see below); `get` adds 1
 //!   and checks `OPEN` and the generation; on a mismatch it gives the
@@ -70,17 +95,37 @@
 //!
 //! # Allocation
 //!
-//! `find_lowest` reads the `open` word holding `next_free`; if it has a zero
-//! bit, `trailing_ones` is the answer (the fast path: every slot below
-//! `next_free` is taken, so the first zero in that word is the lowest free
-//! slot). Otherwise it scans `full` from the next word for a zero bit, and
-//! if there is none the shard grows by publishing the next page and
-//! extending the bitmap, up to `max_slots`, after which insert returns
-//! `Full(value)`. Release clears the `open` bit, clears the `full` bit only
-//! if it is set (no write to a clean line), and lowers `next_free`. The
-//! kept bound checks are the ones correctness needs (hint past the last word,
-//! summary bits past the last word); there is no "slot must be empty" sanity
-//! check on the allocation path (it is a `debug_assert`).
+//! `take_fast` reads the `open` word holding `next_free`; if it has a zero
+//! bit it sets the lowest one (`word | (word + 1)`) and returns its index
+//! (`trailing_ones`): the fast path, one bound check, one load and one
+//! store, since every slot below `next_free` is taken, so the first zero in
+//! that word is the lowest free slot. Otherwise (cold) `find_lowest` scans
+//! `full` from the next word for a zero bit, and if there is none the shard
+//! grows by publishing the next page and extending the bitmap, up to
+//! `max_slots`, after which insert returns `Full(value)`. Release clears the
+//! `open` bit and lowers `next_free`; it clears the `full` bit only if the
+//! word was all ones before (the bit is set exactly then), so the summary
+//! word is not even read otherwise. The kept bound checks are the ones
+//! correctness needs (hint past the last word, summary bits past the last
+//! word, a descriptor's shard and slot); there is no "slot must be empty"
+//! sanity check on the allocation path (it is a `debug_assert`).
+//!
+//! # The owner's pair, instruction by instruction
+//!
+//! `insert` then `close` of the same entry on the shard's owner thread is
+//! about 120 instructions (the floor contender: 61), all inline, with no
+//! call on the path. `insert`: one load and compare of `LAST`; two loads of
+//! the deferred and freed list heads; `take_fast`; one counter bump; the
+//! page (`shr`, `lea`, `bsr`) and its two pointers; the value write; the
+//! state load and the Release store; the Fd from `fd_base`. `close`: tag
+//! and shard in one subtract and compare, the slot against `published`
+//! (one Acquire load), the page; one CAS from the guessed state (open, only
+//! the table's reference, the descriptor's generation) straight to the next
+//! generation, free (`(state & GEN_BITS) + GEN_ONE`, which wraps the 24-bit
+//! generation with no mask); `release()`; the ownership test against
+//! `LAST`; one counter bump; the bit clear. Everything else (wrong guess,
+//! guards out, stale, foreign close, drains, growth) is a `#[cold]`
+//! function.
 //!
 //! # Memory per slot
 //!
@@ -92,9 +137,64 @@
 //!
 //! # Choices and their measurements
 //!
+//! ## Third pass (1 Dec 2026): the instructions
+//!
+//! Measured with instruction counts, which are the same on any machine and
+//! under any load (`scripts/callgrind-fdtable.sh 100000`), and with thread
+//! CPU time of interleaved batches (`FDTABLE_INTERLEAVED=200 cargo bench -p
+//! benches --bench fdtable`, medians of 200 rounds of 20000; 2-vCPU AMD
+//! EPYC VM). 1000 live entries, one thread, a no-op `release`.
+//!
+//! | per op                     | instructions before -> after | CPU ns after | ratio after |
+//! |----------------------------|------------------------------|--------------|-------------|
+//! | pair, `insert` + `close`   | 262 -> 120                   | 14.4-14.5    | 1.72-1.75x `Mutex<Slab>`, 3.8-3.9x sharded-slab (3 runs) |
+//! | pair through `local()`     | 237 -> 109                   | 14.4         | 1.76x `Mutex<Slab>` |
+//! | pair, floor                | 61                           | 10.5         | 2.40x `Mutex<Slab>` |
+//! | pair, `Mutex<Slab>`        | 78                           | 25.2         | 1.00x |
+//! | pair, sharded-slab         | 273                          | 54.7         | 0.46x `Mutex<Slab>` |
+//! | lookup, `get` + drop       | 100 -> 56                    | 14.6         | 1.42x sharded-slab |
+//! | lookup, floor              | 29                           | 10.7         | 1.93x sharded-slab |
+//! | lookup, sharded-slab       | 130                          | 20.7         | 1.00x |
+//!
+//! Where the pair's ~200 instructions above the floor went (callgrind
+//! annotate of the pair benchmark), and what replaced them:
+//! * `insert_claimed` and `close_as` were out-of-line calls, ~30 in
+//!   register saves and restores: now everything on the path is inline and
+//!   every uncommon branch is a `#[cold]` function.
+//! * every slot access ran `Geometry::locate` (a `max_slots` check, a
+//!   branch for page 0, the page start to subtract), a null check and three
+//!   pointer loads, ~47 per pair: now biased page pointers, `published` as
+//!   the one existence check (it also bounds `max_slots`), and a branch-free
+//!   `page_of`.
+//! * the bitmap found and then took the bit (two bound checks) and read
+//!   the summary word on every release, ~35: now `take_fast` and the
+//!   "was the word full" test.
+//! * Fd packing and unpacking, ~20: `fd_base`, the shared generation bits,
+//!   one compare for tag and shard.
+//! * two lazy thread-local lookups with a liveness check, ~15: `LAST`.
+//!
+//! What is left above the floor is what the guarantees cost: validating a
+//! descriptor that may be forged or from another table (tag, shard,
+//! `published`), the reference and generation bits, the deferred and freed
+//! list checks that make foreign drops cheap, the ownership test that
+//! decides between clearing the bit and handing it to the owner, the
+//! summary bit, two counters. In time, fdtable's pair is 4 ns above the
+//! floor; the 4x-sharded-slab target (13.7 ns) is 0.8 ns away.
+//!
+//! The lookup is bound by its two locked read-modify-writes, not by its
+//! instructions: cutting 100 to 56 instructions left it at 14.6 ns, and
+//! the floor, which does nothing but the `fetch_add`, the generation check,
+//! the value read and the `fetch_sub`, takes 10.7 ns = 1.93x sharded-slab:
+//! the 2x target is below a reference-counted guard on this CPU. fdtable's
+//! path is the floor's plus one dependent load (the page pointer), the
+//! `bsr` of the page, and the descriptor checks.
+//!
+//! ## First and second passes
+//!
 //! Machine: 2-vCPU AMD EPYC VM, shared with other builds (load average
 //! 14-16 during the runs), so the figures below are thread CPU time from the
-//! `_cpu` groups of `benches/benches/fdtable.rs` (`--quick`, one run):
+//! `_cpu` groups of `benches/benches/fdtable.rs` (`--quick`, one run), at
+//! the first pass:
 //!
 //! | per op (CPU ns)        | fdtable | sharded_slab | mutex_slab | dup+close |
 //! |------------------------|---------|--------------|------------|-----------|
@@ -149,8 +249,10 @@
 //!
 //! * Owner token (`FdTable::local` -> `LocalShard`, `!Send`): resolves the
 //!   claimed shard once, so `insert`/`close` skip the thread-local claim
-//!   lookup. A thread-local destructor keeps (leaks) the thread's claims
-//!   while a token is still alive, so a token can never outlive its claim.
+//!   lookup (since the third pass that lookup is one load and compare of
+//!   `LAST`, and the token saves 11 of 120 instructions per pair). A
+//!   thread-local destructor keeps (leaks) the thread's claims while a
+//!   token is still alive, so a token can never outlive its claim.
 //!   Measured side by side (`--quick`, `_cpu` groups, load average 6-12,
 //!   three runs): `fdtable` 20.8 / 35.3 / 20.4 ns, `fdtable_local`
 //!   29.3 / 19.6 / 30.5 ns, `mutex_slab` 10.4 / 10.4 / 11.2 ns. Both
