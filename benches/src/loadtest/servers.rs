@@ -1,10 +1,16 @@
-//! Starting the servers under test on loopback: the daemon and its peers.
+//! Starting the servers under test on loopback: the daemon, its peers, and
+//! the embedded servers.
 //!
 //! Every peer gets a config the harness renders from a template in
 //! `benches/http/` into its own directory under the run's temp dir: listening
 //! on 127.0.0.1 at a free port, serving the generated tree, the scenario's
 //! worker count (or the closest setting the server has), no access log, and
 //! sendfile where the server has a switch for it.
+//!
+//! The embedded servers (the `embedded` scenario group) are one axum app,
+//! the `embedded-server` binary of this package, mounting either
+//! tower-http's `ServeDir` or `servedir::ServeDir` at `/`; they take the
+//! root, the port and the worker count on the command line.
 
 use std::fmt;
 use std::fs;
@@ -122,10 +128,89 @@ impl FromStr for Peer {
     }
 }
 
+/// A file service embedded in the same axum app (`embedded-server --impl`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Embedded {
+    /// This project's `servedir::ServeDir` over a `filemanager::FileManager`.
+    Servedir,
+    /// tower-http's `tower_http::services::ServeDir`.
+    TowerHttp,
+}
+
+impl Embedded {
+    /// Both, in run and report order (the subject first).
+    pub const ALL: [Embedded; 2] = [Self::Servedir, Self::TowerHttp];
+
+    /// The name in reports, also the binary's `--impl` value.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Servedir => "servedir",
+            Self::TowerHttp => "tower-http",
+        }
+    }
+}
+
+impl fmt::Display for Embedded {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The `embedded-server` command line serving `root` on `port` with `workers`
+/// runtime worker threads.
+pub fn embedded_command(
+    imp: Embedded,
+    bin: &Path,
+    root: &Path,
+    port: u16,
+    workers: usize,
+) -> Command {
+    let mut command = Command::new(bin);
+    command
+        .arg("--impl")
+        .arg(imp.name())
+        .arg("--root")
+        .arg(root)
+        .arg("--listen")
+        .arg(format!("127.0.0.1:{port}"))
+        .arg("--workers")
+        .arg(workers.to_string())
+        .env_remove("RUST_LOG");
+    command
+}
+
+/// Starts the embedded server `imp` (binary `bin`) with `workers` runtime
+/// threads serving `root`; its output goes in `dir`.
+pub fn start_embedded(
+    imp: Embedded,
+    bin: &Path,
+    dir: &Path,
+    root: &Path,
+    workers: usize,
+) -> Result<Running> {
+    fs::create_dir_all(dir)?;
+    let port = free_port()?;
+    let log = dir.join("stderr.log");
+    let mut command = embedded_command(imp, bin, root, port, workers);
+    command
+        .stdin(Stdio::null())
+        .stdout(fs::File::create(&log)?)
+        .stderr(fs::File::create(&log)?);
+    let group = ChildGroup::spawn(imp.name(), &mut command)?;
+    let mut running = Running {
+        name: imp.name().to_string(),
+        addr: (Ipv4Addr::LOCALHOST, port).into(),
+        group,
+        log,
+    };
+    wait_until_accepting(&mut running)?;
+    Ok(running)
+}
+
 /// A running server.
 #[derive(Debug)]
 pub struct Running {
-    /// Its name in reports (`fileserver`, or a peer's name).
+    /// Its name in reports (`fileserver`, a peer's or an embedded server's name).
     pub name: String,
     /// Where it serves HTTP.
     pub addr: SocketAddr,
@@ -634,6 +719,38 @@ mod tests {
         );
         assert_eq!(find_binary(Path::new("no-such-server-binary-xyz")), None);
         assert_eq!(find_binary(Path::new("/no/such/dir/nginx")), None);
+    }
+
+    #[test]
+    fn embedded_servers_get_the_root_port_and_workers() {
+        let command = embedded_command(
+            Embedded::TowerHttp,
+            Path::new("embedded-server"),
+            Path::new("srv/root"),
+            8123,
+            2,
+        );
+        let args: Vec<_> = command
+            .get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(
+            args,
+            [
+                "--impl",
+                "tower-http",
+                "--root",
+                "srv/root",
+                "--listen",
+                "127.0.0.1:8123",
+                "--workers",
+                "2"
+            ]
+        );
+        assert_eq!(
+            Embedded::ALL.map(Embedded::name),
+            ["servedir", "tower-http"]
+        );
     }
 
     #[test]
