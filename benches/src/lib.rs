@@ -3,7 +3,9 @@
 //! The criterion groups live in `benches/benches/*.rs`. This library holds
 //! the side-by-side HTTP load harness that the `loadtest` binary drives:
 //! it generates file trees, starts `fileserver` and its peers (nginx,
-//! lighttpd, h2o, Caddy, static-web-server) on loopback, verifies each,
+//! lighttpd, h2o, Caddy, static-web-server) on loopback (or, in the
+//! `embedded` group, two axum apps serving the tree with `servedir` and
+//! tower-http's `ServeDir`, and the daemon), verifies each,
 //! drives them with `wrk` and `oha` in turn, samples their RSS and CPU from
 //! `/proc`, and renders the results as tables, JSON, markdown and a PNG chart. See [`loadtest`] for the data flow.
 //!

@@ -1,5 +1,7 @@
 //! The side-by-side HTTP load harness: `fileserver` against nginx, lighttpd,
-//! h2o, Caddy and static-web-server on loopback.
+//! h2o, Caddy and static-web-server on loopback, and (the `embedded` group)
+//! `servedir::ServeDir` against tower-http's `ServeDir` in the same axum app
+//! and the daemon.
 //!
 //! `cargo run --release -p benches --bin loadtest -- --help` lists the options;
 //! `benches/README.md` explains the output. The moving parts live in
@@ -18,23 +20,28 @@ use benches::loadtest::loadgen::{self, LoadSettings, RunResult, WrkRun};
 use benches::loadtest::procs::{self, check_interrupted, group_cpu_seconds, Sampler};
 use benches::loadtest::report::{self, Report, ScenarioReport, Settings};
 use benches::loadtest::scenario::{
-    Scenario, COLD_LARGE_CONNECTIONS, COLD_SMALL_CONNECTIONS, COLD_SMALL_RATE, COLD_TIMEOUT_S,
-    OHA_RANGE, RANGE_LEN,
+    Group, Scenario, COLD_LARGE_CONNECTIONS, COLD_SMALL_CONNECTIONS, COLD_SMALL_RATE,
+    COLD_TIMEOUT_S, OHA_RANGE, RANGE_LEN,
 };
-use benches::loadtest::servers::{self, find_binary, Peer, Running, FILESERVER};
+use benches::loadtest::servers::{self, find_binary, Embedded, Peer, Running, FILESERVER};
 use benches::loadtest::tree::{
     self, COLD_COUNT, COLD_COUNT_QUICK, COLD_SIZE, LARGE_PATH, LARGE_SIZE, MANY_COUNT, MANY_SIZE,
     PRESSURE_COUNT, PRESSURE_SIZE, SMALL_COUNT, SMALL_SIZE,
 };
 
 /// Load-test fileserver against nginx, lighttpd, h2o, Caddy and
-/// static-web-server, side by side, on 127.0.0.1.
+/// static-web-server, side by side, on 127.0.0.1; and servedir against
+/// tower-http's ServeDir in the same axum app (the embedded group).
 #[derive(Debug, Parser)]
 #[command(version, about)]
 struct Args {
     /// Use this fileserver binary instead of building it (`cargo build --release -p fileserver`).
     #[arg(long, value_name = "PATH")]
     fileserver_bin: Option<PathBuf>,
+    /// Use this embedded-server binary (the embedded group's axum app)
+    /// instead of building it (`cargo build --release -p benches --bin embedded-server`).
+    #[arg(long, value_name = "PATH")]
+    embedded_server_bin: Option<PathBuf>,
     /// Extra argument for fileserver (repeatable), e.g. `--fileserver-arg=--io-backend=blocking`.
     #[arg(
         long = "fileserver-arg",
@@ -74,9 +81,16 @@ struct Args {
     #[arg(long)]
     no_oha: bool,
     /// Scenarios to run (repeatable or comma-separated; default all):
-    /// small_random, large, cache_pressure, not_modified, range, many_files, cold.
+    /// small_random, large, cache_pressure, not_modified, range, many_files,
+    /// cold (fileserver against the peers); embedded_small, embedded_large,
+    /// embedded_range (the embedded group: servedir and tower-http's
+    /// ServeDir in an axum app, and fileserver).
     #[arg(long = "scenario", value_name = "NAME", value_delimiter = ',')]
     scenarios: Vec<Scenario>,
+    /// Run every scenario of a group (repeatable or comma-separated, added
+    /// to --scenario): peers (the first seven) or embedded (the embedded_*).
+    #[arg(long = "group", value_name = "NAME", value_delimiter = ',')]
+    groups: Vec<Group>,
     /// Smallest run that still checks everything: 1 round, 1 s per run, no
     /// warm-up, 2 cold files instead of 8 (explicit --rounds/--duration/--warmup win).
     #[arg(long)]
@@ -111,7 +125,8 @@ struct Args {
     #[arg(long)]
     keep_temp: bool,
     /// Run nginx in place of fileserver too, against nginx only unless --peer
-    /// says otherwise (an A/A run that shows the harness's own noise).
+    /// says otherwise (an A/A run that shows the harness's own noise; the
+    /// embedded group is skipped).
     #[arg(long)]
     nginx_vs_nginx: bool,
     /// Run nothing: re-render latest.md and latest.png from this JSON report into --out.
@@ -213,6 +228,8 @@ struct Ctx<'a> {
     fileserver_bin: Option<&'a Path>,
     /// The nginx binary standing in for fileserver in an A/A run.
     nginx_for_a: Option<&'a Path>,
+    /// The embedded group's axum app (`None` when no embedded scenario runs).
+    embedded_bin: Option<&'a Path>,
     peers: &'a [(Peer, PathBuf)],
     temp: &'a Path,
     root: &'a Path,
@@ -241,9 +258,26 @@ fn run(mut args: Args) -> Result<usize> {
         args.latency_load > 0.0 && args.latency_load <= 1.0,
         "--latency-load must be in (0, 1]"
     );
-    if args.scenarios.is_empty() {
-        args.scenarios = Scenario::ALL.to_vec();
+    args.scenarios = selected_scenarios(&args.scenarios, &args.groups);
+    let mut skipped: Vec<(String, String)> = Vec::new();
+    if args.nginx_vs_nginx {
+        // nginx standing in for the daemon says nothing about embedding.
+        for s in args
+            .scenarios
+            .iter()
+            .filter(|s| s.group() == Group::Embedded)
+        {
+            eprintln!("loadtest: scenario {s} skipped: not part of an A/A run");
+            skipped.push((s.name().to_string(), "not part of an A/A run".to_string()));
+        }
+        args.scenarios.retain(|s| s.group() != Group::Embedded);
+        ensure!(
+            !args.scenarios.is_empty(),
+            "--nginx-vs-nginx runs the peers group only"
+        );
     }
+    let runs_group = |g: Group| args.scenarios.iter().any(|s| s.group() == g);
+    let (runs_peers, runs_embedded) = (runs_group(Group::Peers), runs_group(Group::Embedded));
     let oha = if args.no_oha {
         None
     } else {
@@ -254,7 +288,10 @@ fn run(mut args: Args) -> Result<usize> {
     }
 
     // Peers: every one asked for whose binary is there; the rest are skipped.
-    let wanted: Vec<Peer> = if !args.peers.is_empty() {
+    // The embedded group runs no peer.
+    let wanted: Vec<Peer> = if !runs_peers {
+        Vec::new()
+    } else if !args.peers.is_empty() {
         let mut v = Vec::new();
         for p in &args.peers {
             if !v.contains(p) {
@@ -267,7 +304,6 @@ fn run(mut args: Args) -> Result<usize> {
     } else {
         Peer::ALL.to_vec()
     };
-    let mut skipped: Vec<(String, String)> = Vec::new();
     let mut peers: Vec<(Peer, PathBuf)> = Vec::new();
     for peer in wanted {
         let candidate = args
@@ -287,7 +323,7 @@ fn run(mut args: Args) -> Result<usize> {
             }
         }
     }
-    if peers.is_empty() {
+    if peers.is_empty() && runs_peers {
         eprintln!(
             "loadtest: no peer available; fileserver runs alone and the report has no ratios"
         );
@@ -306,7 +342,12 @@ fn run(mut args: Args) -> Result<usize> {
     let fileserver_bin = match (&args.fileserver_bin, args.nginx_vs_nginx) {
         (_, true) => None,
         (Some(bin), false) => Some(bin.clone()),
-        (None, false) => Some(build_fileserver()?),
+        (None, false) => Some(cargo_build("fileserver", "fileserver")?),
+    };
+    let embedded_bin = match (&args.embedded_server_bin, runs_embedded) {
+        (_, false) => None,
+        (Some(bin), true) => Some(bin.clone()),
+        (None, true) => Some(cargo_build("benches", "embedded-server")?),
     };
 
     // `cold` needs root; without it the scenario is skipped, not failed.
@@ -355,6 +396,17 @@ fn run(mut args: Args) -> Result<usize> {
     if let Some(oha) = &oha {
         versions.push(("oha".to_string(), tool_version(oha, &["--version"])));
     }
+    if runs_embedded {
+        for krate in ["axum", "tower-http"] {
+            let version = lock_version(krate).unwrap_or_else(|| "unknown".to_string());
+            versions.push((krate.to_string(), version));
+        }
+        let rev = match &args.embedded_server_bin {
+            Some(bin) => format!("{} (given; tree at {})", bin.display(), git_revision()),
+            None => git_revision(),
+        };
+        versions.push((Embedded::Servedir.name().to_string(), rev));
+    }
     if args.nginx_vs_nginx {
         versions.push((
             FILESERVER.to_string(),
@@ -381,6 +433,7 @@ fn run(mut args: Args) -> Result<usize> {
         plan,
         fileserver_bin: fileserver_bin.as_deref(),
         nginx_for_a: nginx_for_a.as_deref(),
+        embedded_bin: embedded_bin.as_deref(),
         peers: &peers,
         temp: &temp.path,
         root: &root,
@@ -460,16 +513,30 @@ fn find_oha() -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
-/// Builds the daemon in release mode and returns the binary's path.
-fn build_fileserver() -> Result<PathBuf> {
-    eprintln!("loadtest: cargo build --release -p fileserver");
+/// The scenarios to run: those named and those of the groups named, in
+/// report order; all of them when neither is given.
+fn selected_scenarios(named: &[Scenario], groups: &[Group]) -> Vec<Scenario> {
+    if named.is_empty() && groups.is_empty() {
+        return Scenario::ALL.to_vec();
+    }
+    Scenario::ALL
+        .into_iter()
+        .filter(|s| named.contains(s) || groups.contains(&s.group()))
+        .collect()
+}
+
+/// Builds binary `bin` of `package` in release mode and returns its path.
+fn cargo_build(package: &str, bin: &str) -> Result<PathBuf> {
+    eprintln!("loadtest: cargo build --release -p {package} --bin {bin}");
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let output = Command::new(cargo)
         .args([
             "build",
             "--release",
             "-p",
-            "fileserver",
+            package,
+            "--bin",
+            bin,
             "--message-format=json-render-diagnostics",
         ])
         .current_dir(workspace_root())
@@ -478,15 +545,25 @@ fn build_fileserver() -> Result<PathBuf> {
         .context("run cargo build")?;
     ensure!(
         output.status.success(),
-        "cargo build --release -p fileserver failed"
+        "cargo build --release -p {package} --bin {bin} failed"
     );
     let stdout = String::from_utf8_lossy(&output.stdout);
     stdout
         .lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter(|v| v["reason"] == "compiler-artifact" && v["target"]["name"] == "fileserver")
+        .filter(|v| v["reason"] == "compiler-artifact" && v["target"]["name"] == bin)
         .find_map(|v| v["executable"].as_str().map(PathBuf::from))
-        .context("cargo build did not report a fileserver executable")
+        .with_context(|| format!("cargo build did not report a {bin} executable"))
+}
+
+/// The version of crate `name` in the workspace's `Cargo.lock` (the first
+/// one listed, if several).
+fn lock_version(name: &str) -> Option<String> {
+    let lock = std::fs::read_to_string(workspace_root().join("Cargo.lock")).ok()?;
+    let needle = format!("name = \"{name}\"\n");
+    let rest = &lock[lock.find(&needle)? + needle.len()..];
+    let version = rest.strip_prefix("version = \"")?;
+    Some(version[..version.find('"')?].to_string())
 }
 
 fn tool_version(bin: &Path, args: &[&str]) -> String {
@@ -535,8 +612,9 @@ impl Entry {
     }
 }
 
-/// Records `err` of server `i` in a scenario: for fileserver (index 0) the
-/// scenario fails; a peer is left out of the rest of it.
+/// Records `err` of server `i` in a scenario: for the subject (index 0:
+/// fileserver, or servedir in the embedded group) the scenario fails; any
+/// other server is left out of the rest of it.
 fn peer_failed(
     entries: &mut [Entry],
     i: usize,
@@ -555,69 +633,151 @@ fn peer_failed(
     Ok(())
 }
 
-/// Starts every server for one scenario, verifies, times, and stops them.
-/// Returns the report and the number of peers that had to be left out.
-fn run_scenario(scenario: Scenario, ctx: &Ctx<'_>) -> Result<(ScenarioReport, usize)> {
-    let (args, plan, settings) = (ctx.args, ctx.plan, ctx.settings);
-    let dir = ctx.temp.join(scenario.name());
-    std::fs::create_dir_all(&dir)?;
-    let nginx_cache = scenario.nginx_open_file_cache();
-    let mut left_out: Vec<(String, String)> = Vec::new();
+/// A started server that passed verification, with the ETags it gave.
+type Started = (Running, Vec<String>);
 
-    // Every server lives for the whole scenario, so none pays a cold start
-    // inside the timed window. fileserver (A) first; it must verify.
+/// Keeps a server that started and verified; a failure leaves it out of
+/// the scenario (with why), unless the run was interrupted.
+fn keep_or_leave_out(
+    name: &str,
+    result: Result<Started>,
+    started: &mut Vec<Started>,
+    left_out: &mut Vec<(String, String)>,
+) -> Result<()> {
+    match result {
+        Ok(x) => {
+            eprintln!("loadtest:   {name} started on {} and verified", x.0.addr);
+            started.push(x);
+        }
+        Err(err) if procs::interrupted() => return Err(err),
+        Err(err) => {
+            eprintln!("loadtest:   {name} left out of this scenario: {err:#}");
+            left_out.push((name.to_string(), format!("{err:#}")));
+        }
+    }
+    Ok(())
+}
+
+/// Verifies a server that started; its ETags for `not_modified`.
+fn verified(scenario: Scenario, ctx: &Ctx<'_>, running: Result<Running>) -> Result<Started> {
+    let running = running?;
+    let etags = verify(scenario, &running, ctx.plan.cold_files)
+        .with_context(|| format!("verify {} before timing", running.name))?;
+    Ok((running, etags))
+}
+
+/// [`verified`] for the subject, which the scenario cannot do without.
+fn subject_verified(
+    scenario: Scenario,
+    ctx: &Ctx<'_>,
+    running: Result<Running>,
+) -> Result<Started> {
+    let x = verified(scenario, ctx, running)?;
+    eprintln!(
+        "loadtest:   {} started on {} and verified",
+        x.0.name, x.0.addr
+    );
+    Ok(x)
+}
+
+/// Starts the daemon, as the peers group runs it.
+fn start_daemon(scenario: Scenario, ctx: &Ctx<'_>, dir: &Path, bin: &Path) -> Result<Running> {
+    servers::start_fileserver(
+        bin,
+        &dir.join(FILESERVER),
+        ctx.root,
+        ctx.args.workers,
+        scenario.cache_entries(),
+        &ctx.args.fileserver_args,
+    )
+}
+
+/// fileserver (or nginx standing in for it) first, which must verify, then
+/// every peer.
+fn start_peers_group(
+    scenario: Scenario,
+    ctx: &Ctx<'_>,
+    dir: &Path,
+    left_out: &mut Vec<(String, String)>,
+) -> Result<Vec<Started>> {
+    let workers = ctx.args.workers;
+    let nginx_cache = scenario.nginx_open_file_cache();
     let a = match (ctx.fileserver_bin, ctx.nginx_for_a) {
-        (Some(bin), _) => servers::start_fileserver(
-            bin,
-            &dir.join(FILESERVER),
-            ctx.root,
-            args.workers,
-            scenario.cache_entries(),
-            &args.fileserver_args,
-        )?,
+        (Some(bin), _) => start_daemon(scenario, ctx, dir, bin)?,
         (None, Some(nginx)) => {
-            let mut a = servers::start_nginx(
-                nginx,
-                &dir.join("nginx-a"),
-                ctx.root,
-                args.workers,
-                nginx_cache,
-            )?;
+            let mut a =
+                servers::start_nginx(nginx, &dir.join("nginx-a"), ctx.root, workers, nginx_cache)?;
             a.name = FILESERVER.to_string();
             a
         }
         (None, None) => bail!("neither a fileserver binary nor nginx to stand in for it"),
     };
-    let etags = verify(scenario, &a, plan.cold_files)
-        .with_context(|| format!("verify {} before timing", a.name))?;
-    let mut started = vec![(a, etags)];
+    let mut started = vec![subject_verified(scenario, ctx, Ok(a))?];
     for (peer, bin) in ctx.peers {
         check_interrupted()?;
-        let result = servers::start_peer(
+        let running = servers::start_peer(
             *peer,
             bin,
             &dir.join(peer.name()),
             ctx.root,
-            args.workers,
+            workers,
             nginx_cache,
-        )
-        .and_then(|r| {
-            let etags = verify(scenario, &r, plan.cold_files)
-                .with_context(|| format!("verify {peer} before timing"))?;
-            Ok((r, etags))
-        });
-        match result {
-            Ok(x) => {
-                eprintln!("loadtest:   {peer} started on {} and verified", x.0.addr);
-                started.push(x);
-            }
-            Err(err) if procs::interrupted() => return Err(err),
-            Err(err) => {
-                eprintln!("loadtest:   {peer} left out of this scenario: {err:#}");
-                left_out.push((peer.name().to_string(), format!("{err:#}")));
-            }
-        }
+        );
+        let result = verified(scenario, ctx, running);
+        keep_or_leave_out(peer.name(), result, &mut started, left_out)?;
     }
+    Ok(started)
+}
+
+/// servedir first, which must verify, then tower-http's ServeDir in the
+/// same axum app, then the daemon.
+fn start_embedded_group(
+    scenario: Scenario,
+    ctx: &Ctx<'_>,
+    dir: &Path,
+    left_out: &mut Vec<(String, String)>,
+) -> Result<Vec<Started>> {
+    let bin = ctx
+        .embedded_bin
+        .context("no embedded-server binary for the embedded group")?;
+    let start = |imp: Embedded| {
+        servers::start_embedded(imp, bin, &dir.join(imp.name()), ctx.root, ctx.args.workers)
+    };
+    let mut started = vec![subject_verified(scenario, ctx, start(Embedded::Servedir))?];
+    for imp in &Embedded::ALL[1..] {
+        check_interrupted()?;
+        let result = verified(scenario, ctx, start(*imp));
+        keep_or_leave_out(imp.name(), result, &mut started, left_out)?;
+    }
+    check_interrupted()?;
+    let daemon = match ctx.fileserver_bin {
+        Some(fs) => start_daemon(scenario, ctx, dir, fs),
+        None => Err(anyhow::anyhow!("no fileserver binary")),
+    };
+    let result = verified(scenario, ctx, daemon);
+    keep_or_leave_out(FILESERVER, result, &mut started, left_out)?;
+    Ok(started)
+}
+
+/// Starts every server for one scenario, verifies, times, and stops them.
+/// Returns the report and the number of peers that had to be left out.
+fn run_scenario(scenario: Scenario, ctx: &Ctx<'_>) -> Result<(ScenarioReport, usize)> {
+    let plan = ctx.plan;
+    // `embedded_large` runs on fewer connections than the rest.
+    let settings = &LoadSettings {
+        connections: scenario.connections(ctx.settings.connections),
+        ..ctx.settings.clone()
+    };
+    let dir = ctx.temp.join(scenario.name());
+    std::fs::create_dir_all(&dir)?;
+    let mut left_out: Vec<(String, String)> = Vec::new();
+
+    // Every server lives for the whole scenario, so none pays a cold start
+    // inside the timed window. The subject first; it must verify.
+    let started = match scenario.group() {
+        Group::Peers => start_peers_group(scenario, ctx, &dir, &mut left_out)?,
+        Group::Embedded => start_embedded_group(scenario, ctx, &dir, &mut left_out)?,
+    };
 
     let mut entries = Vec::new();
     for (running, etags) in started {
@@ -795,7 +955,8 @@ fn run_scenario(scenario: Scenario, ctx: &Ctx<'_>) -> Result<(ScenarioReport, us
             scenario.headline(),
             summaries,
             left_out,
-        ),
+        )
+        .in_group(scenario.group()),
         failures,
     ))
 }
@@ -916,6 +1077,9 @@ fn expect_file(addr: SocketAddr, path: &str, len: usize) -> Result<http::Respons
 fn verify(scenario: Scenario, s: &Running, cold_files: usize) -> Result<Vec<String>> {
     let addr = s.addr;
     match scenario {
+        Scenario::EmbeddedSmall | Scenario::EmbeddedLarge | Scenario::EmbeddedRange => {
+            return verify(scenario.load(), s, cold_files);
+        }
         Scenario::SmallRandom => {
             for i in sample_indices(SMALL_COUNT) {
                 expect_file(addr, &tree::small_path(i), SMALL_SIZE)?;
@@ -997,4 +1161,33 @@ fn verify(scenario: Scenario, s: &Running, cold_files: usize) -> Result<Vec<Stri
         }
     }
     Ok(Vec::new())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scenarios_come_from_names_and_groups_in_report_order() {
+        assert_eq!(selected_scenarios(&[], &[]), Scenario::ALL);
+        let embedded: Vec<_> = Group::Embedded.scenarios().collect();
+        assert_eq!(selected_scenarios(&[], &[Group::Embedded]), embedded);
+        assert_eq!(
+            selected_scenarios(
+                &[Scenario::EmbeddedLarge, Scenario::Large, Scenario::Large],
+                &[]
+            ),
+            [Scenario::Large, Scenario::EmbeddedLarge]
+        );
+        let both = selected_scenarios(&[Scenario::EmbeddedSmall], &[Group::Peers]);
+        assert_eq!(both.len(), 8);
+        assert_eq!(both.last(), Some(&Scenario::EmbeddedSmall));
+    }
+
+    #[test]
+    fn crate_versions_come_from_the_lock_file() {
+        let version = lock_version("tower-http").unwrap();
+        assert!(version.starts_with("0.6."), "{version}");
+        assert!(lock_version("no-such-crate-xyz").is_none());
+    }
 }

@@ -52,6 +52,9 @@ const SCRIPT_HEAD: &str =
 pub fn wrk_script(scenario: Scenario, etags: &[String], cold_files: usize) -> Result<String> {
     let mut lua = String::from(SCRIPT_HEAD);
     match scenario {
+        Scenario::EmbeddedSmall | Scenario::EmbeddedLarge | Scenario::EmbeddedRange => {
+            return wrk_script(scenario.load(), etags, cold_files);
+        }
         Scenario::SmallRandom => write!(
             lua,
             "request = function()\n  return wrk.format(\"GET\", string.format(\"/small/%03d.bin\", math.random(0, {})))\nend\n",
@@ -336,7 +339,7 @@ pub fn oha_args_with(
         format!("{:.0}", rate.max(1.0)),
         "--latency-correction".to_string(),
     ];
-    match scenario {
+    match scenario.load() {
         Scenario::NotModified => args.extend(["-H".to_string(), format!("If-None-Match: {etag}")]),
         Scenario::Range => args.extend([
             "-H".to_string(),
@@ -494,6 +497,16 @@ mod tests {
         let nm = wrk_script(Scenario::NotModified, &etags, 0).unwrap();
         assert!(nm.contains(r#"[999] = "\"e999\"","#));
         assert!(nm.contains(WRK_MARKER.trim()));
+        for s in [
+            Scenario::EmbeddedSmall,
+            Scenario::EmbeddedLarge,
+            Scenario::EmbeddedRange,
+        ] {
+            assert_eq!(
+                wrk_script(s, &[], 0).unwrap(),
+                wrk_script(s.load(), &[], 0).unwrap()
+            );
+        }
         let many = wrk_script(Scenario::ManyFiles, &[], 0).unwrap();
         assert!(many.contains("/many/%05d.bin") && many.contains("math.random(0, 19999)"));
         assert!(wrk_script(Scenario::Cold, &[], 0).is_err());
@@ -527,6 +540,9 @@ mod tests {
         let args = oha_args(Scenario::NotModified, addr, "\"x\"", &settings, 10.0);
         assert!(args.contains(&"If-None-Match: \"x\"".to_string()));
         assert_eq!(args.last().unwrap(), "http://127.0.0.1:8080/small/000.bin");
+        let args = oha_args(Scenario::EmbeddedRange, addr, "", &settings, 10.0);
+        assert!(args.contains(&"Range: bytes=524288-528383".to_string()));
+        assert_eq!(args.last().unwrap(), "http://127.0.0.1:8080/large.bin");
         let args = oha_args_with(Scenario::Cold, addr, "", 4, 2, 1000.0);
         assert!(args.windows(2).any(|w| w == ["-c", "4"]), "{args:?}");
         assert!(args.windows(2).any(|w| w == ["-z", "2s"]), "{args:?}");

@@ -1,5 +1,8 @@
 //! The side-by-side HTTP load harness: `fileserver` against nginx, lighttpd,
-//! h2o, Caddy and static-web-server (the peers that are installed).
+//! h2o, Caddy and static-web-server (the peers that are installed); and in
+//! the `embedded` group ([`scenario::Group`]) `servedir::ServeDir` against
+//! tower-http's `ServeDir` in the same axum app (the `embedded-server`
+//! binary) and the daemon.
 //!
 //! One run goes through every selected scenario the same way:
 //!
@@ -11,7 +14,9 @@
 //!        │
 //!   per scenario ──> servers::start_fileserver, servers::start_peer for each peer
 //!        │           (own process group, 127.0.0.1, ephemeral ports, 2 workers,
-//!        │            peer configs rendered from benches/http/ into the temp dir)
+//!        │            peer configs rendered from benches/http/ into the temp dir);
+//!        │           embedded_*: servers::start_embedded for servedir and
+//!        │           tower-http, then servers::start_fileserver
 //!        │
 //!        ├─> verify: 200 + exact bytes / 304 + ETag / 206 + Content-Range
 //!        │           (a peer that fails is left out of the scenario, with why)
@@ -25,6 +30,7 @@
 //!
 //!   report::summarize ──> per server medians over rounds; per-round ratios
 //!                         fileserver / each peer; the best peer per figure
+//!                         (embedded_*: servedir / each; against tower-http)
 //!   report ──> console tables, latest.json, latest.md, latest.png
 //! ```
 //!

@@ -5,6 +5,13 @@
 //! first, then each peer), fileserver's ratios to each peer, and its
 //! headline: fileserver against the best peer on the figure the scenario is
 //! judged by (req/s, or in `cold` the small requests' p99).
+//!
+//! A scenario of the `embedded` group ([`Group::Embedded`]) has servedir
+//! (the axum app with `servedir::ServeDir`) first, then tower-http's
+//! `ServeDir` in the same app and the daemon; its ratios are servedir /
+//! each, and its headline is servedir against tower-http (the group's
+//! baseline), not against the best. Its tables are rendered apart from the
+//! daemon-vs-peers ones ([`group_table`]).
 
 use std::path::Path;
 
@@ -12,7 +19,7 @@ use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::loadtest::loadgen::RunResult;
-use crate::loadtest::scenario::{Headline, Scenario};
+use crate::loadtest::scenario::{Group, Headline, Scenario};
 use crate::loadtest::stats::{median, paired_ratio, ratio, RatioSpread};
 
 /// Everything one harness run measured.
@@ -121,12 +128,13 @@ pub struct PeerRatios {
     pub ratios: Ratios,
 }
 
-/// fileserver against the peer that did best on one figure.
+/// fileserver against the peer that did best on one figure (or, in the
+/// `embedded` group, servedir against the group's baseline).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Best {
-    /// The best peer's name.
+    /// The best peer's name (the baseline's).
     pub peer: String,
-    /// fileserver's figure.
+    /// fileserver's figure (in the `embedded` group: servedir's).
     #[serde(deserialize_with = "nan_if_null")]
     pub fileserver: f64,
     /// The best peer's figure.
@@ -148,7 +156,8 @@ pub struct ScenarioReport {
     pub latency_rate: f64,
     /// The figure the headline compares.
     pub headline: Headline,
-    /// fileserver first, then every peer that ran, in run order.
+    /// fileserver first, then every peer that ran, in run order (in the
+    /// `embedded` group: servedir, tower-http, fileserver).
     pub servers: Vec<ServerSummary>,
     /// fileserver / each peer, in the order of `servers[1..]`.
     pub ratios: Vec<PeerRatios>,
@@ -159,6 +168,16 @@ pub struct ScenarioReport {
     /// Servers that started but were left out of this scenario, with why.
     #[serde(default)]
     pub left_out: Vec<(String, String)>,
+    /// Which servers ran (`peers` in reports written before the groups).
+    #[serde(default)]
+    pub group: Group,
+    /// `servers[0]` against the group's baseline on req/s (the `embedded`
+    /// group: servedir / tower-http); `None` in a group without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline_req_per_s: Option<Best>,
+    /// `servers[0]` against the group's baseline on p99.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline_p99: Option<Best>,
 }
 
 impl ScenarioReport {
@@ -193,15 +212,48 @@ impl ScenarioReport {
             best_req_per_s: None,
             best_p99: None,
             left_out,
+            group: Group::Peers,
+            baseline_req_per_s: None,
+            baseline_p99: None,
         };
         report.refresh_best();
         report
     }
 
-    /// Recomputes the best peers from the summaries and ratios.
+    /// The same report as a scenario of `group` (its baseline comparisons
+    /// filled in).
+    pub fn in_group(mut self, group: Group) -> Self {
+        self.group = group;
+        self.refresh_best();
+        self
+    }
+
+    /// Recomputes the best peers and the baseline comparisons from the
+    /// summaries and ratios.
     fn refresh_best(&mut self) {
         self.best_req_per_s = self.best(|s| s.req_per_s, true, |r| r.req_per_s);
         self.best_p99 = self.best(|s| s.p99_ms, false, |r| r.p99);
+        let baseline = self.group.baseline();
+        self.baseline_req_per_s =
+            baseline.and_then(|b| self.against(b, |s| s.req_per_s, |r| r.req_per_s));
+        self.baseline_p99 = baseline.and_then(|b| self.against(b, |s| s.p99_ms, |r| r.p99));
+    }
+
+    /// `servers[0]` against the server named `name` on `figure`.
+    fn against(
+        &self,
+        name: &str,
+        figure: fn(&ServerSummary) -> f64,
+        ratio: fn(&Ratios) -> Option<RatioSpread>,
+    ) -> Option<Best> {
+        let subject = self.servers.first()?;
+        let other = self.servers[1..].iter().find(|s| s.name == name)?;
+        Some(Best {
+            peer: other.name.clone(),
+            fileserver: figure(subject),
+            value: figure(other),
+            ratio: self.ratios_to(name).and_then(ratio),
+        })
     }
 
     /// The peer whose `figure` is highest (or lowest), with fileserver's ratio to it.
@@ -249,11 +301,30 @@ impl ScenarioReport {
             .map(|r| &r.ratios)
     }
 
-    /// fileserver against the best peer on the figure the scenario is judged by.
+    /// fileserver against the best peer on the figure the scenario is
+    /// judged by; in a group with a baseline, `servers[0]` against that.
     pub fn headline_best(&self) -> Option<&Best> {
         match self.headline {
-            Headline::ReqPerS => self.best_req_per_s.as_ref(),
-            Headline::P99 => self.best_p99.as_ref(),
+            Headline::ReqPerS => self.req_per_s_vs(),
+            Headline::P99 => self.p99_vs(),
+        }
+    }
+
+    /// `servers[0]` on req/s against the group's baseline, or without one
+    /// against the best peer.
+    pub fn req_per_s_vs(&self) -> Option<&Best> {
+        match self.group.baseline() {
+            Some(_) => self.baseline_req_per_s.as_ref(),
+            None => self.best_req_per_s.as_ref(),
+        }
+    }
+
+    /// `servers[0]` on p99 against the group's baseline, or without one
+    /// against the best peer.
+    pub fn p99_vs(&self) -> Option<&Best> {
+        match self.group.baseline() {
+            Some(_) => self.baseline_p99.as_ref(),
+            None => self.best_p99.as_ref(),
         }
     }
 }
@@ -439,13 +510,47 @@ fn spread(r: &Option<RatioSpread>) -> String {
 /// Every server name in the report, in order of first appearance
 /// (fileserver first).
 pub fn server_names(report: &Report) -> Vec<String> {
+    names_in(&report.scenarios)
+}
+
+/// Every server name in `scenarios`, in order of first appearance.
+fn names_in<'a>(scenarios: impl IntoIterator<Item = &'a ScenarioReport>) -> Vec<String> {
     let mut names: Vec<String> = Vec::new();
-    for s in report.scenarios.iter().flat_map(|s| &s.servers) {
+    for s in scenarios.into_iter().flat_map(|s| &s.servers) {
         if !names.contains(&s.name) {
             names.push(s.name.clone());
         }
     }
     names
+}
+
+/// The report's scenarios of `group`.
+pub fn in_group(report: &Report, group: Group) -> impl Iterator<Item = &ScenarioReport> {
+    report.scenarios.iter().filter(move |s| s.group == group)
+}
+
+fn has_group(report: &Report, group: Group) -> bool {
+    in_group(report, group).next().is_some()
+}
+
+/// Who ran against whom, for titles: `fileserver vs nginx, h2o` for the
+/// daemon-vs-peers scenarios, `servedir vs tower-http, fileserver
+/// (embedded)` for the embedded group, `; ` between.
+pub fn title(report: &Report) -> String {
+    let mut parts = Vec::new();
+    if has_group(report, Group::Peers) || report.scenarios.is_empty() {
+        let peers = &report.settings.peers;
+        parts.push(if peers.is_empty() {
+            "fileserver vs no peer".to_string()
+        } else {
+            format!("fileserver vs {}", peers.join(", "))
+        });
+    }
+    let embedded = names_in(in_group(report, Group::Embedded));
+    if let Some((subject, others)) = embedded.split_first() {
+        parts.push(format!("{subject} vs {} (embedded)", others.join(", ")));
+    }
+    parts.join("; ")
 }
 
 fn headline_label(h: Headline) -> &'static str {
@@ -455,13 +560,14 @@ fn headline_label(h: Headline) -> &'static str {
     }
 }
 
-/// The headline table: per scenario, fileserver against the best peer.
+/// The headline table: per scenario, fileserver against the best peer
+/// (the daemon-vs-peers scenarios; the `embedded` group has [`group_table`]).
 pub fn headline_table(report: &Report) -> String {
     let mut out = String::from(
         "| scenario | judged by | fileserver | best peer | best peer's | fileserver / best peer |\n\
          |---|---|---|---|---|---|\n",
     );
-    for s in &report.scenarios {
+    for s in in_group(report, Group::Peers) {
         let fs = s.fileserver();
         let figure = |x: &ServerSummary| match s.headline {
             Headline::ReqPerS => x.req_per_s,
@@ -490,18 +596,18 @@ pub fn headline_table(report: &Report) -> String {
 
 /// One figure of every server per scenario: fileserver's value, each peer's
 /// value with fileserver / that peer in parentheses (when `ratio` gives one),
-/// every value written with `fmt`.
+/// every value written with `fmt` (the daemon-vs-peers scenarios).
 pub fn metric_table(
     report: &Report,
     figure: fn(&ServerSummary) -> f64,
     ratio: Option<fn(&Ratios) -> Option<f64>>,
     fmt: fn(f64) -> String,
 ) -> String {
-    let names = server_names(report);
+    let names = names_in(in_group(report, Group::Peers));
     let mut out = format!("| scenario | {} |\n|---|", names.join(" | "));
     out.push_str(&"---|".repeat(names.len()));
     out.push('\n');
-    for s in &report.scenarios {
+    for s in in_group(report, Group::Peers) {
         out.push_str(&format!("| {} |", s.name));
         for name in &names {
             let cell = match s.server(name) {
@@ -526,9 +632,159 @@ fn median_of(r: &Option<RatioSpread>) -> Option<f64> {
     r.map(|r| r.median)
 }
 
+/// One row kind of a [`group_table`].
+#[derive(Debug, Clone, Copy)]
+pub struct Figure {
+    /// What the row shows, with its unit.
+    pub label: &'static str,
+    /// A server's value.
+    pub value: fn(&ServerSummary) -> f64,
+    /// How a value is written.
+    pub fmt: fn(f64) -> String,
+    /// `servers[0]` / another server, written (`None`: no ratio column value).
+    pub ratio: Option<fn(&Ratios) -> String>,
+    /// The group's headline figure: its ratio to the baseline is in bold.
+    pub headline: bool,
+}
+
+fn plain_ratio(r: Option<f64>) -> String {
+    r.map_or("-".to_string(), |r| format!("{r:.2}"))
+}
+
+/// req/s, p99 and CPU per request: the console's figures.
+pub const CONSOLE_FIGURES: [Figure; 3] = [
+    Figure {
+        label: "req/s",
+        value: |s| s.req_per_s,
+        fmt: human,
+        ratio: Some(|r| spread(&r.req_per_s)),
+        headline: true,
+    },
+    Figure {
+        label: "p99 ms",
+        value: |s| s.p99_ms,
+        fmt: human,
+        ratio: Some(|r| spread(&r.p99)),
+        headline: false,
+    },
+    Figure {
+        label: "CPU µs/req",
+        value: |s| s.cpu_us_per_req,
+        fmt: human,
+        ratio: Some(|r| plain_ratio(r.cpu_per_req)),
+        headline: false,
+    },
+];
+
+/// Every figure `latest.md` shows.
+pub const ALL_FIGURES: [Figure; 8] = [
+    CONSOLE_FIGURES[0],
+    Figure {
+        label: "MB/s",
+        value: |s| s.mb_per_s,
+        fmt: human,
+        ratio: Some(|r| spread(&r.mb_per_s)),
+        headline: false,
+    },
+    Figure {
+        label: "p50 ms",
+        value: |s| s.p50_ms,
+        fmt: human,
+        ratio: Some(|r| spread(&r.p50)),
+        headline: false,
+    },
+    CONSOLE_FIGURES[1],
+    Figure {
+        label: "max ms",
+        value: |s| s.max_ms,
+        fmt: human,
+        ratio: None,
+        headline: false,
+    },
+    Figure {
+        label: "peak RSS MiB",
+        value: |s| s.peak_rss_mib,
+        fmt: human,
+        ratio: Some(|r| plain_ratio(r.peak_rss)),
+        headline: false,
+    },
+    CONSOLE_FIGURES[2],
+    Figure {
+        label: "errors",
+        value: |s| s.errors as f64,
+        fmt: |x| format!("{x:.0}"),
+        ratio: None,
+        headline: false,
+    },
+];
+
+/// The table of one group's scenarios: a row per scenario and figure, a
+/// column per server (the group's subject first), then the subject / each
+/// other server (paired by round, median and min-max, for req/s, MB/s and
+/// latency; the ratio of the figures for RSS and CPU). Empty when no
+/// scenario of `group` ran.
+pub fn group_table(report: &Report, group: Group, figures: &[Figure]) -> String {
+    let names = names_in(in_group(report, group));
+    let Some((subject, others)) = names.split_first() else {
+        return String::new();
+    };
+    let mut out = format!("| scenario | figure | {} |", names.join(" | "));
+    for other in others {
+        out.push_str(&format!(" {subject} / {other} |"));
+    }
+    out.push_str("\n|---|---|");
+    out.push_str(&"---|".repeat(names.len() + others.len()));
+    out.push('\n');
+    for s in in_group(report, group) {
+        for f in figures {
+            out.push_str(&format!("| {} | {} |", s.name, f.label));
+            for name in &names {
+                let cell = s
+                    .server(name)
+                    .map_or("-".to_string(), |x| (f.fmt)((f.value)(x)));
+                out.push_str(&format!(" {cell} |"));
+            }
+            for other in others {
+                let cell = match (f.ratio, s.ratios_to(other)) {
+                    (Some(ratio), Some(r)) if s.servers[0].name == *subject => {
+                        let text = ratio(r);
+                        if f.headline && group.baseline() == Some(other.as_str()) && text != "-" {
+                            format!("**{text}**")
+                        } else {
+                            text
+                        }
+                    }
+                    _ => "-".to_string(),
+                };
+                out.push_str(&format!(" {cell} |"));
+            }
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// What the embedded group compares, for the console and `latest.md`.
+const EMBEDDED_INTRO: &str = "servedir: an axum app with `servedir::ServeDir` (this project's \
+    tower Service over filemanager); tower-http: the same app with tower-http's `ServeDir`; both \
+    on a tokio multi-thread runtime with the run's worker count as worker threads, the service \
+    at `/`, HTTP/1.1. fileserver: the daemon, as in the other scenarios. The last columns are \
+    servedir / that server; the headline is servedir / tower-http on req/s.";
+
 /// The tables the console shows: the headline, then req/s, p99 and CPU per
 /// request of every server.
 pub fn markdown_table(report: &Report) -> String {
+    let mut out = String::new();
+    if has_group(report, Group::Embedded) {
+        out.push_str("\nembedded group: ");
+        out.push_str(EMBEDDED_INTRO);
+        out.push_str("\n\n");
+        out.push_str(&group_table(report, Group::Embedded, &CONSOLE_FIGURES));
+    }
+    if !has_group(report, Group::Peers) {
+        return out.trim_start().to_string();
+    }
+    let embedded = out;
     let mut out = headline_table(report);
     out.push_str("\nreq/s (wrk, median over rounds; fileserver / that peer in parentheses)\n\n");
     out.push_str(&metric_table(
@@ -551,21 +807,18 @@ pub fn markdown_table(report: &Report) -> String {
         Some(|r| r.cpu_per_req),
         human,
     ));
+    out.push_str(&embedded);
     out
 }
 
 /// The whole markdown document (`latest.md`).
 pub fn markdown(report: &Report) -> String {
     let s = &report.settings;
-    let peers = if s.peers.is_empty() {
-        "no peer".to_string()
-    } else {
-        s.peers.join(", ")
-    };
     let mut out = format!(
-        "# HTTP load harness: fileserver vs {peers}\n\n\
+        "# HTTP load harness: {}\n\n\
          Run {} on {} CPUs (kernel {}). {} rounds per scenario, {} s per run, {} connections, \
          wrk -t{}, {} workers per server. Latency: {} at {:.0}% of the slowest server's wrk req/s.\n\n",
+        title(report),
         report.generated_utc,
         s.cpus,
         s.kernel,
@@ -577,6 +830,66 @@ pub fn markdown(report: &Report) -> String {
         s.latency_tool,
         s.latency_load * 100.0,
     );
+    if has_group(report, Group::Peers) {
+        peers_markdown(report, &mut out);
+    }
+    if has_group(report, Group::Embedded) {
+        if has_group(report, Group::Peers) {
+            out.push('\n');
+        }
+        out.push_str(
+            "## Embedded group: servedir against tower-http's ServeDir and the daemon\n\n",
+        );
+        out.push_str(EMBEDDED_INTRO);
+        out.push_str(
+            " Ratios of req/s, MB/s and latency are the median over rounds of the per-round ratio \
+             (min-max in parentheses); of RSS and CPU, the ratio of the figures. Above 1 is better \
+             for req/s and MB/s, below 1 for latency, RSS and CPU.\n\n",
+        );
+        out.push_str(&group_table(report, Group::Embedded, &ALL_FIGURES));
+    }
+    out.push_str("\n## Scenarios\n\n| scenario | what | latency rate req/s | left out |\n|---|---|---|---|\n");
+    for sc in &report.scenarios {
+        let left: Vec<String> = sc
+            .left_out
+            .iter()
+            .map(|(name, why)| format!("{name}: {}", why.lines().next().unwrap_or_default()))
+            .collect();
+        out.push_str(&format!(
+            "| {} | {} | {} | {} |\n",
+            sc.name,
+            sc.description,
+            if sc.latency_rate > 0.0 {
+                human(sc.latency_rate)
+            } else {
+                "- (wrk)".to_string()
+            },
+            if left.is_empty() {
+                "-".to_string()
+            } else {
+                left.join("; ")
+            }
+        ));
+    }
+    if !s.skipped.is_empty() {
+        out.push_str("\nSkipped: ");
+        let skipped: Vec<String> = s
+            .skipped
+            .iter()
+            .map(|(k, v)| format!("{k} ({v})"))
+            .collect();
+        out.push_str(&skipped.join("; "));
+        out.push('\n');
+    }
+    out.push_str("\nVersions: ");
+    let versions: Vec<String> = s.versions.iter().map(|(k, v)| format!("{k} {v}")).collect();
+    out.push_str(&versions.join("; "));
+    out.push('\n');
+    out
+}
+
+/// The daemon-vs-peers part of `latest.md`: the headline and a table per figure.
+fn peers_markdown(report: &Report, out: &mut String) {
     out.push_str("## Headline: fileserver against the best peer\n\n");
     out.push_str(&headline_table(report));
     out.push_str(
@@ -646,44 +959,6 @@ pub fn markdown(report: &Report) -> String {
         ));
         out.push_str(&metric_table(report, figure, ratio, fmt));
     }
-    out.push_str("\n## Scenarios\n\n| scenario | what | latency rate req/s | left out |\n|---|---|---|---|\n");
-    for sc in &report.scenarios {
-        let left: Vec<String> = sc
-            .left_out
-            .iter()
-            .map(|(name, why)| format!("{name}: {}", why.lines().next().unwrap_or_default()))
-            .collect();
-        out.push_str(&format!(
-            "| {} | {} | {} | {} |\n",
-            sc.name,
-            sc.description,
-            if sc.latency_rate > 0.0 {
-                human(sc.latency_rate)
-            } else {
-                "- (wrk)".to_string()
-            },
-            if left.is_empty() {
-                "-".to_string()
-            } else {
-                left.join("; ")
-            }
-        ));
-    }
-    if !s.skipped.is_empty() {
-        out.push_str("\nSkipped: ");
-        let skipped: Vec<String> = s
-            .skipped
-            .iter()
-            .map(|(k, v)| format!("{k} ({v})"))
-            .collect();
-        out.push_str(&skipped.join("; "));
-        out.push('\n');
-    }
-    out.push_str("\nVersions: ");
-    let versions: Vec<String> = s.versions.iter().map(|(k, v)| format!("{k} {v}")).collect();
-    out.push_str(&versions.join("; "));
-    out.push('\n');
-    out
 }
 
 /// Writes `latest.json`, `latest.md` and `latest.png` into `dir`.
@@ -901,16 +1176,17 @@ pub mod chart {
         root.fill(&WHITE).map_err(e)?;
         let (title, body) = root.split_vertically(60);
         let s = &report.settings;
-        let peers = if s.peers.is_empty() {
-            "no peer".to_string()
-        } else {
-            s.peers.join(", ")
-        };
         title
             .draw(&Text::new(
                 format!(
-                    "fileserver vs {peers}: {} rounds x {} s, {} connections, {} workers each, {} CPUs ({})",
-                    s.rounds, s.duration_s, s.connections, s.workers, s.cpus, report.generated_utc
+                    "{}: {} rounds x {} s, {} connections, {} workers each, {} CPUs ({})",
+                    super::title(report),
+                    s.rounds,
+                    s.duration_s,
+                    s.connections,
+                    s.workers,
+                    s.cpus,
+                    report.generated_utc
                 ),
                 (20, 18),
                 ("sans-serif", 26).into_font(),
@@ -918,8 +1194,9 @@ pub mod chart {
             .map_err(e)?;
         let panels = body.split_evenly((3, 1));
 
-        // Panel 1: fileserver / best peer on req/s and on p99, against a line
-        // at 1.0; each bar names the peer it is compared with.
+        // Panel 1: fileserver / best peer on req/s and on p99 (an embedded
+        // scenario: servedir / tower-http), against a line at 1.0; each bar
+        // names the server it is compared with.
         let vs_best =
             |best: fn(&super::ScenarioReport) -> Option<&Best>| -> Vec<Option<(f64, String)>> {
                 report
@@ -932,8 +1209,8 @@ pub mod chart {
                     })
                     .collect()
             };
-        let req = vs_best(|s| s.best_req_per_s.as_ref());
-        let p99 = vs_best(|s| s.best_p99.as_ref());
+        let req = vs_best(super::ScenarioReport::req_per_s_vs);
+        let p99 = vs_best(super::ScenarioReport::p99_vs);
         // Log scale, bars from the 1.0 line: 2x better and 2x worse look alike.
         let ratios = || {
             req.iter()
@@ -944,12 +1221,22 @@ pub mod chart {
         };
         let top = ratios().fold(1.25f64, f64::max) * 1.4;
         let bottom = ratios().fold(0.8f64, f64::min) / 1.4;
-        let mut chart = builder(
-            &panels[0],
-            "fileserver / best peer: req/s ratio (higher is better), p99 latency ratio (lower is better)",
-        )
-        .build_cartesian_2d(x_axis(n), (bottom..top).log_scale())
-        .map_err(e)?;
+        let embedded = report
+            .scenarios
+            .iter()
+            .any(|s| s.group.baseline().is_some());
+        let caption = format!(
+            "fileserver / best peer{}: req/s ratio (higher is better), p99 latency ratio (lower is better)",
+            if embedded { " (embedded_*: servedir / tower-http)" } else { "" }
+        );
+        let also = if embedded {
+            " (embedded: tower-http)"
+        } else {
+            ""
+        };
+        let mut chart = builder(&panels[0], &caption)
+            .build_cartesian_2d(x_axis(n), (bottom..top).log_scale())
+            .map_err(e)?;
         chart
             .configure_mesh()
             .disable_x_mesh()
@@ -970,9 +1257,9 @@ pub mod chart {
         draw_bars(
             &mut chart,
             vec![
-                ("req/s vs the fastest peer".to_string(), RATIO_COLOR, req),
+                (format!("req/s vs the fastest peer{also}"), RATIO_COLOR, req),
                 (
-                    "p99 vs the lowest-p99 peer".to_string(),
+                    format!("p99 vs the lowest-p99 peer{also}"),
                     LATENCY_RATIO_COLOR,
                     p99,
                 ),
@@ -1212,6 +1499,113 @@ mod tests {
         assert!(doc.contains("| small_random | 0 | 0 | 0 |"), "{doc}");
     }
 
+    /// An embedded-group scenario: servedir, tower-http, fileserver.
+    fn embedded_scenario() -> ScenarioReport {
+        let servedir = summarize(
+            "servedir",
+            vec![run(30_000.0, 0.0), run(33_000.0, 0.0), run(36_000.0, 0.0)],
+            vec![run(0.0, 2.0), run(0.0, 2.0), run(0.0, 2.0)],
+            8 << 20,
+            3.0,
+            Some(1.0),
+        );
+        let tower_http = summarize(
+            "tower-http",
+            vec![run(10_000.0, 0.0), run(10_000.0, 0.0), run(10_000.0, 0.0)],
+            vec![run(0.0, 4.0), run(0.0, 4.0), run(0.0, 4.0)],
+            6 << 20,
+            3.0,
+            Some(2.0),
+        );
+        let fileserver = summarize(
+            "fileserver",
+            vec![run(40_000.0, 0.0), run(40_000.0, 0.0), run(40_000.0, 0.0)],
+            vec![run(0.0, 1.0), run(0.0, 1.0), run(0.0, 1.0)],
+            10 << 20,
+            3.0,
+            Some(0.5),
+        );
+        ScenarioReport::new(
+            "embedded_small",
+            "embedded: 1 KiB files",
+            5_000.0,
+            Headline::ReqPerS,
+            vec![servedir, tower_http, fileserver],
+            Vec::new(),
+        )
+        .in_group(Group::Embedded)
+    }
+
+    #[test]
+    fn the_embedded_group_is_judged_against_tower_http_in_its_own_table() {
+        let s = embedded_scenario();
+        // fileserver is faster, but the headline compares with the baseline.
+        assert_eq!(s.best_req_per_s.as_ref().unwrap().peer, "fileserver");
+        let head = s.headline_best().unwrap();
+        assert_eq!(head.peer, "tower-http");
+        assert!((head.ratio.unwrap().median - 3.3).abs() < 1e-9, "{head:?}");
+        assert_eq!(s.p99_vs().unwrap().peer, "tower-http");
+
+        let mut r = sample_report();
+        r.scenarios.push(s.clone());
+        let table = markdown_table(&r);
+        // The daemon-vs-peers tables leave the embedded scenario out...
+        assert!(
+            !table.contains("| embedded_small | req/s (higher"),
+            "{table}"
+        );
+        assert!(
+            table.contains("| scenario | fileserver | nginx | lighttpd |\n"),
+            "{table}"
+        );
+        // ...which has its own table: servedir / tower-http, servedir / fileserver.
+        assert!(
+            table.contains(
+                "| scenario | figure | servedir | tower-http | fileserver | \
+                 servedir / tower-http | servedir / fileserver |\n"
+            ),
+            "{table}"
+        );
+        assert!(
+            table.contains(
+                "| embedded_small | req/s | 33.0k | 10.0k | 40.0k | **3.30 (3.00-3.60)** | 0.82 (0.75-0.90) |"
+            ),
+            "{table}"
+        );
+        assert!(
+            table.contains("| embedded_small | p99 ms | 2.00 | 4.00 | 1.00 | 0.50 | 2.00 |"),
+            "{table}"
+        );
+        // 1 CPU s over 297k requests against 2 s over 90k and 0.5 s over 360k.
+        assert!(
+            table.contains("| embedded_small | CPU µs/req | 3.37 | 22.2 | 1.39 | 0.15 | 2.42 |"),
+            "{table}"
+        );
+        let doc = markdown(&r);
+        assert!(doc.contains("## Embedded group"), "{doc}");
+        assert!(doc.contains("| embedded_small | peak RSS MiB | 8.00 | 6.00 | 10.0 |"));
+        assert!(doc.contains(
+            "# HTTP load harness: fileserver vs nginx, lighttpd; servedir vs tower-http, fileserver (embedded)"
+        ));
+
+        // A run of the embedded group alone has only its table.
+        let mut alone = sample_report();
+        alone.scenarios = vec![s];
+        let table = markdown_table(&alone);
+        assert!(table.starts_with("embedded group: "), "{table}");
+        assert!(!table.contains("best peer"), "{table}");
+        let back = parse_json(&serde_json::to_string(&alone).unwrap()).unwrap();
+        assert_eq!(back.scenarios[0].group, Group::Embedded);
+        assert_eq!(
+            back.scenarios[0].headline_best().unwrap().peer,
+            "tower-http"
+        );
+        let path =
+            std::env::temp_dir().join(format!("loadtest-chart-emb-{}.png", std::process::id()));
+        chart::draw_sized(&r, &path, (700, 750)).unwrap();
+        let _ = std::fs::remove_file(&path);
+    }
+
     #[test]
     fn json_round_trips() {
         let r = sample_report();
@@ -1239,6 +1633,8 @@ mod tests {
         let r = parse_json(LEGACY).unwrap();
         assert_eq!(r.settings.peers, ["nginx"]);
         let s = &r.scenarios[0];
+        assert_eq!(s.group, Group::Peers);
+        assert!(s.baseline_req_per_s.is_none());
         assert_eq!(s.servers.len(), 2);
         assert_eq!(
             (s.servers[0].name.as_str(), s.servers[1].name.as_str()),

@@ -30,6 +30,9 @@ pub const COLD_SMALL_RATE: usize = 1000;
 pub const COLD_TIMEOUT_S: u64 = 60;
 /// The fixed range oha requests in the `range` scenario (oha cannot vary headers).
 pub const OHA_RANGE: (usize, usize) = (524_288, 524_288 + RANGE_LEN - 1);
+/// Connections of every run in `embedded_large` (issue #15: one 1 MiB file
+/// on 16 connections).
+pub const EMBEDDED_LARGE_CONNECTIONS: usize = 16;
 
 /// One load scenario.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -49,6 +52,74 @@ pub enum Scenario {
     /// Large files downloaded from a cold page cache while a second load
     /// generator requests small cached files.
     Cold,
+    /// `small_random` against the embedded servers and the daemon.
+    EmbeddedSmall,
+    /// The 1 MiB file on [`EMBEDDED_LARGE_CONNECTIONS`] connections against
+    /// the embedded servers and the daemon.
+    EmbeddedLarge,
+    /// `range` against the embedded servers and the daemon.
+    EmbeddedRange,
+}
+
+/// Which servers a scenario compares.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Group {
+    /// fileserver (the daemon) against nginx and the other peers.
+    #[default]
+    Peers,
+    /// Two axum apps on the same runtime settings, one with
+    /// `servedir::ServeDir`, one with tower-http's `ServeDir`, and the
+    /// daemon: servedir against tower-http (the headline) and the daemon.
+    Embedded,
+}
+
+impl Group {
+    /// The name on the command line and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Peers => "peers",
+            Self::Embedded => "embedded",
+        }
+    }
+
+    /// The server the others are compared with (`servers[0]` of a report).
+    pub fn subject(self) -> &'static str {
+        match self {
+            Self::Peers => crate::loadtest::servers::FILESERVER,
+            Self::Embedded => crate::loadtest::servers::Embedded::Servedir.name(),
+        }
+    }
+
+    /// The server the headline compares the subject with; `None`: the best
+    /// peer on the scenario's headline figure.
+    pub fn baseline(self) -> Option<&'static str> {
+        match self {
+            Self::Peers => None,
+            Self::Embedded => Some(crate::loadtest::servers::Embedded::TowerHttp.name()),
+        }
+    }
+
+    /// The scenarios of this group, in report order.
+    pub fn scenarios(self) -> impl Iterator<Item = Scenario> {
+        Scenario::ALL.into_iter().filter(move |s| s.group() == self)
+    }
+}
+
+impl fmt::Display for Group {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Group {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        [Self::Peers, Self::Embedded]
+            .into_iter()
+            .find(|g| g.name() == s)
+            .ok_or_else(|| format!("unknown group {s:?}; expected peers or embedded"))
+    }
 }
 
 /// The figure a scenario is judged by (its headline in the report).
@@ -63,7 +134,7 @@ pub enum Headline {
 
 impl Scenario {
     /// All scenarios in report order.
-    pub const ALL: [Scenario; 7] = [
+    pub const ALL: [Scenario; 10] = [
         Self::SmallRandom,
         Self::Large,
         Self::CachePressure,
@@ -71,7 +142,38 @@ impl Scenario {
         Self::Range,
         Self::ManyFiles,
         Self::Cold,
+        Self::EmbeddedSmall,
+        Self::EmbeddedLarge,
+        Self::EmbeddedRange,
     ];
+
+    /// The group whose servers run in this scenario.
+    pub fn group(self) -> Group {
+        match self {
+            Self::EmbeddedSmall | Self::EmbeddedLarge | Self::EmbeddedRange => Group::Embedded,
+            _ => Group::Peers,
+        }
+    }
+
+    /// The scenario whose requests (and checks) this one uses: an embedded
+    /// scenario sends those of its daemon-vs-peers twin; every other
+    /// scenario is its own.
+    pub fn load(self) -> Scenario {
+        match self {
+            Self::EmbeddedSmall => Self::SmallRandom,
+            Self::EmbeddedLarge => Self::Large,
+            Self::EmbeddedRange => Self::Range,
+            other => other,
+        }
+    }
+
+    /// Open connections of every run, given the `--connections` setting.
+    pub fn connections(self, default: usize) -> usize {
+        match self {
+            Self::EmbeddedLarge => EMBEDDED_LARGE_CONNECTIONS,
+            _ => default,
+        }
+    }
 
     /// The name used on the command line and in reports.
     pub fn name(self) -> &'static str {
@@ -83,6 +185,9 @@ impl Scenario {
             Self::Range => "range",
             Self::ManyFiles => "many_files",
             Self::Cold => "cold",
+            Self::EmbeddedSmall => "embedded_small",
+            Self::EmbeddedLarge => "embedded_large",
+            Self::EmbeddedRange => "embedded_range",
         }
     }
 
@@ -100,6 +205,9 @@ impl Scenario {
                  while a second load generator requests cached 1 KiB files \
                  (req/s, MB/s: large downloads; p50, p99, max: small requests)"
             }
+            Self::EmbeddedSmall => "embedded: 1 KiB files, random over 1000",
+            Self::EmbeddedLarge => "embedded: one 1 MiB file, 16 connections",
+            Self::EmbeddedRange => "embedded: random 4 KiB ranges of the 1 MiB file -> 206",
         }
     }
 
@@ -128,7 +236,7 @@ impl Scenario {
 
     /// The status every timed response must have.
     pub fn expected_status(self) -> u16 {
-        match self {
+        match self.load() {
             Self::NotModified => 304,
             Self::Range => 206,
             _ => 200,
@@ -138,6 +246,9 @@ impl Scenario {
     /// Body bytes of one successful response.
     pub fn body_len(self) -> usize {
         match self {
+            Self::EmbeddedSmall | Self::EmbeddedLarge | Self::EmbeddedRange => {
+                self.load().body_len()
+            }
             Self::SmallRandom => tree::SMALL_SIZE,
             Self::Large => LARGE_SIZE,
             Self::CachePressure => tree::PRESSURE_SIZE,
@@ -154,6 +265,9 @@ impl Scenario {
     /// the second load generator's small cached files.
     pub fn oha_path(self) -> OhaPath {
         match self {
+            Self::EmbeddedSmall | Self::EmbeddedLarge | Self::EmbeddedRange => {
+                self.load().oha_path()
+            }
             Self::SmallRandom | Self::Cold => OhaPath::Regex("/small/[0-9]{3}.bin"),
             Self::CachePressure => OhaPath::Regex("/pressure/[0-9]{4}.bin"),
             Self::ManyFiles => OhaPath::Regex("/many/[01][0-9]{4}.bin"),
@@ -228,6 +342,39 @@ mod tests {
             Scenario::ManyFiles.nginx_open_file_cache(),
             DAEMON_DEFAULT_MAX_OPEN
         );
+    }
+
+    #[test]
+    fn embedded_scenarios_send_their_twins_requests() {
+        let embedded: Vec<_> = Group::Embedded.scenarios().collect();
+        assert_eq!(
+            embedded,
+            [
+                Scenario::EmbeddedSmall,
+                Scenario::EmbeddedLarge,
+                Scenario::EmbeddedRange
+            ]
+        );
+        for s in embedded {
+            let twin = s.load();
+            assert_eq!(twin.group(), Group::Peers, "{s}");
+            assert_eq!(twin.load(), twin);
+            assert_eq!(s.expected_status(), twin.expected_status(), "{s}");
+            assert_eq!(s.body_len(), twin.body_len(), "{s}");
+            assert_eq!(s.oha_path(), twin.oha_path(), "{s}");
+            assert_eq!(s.cache_entries(), twin.cache_entries(), "{s}");
+            assert_eq!(s.headline(), Headline::ReqPerS);
+        }
+        assert_eq!(Scenario::EmbeddedRange.expected_status(), 206);
+        assert_eq!(Scenario::EmbeddedLarge.connections(64), 16);
+        assert_eq!(Scenario::EmbeddedSmall.connections(64), 64);
+        assert_eq!(Scenario::Large.connections(64), 64);
+        assert_eq!(Group::Embedded.subject(), "servedir");
+        assert_eq!(Group::Embedded.baseline(), Some("tower-http"));
+        assert_eq!(Group::Peers.subject(), "fileserver");
+        assert_eq!(Group::Peers.baseline(), None);
+        assert_eq!("embedded".parse::<Group>().unwrap(), Group::Embedded);
+        assert!("embed".parse::<Group>().unwrap_err().contains("embedded"));
     }
 
     #[test]
