@@ -85,6 +85,7 @@
 #![deny(missing_docs)]
 
 mod backend;
+mod bufpool;
 mod file;
 pub mod limits;
 mod listing;

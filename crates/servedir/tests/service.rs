@@ -191,3 +191,45 @@ fn a_client_gone_mid_body_releases_the_file() {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+#[test]
+fn a_file_rewritten_mid_body_never_arrives_complete_and_mixed() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("big.bin");
+    let old = pattern(8 * 1024 * 1024);
+    std::fs::write(&path, &old).unwrap();
+    let app = start(dir.path());
+    let mut s = TcpStream::connect(app.addr).unwrap();
+    s.write_all(b"GET /static/big.bin HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 65536];
+    while got.len() < 1024 * 1024 {
+        let n = s.read(&mut buf).unwrap();
+        assert!(n > 0, "closed early");
+        got.extend_from_slice(&buf[..n]);
+    }
+    // Rewrite in place: same size, other bytes, a new mtime.
+    std::thread::sleep(Duration::from_millis(20));
+    let new: Vec<u8> = old.iter().map(|b| b ^ 0xff).collect();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .write_all(&new)
+        .unwrap();
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+        }
+    }
+    let head_end = got.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+    let body = &got[head_end..];
+    assert!(
+        body.len() < old.len() || body == &old[..],
+        "a complete body of {} bytes that is not the old file",
+        body.len()
+    );
+}

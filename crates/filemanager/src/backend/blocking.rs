@@ -140,9 +140,10 @@ impl IoBackend for Blocking {
     async fn read(&self, target: Target<'_>, offset: u64, len: usize) -> io::Result<Bytes> {
         // Zeroing 4 KiB costs tens of nanoseconds against a syscall; it keeps
         // the inline path free of uninitialised memory.
-        let mut buf = vec![0u8; len];
+        let mut buf = crate::bufpool::take(len);
+        buf.resize(len, 0);
         let n = self.read_into(target, offset, &mut buf).await?;
         buf.truncate(n);
-        Ok(Bytes::from(buf))
+        Ok(crate::bufpool::into_bytes(buf))
     }
 }

@@ -821,7 +821,7 @@ impl IoBackend for Uring {
         // Resolved under the first submission's lock (one lock per read).
         let mut fixed: Option<Option<u32>> = None;
         let file = target.file.and_then(|f| f.fixed_slot().map(|s| (f, s)));
-        let mut buf: Vec<u8> = Vec::with_capacity(len);
+        let mut buf: Vec<u8> = crate::bufpool::take(len);
         let mut all_inline = true;
         while buf.len() < len {
             let filled = buf.len();
@@ -871,6 +871,6 @@ impl IoBackend for Uring {
             },
             buf.len(),
         );
-        Ok(Bytes::from(buf))
+        Ok(crate::bufpool::into_bytes(buf))
     }
 }
