@@ -48,36 +48,11 @@ pub fn encode_head(
     }
 }
 
-/// Appends `path` percent-encoded for a `Location` (RFC 3986 `pchar` and
-/// `/` stay; everything else, `%` `?` `#` and controls included, is escaped).
-pub fn push_encoded_path(out: &mut Vec<u8>, path: &str) {
-    const HEX: &[u8; 16] = b"0123456789ABCDEF";
-    for &b in path.as_bytes() {
-        if b.is_ascii_alphanumeric() || b"-._~/!$&'()*+,;=:@".contains(&b) {
-            out.push(b);
-        } else {
-            out.extend_from_slice(&[b'%', HEX[(b >> 4) as usize], HEX[(b & 15) as usize]]);
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::head::Method;
-    use crate::plan::{error, push_u64};
-
-    #[test]
-    fn ints_and_paths() {
-        let mut b = Vec::new();
-        push_u64(&mut b, 0);
-        b.push(b' ');
-        push_u64(&mut b, u64::MAX);
-        assert_eq!(b, b"0 18446744073709551615");
-        let mut b = Vec::new();
-        push_encoded_path(&mut b, "a b/%?#\r\n");
-        assert_eq!(b, b"a%20b/%25%3F%23%0D%0A");
-    }
+    use crate::plan::error;
 
     #[test]
     fn an_error_head_and_body() {

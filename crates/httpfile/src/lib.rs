@@ -58,6 +58,7 @@ pub mod path;
 pub mod plan;
 pub mod range;
 pub mod status;
+pub mod text;
 
 pub use etag::EntityTag;
 pub use head::{Method, RequestHead};

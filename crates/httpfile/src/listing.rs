@@ -11,8 +11,32 @@
 //! query or a fragment. The plan ([`crate::plan::listing`]) adds a
 //! `Content-Security-Policy` that allows no script at all.
 
-use crate::plan::ListingFormat;
+use crate::head::RequestHead;
 use std::fmt::Write;
+
+/// The two forms a directory listing comes in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ListingFormat {
+    /// `text/html` (browsers).
+    Html,
+    /// `application/json` (asked for by `Accept`).
+    Json,
+}
+
+impl ListingFormat {
+    /// The form `req` asks for.
+    pub fn of(req: &RequestHead<'_>) -> ListingFormat {
+        let json = req.accept.is_some_and(|a| {
+            a.windows(16)
+                .any(|w| w.eq_ignore_ascii_case(b"application/json"))
+        });
+        if json {
+            ListingFormat::Json
+        } else {
+            ListingFormat::Html
+        }
+    }
+}
 
 /// One listed name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -6,10 +6,12 @@
 
 use crate::conditional::{etag_list_matches, evaluate, Precondition};
 use crate::head::{Method, RequestHead};
+use crate::listing::{ListingFormat, Page};
 use crate::mime::{is_text, ContentCoding};
 use crate::path::{NormPath, PathError};
 use crate::range::{parse_range, ByteRange, RangeOutcome};
 use crate::status::reason;
+use crate::text::{decimal_len, push_encoded_path, push_range, push_u64};
 
 /// The methods a served path allows (`Allow` on 204 and 405).
 pub const ALLOW: &str = "GET, HEAD, OPTIONS";
@@ -222,7 +224,7 @@ impl FieldValue<'_> {
             FieldValue::Location(loc) => {
                 out.extend_from_slice(loc.base.as_bytes());
                 out.push(b'/');
-                crate::encode::push_encoded_path(out, loc.path);
+                push_encoded_path(out, loc.path);
                 out.push(b'/');
                 out.extend_from_slice(loc.query);
             }
@@ -535,50 +537,9 @@ pub fn file<'a>(
     }
 }
 
-/// The two forms a directory listing comes in.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ListingFormat {
-    /// `text/html` (browsers).
-    Html,
-    /// `application/json` (asked for by `Accept`).
-    Json,
-}
-
-impl ListingFormat {
-    /// The form `req` asks for.
-    pub fn of(req: &RequestHead<'_>) -> ListingFormat {
-        let json = req.accept.is_some_and(|a| {
-            a.windows(16)
-                .any(|w| w.eq_ignore_ascii_case(b"application/json"))
-        });
-        if json {
-            ListingFormat::Json
-        } else {
-            ListingFormat::Html
-        }
-    }
-
-    pub(crate) fn media_type(self) -> MediaType<'static> {
-        match self {
-            ListingFormat::Html => MediaType {
-                essence: "text/html",
-                utf8: true,
-            },
-            ListingFormat::Json => MediaType {
-                essence: "application/json",
-                utf8: false,
-            },
-        }
-    }
-}
-
 /// The answer for a directory listing: 304 when `If-None-Match` names its
 /// tag (weak comparison), else 200.
-pub fn listing<'a>(
-    req: &RequestHead<'_>,
-    page: &'a crate::listing::Page,
-    policy: &Policy<'a>,
-) -> Plan<'a> {
+pub fn listing<'a>(req: &RequestHead<'_>, page: &'a Page, policy: &Policy<'a>) -> Plan<'a> {
     let mut headers = Headers {
         etag: Some(&page.etag),
         vary: Some(Vary::Accept),
@@ -598,7 +559,17 @@ pub fn listing<'a>(
             close: false,
         };
     }
-    headers.content_type = Some(ContentType::Media(page.format.media_type()));
+    let media = match page.format {
+        ListingFormat::Html => MediaType {
+            essence: "text/html",
+            utf8: true,
+        },
+        ListingFormat::Json => MediaType {
+            essence: "application/json",
+            utf8: false,
+        },
+    };
+    headers.content_type = Some(ContentType::Media(media));
     headers.content_length = Some(page.body.len() as u64);
     let body = if req.is_head() {
         Body::Empty
@@ -724,34 +695,6 @@ impl Multipart<'_> {
     pub fn is_empty(&self) -> bool {
         self.ranges.is_empty()
     }
-}
-
-/// Appends `first-last/size` for `r`.
-pub(crate) fn push_range(out: &mut Vec<u8>, r: ByteRange, size: u64) {
-    push_u64(out, r.start);
-    out.push(b'-');
-    push_u64(out, r.end - 1);
-    out.push(b'/');
-    push_u64(out, size);
-}
-
-/// Appends the decimal form of `n`.
-pub fn push_u64(out: &mut Vec<u8>, mut n: u64) {
-    let mut tmp = [0u8; 20];
-    let mut i = tmp.len();
-    loop {
-        i -= 1;
-        tmp[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&tmp[i..]);
-}
-
-fn decimal_len(n: u64) -> u64 {
-    u64::from(n.checked_ilog10().unwrap_or(0) + 1)
 }
 
 #[cfg(test)]

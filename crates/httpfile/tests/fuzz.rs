@@ -13,10 +13,11 @@ mod support;
 
 use httpfile::conditional::{etag_list_matches, parse_date};
 use httpfile::date::{fmt_http_date, HTTP_DATE_LEN};
-use httpfile::encode::{encode_head, push_encoded_path, Framing};
+use httpfile::encode::{encode_head, Framing};
 use httpfile::path::normalize_path;
 use httpfile::plan::{self, Body, FileInfo, MediaType, Policy};
 use httpfile::range::{parse_range, RangeOutcome};
+use httpfile::text::push_encoded_path;
 use httpfile::{Method, RequestHead};
 use proptest::prelude::*;
 use std::path::Path;

@@ -38,8 +38,9 @@ use filemanager::{ListOptions, OpenError, Query, Resolved, ResolvedFile, Sibling
 use http::header::{HeaderName, HeaderValue};
 use http::request::Parts;
 use http::{Request, Response, StatusCode};
+use httpfile::listing::ListingFormat;
 use httpfile::mime::{accepted_encodings, ContentCoding};
-use httpfile::plan::{self, Body as PlanBody, ListingFormat, Plan, Policy, Route};
+use httpfile::plan::{self, Body as PlanBody, Plan, Policy, Route};
 use httpfile::{ByteRange, Method, RequestHead};
 use std::collections::VecDeque;
 use std::convert::Infallible;

@@ -5,9 +5,9 @@
 //! two map a resolve result the same way.
 
 use filemanager::{Listing, ResolvedFile, Sibling};
-use httpfile::listing::{ListingEntry, Page};
+use httpfile::listing::{ListingEntry, ListingFormat, Page};
 use httpfile::mime::{accepted_encodings, ContentCoding};
-use httpfile::plan::{FileInfo, ListingFormat, MediaType};
+use httpfile::plan::{FileInfo, MediaType};
 use httpfile::EntityTag;
 
 /// The precompressed forms looked for, in [`ContentCoding::PREFERENCE`]
