@@ -402,7 +402,7 @@ fn run(mut args: Args) -> Result<usize> {
             versions.push((krate.to_string(), version));
         }
         let rev = match &args.embedded_server_bin {
-            Some(bin) => format!("{} (given; tree at {})", bin.display(), git_revision()),
+            Some(bin) => given_binary(bin),
             None => git_revision(),
         };
         versions.push((Embedded::Servedir.name().to_string(), rev));
@@ -414,7 +414,7 @@ fn run(mut args: Args) -> Result<usize> {
         ));
     } else {
         let rev = match &args.fileserver_bin {
-            Some(bin) => format!("{} (given; tree at {})", bin.display(), git_revision()),
+            Some(bin) => given_binary(bin),
             None => git_revision(),
         };
         versions.push((FILESERVER.to_string(), rev));
@@ -1161,6 +1161,17 @@ fn verify(scenario: Scenario, s: &Running, cold_files: usize) -> Result<Vec<Stri
         }
     }
     Ok(Vec::new())
+}
+
+/// How the report names a binary given on the command line: its file name
+/// only (a path would name a place outside the repository in a committed
+/// report) and the tree it was run beside.
+fn given_binary(bin: &std::path::Path) -> String {
+    let name = bin.file_name().map_or_else(
+        || "binary".to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    );
+    format!("given binary `{name}` (tree at {})", git_revision())
 }
 
 #[cfg(test)]
