@@ -15,7 +15,7 @@ use crate::http::request::{parse_request, Method, ParseError, Request};
 use crate::state::{ConnContext, Live};
 use crate::stats::MethodLabel;
 use filemanager::{CachedFile, OpenError, Query, Resolved, ResolvedFile};
-use httpfile::date::with_now;
+use httpfile::date::{with_now, HTTP_DATE_LEN};
 use httpfile::encode::{encode_head, Framing};
 use httpfile::listing::ListingFormat;
 use httpfile::path::normalize_path;
@@ -378,9 +378,14 @@ fn open_error(method: Method, e: OpenError) -> Plan<'static> {
 
 impl Output {
     /// Encodes `plan`'s head (and its message body, if it has one) into the
-    /// batch; from here on the response counts as started.
+    /// batch, dated now; from here on the response counts as started.
     fn write_head(&mut self, plan: &Plan<'_>, framing: Framing) {
-        with_now(|_, date| encode_head(plan, framing, date, &mut self.wbuf));
+        with_now(|_, date| self.write_head_dated(plan, framing, date));
+    }
+
+    /// [`write_head`](Self::write_head) with the `Date` the plan was made at.
+    fn write_head_dated(&mut self, plan: &Plan<'_>, framing: Framing, date: &[u8; HTTP_DATE_LEN]) {
+        encode_head(plan, framing, date, &mut self.wbuf);
         let body = match plan.body {
             Body::Message(_) => plan.headers.content_length.unwrap_or(0),
             _ => 0,
@@ -405,11 +410,7 @@ impl Output {
         let info = stages::file_info(f, &etag);
         let (now, date) = with_now(|now, date| (now, *date));
         let plan = plan::file(req, &info, policy, now, ranges, plan::random_boundary);
-        encode_head(&plan, framing, &date, &mut self.wbuf);
-        self.progress = Progress {
-            status: plan.status,
-            body: 0,
-        };
+        self.write_head_dated(&plan, framing, &date);
         match plan.body {
             Body::File(range) => self.send_range(&f.file, range, pending).await,
             Body::Multipart(parts) => {

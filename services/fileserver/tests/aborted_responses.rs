@@ -158,3 +158,22 @@ fn a_rejected_request_head_is_logged() {
         1.0,
     );
 }
+
+/// A precondition failure sends a short text body like every error: its
+/// bytes are counted and logged as sent, whichever path planned it.
+#[test]
+fn a_412_body_is_counted_as_sent() {
+    let tree = Tree::new();
+    tree.write("small.txt", b"0123456789");
+    let d = json_log_daemon(&tree);
+    let r = client()
+        .get(d.url("/small.txt"))
+        .header("If-Match", "\"not-the-tag\"")
+        .send()
+        .unwrap();
+    assert_eq!(r.status(), 412);
+    let body = r.bytes().unwrap();
+    assert!(!body.is_empty());
+    let line = d.json_log_line("status", &412.into());
+    assert_eq!(line["bytes"], body.len(), "{line}");
+}
