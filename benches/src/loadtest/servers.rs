@@ -190,19 +190,8 @@ pub fn start_embedded(
 ) -> Result<Running> {
     fs::create_dir_all(dir)?;
     let port = free_port()?;
-    let log = dir.join("stderr.log");
-    let mut command = embedded_command(imp, bin, root, port, workers);
-    command
-        .stdin(Stdio::null())
-        .stdout(fs::File::create(&log)?)
-        .stderr(fs::File::create(&log)?);
-    let group = ChildGroup::spawn(imp.name(), &mut command)?;
-    let mut running = Running {
-        name: imp.name().to_string(),
-        addr: (Ipv4Addr::LOCALHOST, port).into(),
-        group,
-        log,
-    };
+    let command = embedded_command(imp, bin, root, port, workers);
+    let mut running = Running::spawn(imp.name(), command, port, dir)?;
     wait_until_accepting(&mut running)?;
     Ok(running)
 }
@@ -218,6 +207,27 @@ pub struct Running {
     pub group: ChildGroup,
     /// Where its stdout/stderr go, for error messages.
     pub log: PathBuf,
+}
+
+impl Running {
+    /// Spawns `command` as server `name` listening on loopback `port`, with
+    /// its stdout and stderr in `dir/stderr.log` (one descriptor for both,
+    /// so neither overwrites the other's lines).
+    fn spawn(name: &str, mut command: Command, port: u16, dir: &Path) -> Result<Running> {
+        let log = dir.join("stderr.log");
+        let out = fs::File::create(&log)?;
+        command
+            .stdin(Stdio::null())
+            .stdout(out.try_clone()?)
+            .stderr(out);
+        let group = ChildGroup::spawn(name, &mut command)?;
+        Ok(Running {
+            name: name.to_string(),
+            addr: (Ipv4Addr::LOCALHOST, port).into(),
+            group,
+            log,
+        })
+    }
 }
 
 /// A free loopback port. The port is released before the server binds it;
@@ -428,19 +438,8 @@ pub fn start_peer(
     };
     let conf = dir.join(config_file_name(peer));
     fs::write(&conf, render_peer_conf(peer, &setup))?;
-    let log = dir.join("stderr.log");
-    let mut command = peer_command(peer, bin, &setup, &conf, false);
-    command
-        .stdin(Stdio::null())
-        .stdout(fs::File::create(&log)?)
-        .stderr(fs::File::create(&log)?);
-    let group = ChildGroup::spawn(peer.name(), &mut command)?;
-    let mut running = Running {
-        name: peer.name().to_string(),
-        addr: (Ipv4Addr::LOCALHOST, setup.port).into(),
-        group,
-        log,
-    };
+    let command = peer_command(peer, bin, &setup, &conf, false);
+    let mut running = Running::spawn(peer.name(), command, setup.port, dir)?;
     if let Err(err) = wait_until_accepting(&mut running) {
         // The server's own error log says more than its stderr, where it has one.
         let logs: Vec<String> = peer_error_logs(peer, dir)
@@ -513,7 +512,6 @@ pub fn start_fileserver(
             String::from_utf8_lossy(&check.stderr)
         );
     }
-    let log = dir.join("stderr.log");
     let mut command = Command::new(bin);
     command
         .arg("--config")
@@ -531,17 +529,8 @@ pub fn start_fileserver(
         .arg("--log-level")
         .arg("warn")
         .args(extra_args)
-        .env_remove("RUST_LOG")
-        .stdin(Stdio::null())
-        .stdout(fs::File::create(&log)?)
-        .stderr(fs::File::create(&log)?);
-    let group = ChildGroup::spawn(FILESERVER, &mut command)?;
-    let mut running = Running {
-        name: FILESERVER.to_string(),
-        addr: (Ipv4Addr::LOCALHOST, port).into(),
-        group,
-        log,
-    };
+        .env_remove("RUST_LOG");
+    let mut running = Running::spawn(FILESERVER, command, port, dir)?;
     wait_until_accepting(&mut running)?;
     Ok(running)
 }
