@@ -411,26 +411,13 @@ fn fuzz_planner() {
 
 #[test]
 fn fuzz_regression_corpus() {
-    let inputs = support::corpus(
-        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/corpus/fuzz_regressions.txt"),
-    );
-    for (kind, bytes) in &inputs {
-        let r = match kind.as_str() {
-            "path" => check_path(bytes),
-            "range" => (0..4u64)
-                .map(|k| [0, 1, 100, u64::MAX][k as usize])
-                .try_for_each(|len| check_range(bytes, len, 16)),
-            other => panic!("unknown corpus kind {other:?}"),
-        };
-        if let Err(e) = r {
-            panic!(
-                "regression input {kind} {:?}: {e}",
-                String::from_utf8_lossy(bytes)
-            );
-        }
-    }
-    summary(&format!(
-        "httpfile fuzz regressions: inputs={} failures=0",
-        inputs.len()
-    ));
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/corpus/fuzz_regressions.txt");
+    let n = support::check_corpus(&path, |kind, bytes| match kind {
+        "path" => check_path(bytes),
+        "range" => (0..4u64)
+            .map(|k| [0, 1, 100, u64::MAX][k as usize])
+            .try_for_each(|len| check_range(bytes, len, 16)),
+        other => panic!("unknown corpus kind {other:?}"),
+    });
+    summary(&format!("httpfile fuzz regressions: inputs={n} failures=0"));
 }

@@ -190,23 +190,12 @@ fn fuzz_request_parser_render_round_trip() {
 
 #[test]
 fn fuzz_regression_corpus() {
-    let inputs = fuzz_support::corpus(
-        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/corpus/fuzz_regressions.txt"),
-    );
-    for (kind, bytes) in &inputs {
-        let r = match kind.as_str() {
-            "request" => check_request(bytes, 8192, 64),
-            other => panic!("unknown corpus kind {other:?}"),
-        };
-        if let Err(e) = r {
-            panic!(
-                "regression input {kind} {:?}: {e}",
-                String::from_utf8_lossy(bytes)
-            );
-        }
-    }
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/corpus/fuzz_regressions.txt");
+    let n = fuzz_support::check_corpus(&path, |kind, bytes| match kind {
+        "request" => check_request(bytes, 8192, 64),
+        other => panic!("unknown corpus kind {other:?}"),
+    });
     summary(&format!(
-        "reliability fuzz regressions: inputs={} failures=0",
-        inputs.len()
+        "reliability fuzz regressions: inputs={n} failures=0"
     ));
 }

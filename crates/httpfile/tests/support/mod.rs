@@ -3,7 +3,7 @@
 //! a bounded proptest runner and the regression corpus reader.
 #![allow(dead_code)]
 
-use proptest::test_runner::{Config, FileFailurePersistence, TestRunner};
+use proptest::test_runner::{Config, FileFailurePersistence, TestCaseError, TestRunner};
 use std::path::Path;
 
 /// Cases per property; the suite stays well under a second per target in a
@@ -50,22 +50,26 @@ fn unescape(line: &str) -> Vec<u8> {
     out
 }
 
-/// The inputs of a regression corpus: `KIND INPUT` per line (`# ` starts a
-/// comment), with `\\xNN` decoded to a raw byte.
-pub(crate) fn corpus(path: &Path) -> Vec<(String, Vec<u8>)> {
+/// Runs `check` on every input of the regression corpus at `path` (`KIND
+/// INPUT` per line, `# ` starts a comment, `\xNN` is a raw byte), panicking
+/// with the input at the first failure; returns how many inputs passed.
+pub(crate) fn check_corpus(
+    path: &Path,
+    check: impl Fn(&str, &[u8]) -> Result<(), TestCaseError>,
+) -> usize {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let inputs: Vec<_> = text
+    let mut n = 0;
+    for line in text
         .lines()
         .filter(|l| !l.is_empty() && !l.starts_with("# "))
-        .map(|line| {
-            let (kind, input) = line.split_once(' ').unwrap_or((line, ""));
-            (kind.to_string(), unescape(input))
-        })
-        .collect();
-    assert!(
-        !inputs.is_empty(),
-        "empty regression corpus {}",
-        path.display()
-    );
-    inputs
+    {
+        let (kind, input) = line.split_once(' ').unwrap_or((line, ""));
+        let bytes = unescape(input);
+        if let Err(e) = check(kind, &bytes) {
+            panic!("regression input {line:?}: {e}");
+        }
+        n += 1;
+    }
+    assert!(n > 0, "empty regression corpus {}", path.display());
+    n
 }
