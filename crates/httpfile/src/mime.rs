@@ -84,13 +84,6 @@ impl ContentCoding {
             ContentCoding::Gzip => ".gz",
         }
     }
-
-    /// The coding whose sibling suffix `path` ends with, if any.
-    pub fn of_sibling(path: &str) -> Option<ContentCoding> {
-        Self::PREFERENCE
-            .into_iter()
-            .find(|c| path.ends_with(c.suffix()))
-    }
 }
 
 /// Parses `Accept-Encoding` (codings with `q=0` are refused; `*` accepts all).
