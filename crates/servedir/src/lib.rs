@@ -63,7 +63,8 @@ struct Inner {
     fm: FileManager,
     base: String,
     index: Vec<String>,
-    listing: Option<ListOptions>,
+    listing: bool,
+    listing_max_entries: usize,
     precompressed: bool,
     dotfiles: bool,
     cache_control: Option<String>,
@@ -90,7 +91,8 @@ impl ServeDir<NotFound> {
                 fm,
                 base: String::new(),
                 index: vec!["index.html".to_string()],
-                listing: None,
+                listing: false,
+                listing_max_entries: ListOptions::default().max_entries,
                 precompressed: true,
                 dotfiles: false,
                 cache_control: Some("no-cache".to_string()),
@@ -140,7 +142,15 @@ impl<F> ServeDir<F> {
 
     /// List a directory that has no index file (HTML, or JSON by `Accept`).
     pub fn directory_listing(mut self, on: bool) -> Self {
-        self.inner_mut().listing = on.then(ListOptions::default);
+        self.inner_mut().listing = on;
+        self
+    }
+
+    /// Entries in one listing at most (10000 by default); a longer
+    /// directory is cut, with a note in the page. Applies once
+    /// [`directory_listing`](Self::directory_listing) is on.
+    pub fn listing_max_entries(mut self, n: usize) -> Self {
+        self.inner_mut().listing_max_entries = n.max(1);
         self
     }
 
@@ -339,9 +349,9 @@ impl Inner {
             dir_only: path.trailing_slash,
             siblings: if self.precompressed { &siblings } else { &[] },
             index: &self.index,
-            listing: self.listing.map(|opts| ListOptions {
+            listing: self.listing.then_some(ListOptions {
                 hidden: self.dotfiles,
-                ..opts
+                max_entries: self.listing_max_entries,
             }),
         };
         let method = head.method;

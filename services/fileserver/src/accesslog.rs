@@ -29,8 +29,8 @@ pub struct RequestLine<'a> {
     pub method: &'a str,
     /// Target as sent.
     pub target: &'a [u8],
-    /// 0 or 1.
-    pub minor_version: u8,
+    /// `HTTP/1.0`, `HTTP/1.1` or `HTTP/2.0`.
+    pub version: &'static str,
 }
 
 /// One response's fields.
@@ -157,12 +157,7 @@ fn clf_time(secs: u64) -> String {
 
 fn combined(e: &Entry<'_>) -> String {
     let request = match e.request {
-        Some(r) => format!(
-            "{} {} HTTP/1.{}",
-            r.method,
-            escape_clf(r.target),
-            r.minor_version
-        ),
+        Some(r) => format!("{} {} {}", r.method, escape_clf(r.target), r.version),
         None => "-".to_string(),
     };
     format!(
@@ -184,7 +179,7 @@ fn json(e: &Entry<'_>) -> String {
         "peer": e.peer.to_string(),
         "method": e.request.map(|r| r.method),
         "target": e.request.map(|r| String::from_utf8_lossy(r.target)),
-        "version": e.request.map(|r| format!("HTTP/1.{}", r.minor_version)),
+        "version": e.request.map(|r| r.version),
         "status": e.status,
         "bytes": e.bytes,
         "completed": e.completed,
@@ -210,7 +205,7 @@ mod tests {
             request: Some(RequestLine {
                 method: "GET",
                 target: b"/a\"b",
-                minor_version: 1,
+                version: "HTTP/1.1",
             }),
             status: 200,
             bytes: 12,

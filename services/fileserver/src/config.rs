@@ -54,6 +54,43 @@ impl Default for CacheConfig {
     }
 }
 
+/// HTTP/2 keys (`[http2]` table): per-connection bounds for the TLS
+/// listener (ALPN `h2`) and h2c with prior knowledge on the plaintext one.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Http2Config {
+    /// Accept HTTP/2 with prior knowledge (h2c) on the plaintext listener.
+    pub h2c: bool,
+    /// Streams a client may have open at once.
+    pub max_concurrent_streams: u64,
+    /// Largest decoded header list (bytes) per request.
+    pub max_header_list_size: u64,
+    /// Flow-control window of each stream, bytes.
+    pub initial_stream_window: u64,
+    /// Flow-control window of the connection, bytes.
+    pub initial_connection_window: u64,
+    /// Streams reset by the client before the server saw them, at most;
+    /// more and the connection is closed (rapid reset, CVE-2023-44487).
+    pub max_pending_reset_streams: u64,
+    /// Streams the server reset for protocol errors per connection, at
+    /// most; more and the connection is closed.
+    pub max_local_error_resets: u64,
+}
+
+impl Default for Http2Config {
+    fn default() -> Self {
+        Http2Config {
+            h2c: true,
+            max_concurrent_streams: 128,
+            max_header_list_size: 16384,
+            initial_stream_window: 1 << 20,
+            initial_connection_window: 2 << 20,
+            max_pending_reset_streams: 20,
+            max_local_error_resets: 256,
+        }
+    }
+}
+
 /// The raw configuration, exactly the keys of `config/fileserver.toml`.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 #[serde(deny_unknown_fields, default)]
@@ -117,8 +154,18 @@ pub struct Config {
     /// (`openat2` with `RESOLVE_CACHED`) before handing the open to the I/O
     /// backend; off for roots whose `open` may block (NFS, FUSE).
     pub inline_opens: bool,
+    /// HTTPS listener (ALPN h2 and http/1.1); "" = none.
+    pub tls_listen: String,
+    /// PEM certificate chain for `tls_listen`, leaf first.
+    pub tls_cert: String,
+    /// PEM private key for `tls_cert` (PKCS#8, PKCS#1 or SEC1).
+    pub tls_key: String,
+    /// Time a client has to complete the TLS handshake.
+    pub tls_handshake_timeout: String,
     /// Path cache.
     pub cache: CacheConfig,
+    /// HTTP/2 bounds.
+    pub http2: Http2Config,
 }
 
 impl Default for Config {
@@ -152,7 +199,12 @@ impl Default for Config {
             fd_budget: 0,
             fd_headroom: 256,
             inline_opens: true,
+            tls_listen: String::new(),
+            tls_cert: String::new(),
+            tls_key: String::new(),
+            tls_handshake_timeout: "10s".into(),
             cache: CacheConfig::default(),
+            http2: Http2Config::default(),
         }
     }
 }
@@ -221,6 +273,30 @@ pub struct CacheSettings {
     pub min_uses: u32,
 }
 
+/// The HTTPS listener: where, with which certificate, and how long a
+/// handshake may take.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[allow(missing_docs)]
+pub struct TlsSettings {
+    pub listen: SocketAddr,
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    pub handshake_timeout: Duration,
+}
+
+/// Typed `[http2]` settings (see [`Http2Config`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[allow(missing_docs)]
+pub struct Http2Settings {
+    pub h2c: bool,
+    pub max_concurrent_streams: u32,
+    pub max_header_list_size: u32,
+    pub initial_stream_window: u32,
+    pub initial_connection_window: u32,
+    pub max_pending_reset_streams: usize,
+    pub max_local_error_resets: usize,
+}
+
 /// Connection and request limits (reloadable).
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[allow(missing_docs)]
@@ -260,7 +336,9 @@ pub struct Settings {
     pub fd_budget: Option<usize>,
     pub fd_headroom: usize,
     pub inline_opens: bool,
+    pub tls: Option<TlsSettings>,
     pub cache: CacheSettings,
+    pub http2: Http2Settings,
 }
 
 /// Parses `10s`, `500ms`, `2m`, `1h`, `0.5s` (a bare number is seconds)
@@ -784,6 +862,55 @@ impl Config {
             small_bytes_budget: c.small_bytes_budget,
             min_uses: range("cache.min_uses", c.min_uses, 0, u32::MAX as u64, &mut e) as u32,
         };
+        let tls = self.tls_settings(&mut e);
+        let h = &self.http2;
+        // 2^31 - 1 is the largest window HTTP/2 allows (RFC 9113 6.9.1).
+        let window_max = (1 << 31) - 1;
+        let http2 = Http2Settings {
+            h2c: h.h2c,
+            max_concurrent_streams: range(
+                "http2.max_concurrent_streams",
+                h.max_concurrent_streams,
+                1,
+                10_000,
+                &mut e,
+            ) as u32,
+            max_header_list_size: range(
+                "http2.max_header_list_size",
+                h.max_header_list_size,
+                1024,
+                1 << 20,
+                &mut e,
+            ) as u32,
+            initial_stream_window: range(
+                "http2.initial_stream_window",
+                h.initial_stream_window,
+                65535,
+                window_max,
+                &mut e,
+            ) as u32,
+            initial_connection_window: range(
+                "http2.initial_connection_window",
+                h.initial_connection_window,
+                65535,
+                window_max,
+                &mut e,
+            ) as u32,
+            max_pending_reset_streams: range(
+                "http2.max_pending_reset_streams",
+                h.max_pending_reset_streams,
+                1,
+                10_000,
+                &mut e,
+            ),
+            max_local_error_resets: range(
+                "http2.max_local_error_resets",
+                h.max_local_error_resets,
+                1,
+                100_000,
+                &mut e,
+            ),
+        };
         if c.small_file_max > 1 << 30 {
             e.push(err("cache.small_file_max", "must be at most 1 GiB"));
         }
@@ -824,13 +951,52 @@ impl Config {
             fd_budget: (self.fd_budget > 0).then_some(self.fd_budget as usize),
             fd_headroom: self.fd_headroom as usize,
             inline_opens: self.inline_opens,
+            tls,
             cache,
+            http2,
         };
         if e.is_empty() {
             Ok(settings)
         } else {
             Err(e)
         }
+    }
+}
+
+impl Config {
+    /// The `tls_*` keys: all of listen, cert and key, or none of them. The
+    /// files themselves are read (and checked against each other) when the
+    /// listener starts and at each reload.
+    fn tls_settings(&self, e: &mut Vec<ConfigError>) -> Option<TlsSettings> {
+        let handshake_timeout = dur("tls_handshake_timeout", &self.tls_handshake_timeout, e);
+        if handshake_timeout.is_zero() && !e.iter().any(|x| x.key == "tls_handshake_timeout") {
+            e.push(err("tls_handshake_timeout", "must be greater than zero"));
+        }
+        let set = [
+            ("tls_listen", &self.tls_listen),
+            ("tls_cert", &self.tls_cert),
+            ("tls_key", &self.tls_key),
+        ];
+        if set.iter().all(|(_, v)| v.is_empty()) {
+            return None;
+        }
+        for (key, v) in set {
+            if v.is_empty() {
+                e.push(err(
+                    key,
+                    "must be set: tls_listen, tls_cert and tls_key go together",
+                ));
+            }
+        }
+        if self.tls_listen.is_empty() {
+            return None;
+        }
+        Some(TlsSettings {
+            listen: parse_addr("tls_listen", &self.tls_listen, e),
+            cert: PathBuf::from(&self.tls_cert),
+            key: PathBuf::from(&self.tls_key),
+            handshake_timeout,
+        })
     }
 }
 

@@ -76,10 +76,27 @@ pub async fn serve(ctx: Rc<ConnContext>, stream: TcpStream, peer: SocketAddr) {
         path: Vec::with_capacity(128),
         ranges: Vec::new(),
     };
-    if let Err(e) = c.run().await {
-        tracing::debug!(peer = %c.peer, "connection ended: {e}");
+    match c.run().await {
+        Ok(Ended::Closed) => {}
+        Ok(Ended::H2c(read)) => {
+            let Conn { ctx, out, .. } = c;
+            let h2 = crate::hyperconn::Protocol::Http2;
+            crate::hyperconn::serve(ctx, out.stream, read, peer, h2).await;
+        }
+        Err(e) => tracing::debug!(peer = %c.peer, "connection ended: {e}"),
     }
 }
+
+/// How [`Conn::run`] ends: the connection is done, or it opened with the
+/// HTTP/2 preface (h2c with prior knowledge, RFC 9113 3.3) and goes to
+/// hyper with the bytes read so far.
+enum Ended {
+    Closed,
+    H2c(Vec<u8>),
+}
+
+/// What an HTTP/2 client with prior knowledge sends first.
+const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
 /// What the response in progress has put on the wire, for the counters and
 /// the access log: its status once the head is written, and the body bytes
@@ -96,7 +113,7 @@ fn io_err(kind: io::ErrorKind, msg: &'static str) -> io::Error {
 }
 
 impl Conn {
-    async fn run(&mut self) -> io::Result<()> {
+    async fn run(&mut self) -> io::Result<Ended> {
         let mut rbuf = vec![0u8; self.live.s.limits.max_header_bytes];
         let (mut start, mut end) = (0usize, 0usize);
         let mut served = 0u64;
@@ -104,8 +121,19 @@ impl Conn {
         let sleep = tokio::time::sleep(Duration::ZERO);
         tokio::pin!(sleep);
         let mut shutdown = self.ctx.shutdown.clone();
+        let h2c = self.live.s.http2.h2c;
         loop {
-            if start < end {
+            // Only the first bytes of a connection can be the preface; a
+            // prefix of it waits for more bytes instead of being parsed.
+            let preface = h2c && served == 0 && start == 0 && {
+                let n = end.min(H2_PREFACE.len());
+                n > 0 && rbuf[..n] == H2_PREFACE[..n]
+            };
+            if preface && end >= H2_PREFACE.len() {
+                rbuf.truncate(end);
+                return Ok(Ended::H2c(rbuf));
+            }
+            if start < end && !preface {
                 let n = self.live.s.limits.max_headers;
                 let mut stack;
                 let mut heap;
@@ -133,7 +161,7 @@ impl Conn {
                             if req_unread {
                                 self.linger_close().await;
                             }
-                            return Ok(());
+                            return Ok(Ended::Closed);
                         }
                         if start == end {
                             start = 0;
@@ -151,7 +179,7 @@ impl Conn {
                             _ => reason(e.status()),
                         };
                         self.reject(e.status(), why).await?;
-                        return Ok(());
+                        return Ok(Ended::Closed);
                     }
                 }
             }
@@ -160,7 +188,7 @@ impl Conn {
                 self.out.flush(false).await?;
             }
             if (self.ctx.stopping.get() || self.stop_seen) && start == end {
-                return Ok(());
+                return Ok(Ended::Closed);
             }
             if start > 0 {
                 rbuf.copy_within(start..end, 0);
@@ -180,7 +208,7 @@ impl Conn {
             tokio::select! {
                 biased;
                 r = self.out.stream.read(&mut rbuf[end..]) => match r {
-                    Ok(0) => return Ok(()),
+                    Ok(0) => return Ok(Ended::Closed),
                     Ok(n) => end += n,
                     Err(e) => return Err(e),
                 },
@@ -188,12 +216,12 @@ impl Conn {
                     if end > start {
                         self.reject(408, "request head not received in time").await?;
                     }
-                    return Ok(());
+                    return Ok(Ended::Closed);
                 },
                 _ = shutdown.changed(), if !self.stop_seen => {
                     self.stop_seen = true;
                     if start == end {
-                        return Ok(());
+                        return Ok(Ended::Closed);
                     }
                 },
             }
@@ -288,7 +316,11 @@ impl Conn {
                 request: req.map(|r| crate::accesslog::RequestLine {
                     method: r.method_raw,
                     target: r.target(),
-                    minor_version: r.minor_version,
+                    version: if r.minor_version == 0 {
+                        "HTTP/1.0"
+                    } else {
+                        "HTTP/1.1"
+                    },
                 }),
                 status,
                 bytes: body,

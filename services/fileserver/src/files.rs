@@ -56,6 +56,19 @@ impl Files {
         })
     }
 
+    /// The tower Service for the hyper listeners, with the answers `s`
+    /// asks for (the plaintext engine reads the same settings).
+    pub fn service(&self, s: &Settings) -> servedir::ServeDir {
+        servedir::ServeDir::new(self.fm.clone())
+            .index_files(s.index.iter().cloned())
+            .directory_listing(s.directory_listing)
+            .listing_max_entries(s.listing_max_entries)
+            .precompressed(s.precompressed)
+            .dotfiles(s.serve_dotfiles)
+            .cache_control(&s.cache_control)
+            .max_ranges(s.limits.max_ranges)
+    }
+
     /// Backend that runs and why.
     pub fn backend(&self) -> (String, String) {
         let (k, why) = self.fm.backend();

@@ -23,10 +23,12 @@ pub mod config;
 pub mod conn;
 pub mod files;
 pub mod http;
+pub mod hyperconn;
 pub mod server;
 pub mod state;
 pub mod stats;
 pub mod sysd;
+pub mod tls;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -36,7 +38,7 @@ use std::path::PathBuf;
 #[command(
     name = "fileserver",
     version,
-    about = "HTTP/1.1 static file server",
+    about = "Static file server: HTTP/1.1, and HTTPS with HTTP/2",
     args_conflicts_with_subcommands = true
 )]
 pub struct Cli {
@@ -79,6 +81,15 @@ pub struct Cli {
     /// off|stdout|FILE [key: access_log]
     #[arg(long, value_name = "TARGET")]
     pub access_log: Option<String>,
+    /// Address to serve HTTPS on (HTTP/2 and HTTP/1.1 by ALPN) [key: tls_listen]
+    #[arg(long, value_name = "ADDR")]
+    pub tls_listen: Option<String>,
+    /// PEM certificate chain, leaf first [key: tls_cert]
+    #[arg(long, value_name = "FILE")]
+    pub tls_cert: Option<String>,
+    /// PEM private key of the certificate [key: tls_key]
+    #[arg(long, value_name = "FILE")]
+    pub tls_key: Option<String>,
     /// Any other config key, e.g. --set cache.max_entries=1000 (repeatable)
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub set: Vec<String>,
@@ -116,6 +127,9 @@ impl Cli {
             ("io_backend", &self.io_backend),
             ("log_level", &self.log_level),
             ("access_log", &self.access_log),
+            ("tls_listen", &self.tls_listen),
+            ("tls_cert", &self.tls_cert),
+            ("tls_key", &self.tls_key),
         ] {
             if let Some(val) = val {
                 v.push((k.to_string(), val.clone()));

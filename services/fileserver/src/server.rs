@@ -64,10 +64,18 @@ fn worker_listeners(
         out.push(l);
         return Ok((out, addr));
     }
-    let first = bind_reuseport(s.listen)?;
+    reuseport_listeners(s.listen, s.workers)
+}
+
+/// One SO_REUSEPORT listener per worker (port 0 resolved by the first).
+fn reuseport_listeners(
+    addr: SocketAddr,
+    workers: usize,
+) -> std::io::Result<(Vec<std::net::TcpListener>, SocketAddr)> {
+    let first = bind_reuseport(addr)?;
     let addr = first.local_addr()?;
-    out.push(first);
-    for _ in 1..s.workers {
+    let mut out = vec![first];
+    for _ in 1..workers {
         out.push(bind_reuseport(addr)?);
     }
     Ok((out, addr))
@@ -104,9 +112,14 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
     // The error already names the root ("cannot open root DIR: ...").
     let files = Files::new(&s)?;
     let dropped = Arc::new(AtomicU64::new(0));
-    let (live, log_thread) = make_live(&s, &dropped)?;
+    let (live, log_thread) = make_live(&s, &files, &dropped)?;
+    let tls = match &s.tls {
+        Some(t) => Some(crate::tls::Certs::load(t).map_err(anyhow::Error::msg)?),
+        None => None,
+    };
     let shared = Arc::new(Shared {
         files,
+        tls,
         live: RwLock::new(Arc::new(live)),
         generation: AtomicU64::new(0),
         worker_stats: (0..s.workers)
@@ -124,6 +137,20 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
     let handle = crate::admin::install_recorder()?;
     let (listeners, http_addr) = worker_listeners(&s, args.activated.http)
         .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", s.listen))?;
+    let (tls_listeners, tls_addr) = match &s.tls {
+        Some(t) => {
+            let (l, addr) = reuseport_listeners(t.listen, s.workers)
+                .map_err(|e| anyhow::anyhow!("cannot listen on {} (tls_listen): {e}", t.listen))?;
+            (l.into_iter().map(Some).collect(), Some(addr))
+        }
+        None => ((0..s.workers).map(|_| None).collect::<Vec<_>>(), None),
+    };
+    let offload = tls_addr.map(|_| crate::tls::offload_reason());
+    if let Some(reason) = offload {
+        crate::tls::describe();
+        metrics::gauge!("fileserver_tls_offload_info", "mode" => "userspace", "reason" => reason)
+            .set(1.0);
+    }
     // A socket named `admin` from systemd replaces admin_listen, as the
     // `http` one replaces listen.
     let admin = match args.activated.admin {
@@ -148,14 +175,15 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let (ready_tx, ready_rx) = std::sync::mpsc::channel::<()>();
     let mut threads = Vec::new();
-    for (i, l) in listeners.into_iter().enumerate() {
+    for (i, (l, tls)) in listeners.into_iter().zip(tls_listeners).enumerate() {
         let shared = shared.clone();
         let rx = shutdown_rx.clone();
         let ready = ready_tx.clone();
+        let listeners = WorkerListeners { plain: l, tls };
         threads.push(
             std::thread::Builder::new()
                 .name(format!("worker-{i}"))
-                .spawn(move || worker_main(i, shared, l, rx, ready))?,
+                .spawn(move || worker_main(i, shared, listeners, rx, ready))?,
         );
     }
     drop(ready_tx);
@@ -174,6 +202,13 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
         );
     }
     shared.serving.store(true, Relaxed);
+    let tls_part = match (tls_addr, offload) {
+        (Some(addr), Some(reason)) => {
+            tracing::info!(%addr, reason, "HTTPS (h2, http/1.1) with userspace TLS (rustls)");
+            format!(" https={addr} tls=userspace({reason})")
+        }
+        _ => String::new(),
+    };
     tracing::info!(%http_addr, %admin_addr, root = %root.display(), workers = s.workers, backend, why, fd_limit, "starting");
     // On stderr, beside the log: stdout may carry the access log.
     {
@@ -181,7 +216,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
         let mut out = std::io::stderr().lock();
         let _ = writeln!(
             out,
-            "listening http={http_addr} admin={admin_addr} workers={} backend={backend} fd_limit={fd_limit} root={}",
+            "listening http={http_addr}{tls_part} admin={admin_addr} workers={} backend={backend} fd_limit={fd_limit} root={}",
             s.workers,
             root.display()
         );
@@ -204,10 +239,13 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
     // Drop loggers so their threads drain and exit.
     let (live, _) = shared.live();
     drop(live);
+    let (last, _) = shared.live();
     shared.set_live(Live {
-        s: shared.live().0.s.clone(),
+        s: last.s.clone(),
         access: None,
+        files: last.files.clone(),
     });
+    drop(last);
     let handles: Vec<_> =
         std::mem::take(&mut *shared.log_threads.lock().unwrap_or_else(|e| e.into_inner()));
     for h in handles {
@@ -369,6 +407,10 @@ fn reload(
         ("fd_headroom", new.fd_headroom != started.fd_headroom),
         ("inline_opens", new.inline_opens != started.inline_opens),
         ("log_format", new.log_format != started.log_format),
+        (
+            "tls_listen",
+            new.tls.as_ref().map(|t| t.listen) != started.tls.as_ref().map(|t| t.listen),
+        ),
     ] {
         if changed {
             tracing::warn!("reload: `{key}` changed but only takes effect after a restart");
@@ -385,12 +427,36 @@ fn reload(
     new.fd_budget = started.fd_budget;
     new.fd_headroom = started.fd_headroom;
     new.inline_opens = started.inline_opens;
+    // The HTTPS listener stays as it started; its certificate and key are
+    // read again, and a pair that does not load rejects the whole reload.
+    new.tls = match (&started.tls, new.tls.take()) {
+        (Some(old), Some(t)) => Some(crate::config::TlsSettings {
+            listen: old.listen,
+            ..t
+        }),
+        (Some(old), None) => Some(old.clone()),
+        (None, _) => None,
+    };
+    let new_pair = match (&shared.tls, &new.tls) {
+        (Some(_), Some(t)) => match crate::tls::load_pair(t) {
+            Ok(pair) => Some(pair),
+            Err(e) => {
+                tracing::error!("reload rejected, keeping the running config and certificate: {e}");
+                return Err(e);
+            }
+        },
+        _ => None,
+    };
     if let Err(e) = set_log_level(&new.log_level) {
         tracing::error!("reload: log_level: {e}");
     }
-    match make_live(&new, &shared.access_dropped) {
+    match make_live(&new, &shared.files, &shared.access_dropped) {
         Ok((live, thread)) => {
             shared.set_live(live);
+            if let (Some(certs), Some(pair)) = (&shared.tls, new_pair) {
+                certs.replace(pair);
+                tracing::info!("reload: TLS certificate and key loaded");
+            }
             if let Some(t) = thread {
                 shared
                     .log_threads
@@ -425,10 +491,26 @@ fn reload(
     }
 }
 
+/// One worker's sockets: the plaintext listener and, when configured, the
+/// HTTPS one.
+struct WorkerListeners {
+    plain: std::net::TcpListener,
+    tls: Option<std::net::TcpListener>,
+}
+
+/// What an accept loop does with a connection.
+#[derive(Clone, Copy)]
+enum Listener {
+    /// The hand-written HTTP/1.1 engine (h2c handed to hyper).
+    Plain,
+    /// TLS, then hyper.
+    Tls,
+}
+
 fn worker_main(
     i: usize,
     shared: Arc<Shared>,
-    listener: std::net::TcpListener,
+    listeners: WorkerListeners,
     shutdown: watch::Receiver<bool>,
     ready: std::sync::mpsc::Sender<()>,
 ) {
@@ -466,7 +548,7 @@ fn worker_main(
         conn: Rc::new(conn),
         local_conns: Cell::new(0),
     });
-    local.block_on(&rt, accept_loop(worker, listener, ready));
+    local.block_on(&rt, run_worker(worker, listeners, ready));
 }
 
 /// Takes one of the `max_connections` slots (for the next accepted
@@ -492,17 +574,23 @@ async fn acquire_slot(w: &Worker) -> bool {
     }
 }
 
-async fn accept_loop(
-    w: Rc<Worker>,
-    listener: std::net::TcpListener,
-    ready: std::sync::mpsc::Sender<()>,
-) {
-    let listener = match tokio::net::TcpListener::from_std(listener) {
-        Ok(l) => l,
+/// Sets up the worker's I/O, reports it ready, accepts on its listeners
+/// until shutdown, then drains its connections (at most `shutdown_timeout`).
+async fn run_worker(w: Rc<Worker>, listeners: WorkerListeners, ready: std::sync::mpsc::Sender<()>) {
+    let tokio_listener = |l: std::net::TcpListener| match tokio::net::TcpListener::from_std(l) {
+        Ok(l) => Some(l),
         Err(e) => {
             tracing::error!("worker listener: {e}");
-            return;
+            None
         }
+    };
+    let Some(plain) = tokio_listener(listeners.plain) else {
+        return;
+    };
+    let tls = match listeners.tls.map(tokio_listener) {
+        Some(None) => return,
+        Some(Some(l)) => Some(l),
+        None => None,
     };
     if let Err(e) = w.shared.files.attach_worker() {
         // Not fatal: the ring is created again at this worker's first I/O.
@@ -520,6 +608,30 @@ async fn accept_loop(
             }
         });
     }
+    let tls_loop = async {
+        if let Some(l) = tls {
+            accept_loop(&w, l, Listener::Tls).await;
+        }
+    };
+    tokio::join!(accept_loop(&w, plain, Listener::Plain), tls_loop);
+    w.conn.stopping.set(true);
+    let deadline = Instant::now() + w.shared.live().0.s.shutdown_timeout;
+    while w.local_conns.get() > 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    if w.local_conns.get() > 0 {
+        tracing::warn!(
+            "shutdown timeout: closing {} connection(s) mid-response",
+            w.local_conns.get()
+        );
+        // Those connections are dropped with the runtime; keep the global count right.
+        w.shared.open_conns.fetch_sub(w.local_conns.get(), Relaxed);
+    }
+    flush_samples(&mut w.conn.samples.borrow_mut());
+}
+
+/// Accepts on `listener` until shutdown, each connection a local task.
+async fn accept_loop(w: &Rc<Worker>, listener: tokio::net::TcpListener, kind: Listener) {
     let mut shutdown = w.conn.shutdown.clone();
     loop {
         let max = w.shared.live().0.s.limits.max_connections;
@@ -546,7 +658,13 @@ async fn accept_loop(
                         // connections can be accepted; they wait here,
                         // unserved and not counted as open, for a slot.
                         if acquire_slot(&w2).await {
-                            crate::conn::serve(w2.conn.clone(), stream, peer).await;
+                            let ctx = w2.conn.clone();
+                            match (kind, &w2.shared.tls) {
+                                (Listener::Tls, Some(certs)) => {
+                                    crate::tls::serve(ctx, certs, stream, peer).await
+                                }
+                                _ => crate::conn::serve(ctx, stream, peer).await,
+                            }
                             w2.shared.active_conns.fetch_sub(1, Relaxed);
                         }
                         w2.local_conns.set(w2.local_conns.get() - 1);
@@ -561,19 +679,5 @@ async fn accept_loop(
             }
         }
     }
-    w.conn.stopping.set(true);
     drop(listener);
-    let deadline = Instant::now() + w.shared.live().0.s.shutdown_timeout;
-    while w.local_conns.get() > 0 && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    if w.local_conns.get() > 0 {
-        tracing::warn!(
-            "shutdown timeout: closing {} connection(s) mid-response",
-            w.local_conns.get()
-        );
-        // Those connections are dropped with the runtime; keep the global count right.
-        w.shared.open_conns.fetch_sub(w.local_conns.get(), Relaxed);
-    }
-    flush_samples(&mut w.conn.samples.borrow_mut());
 }

@@ -23,6 +23,9 @@ pub struct Live {
     pub s: Settings,
     /// Access logger, when enabled.
     pub access: Option<AccessLogger>,
+    /// The Service the hyper listeners (HTTPS, h2c) answer with, built
+    /// from these settings.
+    pub files: servedir::ServeDir,
 }
 
 /// State shared by all workers and the main thread.
@@ -30,6 +33,8 @@ pub struct Live {
 pub struct Shared {
     /// File access beneath the root.
     pub files: Files,
+    /// The HTTPS listener's certificate, when one is configured.
+    pub tls: Option<crate::tls::Certs>,
     pub(crate) live: RwLock<Arc<Live>>,
     pub(crate) generation: AtomicU64,
     /// One counter block per worker.
@@ -156,6 +161,7 @@ pub(crate) fn flush_samples(s: &mut Vec<f64>) {
 
 pub(crate) fn make_live(
     s: &Settings,
+    files: &Files,
     shared_dropped: &Arc<AtomicU64>,
 ) -> std::io::Result<(Live, Option<std::thread::JoinHandle<()>>)> {
     let (access, handle) =
@@ -167,6 +173,7 @@ pub(crate) fn make_live(
         Live {
             s: s.clone(),
             access,
+            files: files.service(s),
         },
         handle,
     ))
