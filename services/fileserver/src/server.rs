@@ -205,7 +205,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
     let tls_part = match (tls_addr, offload) {
         (Some(addr), Some(reason)) => {
             tracing::info!(%addr, reason, "HTTPS (h2, http/1.1) with userspace TLS (rustls)");
-            format!(" https={addr} tls=userspace({reason})")
+            format!(" https={addr} tls=userspace tls_offload_off={reason}")
         }
         _ => String::new(),
     };

@@ -99,16 +99,16 @@ pub fn load_pair(s: &TlsSettings) -> Result<Arc<ServerConfig>, String> {
 }
 
 /// Why TLS records are sealed in user space, for the start line and the
-/// `fileserver_tls_offload_info` metric: kernel TLS (kTLS) would let
-/// `sendfile` run under TLS, but it is not wired in (see
-/// docs/ARCHITECTURE.md), and on a kernel without the `tls` ULP it could
-/// not be.
+/// `fileserver_tls_offload_info` metric (one word, so the start line stays
+/// `key=value` pairs): kernel TLS (kTLS) would let `sendfile` run under
+/// TLS, but it is not wired in (docs/ARCHITECTURE.md says how it would
+/// be), and on a kernel without the `tls` ULP it could not be.
 pub fn offload_reason() -> &'static str {
     let ulps = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_ulp").unwrap_or_default();
     if ulps.split_whitespace().any(|u| u == "tls") {
-        "kernel TLS offload not implemented"
+        "ktls_not_implemented"
     } else {
-        "kernel has no tls ULP"
+        "no_tls_ulp_in_kernel"
     }
 }
 

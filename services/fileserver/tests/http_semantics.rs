@@ -2,14 +2,16 @@
 //! index, dotfiles, content types, every conditional and range rule,
 //! precompressed siblings, pipelining and keep-alive.
 //!
-//! Every test runs twice: against the daemon (`daemon`) and against the
+//! Every test runs four times: against the daemon (`daemon`), against the
 //! `servedir` crate's axum example (`axum`), the same app its README starts,
-//! built from the same settings: embedders get the daemon's answers.
+//! built from the same settings (embedders get the daemon's answers), and
+//! against the daemon's HTTPS listener with an HTTP/2 client (`https_h2`)
+//! and an HTTP/1.1 one (`https_h1`).
 
 mod common;
 mod embedded;
 
-use common::{client, raw, status_of, Tree};
+use common::{status_of, Tree};
 use embedded::{Server, ServerKind};
 use reqwest::blocking::Response;
 use reqwest::header::HeaderMap;
@@ -71,11 +73,13 @@ fn fixture(kind: ServerKind, extra: &[&str]) -> Fixture {
 }
 
 fn get(f: &Fixture, path: &str, headers: &[(&str, &str)]) -> Response {
-    let mut rb = client().get(f.d.url(path));
+    let mut rb = f.d.client().get(f.d.url(path));
     for (k, v) in headers {
         rb = rb.header(*k, *v);
     }
-    rb.send().unwrap()
+    let r = rb.send().unwrap();
+    assert_eq!(r.version(), f.d.version(), "the protocol the test runs on");
+    r
 }
 
 const LM: &str = "Sun, 13 Sep 2020 12:26:40 GMT"; // 1_600_000_000
@@ -122,7 +126,7 @@ fn head_has_get_headers_and_no_body(kind: ServerKind) {
     let f = fixture(kind, &[]);
     for path in ["/small.bin", "/large.bin", "/nope", "/dir"] {
         let g = get(&f, path, &[]);
-        let h = client().head(f.d.url(path)).send().unwrap();
+        let h = f.d.client().head(f.d.url(path)).send().unwrap();
         assert_eq!(g.status(), h.status(), "{path}");
         for name in [
             "content-length",
@@ -141,7 +145,7 @@ fn head_has_get_headers_and_no_body(kind: ServerKind) {
     }
     // On the wire: HEAD then GET pipelined; the HEAD must carry no body bytes.
     let req = b"HEAD /small.bin HTTP/1.1\r\nHost: x\r\n\r\nGET /noext HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
-    let resp = raw(f.d.http, req, Duration::from_secs(5));
+    let resp = f.d.raw(req, Duration::from_secs(5));
     let text = String::from_utf8_lossy(&resp);
     let second = text
         .find("HTTP/1.1 200 OK")
@@ -157,24 +161,25 @@ fn head_has_get_headers_and_no_body(kind: ServerKind) {
 fn other_methods_405_and_options(kind: ServerKind) {
     let f = fixture(kind, &[]);
     for m in ["POST", "PUT", "DELETE", "PATCH", "BREW"] {
-        let r = client()
-            .request(
-                reqwest::Method::from_bytes(m.as_bytes()).unwrap(),
-                f.d.url("/small.bin"),
-            )
-            .send()
-            .unwrap();
+        let r =
+            f.d.client()
+                .request(
+                    reqwest::Method::from_bytes(m.as_bytes()).unwrap(),
+                    f.d.url("/small.bin"),
+                )
+                .send()
+                .unwrap();
         assert_eq!(r.status(), 405, "{m}");
         assert_eq!(hdr(r.headers(), "allow"), "GET, HEAD, OPTIONS");
     }
-    let r = client()
-        .request(reqwest::Method::OPTIONS, f.d.url("/small.bin"))
-        .send()
-        .unwrap();
+    let r =
+        f.d.client()
+            .request(reqwest::Method::OPTIONS, f.d.url("/small.bin"))
+            .send()
+            .unwrap();
     assert_eq!(r.status(), 204);
     assert_eq!(hdr(r.headers(), "allow"), "GET, HEAD, OPTIONS");
-    let resp = raw(
-        f.d.http,
+    let resp = f.d.raw(
         b"OPTIONS * HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
         Duration::from_secs(5),
     );
@@ -377,11 +382,12 @@ fn if_none_match_weak_comparison_and_304_headers(kind: ServerKind) {
         assert!(h.get("date").is_some());
         assert!(r.bytes().unwrap().is_empty());
     }
-    let r = client()
-        .head(f.d.url("/small.bin"))
-        .header("If-None-Match", &etag)
-        .send()
-        .unwrap();
+    let r =
+        f.d.client()
+            .head(f.d.url("/small.bin"))
+            .header("If-None-Match", &etag)
+            .send()
+            .unwrap();
     assert_eq!(r.status(), 304);
     assert_eq!(
         get(&f, "/small.bin", &[("If-None-Match", "\"other\"")]).status(),
@@ -392,7 +398,7 @@ fn if_none_match_weak_comparison_and_304_headers(kind: ServerKind) {
         "GET /small.bin HTTP/1.1\r\nHost: x\r\nIf-None-Match: {etag}\r\n\r\nGET /noext HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
     );
     let resp =
-        String::from_utf8_lossy(&raw(f.d.http, req.as_bytes(), Duration::from_secs(5))).to_string();
+        String::from_utf8_lossy(&f.d.raw(req.as_bytes(), Duration::from_secs(5))).to_string();
     assert!(resp.starts_with("HTTP/1.1 304"), "{resp}");
     assert!(resp.contains("\r\n\r\nHTTP/1.1 200 OK"), "{resp}");
     assert!(
@@ -535,11 +541,12 @@ fn single_ranges_small_and_large(kind: ServerKind) {
             assert_eq!(r.bytes().unwrap().len(), len);
         }
         // HEAD ignores Range.
-        let r = client()
-            .head(f.d.url(path))
-            .header("Range", "bytes=0-9")
-            .send()
-            .unwrap();
+        let r =
+            f.d.client()
+                .head(f.d.url(path))
+                .header("Range", "bytes=0-9")
+                .send()
+                .unwrap();
         assert_eq!(r.status(), 200);
     }
 }
@@ -684,7 +691,7 @@ fn pipelining_and_keep_alive() {
     let kind = ServerKind::Daemon;
     let f = fixture(kind, &[]);
     let req = b"GET /noext HTTP/1.1\r\nHost: x\r\n\r\nGET /small.bin HTTP/1.1\r\nHost: x\r\nRange: bytes=0-1\r\n\r\nGET /missing HTTP/1.1\r\nHost: x\r\n\r\nGET /a%20b.txt HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
-    let resp = String::from_utf8_lossy(&raw(f.d.http, req, Duration::from_secs(5))).to_string();
+    let resp = String::from_utf8_lossy(&f.d.raw(req, Duration::from_secs(5))).to_string();
     let codes: Vec<&str> = resp
         .match_indices("HTTP/1.1 ")
         .map(|(i, _)| &resp[i + 9..i + 12])
@@ -692,14 +699,10 @@ fn pipelining_and_keep_alive() {
     assert_eq!(codes, vec!["200", "206", "404", "200"], "{resp}");
     assert!(resp.ends_with("space"));
     // HTTP/1.0 closes by default; keep-alive when asked.
-    let resp = raw(
-        f.d.http,
-        b"GET /noext HTTP/1.0\r\n\r\n",
-        Duration::from_secs(5),
-    );
+    let resp =
+        f.d.raw(b"GET /noext HTTP/1.0\r\n\r\n", Duration::from_secs(5));
     assert!(String::from_utf8_lossy(&resp).ends_with("???"));
-    let resp = raw(
-        f.d.http,
+    let resp = f.d.raw(
         b"GET /noext HTTP/1.0\r\nConnection: keep-alive\r\n\r\nGET /noext HTTP/1.0\r\n\r\n",
         Duration::from_secs(5),
     );
@@ -710,7 +713,7 @@ fn pipelining_and_keep_alive() {
 
 fn many_small_requests_on_one_connection_stay_correct(kind: ServerKind) {
     let f = fixture(kind, &[]);
-    let c = client();
+    let c = f.d.client();
     for i in 0..200 {
         let path = if i % 2 == 0 {
             "/small.bin"
@@ -738,7 +741,7 @@ fn vary_is_the_same_for_every_response_of_a_negotiated_resource(kind: ServerKind
         let r = get(&f, "/app.js", headers);
         assert_eq!(hdr(r.headers(), "vary"), "Accept-Encoding", "{what}");
     }
-    let r = client().head(f.d.url("/app.js")).send().unwrap();
+    let r = f.d.client().head(f.d.url("/app.js")).send().unwrap();
     assert_eq!(hdr(r.headers(), "vary"), "Accept-Encoding", "HEAD");
     // With precompressed siblings off, nothing depends on Accept-Encoding.
     let f = fixture(kind, &["--set", "precompressed=false"]);
@@ -799,7 +802,7 @@ fn replicas_of_the_same_files_agree_on_validators(kind: ServerKind) {
     }
     let b = Server::start(kind, &b_tree.root, &[]);
     let get_b = |path: &str, headers: &[(&str, &str)]| {
-        let mut rb = client().get(b.url(path));
+        let mut rb = b.client().get(b.url(path));
         for (k, v) in headers {
             rb = rb.header(*k, *v);
         }
@@ -825,7 +828,7 @@ fn host_must_be_a_valid_authority(kind: ServerKind) {
     let f = fixture(kind, &[]);
     let send = |host: &str| {
         let req = format!("GET /noext HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
-        status_of(&raw(f.d.http, req.as_bytes(), Duration::from_secs(5)))
+        status_of(&f.d.raw(req.as_bytes(), Duration::from_secs(5)))
     };
     for bad in [
         "a b",
@@ -860,7 +863,8 @@ fn host_must_be_a_valid_authority(kind: ServerKind) {
     }
 }
 
-/// Runs each test against each server (module `test::daemon`, `test::axum`).
+/// Runs each test against each server (module `test::daemon`, `test::axum`,
+/// `test::https_h2`, `test::https_h1`).
 macro_rules! against_each_server {
     ($($test:ident),* $(,)?) => {
         $(mod $test {
@@ -871,6 +875,14 @@ macro_rules! against_each_server {
             #[test]
             fn axum() {
                 super::$test(super::ServerKind::AxumExample)
+            }
+            #[test]
+            fn https_h2() {
+                super::$test(super::ServerKind::DaemonHttps2)
+            }
+            #[test]
+            fn https_h1() {
+                super::$test(super::ServerKind::DaemonHttps1)
             }
         })*
     };

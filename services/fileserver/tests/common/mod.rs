@@ -8,6 +8,8 @@
 //! ```
 #![allow(dead_code)]
 
+pub(crate) mod tls;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
@@ -25,6 +27,8 @@ pub(crate) fn bin() -> PathBuf {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct StartLine {
     pub http: SocketAddr,
+    /// The HTTPS listener, when `tls_listen` is set.
+    pub https: Option<SocketAddr>,
     pub admin: SocketAddr,
     pub workers: usize,
     pub backend: String,
@@ -37,6 +41,7 @@ pub(crate) fn parse_start_line(line: &str) -> Option<StartLine> {
     let rest = line.trim_end().strip_prefix("listening ")?;
     let (fields, root) = rest.split_once(" root=")?;
     let mut http = None;
+    let mut https = None;
     let mut admin = None;
     let mut workers = None;
     let mut backend = None;
@@ -45,6 +50,7 @@ pub(crate) fn parse_start_line(line: &str) -> Option<StartLine> {
         let (k, v) = kv.split_once('=')?;
         match k {
             "http" => http = v.parse().ok(),
+            "https" => https = v.parse().ok(),
             "admin" => admin = v.parse().ok(),
             "workers" => workers = v.parse().ok(),
             "backend" => backend = Some(v.to_string()),
@@ -54,6 +60,7 @@ pub(crate) fn parse_start_line(line: &str) -> Option<StartLine> {
     }
     Some(StartLine {
         http: http?,
+        https,
         admin: admin?,
         workers: workers?,
         backend: backend?,

@@ -1,12 +1,14 @@
 //! The servers the HTTP semantics tests run against: the daemon (a child
-//! process, `common::Daemon`) or the `servedir` crate's axum example app
-//! (in this process, on its own multi-threaded runtime), each on a free
+//! process, `common::Daemon`) in plaintext, or over HTTPS with an HTTP/2
+//! or an HTTP/1.1 client, or the `servedir` crate's axum example app (in
+//! this process, on its own multi-threaded runtime), each on a free
 //! loopback port and configured by the same `--set key=value` arguments.
 #![allow(dead_code)]
 
 #[path = "../../../../crates/servedir/examples/axum.rs"]
 mod axum_example;
 
+use crate::common::tls::TestCa;
 use crate::common::Daemon;
 use std::net::SocketAddr;
 use std::path::Path;
@@ -16,6 +18,11 @@ use std::path::Path;
 pub(crate) enum ServerKind {
     /// The `fileserver` binary.
     Daemon,
+    /// The binary's HTTPS listener, the client speaking HTTP/2 (raw
+    /// HTTP/1.1 bytes go over TLS with ALPN `http/1.1`).
+    DaemonHttps2,
+    /// The binary's HTTPS listener, the client speaking HTTP/1.1.
+    DaemonHttps1,
     /// `crates/servedir/examples/axum.rs`, mounted at `/`.
     AxumExample,
 }
@@ -23,6 +30,7 @@ pub(crate) enum ServerKind {
 /// A running server; stopped on drop.
 pub(crate) struct Server {
     pub http: SocketAddr,
+    tls: Option<(TestCa, bool)>,
     _running: Running,
 }
 
@@ -51,6 +59,19 @@ impl Server {
                 let d = Daemon::start(root, extra);
                 Server {
                     http: d.http,
+                    tls: None,
+                    _running: Running::Daemon(d),
+                }
+            }
+            ServerKind::DaemonHttps2 | ServerKind::DaemonHttps1 => {
+                let ca = TestCa::new();
+                let mut args = ca.args();
+                args.extend(extra.iter().map(|a| a.to_string()));
+                let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                let d = Daemon::start(root, &args);
+                Server {
+                    http: d.start.https.expect("an https= address in the start line"),
+                    tls: Some((ca, kind == ServerKind::DaemonHttps2)),
                     _running: Running::Daemon(d),
                 }
             }
@@ -75,6 +96,7 @@ impl Server {
                 });
                 Server {
                     http,
+                    tls: None,
                     _running: Running::Embedded(Embedded(Some(rt))),
                 }
             }
@@ -82,6 +104,32 @@ impl Server {
     }
 
     pub(crate) fn url(&self, path: &str) -> String {
-        format!("http://{}{}", self.http, path)
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        format!("{scheme}://{}{}", self.http, path)
+    }
+
+    /// A client for this server (trusting its test CA, speaking its protocol).
+    pub(crate) fn client(&self) -> reqwest::blocking::Client {
+        match &self.tls {
+            Some((ca, http2)) => ca.client(*http2),
+            None => crate::common::client(),
+        }
+    }
+
+    /// The HTTP version its client speaks.
+    pub(crate) fn version(&self) -> reqwest::Version {
+        match &self.tls {
+            Some((_, true)) => reqwest::Version::HTTP_2,
+            _ => reqwest::Version::HTTP_11,
+        }
+    }
+
+    /// Sends raw HTTP/1.1 bytes (over TLS for an HTTPS server) and reads
+    /// until the server closes or `timeout`.
+    pub(crate) fn raw(&self, req: &[u8], timeout: std::time::Duration) -> Vec<u8> {
+        match &self.tls {
+            Some((ca, _)) => ca.raw(self.http, req, timeout),
+            None => crate::common::raw(self.http, req, timeout),
+        }
     }
 }
