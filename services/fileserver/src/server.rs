@@ -109,14 +109,15 @@ impl std::fmt::Debug for RunArgs {
 /// Runs the daemon until SIGTERM/SIGINT; returns the process exit code.
 pub fn run(args: RunArgs) -> anyhow::Result<i32> {
     let s = args.settings.clone();
-    // The error already names the root ("cannot open root DIR: ...").
-    let files = Files::new(&s)?;
-    let dropped = Arc::new(AtomicU64::new(0));
-    let (live, log_thread) = make_live(&s, &files, &dropped)?;
+    // Before the file layer starts (and logs): a bad pair is one line.
     let tls = match &s.tls {
         Some(t) => Some(crate::tls::Certs::load(t).map_err(anyhow::Error::msg)?),
         None => None,
     };
+    // The error already names the root ("cannot open root DIR: ...").
+    let files = Files::new(&s)?;
+    let dropped = Arc::new(AtomicU64::new(0));
+    let (live, log_thread) = make_live(&s, &files, &dropped)?;
     let shared = Arc::new(Shared {
         files,
         tls,
