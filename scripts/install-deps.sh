@@ -11,7 +11,7 @@ SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 # python3-httpx + python3-h2, chromium: real HTTP/2 clients for the HTTPS tests
 # (services/fileserver/tests/tls_http2.rs).
 pkgs=(prometheus nginx-light wrk curl wfuzz systemd nghttp2-client strace python3-venv util-linux
-      fonts-dejavu-core valgrind lighttpd h2o caddy python3-httpx python3-h2 chromium)
+      fonts-dejavu-core valgrind lighttpd h2o caddy python3-httpx python3-h2 chromium openssl)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then
