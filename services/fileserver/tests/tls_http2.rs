@@ -592,3 +592,33 @@ fn idle_tls_connections_are_closed_after_keepalive_timeout() {
         "closed by the idle rule, not the client's read timeout"
     );
 }
+
+#[test]
+fn sigterm_lets_an_h2_download_in_flight_finish() {
+    let mut f = fixture(&[]);
+    let large = std::fs::read(f.tree.root.join("large.bin")).unwrap();
+    // About 3 s at 1 MB/s: SIGTERM arrives mid-body.
+    let out = f.ca.dir.path().join("download.bin");
+    let mut curl = Command::new("curl")
+        .args(["-sS", "--http2", "--limit-rate", "1M", "--cacert"])
+        .arg(&f.ca_file)
+        .arg("-o")
+        .arg(&out)
+        .arg(f.https_url("/large.bin"))
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::fs::metadata(&out).map_or(0, |m| m.len()) < 256 * 1024 {
+        assert!(Instant::now() < deadline, "the download did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    f.d.signal(libc::SIGTERM);
+    let status = curl.wait().unwrap();
+    assert!(status.success(), "curl: {status}");
+    assert!(
+        std::fs::read(&out).unwrap() == large,
+        "the whole file arrived"
+    );
+    let exit = f.d.wait_exit(Duration::from_secs(20)).expect("exit");
+    assert_eq!(exit.code(), Some(0));
+}
