@@ -18,7 +18,7 @@
 //! ```
 
 use crate::accesslog::{Entry, RequestLine};
-use crate::state::ConnContext;
+use crate::state::{ConnContext, Live};
 use crate::stats::MethodLabel;
 use bytes::Bytes;
 use http::header::{HeaderValue, REFERER, SERVER, USER_AGENT};
@@ -27,13 +27,14 @@ use http_body::{Body as HttpBody, Frame, SizeHint};
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::convert::Infallible;
 use std::future::Future;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::rc::Rc;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Instant;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
@@ -109,10 +110,9 @@ pub async fn serve<I>(
 ) where
     I: AsyncRead + AsyncWrite + Unpin + 'static,
 {
-    let (live, _) = ctx.live();
-    let limits = live.s.limits.clone();
-    let builder = builder(&live.s, protocol);
-    drop(live);
+    let live = ctx.live();
+    let limits = live.0.s.limits.clone();
+    let builder = builder(&live.0.s, protocol);
     let activity = Rc::new(Activity {
         last: Cell::new(Instant::now()),
         in_flight: Cell::new(0),
@@ -125,6 +125,7 @@ pub async fn serve<I>(
     };
     let responder = Responder {
         ctx: ctx.clone(),
+        live: RefCell::new(live),
         peer,
         version: match protocol {
             Protocol::Http1 => "HTTP/1.1",
@@ -200,9 +201,22 @@ fn builder(s: &crate::config::Settings, protocol: Protocol) -> auto::Builder<Loc
 #[derive(Debug)]
 struct Responder {
     ctx: Rc<ConnContext>,
+    /// The settings in force and their generation, re-read only when a
+    /// reload bumped it (one relaxed load per request, like conn.rs).
+    live: RefCell<(Arc<Live>, u64)>,
     peer: SocketAddr,
     version: &'static str,
     activity: Rc<Activity>,
+}
+
+impl Responder {
+    fn live(&self) -> Arc<Live> {
+        let mut live = self.live.borrow_mut();
+        if self.ctx.generation() != live.1 {
+            *live = self.ctx.live();
+        }
+        live.0.clone()
+    }
 }
 
 type ResponseFuture = Pin<Box<dyn Future<Output = Result<Response<Logged>, Infallible>>>>;
@@ -215,7 +229,7 @@ impl hyper::service::Service<Request<Incoming>> for Responder {
     fn call(&self, req: Request<Incoming>) -> ResponseFuture {
         let t0 = Instant::now();
         let in_flight = InFlight::new(&self.activity);
-        let (live, _) = self.ctx.live();
+        let live = self.live();
         let method = match *req.method() {
             http::Method::GET => MethodLabel::Get,
             http::Method::HEAD => MethodLabel::Head,
@@ -227,6 +241,7 @@ impl hyper::service::Service<Request<Incoming>> for Responder {
             .then(|| LogFields::of(&req, self.peer, &live.s.trusted_proxies));
         let mut files = live.files.clone();
         let (ctx, peer, version) = (self.ctx.clone(), self.peer, self.version);
+        let logger = fields.is_some().then_some(live);
         Box::pin(async move {
             let response = match files.call(req).await {
                 Ok(r) => r,
@@ -249,6 +264,7 @@ impl hyper::service::Service<Request<Incoming>> for Responder {
                     status,
                     t0,
                     fields,
+                    logger,
                     _in_flight: in_flight,
                 }),
             };
@@ -303,6 +319,8 @@ struct Done {
     status: u16,
     t0: Instant,
     fields: Option<LogFields>,
+    /// The settings whose access logger logs this response (while one is on).
+    logger: Option<Arc<Live>>,
     _in_flight: InFlight,
 }
 
@@ -357,8 +375,8 @@ impl Drop for Logged {
         let duration = d.t0.elapsed();
         d.ctx.stats.record(d.method, d.status, self.sent, completed);
         d.ctx.record_duration(duration);
-        let (live, _) = d.ctx.live();
-        if let (Some(log), Some(f)) = (&live.access, &d.fields) {
+        let log = d.logger.as_ref().and_then(|live| live.access.as_ref());
+        if let (Some(log), Some(f)) = (log, &d.fields) {
             log.log(&Entry {
                 client: f.client,
                 peer: d.peer.ip(),
