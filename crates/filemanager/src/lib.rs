@@ -90,6 +90,7 @@ mod file;
 pub mod limits;
 mod listing;
 mod query;
+mod residency;
 mod resolve;
 
 use std::fmt;
@@ -113,6 +114,7 @@ use file::{BudgetToken, FdCount};
 pub use listing::{DirEntry, EntryKind, ListOptions, Listing};
 pub use pathcache::FileMeta;
 pub use query::{Query, Resolved, ResolvedFile, Sibling};
+pub use residency::is_resident;
 use resolve::{c_path, is_exhausted, map_open_error, Kind};
 /// The crates whose types appear in this one's API (`Config::cache`,
 /// `Stats`), so a user needs no matching versions of them.

@@ -69,6 +69,11 @@ impl Files {
             .max_ranges(s.limits.max_ranges)
     }
 
+    /// The file manager itself.
+    pub fn manager(&self) -> &filemanager::FileManager {
+        &self.fm
+    }
+
     /// Backend that runs and why.
     pub fn backend(&self) -> (String, String) {
         let (k, why) = self.fm.backend();

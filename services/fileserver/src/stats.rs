@@ -57,6 +57,7 @@ pub struct WorkerStats {
     responses: [[AtomicU64; CODE_SLOTS]; 3],
     body_bytes: AtomicU64,
     aborted: AtomicU64,
+    cold_bytes: AtomicU64,
 }
 
 /// Single-writer increment: the owning worker is the only writer, so a
@@ -84,6 +85,13 @@ impl WorkerStats {
             bump(&self.aborted, 1);
         }
     }
+
+    /// Counts body bytes that were not in the page cache and so were read
+    /// through the I/O backend instead of sent by sendfile. Owning worker only.
+    #[inline]
+    pub fn record_cold(&self, bytes: u64) {
+        bump(&self.cold_bytes, bytes);
+    }
 }
 
 /// Sums of all workers' counters.
@@ -95,6 +103,8 @@ pub struct Totals {
     pub body_bytes: u64,
     /// Responses that did not complete.
     pub aborted: u64,
+    /// Body bytes read through the backend because they were cold.
+    pub cold_bytes: u64,
 }
 
 /// Sums the workers' blocks.
@@ -108,6 +118,7 @@ pub fn totals(workers: &[std::sync::Arc<WorkerStats>]) -> Totals {
         }
         t.body_bytes += w.body_bytes.load(Relaxed);
         t.aborted += w.aborted.load(Relaxed);
+        t.cold_bytes += w.cold_bytes.load(Relaxed);
     }
     t
 }
@@ -126,6 +137,11 @@ pub fn describe() {
         "fileserver_http_response_body_bytes_total",
         metrics::Unit::Bytes,
         "Response body bytes sent, aborted responses included (HEAD and 304 send none)."
+    );
+    metrics::describe_counter!(
+        "fileserver_http_cold_read_bytes_total",
+        metrics::Unit::Bytes,
+        "Body bytes that were not in the page cache: read through the I/O backend and sent from memory instead of by a sendfile that would have stalled the worker."
     );
     metrics::describe_histogram!(
         "fileserver_http_request_duration_seconds",
@@ -165,6 +181,7 @@ pub fn publish(t: &Totals, connections_open: u64) {
     }
     metrics::counter!("fileserver_http_response_body_bytes_total").absolute(t.body_bytes);
     metrics::counter!("fileserver_http_responses_aborted_total").absolute(t.aborted);
+    metrics::counter!("fileserver_http_cold_read_bytes_total").absolute(t.cold_bytes);
     metrics::gauge!("fileserver_connections_open").set(connections_open as f64);
 }
 

@@ -1,0 +1,148 @@
+//! Is a byte range of a file in the page cache? `sendfile(2)` on a range
+//! that is not waits for the disk inside the syscall, which stalls every
+//! other connection of a worker thread; a caller that asks first can read
+//! a cold range through the backend (io_uring) instead and send it from
+//! memory.
+//!
+//! ```text
+//! cachestat(2) (Linux 6.5+): are all pages of the range in the cache?
+//!   (exact, but a page still being read in by readahead counts as cached)
+//!   ENOSYS / EPERM (older kernel, seccomp) -> remembered, skipped from then on
+//! preadv2(RWF_NOWAIT) of one byte at the range's last page (and its first,
+//! without cachestat): EAGAIN -> cold. A page is readable only once its
+//! read finished, and readahead fills in order, so a readable last page
+//! means the range will not wait.
+//! ```
+
+use std::os::fd::{AsRawFd, BorrowedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Set once `cachestat` is known not to work here.
+static NO_CACHESTAT: AtomicBool = AtomicBool::new(false);
+
+/// x86-64 and aarch64 share the generic syscall number.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+const SYS_CACHESTAT: libc::c_long = 451;
+
+#[repr(C)]
+struct CachestatRange {
+    off: u64,
+    len: u64,
+}
+
+#[repr(C)]
+#[derive(Default)]
+struct Cachestat {
+    nr_cache: u64,
+    nr_dirty: u64,
+    nr_writeback: u64,
+    nr_evicted: u64,
+    nr_recently_evicted: u64,
+}
+
+/// Whether `len` bytes at `offset` of `fd` are all in the page cache. An
+/// error other than "not supported" answers `true`: the caller's sendfile
+/// then reports it.
+///
+/// ```
+/// use std::os::fd::AsFd;
+/// let f = tempfile::tempfile().unwrap();
+/// std::io::Write::write_all(&mut &f, &[1u8; 8192]).unwrap();
+/// assert!(filemanager::is_resident(f.as_fd(), 0, 8192));
+/// ```
+pub fn is_resident(fd: BorrowedFd<'_>, offset: u64, len: u64) -> bool {
+    if len == 0 {
+        return true;
+    }
+    let page = rustix::param::page_size() as u64;
+    let last = (offset + len - 1) / page * page;
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    if !NO_CACHESTAT.load(Ordering::Relaxed) {
+        match cachestat(fd, offset, len) {
+            Some(false) => return false,
+            Some(true) => return probe(fd, last),
+            None => NO_CACHESTAT.store(true, Ordering::Relaxed),
+        }
+    }
+    probe(fd, offset) && (last <= offset || probe(fd, last))
+}
+
+/// `Some(all cached)`, or `None` when the syscall is not available.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+fn cachestat(fd: BorrowedFd<'_>, offset: u64, len: u64) -> Option<bool> {
+    let page = rustix::param::page_size() as u64;
+    let range = CachestatRange { off: offset, len };
+    let mut cs = Cachestat::default();
+    // SAFETY: cachestat(2) reads `range` and writes `cs`, both live and of
+    // the layout the kernel expects (struct cachestat_range, struct
+    // cachestat); `fd` is a borrowed open descriptor; flags must be 0.
+    let rc = unsafe {
+        libc::syscall(
+            SYS_CACHESTAT,
+            fd.as_raw_fd(),
+            &range as *const CachestatRange,
+            &mut cs as *mut Cachestat,
+            0u32,
+        )
+    };
+    if rc == 0 {
+        let pages = (offset + len).div_ceil(page) - offset / page;
+        return Some(cs.nr_cache >= pages);
+    }
+    match std::io::Error::last_os_error().raw_os_error() {
+        Some(libc::ENOSYS) | Some(libc::EPERM) | Some(libc::EOPNOTSUPP) => None,
+        _ => Some(true),
+    }
+}
+
+/// One byte at `offset` without waiting for I/O: false when it is not cached.
+fn probe(fd: BorrowedFd<'_>, offset: u64) -> bool {
+    let mut byte = 0u8;
+    let iov = libc::iovec {
+        iov_base: (&mut byte as *mut u8).cast(),
+        iov_len: 1,
+    };
+    // SAFETY: one iovec over a live local byte; `fd` is a borrowed open
+    // descriptor; RWF_NOWAIT makes the read fail with EAGAIN rather than
+    // wait for the disk.
+    let n = unsafe {
+        libc::preadv2(
+            fd.as_raw_fd(),
+            &iov,
+            1,
+            offset as libc::off_t,
+            libc::RWF_NOWAIT,
+        )
+    };
+    !(n < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EAGAIN))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsFd;
+
+    #[test]
+    fn a_freshly_written_file_is_resident_and_a_dropped_one_is_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        std::fs::write(&path, vec![7u8; 1 << 20]).unwrap();
+        let f = std::fs::File::open(&path).unwrap();
+        assert!(is_resident(f.as_fd(), 0, 1 << 20));
+        assert!(is_resident(f.as_fd(), 4096, 0));
+        // Drop the file's pages (clean, so DONTNEED evicts them) and ask again.
+        f.sync_all().unwrap();
+        // SAFETY: fadvise on an open descriptor; no memory is passed.
+        let rc = unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+        assert_eq!(rc, 0);
+        if is_resident(f.as_fd(), 0, 1 << 20) {
+            // tmpfs keeps pages whatever the advice: nothing to learn there.
+            let fs = rustix::fs::fstatfs(&f).unwrap();
+            assert_eq!(
+                fs.f_type as i64,
+                libc::TMPFS_MAGIC,
+                "evicted pages reported resident"
+            );
+        }
+    }
+}

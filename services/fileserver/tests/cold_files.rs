@@ -1,0 +1,71 @@
+//! Files that are not in the page cache: the daemon must not let sendfile
+//! wait for the disk on a worker thread, so a cold range is read through
+//! the I/O backend and sent from memory. Checked with real evictions
+//! (`posix_fadvise(DONTNEED)` on a disk-backed file), byte for byte, and by
+//! the counter that says which path the bytes took.
+
+mod common;
+
+use common::{metric, Daemon};
+use std::os::fd::AsRawFd;
+
+fn pattern(n: usize) -> Vec<u8> {
+    (0..n).map(|i| (i * 13 % 241) as u8).collect()
+}
+
+/// Drops `path`'s clean pages from the page cache; false where the
+/// filesystem keeps them anyway (tmpfs).
+fn evict(path: &std::path::Path) -> bool {
+    let f = std::fs::File::open(path).unwrap();
+    f.sync_all().unwrap();
+    // SAFETY: fadvise on an open descriptor; no memory is passed.
+    let rc = unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    assert_eq!(rc, 0);
+    !filemanager::is_resident(std::os::fd::AsFd::as_fd(&f), 0, 1 << 20)
+}
+
+#[test]
+fn cold_ranges_are_read_through_the_backend_and_sent_whole() {
+    // The target directory is on disk; /tmp may be tmpfs, which never evicts.
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let root = dir.path();
+    let data = pattern(8 << 20);
+    std::fs::write(root.join("cold.bin"), &data).unwrap();
+    let d = Daemon::start(root, &[]);
+    let cold_bytes = || metric(&d.metrics(), "fileserver_http_cold_read_bytes_total").unwrap();
+    let client = common::client();
+    let get = |range: Option<&str>| {
+        let mut rb = client.get(d.url("/cold.bin"));
+        if let Some(r) = range {
+            rb = rb.header("Range", r);
+        }
+        rb.send().unwrap().bytes().unwrap().to_vec()
+    };
+    // Hot: sendfile all the way.
+    assert!(get(None) == data);
+    assert_eq!(
+        cold_bytes(),
+        0.0,
+        "a hot file is not read through the backend"
+    );
+    if !evict(&root.join("cold.bin")) {
+        eprintln!("skipped: this filesystem keeps evicted pages; cannot make a file cold here");
+        return;
+    }
+    assert!(get(None) == data, "the cold file arrives byte for byte");
+    // At least the first window; how much more depends on how fast the
+    // kernel's readahead (started by those reads) fills the rest.
+    let read = cold_bytes();
+    assert!(
+        read >= (256 << 10) as f64,
+        "cold bytes read through the backend: {read}"
+    );
+    // It is hot again (the backend's reads filled the page cache).
+    assert!(get(None) == data);
+    assert_eq!(cold_bytes(), read);
+    // A cold range in the middle.
+    assert!(evict(&root.join("cold.bin")));
+    let body = get(Some("bytes=3000000-5999999"));
+    assert!(body == data[3_000_000..6_000_000]);
+    assert!(cold_bytes() > read);
+}
