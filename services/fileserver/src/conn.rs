@@ -83,6 +83,7 @@ pub async fn serve(ctx: Rc<ConnContext>, stream: TcpStream, peer: SocketAddr) {
     match c.run().await {
         Ok(Ended::Closed) => {}
         Ok(Ended::H2c(read)) => {
+            metrics::counter!("fileserver_h2c_connections_total").increment(1);
             let Conn { ctx, out, .. } = c;
             let h2 = crate::hyperconn::Protocol::Http2;
             crate::hyperconn::serve(ctx, out.stream, read, peer, h2).await;

@@ -157,6 +157,10 @@ pub fn describe() {
         "1 while the server is serving, 0 while shutting down."
     );
     metrics::describe_counter!(
+        "fileserver_h2c_connections_total",
+        "Plaintext connections that opened with the HTTP/2 preface (h2c with prior knowledge) and went to the HTTP/2 engine."
+    );
+    metrics::describe_counter!(
         "fileserver_access_log_dropped_total",
         "Access log lines dropped because the log writer fell behind."
     );

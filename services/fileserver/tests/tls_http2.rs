@@ -124,6 +124,10 @@ fn curl_over_tls_speaks_h2_and_http11_and_h2c_on_plaintext() {
         metric_sum(&m, "fileserver_tls_offload_info", &[("mode", "userspace")]),
         Some(1.0)
     );
+    assert_eq!(
+        metric_sum(&m, "fileserver_h2c_connections_total", &[]),
+        Some(1.0)
+    );
 }
 
 #[test]
