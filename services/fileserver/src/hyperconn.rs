@@ -35,7 +35,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::task::{ready, Context, Poll};
 use std::time::Instant;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tower_service::Service as _;
@@ -122,6 +122,7 @@ pub async fn serve<I>(
         pos: 0,
         inner: io,
         activity: activity.clone(),
+        coalesce: (protocol == Protocol::Http2).then(Coalesce::default),
     };
     let responder = Responder {
         ctx: ctx.clone(),
@@ -406,6 +407,40 @@ struct Watched<I> {
     pos: usize,
     inner: I,
     activity: Rc<Activity>,
+    /// HTTP/2 only (None for HTTP/1.1, whose one response per request
+    /// gains nothing from waiting).
+    coalesce: Option<Coalesce>,
+}
+
+/// HTTP/2 write coalescing. hyper answers each stream in its own task and
+/// its connection task writes whatever is ready each time it runs, which
+/// here meant one `writev` (and, over TLS, one record) per response: 40021
+/// writes for 40000 requests of h2load `-m 10` (strace). Small writes now
+/// gather in `out`, and the first flush after them yields once to the
+/// worker's other tasks, so the streams answered in the same turn leave in
+/// one write; large writes (file data) go straight through, uncopied.
+#[derive(Debug, Default)]
+struct Coalesce {
+    out: Vec<u8>,
+    /// Yields in this flush so far, and what was gathered at the last one.
+    yields: u8,
+    gathered_at_yield: usize,
+}
+
+const YIELDS_PER_FLUSH: u8 = 4;
+
+impl Coalesce {
+    /// Writes smaller than this are gathered.
+    const SMALL: usize = 16 * 1024;
+    /// At most this much is gathered before it is written.
+    const MAX: usize = 64 * 1024;
+    /// Yields per flush at most.
+    const YIELDS: u8 = YIELDS_PER_FLUSH;
+
+    /// Whether `len` more bytes are to be gathered (else: drain, write through).
+    fn take(&self, len: usize) -> bool {
+        len < Self::SMALL && self.out.len() + len <= Self::MAX
+    }
 }
 
 impl<I> Watched<I> {
@@ -437,6 +472,26 @@ impl<I: AsyncRead + Unpin> AsyncRead for Watched<I> {
     }
 }
 
+impl<I: AsyncWrite + Unpin> Watched<I> {
+    /// Writes out what [`Coalesce`] gathered.
+    fn poll_drain(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let Some(c) = &mut self.coalesce else {
+            return Poll::Ready(Ok(()));
+        };
+        while !c.out.is_empty() {
+            let n = ready!(Pin::new(&mut self.inner).poll_write(cx, &c.out))?;
+            if n == 0 {
+                return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+            }
+            c.out.drain(..n);
+            if n > 0 {
+                self.activity.last.set(Instant::now());
+            }
+        }
+        Poll::Ready(Ok(()))
+    }
+}
+
 impl<I: AsyncWrite + Unpin> AsyncWrite for Watched<I> {
     fn poll_write(
         self: Pin<&mut Self>,
@@ -444,6 +499,13 @@ impl<I: AsyncWrite + Unpin> AsyncWrite for Watched<I> {
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
+        if let Some(c) = &mut this.coalesce {
+            if c.take(buf.len()) {
+                c.out.extend_from_slice(buf);
+                return Poll::Ready(Ok(buf.len()));
+            }
+            ready!(this.poll_drain(cx))?;
+        }
         let r = Pin::new(&mut this.inner).poll_write(cx, buf);
         if let Poll::Ready(Ok(n)) = r {
             this.moved(n);
@@ -457,6 +519,16 @@ impl<I: AsyncWrite + Unpin> AsyncWrite for Watched<I> {
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
+        if let Some(c) = &mut this.coalesce {
+            let len = bufs.iter().map(|b| b.len()).sum();
+            if c.take(len) {
+                for b in bufs {
+                    c.out.extend_from_slice(b);
+                }
+                return Poll::Ready(Ok(len));
+            }
+            ready!(this.poll_drain(cx))?;
+        }
         let r = Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
         if let Poll::Ready(Ok(n)) = r {
             this.moved(n);
@@ -465,14 +537,34 @@ impl<I: AsyncWrite + Unpin> AsyncWrite for Watched<I> {
     }
 
     fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
+        self.coalesce.is_some() || self.inner.is_write_vectored()
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+        let this = self.get_mut();
+        if let Some(c) = &mut this.coalesce {
+            // Let the streams woken in this turn add their frames first;
+            // again while each turn added some (a stream's DATA follows its
+            // HEADERS one turn later), a few times at most.
+            let grew = c.out.len() > c.gathered_at_yield;
+            if grew && c.yields < Coalesce::YIELDS {
+                c.yields += 1;
+                c.gathered_at_yield = c.out.len();
+                cx.waker().wake_by_ref();
+                return Poll::Pending;
+            }
+            ready!(this.poll_drain(cx))?;
+            if let Some(c) = &mut this.coalesce {
+                c.yields = 0;
+                c.gathered_at_yield = 0;
+            }
+        }
+        Pin::new(&mut this.inner).poll_flush(cx)
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+        let this = self.get_mut();
+        ready!(this.poll_drain(cx))?;
+        Pin::new(&mut this.inner).poll_shutdown(cx)
     }
 }
