@@ -51,8 +51,8 @@ impl Accepted {
 }
 
 /// A content coding a precompressed sibling (`name.br`, `name.zst`,
-/// `name.gz` beside `name`) is served with.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// `name.gz` beside `name`) or a computed variant is served with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ContentCoding {
     /// Brotli.
     Br,
@@ -76,6 +76,20 @@ impl ContentCoding {
         }
     }
 
+    /// The coding a `Content-Encoding` token names (`x-gzip` is gzip).
+    pub fn from_token(token: &str) -> Option<ContentCoding> {
+        let t = token.as_bytes();
+        if t.eq_ignore_ascii_case(b"br") {
+            Some(ContentCoding::Br)
+        } else if t.eq_ignore_ascii_case(b"zstd") {
+            Some(ContentCoding::Zstd)
+        } else if t.eq_ignore_ascii_case(b"gzip") || t.eq_ignore_ascii_case(b"x-gzip") {
+            Some(ContentCoding::Gzip)
+        } else {
+            None
+        }
+    }
+
     /// The file-name suffix of a sibling in this coding.
     pub fn suffix(self) -> &'static str {
         match self {
@@ -84,39 +98,184 @@ impl ContentCoding {
             ContentCoding::Gzip => ".gz",
         }
     }
+
+    /// The position of this coding in [`PREFERENCE`](Self::PREFERENCE): a
+    /// small index for per-coding tables.
+    pub fn index(self) -> usize {
+        match self {
+            ContentCoding::Br => 0,
+            ContentCoding::Zstd => 1,
+            ContentCoding::Gzip => 2,
+        }
+    }
+}
+
+/// An `Accept-Encoding` field, parsed once: the weight (RFC 9110 12.4.2
+/// `qvalue`, in thousandths) of each coding this server can produce, of
+/// `identity` and of `*`. No allocation; the request's bytes are read once.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AcceptEncoding {
+    codings: [Option<u16>; 3],
+    identity: Option<u16>,
+    star: Option<u16>,
+}
+
+/// `q=1`.
+const Q_ONE: u16 = 1000;
+
+/// A `qvalue` in thousandths (`0`, `0.5`, `1.000`); anything else reads as
+/// 0, so a malformed weight never makes a coding acceptable.
+fn parse_q(v: &[u8]) -> u16 {
+    let (int, frac) = match v.iter().position(|&b| b == b'.') {
+        Some(dot) => (&v[..dot], &v[dot + 1..]),
+        None => (v, &[][..]),
+    };
+    if frac.len() > 3 || !frac.iter().all(u8::is_ascii_digit) {
+        return 0;
+    }
+    let mut thousandths = 0u16;
+    for i in 0..3 {
+        thousandths = thousandths * 10 + frac.get(i).map_or(0, |d| u16::from(d - b'0'));
+    }
+    match int {
+        b"0" => thousandths,
+        b"1" if thousandths == 0 => Q_ONE,
+        _ => 0,
+    }
+}
+
+impl AcceptEncoding {
+    /// Parses a field value (`gzip, br;q=0.8, *;q=0`). A coding listed
+    /// twice keeps its last weight.
+    pub fn parse(v: &[u8]) -> AcceptEncoding {
+        let mut a = AcceptEncoding::default();
+        for item in v.split(|&b| b == b',') {
+            let mut parts = item.split(|&b| b == b';');
+            let name = trim_ows(parts.next().unwrap_or_default());
+            if name.is_empty() {
+                continue;
+            }
+            let mut q = Q_ONE;
+            for p in parts {
+                let p = trim_ows(p);
+                if p.len() >= 2 && p[..2].eq_ignore_ascii_case(b"q=") {
+                    q = parse_q(trim_ows(&p[2..]));
+                }
+            }
+            let slot = if name == b"*" {
+                &mut a.star
+            } else if name.eq_ignore_ascii_case(b"identity") {
+                &mut a.identity
+            } else {
+                match std::str::from_utf8(name)
+                    .ok()
+                    .and_then(ContentCoding::from_token)
+                {
+                    Some(c) => &mut a.codings[c.index()],
+                    None => continue,
+                }
+            };
+            *slot = Some(q);
+        }
+        a
+    }
+
+    /// The weight of `coding`: its own, else that of `*`, else 0 (a coding
+    /// the field does not name is not acceptable).
+    pub fn q(&self, coding: ContentCoding) -> u16 {
+        self.codings[coding.index()].or(self.star).unwrap_or(0)
+    }
+
+    /// The weight of `identity`: its own, else 0 when `*;q=0` excludes it,
+    /// else acceptable (RFC 9110 12.5.3).
+    pub fn identity_q(&self) -> u16 {
+        self.identity_weight().unwrap_or(Q_ONE)
+    }
+
+    /// The weight the field gives identity itself (`identity;q=…`, or 0
+    /// through `*;q=0`); `None` when it leaves identity implicit.
+    pub fn identity_weight(&self) -> Option<u16> {
+        match (self.identity, self.star) {
+            (Some(q), _) => Some(q),
+            (None, Some(0)) => Some(0),
+            _ => None,
+        }
+    }
+
+    /// Whether `coding` has a weight above 0.
+    pub fn accepts(&self, coding: ContentCoding) -> bool {
+        self.q(coding) > 0
+    }
+
+    /// The coding to send of those `offered` (in the server's order of
+    /// preference), or `None` for identity.
+    ///
+    /// The highest weight wins; among equal weights the earlier offer wins
+    /// (the server's preference). Identity wins only when the field gives
+    /// it a weight of its own above the best coding's: left implicit, it
+    /// is the fallback, not a rival (`gzip;q=0.5` asks for gzip), and at
+    /// equal weight a coding wins (same content, fewer bytes). A coding
+    /// with weight 0 is never chosen.
+    /// When nothing is acceptable, identity included (`identity;q=0`, or
+    /// `*;q=0` and no listed coding offered), the answer is identity too:
+    /// RFC 9110 12.5.3 lets a server disregard the field rather than send
+    /// 406, and a body a client can always read beats an error page for a
+    /// file that exists (nginx and Apache do the same).
+    pub fn choose(&self, offered: &[ContentCoding]) -> Option<ContentCoding> {
+        let mut best: Option<(ContentCoding, u16)> = None;
+        for &c in offered {
+            let q = self.q(c);
+            if q > 0 && best.is_none_or(|(_, b)| q > b) {
+                best = Some((c, q));
+            }
+        }
+        best.filter(|&(_, q)| self.identity_weight().is_none_or(|id| q >= id))
+            .map(|(c, _)| c)
+    }
+
+    /// The siblings' view: which codings have a weight above 0.
+    pub fn accepted(&self) -> Accepted {
+        Accepted {
+            br: self.accepts(ContentCoding::Br),
+            zstd: self.accepts(ContentCoding::Zstd),
+            gzip: self.accepts(ContentCoding::Gzip),
+        }
+    }
 }
 
 /// Parses `Accept-Encoding` (codings with `q=0` are refused; `*` accepts all).
 pub fn accepted_encodings(v: &[u8]) -> Accepted {
-    let mut a = Accepted::default();
-    let mut star = None;
-    let (mut br, mut zstd, mut gzip) = (None, None, None);
-    for item in v.split(|&b| b == b',') {
-        let mut parts = item.split(|&b| b == b';');
-        let name = trim_ows(parts.next().unwrap_or_default());
-        let mut ok = true;
-        for p in parts {
-            let p = trim_ows(p);
-            if p.len() >= 2 && p[..2].eq_ignore_ascii_case(b"q=") {
-                let q = &p[2..];
-                ok = q.iter().any(|&b| (b'1'..=b'9').contains(&b));
+    AcceptEncoding::parse(v).accepted()
+}
+
+/// Media types worth compressing by default: text, and the structured
+/// text formats a browser fetches (scripts, styles, data, vector images,
+/// WebAssembly, whose code sections compress about 3:1).
+pub const COMPRESSIBLE_TYPES: &[&str] = &[
+    "text/*",
+    "application/javascript",
+    "application/json",
+    "application/manifest+json",
+    "application/ld+json",
+    "application/xml",
+    "application/xhtml+xml",
+    "application/wasm",
+    "image/svg+xml",
+];
+
+/// Whether `essence` is in `types`: each entry an exact `type/subtype`
+/// or `type/*` (case-insensitive, as media types are).
+pub fn type_matches<S: AsRef<str>>(essence: &str, types: &[S]) -> bool {
+    types.iter().any(|t| {
+        let t = t.as_ref();
+        match t.strip_suffix('*') {
+            Some(prefix) => {
+                essence.len() >= prefix.len()
+                    && essence.as_bytes()[..prefix.len()].eq_ignore_ascii_case(prefix.as_bytes())
             }
+            None => essence.eq_ignore_ascii_case(t),
         }
-        if name.eq_ignore_ascii_case(b"br") {
-            br = Some(ok);
-        } else if name.eq_ignore_ascii_case(b"zstd") {
-            zstd = Some(ok);
-        } else if name.eq_ignore_ascii_case(b"gzip") || name.eq_ignore_ascii_case(b"x-gzip") {
-            gzip = Some(ok);
-        } else if name == b"*" {
-            star = Some(ok);
-        }
-    }
-    let star = star.unwrap_or(false);
-    a.br = br.unwrap_or(star);
-    a.zstd = zstd.unwrap_or(star);
-    a.gzip = gzip.unwrap_or(star);
-    a
+    })
 }
 
 #[cfg(test)]
@@ -141,5 +300,62 @@ mod tests {
         assert!(a.br && a.zstd && a.gzip);
         let a = accepted_encodings(b"*;q=0, gzip");
         assert!(a.gzip && !a.br);
+        let a = accepted_encodings(b"gzip;q=abc, br;q=0.000, zstd;q=0.001");
+        assert!(!a.gzip && !a.br && a.zstd);
+    }
+
+    const OFFER: [ContentCoding; 3] = [ContentCoding::Zstd, ContentCoding::Br, ContentCoding::Gzip];
+
+    fn choose(v: &str) -> Option<&'static str> {
+        AcceptEncoding::parse(v.as_bytes())
+            .choose(&OFFER)
+            .map(ContentCoding::token)
+    }
+
+    #[test]
+    fn negotiation_by_weight_then_server_order() {
+        assert_eq!(choose("gzip, deflate, br"), Some("br"));
+        assert_eq!(choose("gzip, deflate, br, zstd"), Some("zstd"));
+        assert_eq!(choose("gzip;q=1, br;q=0.5"), Some("gzip"));
+        assert_eq!(choose("gzip;q=0"), None);
+        assert_eq!(choose("*"), Some("zstd"));
+        assert_eq!(choose("*;q=0.5, identity;q=0.1, gzip;q=0"), Some("zstd"));
+        // Identity left implicit is the fallback, not a rival.
+        assert_eq!(choose("*;q=0.5"), Some("zstd"));
+        assert_eq!(choose("identity;q=0.6, *;q=0.5"), None);
+        // identity outweighs every coding: identity.
+        assert_eq!(choose("identity, gzip;q=0.5"), None);
+        // A coding ties with identity and wins.
+        assert_eq!(choose("gzip, identity"), Some("gzip"));
+        // Nothing acceptable at all: identity anyway (no 406).
+        assert_eq!(choose("*;q=0"), None);
+        assert_eq!(choose("identity;q=0, gzip;q=0"), None);
+        assert_eq!(choose(""), None);
+        assert_eq!(choose("deflate, compress"), None);
+        assert_eq!(choose(" GZIP ; Q=0.9 , Br;q=0.8"), Some("gzip"));
+        assert_eq!(choose("x-gzip"), Some("gzip"));
+    }
+
+    #[test]
+    fn identity_weight() {
+        let id = |v: &str| AcceptEncoding::parse(v.as_bytes()).identity_q();
+        assert_eq!(id("gzip"), 1000);
+        assert_eq!(id("*;q=0"), 0);
+        assert_eq!(id("*;q=0, identity;q=0.2"), 200);
+        assert_eq!(id("identity;q=0"), 0);
+    }
+
+    #[test]
+    fn type_lists() {
+        assert!(type_matches("text/css", COMPRESSIBLE_TYPES));
+        assert!(type_matches("Text/HTML", COMPRESSIBLE_TYPES));
+        assert!(type_matches("application/wasm", COMPRESSIBLE_TYPES));
+        assert!(type_matches("image/svg+xml", COMPRESSIBLE_TYPES));
+        assert!(!type_matches("image/png", COMPRESSIBLE_TYPES));
+        assert!(!type_matches(
+            "application/octet-stream",
+            COMPRESSIBLE_TYPES
+        ));
+        assert!(!type_matches("text/css", &[] as &[&str]));
     }
 }

@@ -256,6 +256,65 @@ fn fuzz_http_date_and_etag_lists() {
     ));
 }
 
+/// One `Accept-Encoding` element: a coding (known, unknown, `*`,
+/// `identity`) with an optional weight, well-formed or not.
+fn accept_element() -> impl Strategy<Value = String> {
+    let name = prop::sample::select(vec![
+        "gzip", "GZip", "x-gzip", "br", "zstd", "deflate", "identity", "*", "",
+    ]);
+    let q = prop::option::of(prop::sample::select(vec![
+        "0", "0.0", "0.000", "0.001", "0.5", "1", "1.0", "1.000", "2", "abc", "0.0001", " 0 ",
+    ]));
+    (name, q).prop_map(|(n, q)| match q {
+        Some(q) => format!("{n};q={q}"),
+        None => n.to_string(),
+    })
+}
+
+#[test]
+fn fuzz_accept_encoding_never_picks_a_refused_coding() {
+    use httpfile::mime::{AcceptEncoding, ContentCoding};
+    let mut r = support::runner();
+    let offers =
+        prop::sample::subsequence(ContentCoding::PREFERENCE.to_vec(), 0..=3).prop_shuffle();
+    r.run(
+        &(
+            prop::collection::vec(accept_element(), 0..6),
+            offers,
+            prop::collection::vec(any::<u8>(), 0..40),
+        ),
+        |(elements, offered, noise)| {
+            let _ = AcceptEncoding::parse(&noise).choose(&offered);
+            let field = elements.join(", ");
+            let a = AcceptEncoding::parse(field.as_bytes());
+            match a.choose(&offered) {
+                Some(c) => {
+                    prop_assert!(offered.contains(&c));
+                    prop_assert!(a.q(c) > 0, "{field:?} chose {c:?} with q=0");
+                    // Nothing offered weighs more, nor does identity.
+                    prop_assert!(offered.iter().all(|&o| a.q(o) <= a.q(c)), "{field:?}");
+                    prop_assert!(
+                        a.identity_weight().is_none_or(|id| id <= a.q(c)),
+                        "{field:?}"
+                    );
+                }
+                None => prop_assert!(
+                    offered
+                        .iter()
+                        .all(|&o| a.q(o) == 0 || a.identity_weight().is_some_and(|id| a.q(o) < id)),
+                    "{field:?} chose identity over an acceptable coding"
+                ),
+            }
+            Ok(())
+        },
+    )
+    .unwrap();
+    summary(&format!(
+        "httpfile fuzz accept_encoding: cases={} failures=0",
+        support::cases()
+    ));
+}
+
 /// A header value (present in 3 requests of 10): random bytes, or one of
 /// the shapes the planner reads.
 fn header_value() -> impl Strategy<Value = Option<Vec<u8>>> {
