@@ -49,6 +49,7 @@ use std::sync::Arc;
 use crate::pool::{Pool, Slot};
 use crate::refcount::{self, REF_SHARDS};
 use crate::sync::{AtomicU32, AtomicUsize, Ordering};
+use crate::variant::{Slots, VariantRef};
 use crate::{FileMeta, Negative};
 
 mod sealed {
@@ -141,10 +142,11 @@ struct Data<V> {
     handle: Option<V>,
 }
 
-/// Fields only slow paths read.
+/// Fields only slow paths (and variant requests) read.
 struct Cold<V, L: RefLayout> {
     path: Box<str>,
     shared: Arc<Shared<V, L>>,
+    variants: Slots,
 }
 
 /// A cached file (or a cached negative answer, inside the crate):
@@ -183,6 +185,9 @@ unsafe impl<V: Send + Sync, L: RefLayout> Send for Entry<V, L> {}
 pub(crate) struct Shared<V, L: RefLayout> {
     pub(crate) open_handles: std::sync::atomic::AtomicUsize,
     pub(crate) small_bytes: AtomicU64,
+    /// Bytes of variants counted in the variant budget (their own `Arc`:
+    /// a variant can outlive its entry in a response).
+    pub(crate) variant_bytes: Arc<AtomicU64>,
     pub(crate) pool: Pool<Entry<V, L>>,
 }
 
@@ -191,6 +196,7 @@ impl<V, L: RefLayout> Default for Shared<V, L> {
         Shared {
             open_handles: Default::default(),
             small_bytes: AtomicU64::new(0),
+            variant_bytes: Arc::default(),
             pool: Pool::default(),
         }
     }
@@ -361,6 +367,13 @@ impl<V, L: RefLayout> Entry<V, L> {
     pub fn bytes(&self) -> Option<&[u8]> {
         self.data().bytes.as_deref()
     }
+    /// The variant kept in `slot` (see [`crate::variant`]), if any.
+    pub fn variant(&self, slot: usize) -> Option<VariantRef> {
+        self.variants().get(slot)
+    }
+    pub(crate) fn variants(&self) -> &Slots {
+        &self.cold().variants
+    }
 
     /// Fills a FREED entry taken from the pool for `new` and makes it LIVE
     /// (`mapped`) or DYING (served uncached, never in the index). Returns
@@ -410,6 +423,7 @@ impl<V, L: RefLayout> Entry<V, L> {
             entry.cold.get().write(MaybeUninit::new(Cold {
                 path: new.path,
                 shared,
+                variants: Slots::default(),
             }));
         }
         entry
@@ -509,7 +523,11 @@ unsafe fn release_payload<V, L: RefLayout>(ptr: NonNull<Entry<V, L>>) {
     let data = unsafe { (*entry.data.get()).assume_init_read() };
     // SAFETY: as above.
     let cold = unsafe { (*entry.cold.get()).assume_init_read() };
-    let Cold { path, shared } = cold;
+    let Cold {
+        path,
+        shared,
+        variants,
+    } = cold;
     if data.handle.is_some() {
         shared
             .open_handles
@@ -526,6 +544,7 @@ unsafe fn release_payload<V, L: RefLayout>(ptr: NonNull<Entry<V, L>>) {
     // deferred-release path; it never blocks), then the path, then our
     // share of the cache's shared state (the last one frees the pool).
     drop(data);
+    drop(variants);
     drop(path);
     drop(shared);
 }

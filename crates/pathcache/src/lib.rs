@@ -75,6 +75,9 @@
 //!   that a hit sets only when clear) that takes only entries without users.
 //!   If everything is in use, a load is served uncached (entries) or without a
 //!   handle (handles) rather than exceeding the bound.
+//! * Variants ([`variant`]): other forms of a file its user makes once
+//!   ([`PathCache::variant_or_make`], single flight per slot) are kept in
+//!   the entry under one byte budget, and leave with it or alone.
 //! * Small files: the copy is cached only if the loader's `meta` (taken before
 //!   the read) equals a `stat` taken after it and the length matches; else the
 //!   read is retried (3 times) and finally cached without bytes. Like any
@@ -133,10 +136,12 @@ pub mod refcount;
 mod stats;
 mod sync;
 mod table;
+pub mod variant;
 
 pub use entry::{Entry, EntryRef, Padded, RefLayout, Unpadded};
 pub use refcount::REF_SHARDS;
 pub use stats::Stats;
+pub use variant::{VariantRef, VARIANT_SLOTS};
 
 use entry::{NewEntry, Shared, Upgrade};
 use flight::{Flights, Role};
@@ -165,6 +170,8 @@ pub struct Config {
     /// A path gets an open handle on its `min_uses`-th use (0 or 1: at once);
     /// before that only its metadata is cached.
     pub min_uses: u32,
+    /// Total bytes of kept variants ([`variant`]); 0 keeps none.
+    pub variant_budget: u64,
 }
 
 impl Default for Config {
@@ -178,6 +185,7 @@ impl Default for Config {
             small_file_max: 16 * 1024,
             small_bytes_budget: 64 * 1024 * 1024,
             min_uses: 1,
+            variant_budget: 32 * 1024 * 1024,
         }
     }
 }
@@ -351,6 +359,7 @@ struct Limits {
     small_file_max: AtomicU64,
     small_bytes_budget: AtomicU64,
     min_uses: AtomicU32,
+    variant_budget: AtomicU64,
 }
 
 impl Limits {
@@ -363,6 +372,7 @@ impl Limits {
             small_file_max: AtomicU64::new(0),
             small_bytes_budget: AtomicU64::new(0),
             min_uses: AtomicU32::new(0),
+            variant_budget: AtomicU64::new(0),
         };
         limits.store(config);
         limits
@@ -381,6 +391,8 @@ impl Limits {
         self.small_bytes_budget
             .store(config.small_bytes_budget, Ordering::Relaxed);
         self.min_uses.store(config.min_uses, Ordering::Relaxed);
+        self.variant_budget
+            .store(config.variant_budget, Ordering::Relaxed);
     }
 
     fn max_entries(&self) -> usize {
@@ -411,6 +423,10 @@ impl Limits {
     fn min_uses(&self) -> u32 {
         self.min_uses.load(Ordering::Relaxed)
     }
+
+    fn variant_budget(&self) -> u64 {
+        self.variant_budget.load(Ordering::Relaxed)
+    }
 }
 
 /// The concurrent path cache. `Send + Sync`; share it by reference or `Arc`.
@@ -427,12 +443,16 @@ pub struct PathCache<V, L: RefLayout = Padded> {
     /// on every hit, and entries never count anything).
     counters: ThreadCounters,
     flights: Flights<Lookup<V, L>>,
+    /// Variants being made, keyed by slot and path (see
+    /// [`variant_or_make`](Self::variant_or_make)).
+    variant_flights: Flights<VariantRef>,
 }
 
-/// The writer's side of the index and the CLOCK hand.
+/// The writer's side of the index and the CLOCK hands.
 struct WriterState<V, L: RefLayout> {
     table: table::Writer<Entry<V, L>>,
     hand: usize,
+    variant_hand: usize,
 }
 
 impl<V, L: RefLayout> fmt::Debug for PathCache<V, L> {
@@ -472,13 +492,18 @@ impl<V: Send + Sync + 'static, L: RefLayout> PathCache<V, L> {
         let (index, table) = Index::new(config.max_entries.min(1024));
         PathCache {
             index,
-            writer: Mutex::new(WriterState { table, hand: 0 }),
+            writer: Mutex::new(WriterState {
+                table,
+                hand: 0,
+                variant_hand: 0,
+            }),
             hasher: PathHasher::new(),
             shards: config.shards,
             limits: Limits::new(&config),
             shared: Arc::new(Shared::default()),
             counters: ThreadCounters::default(),
             flights: Flights::new(config.shards * 4),
+            variant_flights: Flights::new(config.shards),
         }
     }
 
@@ -519,6 +544,7 @@ impl<V: Send + Sync + 'static, L: RefLayout> PathCache<V, L> {
             small_file_max: l.small_file_max(),
             small_bytes_budget: l.small_bytes_budget(),
             min_uses: l.min_uses(),
+            variant_budget: l.variant_budget(),
         }
     }
 
@@ -530,9 +556,15 @@ impl<V: Send + Sync + 'static, L: RefLayout> PathCache<V, L> {
     /// use leave as their users drop them, at later inserts); lowering
     /// `small_bytes_budget` stops new copies until evictions bring the bytes
     /// under it. A shorter `valid` makes older entries revalidate at their
-    /// next hit. Returns the entries evicted now.
+    /// next hit. A lower `variant_budget` drops unused variants down to it
+    /// now. Returns the entries evicted now.
     pub fn set_limits(&self, config: &Config) -> usize {
         self.limits.store(config);
+        // Variants first: a lower budget drops unused ones down to it now.
+        let variants = self.shared.variant_bytes.load(Ordering::Relaxed);
+        if variants > config.variant_budget {
+            self.evict_variants(variants - config.variant_budget);
+        }
         let mut evicted = 0;
         let entries = self.len();
         if entries > config.max_entries {
@@ -1047,6 +1079,182 @@ impl<V: Send + Sync + 'static, L: RefLayout> PathCache<V, L> {
         evicted
     }
 
+    /// The variant of `entry` in `slot` ([`variant`]): the kept one, or
+    /// one `make` makes now. Concurrent callers for one slot of one path
+    /// share one `make` (single flight: the others wait for it and take its
+    /// result when it was made from their entry's version; a failed or
+    /// cancelled maker hands over to one of them). `make` returns the
+    /// variant's bytes, or `None` when it is not worth having (remembered
+    /// like a variant, so the work is not repeated). The result is kept
+    /// when the variant budget has room (after evicting unused variants of
+    /// other entries); otherwise it is handed back unkept
+    /// ([`VariantRef::is_kept`]). Returns the variant and whether this call
+    /// made it. `make`'s errors are returned and not kept.
+    ///
+    /// ```
+    /// # use pathcache::{Config, FileMeta, Loaded, Loader, Lookup, PathCache};
+    /// # struct Disk;
+    /// # impl Loader<u32> for Disk {
+    /// #     type Error = std::convert::Infallible;
+    /// #     async fn load(&self, _: &str, _: bool, _: Option<u64>) -> Result<Loaded<u32>, Self::Error> {
+    /// #         Ok(Loaded::File { meta: FileMeta { size: 5, mtime_ns: 1, ctime_ns: 1, dev: 1, ino: 42 }, label: "", handle: None, bytes: None })
+    /// #     }
+    /// #     async fn stat(&self, _: &str) -> Result<Option<FileMeta>, Self::Error> { Ok(None) }
+    /// # }
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let cache: PathCache<u32> = PathCache::new(Config::default());
+    /// let Ok(Lookup::Hit(entry)) = cache.get_or_load("a.js", &Disk).await else { panic!() };
+    /// let make = || async { Ok::<_, ()>(Some(b"short".to_vec())) };
+    /// let (v, made) = cache.variant_or_make(&entry, 0, make).await.unwrap();
+    /// assert_eq!((v.bytes(), made), (Some(&b"short"[..]), true));
+    /// let (_, made) = cache.variant_or_make(&entry, 0, make).await.unwrap();
+    /// assert!(!made);
+    /// assert_eq!(cache.stats().variant_bytes, 5);
+    /// # });
+    /// ```
+    pub async fn variant_or_make<F, Fut, E>(
+        &self,
+        entry: &EntryRef<V, L>,
+        slot: usize,
+        make: F,
+    ) -> Result<(VariantRef, bool), E>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<Option<Vec<u8>>, E>>,
+    {
+        if let Some(v) = entry.variant(slot) {
+            return Ok((v, false));
+        }
+        // Only on a variant miss: one key per slot and path (two versions
+        // of a path meet here; `source` tells their results apart).
+        let key = format!("{slot}/{}", entry.path());
+        let mut make = Some(make);
+        loop {
+            let token = match self
+                .variant_flights
+                .join(&key, &self.counters().contention_events)
+            {
+                Role::Wait(flight) => {
+                    if let Some(v) = flight.wait().await {
+                        if v.source().is_same_version(entry.meta()) {
+                            return Ok((v, false));
+                        }
+                    }
+                    // Failed, cancelled, or another version's: try again.
+                    if let Some(v) = entry.variant(slot) {
+                        return Ok((v, false));
+                    }
+                    continue;
+                }
+                Role::Lead(token) => token,
+            };
+            if let Some(v) = entry.variant(slot) {
+                token.finish(Some(v.clone()));
+                return Ok((v, false));
+            }
+            let Some(make) = make.take() else {
+                unreachable!("a leader returns: `make` is taken once")
+            };
+            bump(&self.counters().variants_made);
+            // On error the token's drop releases the waiters (they retry).
+            let bytes = make().await?;
+            let v = self.keep_variant(entry, slot, bytes);
+            token.finish(Some(v.clone()));
+            return Ok((v, true));
+        }
+    }
+
+    /// Counts a response served from a variant: `made` is whether this
+    /// request made it (a miss, already counted), `saved` the file's size
+    /// minus the variant's.
+    pub fn count_variant_served(&self, made: bool, saved: u64) {
+        let c = self.counters();
+        if !made {
+            bump(&c.variant_hits);
+        }
+        add(&c.variant_bytes_saved, saved);
+    }
+
+    /// Wraps `bytes` as a variant of `entry` and keeps it in `slot` if the
+    /// budget has room.
+    fn keep_variant(
+        &self,
+        entry: &EntryRef<V, L>,
+        slot: usize,
+        bytes: Option<Vec<u8>>,
+    ) -> VariantRef {
+        let len = bytes.as_ref().map_or(0, |b| b.len() as u64);
+        let counted = len > 0 && self.reserve_variant(len);
+        let budget = counted.then(|| self.shared.variant_bytes.clone());
+        let v = variant::new_variant(bytes, *entry.meta(), budget);
+        if v.is_kept() {
+            entry.variants().set(slot, &v);
+        }
+        v
+    }
+
+    /// Reserves `len` bytes of the variant budget, evicting unused
+    /// variants once if it is full.
+    fn reserve_variant(&self, len: u64) -> bool {
+        let used = &self.shared.variant_bytes;
+        for round in 0..2 {
+            let budget = self.limits.variant_budget();
+            if len > budget {
+                return false;
+            }
+            let mut n = used.load(Ordering::Relaxed);
+            while n + len <= budget {
+                match used.compare_exchange_weak(n, n + len, Ordering::Relaxed, Ordering::Relaxed) {
+                    Ok(_) => return true,
+                    Err(now) => n = now,
+                }
+            }
+            // Evict a little more than needed, so the scan is amortized.
+            if round == 0 && self.evict_variants(n + len - budget + budget / 32) == 0 {
+                return false;
+            }
+        }
+        false
+    }
+
+    /// CLOCK over the entries' variants (their entries stay): a variant
+    /// used since the last pass gets a second chance on the first lap.
+    /// Frees at least `need` bytes if it can; returns the bytes taken
+    /// (counted as freed now; a response still holding one frees it when
+    /// it finishes).
+    fn evict_variants(&self, need: u64) -> u64 {
+        let mut w = self.lock_writer();
+        let capacity = w.table.capacity();
+        let start = w.variant_hand % capacity;
+        let (mut freed, mut taken) = (0, 0);
+        let mut stop = start;
+        'laps: for lap in 0..2 {
+            for step in 0..capacity {
+                let at = (start + step) % capacity;
+                let Some(p) = w.table.get(at) else {
+                    continue;
+                };
+                // SAFETY: indexed entries are LIVE and stable under the
+                // writer lock (see `find_locked`), and their cold fields
+                // are initialized while LIVE.
+                let e = unsafe { p.as_ref() };
+                if e.negative().is_some() {
+                    continue;
+                }
+                let (f, t) = e.variants().evict(need - freed, lap == 0);
+                freed += f;
+                taken += t;
+                if freed >= need {
+                    stop = at + 1;
+                    break 'laps;
+                }
+            }
+        }
+        w.variant_hand = stop;
+        add(&self.counters().variant_evictions, taken);
+        freed
+    }
+
     /// Entries in the cache (positive and negative).
     pub fn len(&self) -> usize {
         self.index.len()
@@ -1082,6 +1290,12 @@ impl<V: Send + Sync + 'static, L: RefLayout> PathCache<V, L> {
             loads: c.sum(|s| &s.loads),
             small_bytes: self.shared.small_bytes.load(Ordering::Relaxed),
             torn_reads: c.sum(|s| &s.torn_reads),
+            variant_bytes: self.shared.variant_bytes.load(Ordering::Relaxed),
+            variant_budget: self.limits.variant_budget(),
+            variant_hits: c.sum(|s| &s.variant_hits),
+            variants_made: c.sum(|s| &s.variants_made),
+            variant_bytes_saved: c.sum(|s| &s.variant_bytes_saved),
+            variant_evictions: c.sum(|s| &s.variant_evictions),
         }
     }
 }

@@ -31,6 +31,10 @@ pub(crate) struct Counters {
     pub(crate) contention_events: AtomicU64,
     pub(crate) loads: AtomicU64,
     pub(crate) torn_reads: AtomicU64,
+    pub(crate) variant_hits: AtomicU64,
+    pub(crate) variants_made: AtomicU64,
+    pub(crate) variant_bytes_saved: AtomicU64,
+    pub(crate) variant_evictions: AtomicU64,
 }
 
 #[derive(Debug)]
@@ -142,6 +146,20 @@ pub struct Stats {
     pub small_bytes: u64,
     /// Small-file reads discarded because the file changed during the read.
     pub torn_reads: u64,
+    /// Variant bytes counted in the budget now (kept, or evicted and still
+    /// being sent).
+    pub variant_bytes: u64,
+    /// The variant budget in force.
+    pub variant_budget: u64,
+    /// Responses served from a variant an earlier request made.
+    pub variant_hits: u64,
+    /// Variants made (`make` calls: for compression, the compressions run).
+    pub variants_made: u64,
+    /// Sum over responses served from a variant of the file's size minus
+    /// the variant's.
+    pub variant_bytes_saved: u64,
+    /// Variants dropped by the budget (their entries stay).
+    pub variant_evictions: u64,
 }
 
 #[cfg(all(test, not(loom)))]

@@ -138,6 +138,7 @@ fn config() -> Config {
         small_file_max: 0,
         small_bytes_budget: 0,
         min_uses: 1,
+        variant_budget: 0,
     }
 }
 

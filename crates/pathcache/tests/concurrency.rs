@@ -241,6 +241,7 @@ fn stress_counts_add_up_and_bounds_hold() {
         small_file_max: 64,
         small_bytes_budget: 400,
         min_uses: 2,
+        variant_budget: 0,
     };
     let cache = Arc::new(PathCache::<Handle>::new(config.clone()));
     let lookups = AtomicUsize::new(0);
@@ -416,6 +417,7 @@ fn stress_borrows_never_see_a_released_handle() {
         small_file_max: 0,
         small_bytes_budget: 0,
         min_uses: 1,
+        variant_budget: 0,
     });
     let lookups = AtomicUsize::new(0);
     let borrowed = AtomicUsize::new(0);

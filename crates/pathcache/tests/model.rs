@@ -112,6 +112,7 @@ proptest! {
             small_file_max: 8,
             small_bytes_budget: BUDGET,
             min_uses,
+            variant_budget: 0,
         });
         let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
         let mut held: Vec<(EntryRef<Handle>, FileMeta)> = Vec::new();

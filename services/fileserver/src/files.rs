@@ -16,6 +16,7 @@ pub fn cache_config(s: &Settings) -> pathcache::Config {
         small_file_max: s.cache.small_file_max,
         small_bytes_budget: s.cache.small_bytes_budget,
         min_uses: s.cache.min_uses,
+        variant_budget: 0,
     }
 }
 
