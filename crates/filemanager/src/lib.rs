@@ -86,6 +86,7 @@
 
 mod backend;
 mod bufpool;
+mod compress;
 mod file;
 pub mod limits;
 mod listing;
@@ -109,6 +110,7 @@ use pathcache::{Loaded, Lookup, Negative, PathCache};
 
 pub use backend::BackendStats;
 use backend::{Backend, Counters, Target};
+pub use compress::{Codec, Variant};
 pub use file::FileValue;
 use file::{BudgetToken, FdCount};
 pub use listing::{DirEntry, EntryKind, ListOptions, Listing};
@@ -1139,6 +1141,12 @@ impl FileManager {
         metrics::counter!(n("cache_revalidations_total")).absolute(c.revalidations);
         metrics::counter!(n("cache_invalidations_total")).absolute(c.invalidations);
         metrics::gauge!(n("cache_entries")).set(c.entries as f64);
+        metrics::counter!(n("variant_hits_total")).absolute(c.variant_hits);
+        metrics::counter!(n("variant_compressions_total")).absolute(c.variants_made);
+        metrics::counter!(n("variant_bytes_saved_total")).absolute(c.variant_bytes_saved);
+        metrics::counter!(n("variant_evictions_total")).absolute(c.variant_evictions);
+        metrics::gauge!(n("variant_bytes")).set(c.variant_bytes as f64);
+        metrics::gauge!(n("variant_budget_bytes")).set(c.variant_budget as f64);
         metrics::counter!(n("contention_total"), "component" => "fdtable")
             .absolute(st.fdtable.contention_events);
         metrics::counter!(n("contention_total"), "component" => "pathcache")
@@ -1203,6 +1211,33 @@ impl FileManager {
             "Entries dropped because the file changed or on request."
         );
         describe_gauge!(n("cache_entries"), "Entries in the path cache.");
+        describe_counter!(
+            n("variant_hits_total"),
+            "Responses sent from a compressed variant an earlier request made."
+        );
+        describe_counter!(
+            n("variant_compressions_total"),
+            "Compressed variants made (variant misses: one per file version and coding, shared by concurrent requests)."
+        );
+        describe_counter!(
+            n("variant_bytes_saved_total"),
+            Unit::Bytes,
+            "File size minus variant size, summed over responses sent from a compressed variant."
+        );
+        describe_counter!(
+            n("variant_evictions_total"),
+            "Compressed variants dropped to stay within the variant budget."
+        );
+        describe_gauge!(
+            n("variant_bytes"),
+            Unit::Bytes,
+            "Bytes of compressed variants counted in the variant budget (kept, or evicted and still being sent)."
+        );
+        describe_gauge!(
+            n("variant_budget_bytes"),
+            Unit::Bytes,
+            "The variant budget: variant_bytes never exceeds it."
+        );
         describe_counter!(
             n("contention_total"),
             "Lock waits or CAS retries, by component."

@@ -5,7 +5,7 @@
 //! [`crate::resolve`], and "is it still the same file?" is decided by
 //! [`FileMeta::is_same_version`] alone.
 
-use crate::{CachedFile, FileManager, ListOptions, Listing, OpenError, Opened};
+use crate::{CachedFile, FileManager, ListOptions, Listing, OpenError, Opened, Variant};
 use pathcache::FileMeta;
 
 /// A precompressed form a server looks for beside a file (`name.br` for
@@ -60,8 +60,13 @@ pub struct ResolvedFile {
     /// The type of what is served: for a sibling, of the file it encodes.
     pub mime: &'static str,
     /// The answer at this path depends on which codings a request accepts
-    /// (siblings are served and the path is not itself a sibling's).
+    /// (siblings are served and the path is not itself a sibling's; a
+    /// server that compresses sets it too, for the types it compresses).
     pub negotiated: bool,
+    /// A compressed variant to send instead of the file's bytes: never set
+    /// by [`resolve`](FileManager::resolve); a server that compresses puts
+    /// one here from [`FileManager::variant`].
+    pub variant: Option<Variant>,
 }
 
 impl ResolvedFile {
@@ -152,6 +157,7 @@ impl FileManager {
             file,
             sibling: None,
             negotiated,
+            variant: None,
         };
         if !negotiated || !query.siblings.iter().any(|s| s.accepted) {
             return Ok(plain(file));
@@ -172,6 +178,7 @@ impl FileManager {
                     sibling: Some(i),
                     mime: file.mime(),
                     negotiated,
+                    variant: None,
                 });
             }
         }
