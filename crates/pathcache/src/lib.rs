@@ -1039,35 +1039,31 @@ impl<V: Send + Sync + 'static, L: RefLayout> PathCache<V, L> {
         let start = w.hand % capacity;
         let mut evicted = 0;
         let mut stop = start;
-        'laps: for lap in 0..2 {
-            for step in 0..capacity {
-                let at = (start + step) % capacity;
-                let Some(p) = w.table.get(at) else {
-                    continue;
-                };
-                // SAFETY: indexed entries are LIVE and stable under the
-                // writer lock (see `find_locked`).
-                let e = unsafe { p.as_ref() };
-                let take = match e.negative() {
-                    Some(_) => {
-                        what == EvictFor::Entries
-                            && (lap == 1
-                                || now_ms.saturating_sub(e.validated_ms()) >= negative_ttl_ms)
-                    }
-                    None => {
-                        (what == EvictFor::Entries || e.has_handle())
-                            && e.users() == 0
-                            && (lap == 1 || !e.take_referenced())
-                    }
-                };
-                if take {
-                    w.table.remove(&self.index, at);
-                    Entry::kill(p);
-                    evicted += 1;
-                    if evicted >= n {
-                        stop = at + 1;
-                        break 'laps;
-                    }
+        for (lap, at) in clock_laps(start, capacity) {
+            let Some(p) = w.table.get(at) else {
+                continue;
+            };
+            // SAFETY: indexed entries are LIVE and stable under the
+            // writer lock (see `find_locked`).
+            let e = unsafe { p.as_ref() };
+            let take = match e.negative() {
+                Some(_) => {
+                    what == EvictFor::Entries
+                        && (lap == 1 || now_ms.saturating_sub(e.validated_ms()) >= negative_ttl_ms)
+                }
+                None => {
+                    (what == EvictFor::Entries || e.has_handle())
+                        && e.users() == 0
+                        && (lap == 1 || !e.take_referenced())
+                }
+            };
+            if take {
+                w.table.remove(&self.index, at);
+                Entry::kill(p);
+                evicted += 1;
+                if evicted >= n {
+                    stop = at + 1;
+                    break;
                 }
             }
         }
@@ -1228,26 +1224,23 @@ impl<V: Send + Sync + 'static, L: RefLayout> PathCache<V, L> {
         let start = w.variant_hand % capacity;
         let (mut freed, mut taken) = (0, 0);
         let mut stop = start;
-        'laps: for lap in 0..2 {
-            for step in 0..capacity {
-                let at = (start + step) % capacity;
-                let Some(p) = w.table.get(at) else {
-                    continue;
-                };
-                // SAFETY: indexed entries are LIVE and stable under the
-                // writer lock (see `find_locked`), and their cold fields
-                // are initialized while LIVE.
-                let e = unsafe { p.as_ref() };
-                if e.negative().is_some() {
-                    continue;
-                }
-                let (f, t) = e.variants().evict(need - freed, lap == 0);
-                freed += f;
-                taken += t;
-                if freed >= need {
-                    stop = at + 1;
-                    break 'laps;
-                }
+        for (lap, at) in clock_laps(start, capacity) {
+            let Some(p) = w.table.get(at) else {
+                continue;
+            };
+            // SAFETY: indexed entries are LIVE and stable under the writer
+            // lock (see `find_locked`), and their cold fields are
+            // initialized while LIVE.
+            let e = unsafe { p.as_ref() };
+            if e.negative().is_some() {
+                continue;
+            }
+            let (f, t) = e.variants().evict(need - freed, lap == 0);
+            freed += f;
+            taken += t;
+            if freed >= need {
+                stop = at + 1;
+                break;
             }
         }
         w.variant_hand = stop;
@@ -1298,6 +1291,12 @@ impl<V: Send + Sync + 'static, L: RefLayout> PathCache<V, L> {
             variant_evictions: c.sum(|s| &s.variant_evictions),
         }
     }
+}
+
+/// The slots a CLOCK scan visits from `start`: two laps of the table
+/// (lap 0 gives second chances, lap 1 takes), as `(lap, slot)`.
+fn clock_laps(start: usize, capacity: usize) -> impl Iterator<Item = (usize, usize)> {
+    (0..2).flat_map(move |lap| (0..capacity).map(move |step| (lap, (start + step) % capacity)))
 }
 
 /// Gives an unused open-handle reservation back (error, cancellation, or the
