@@ -31,6 +31,11 @@ pub(crate) struct Options {
     pub(crate) max_ranges: Option<usize>,
     /// `precompressed=false`
     pub(crate) precompressed: Option<bool>,
+    /// `compression.enabled=true`, then `compression.max_file_size=N`,
+    /// `compression.codings=zstd,gzip` (the daemon's keys).
+    pub(crate) compression: Option<servedir::CompressionOptions>,
+    /// `compression.budget=N`: the manager's variant budget.
+    pub(crate) compression_budget: Option<u64>,
 }
 
 impl Options {
@@ -54,6 +59,29 @@ impl Options {
                 "cache_control" => o.cache_control = Some(v.to_string()),
                 "max_ranges" => o.max_ranges = Some(v.parse().map_err(|e| format!("{k}: {e}"))?),
                 "precompressed" => o.precompressed = Some(bool_of(v)?),
+                "compression.enabled" => {
+                    o.compression = bool_of(v)?.then(servedir::CompressionOptions::default)
+                }
+                "compression.max_file_size" | "compression.codings" => {
+                    let c = o
+                        .compression
+                        .as_mut()
+                        .ok_or("compression.enabled=true first")?;
+                    if k.ends_with("codings") {
+                        c.codings = v
+                            .split(',')
+                            .map(|t| {
+                                httpfile::mime::ContentCoding::from_token(t)
+                                    .ok_or(format!("{k}: unknown coding {t}"))
+                            })
+                            .collect::<Result<_, _>>()?;
+                    } else {
+                        c.max_file_size = v.parse().map_err(|e| format!("{k}: {e}"))?;
+                    }
+                }
+                "compression.budget" => {
+                    o.compression_budget = Some(v.parse().map_err(|e| format!("{k}: {e}"))?)
+                }
                 _ => return Err(format!("unknown setting {k}")),
             }
         }
@@ -63,11 +91,16 @@ impl Options {
 
 /// The file service for `root` with `options`, mounted at `base`.
 pub(crate) fn files(root: &Path, base: &str, options: &Options) -> std::io::Result<ServeDir> {
-    let fm = FileManager::new(filemanager::Config::new(root))?;
+    let mut config = filemanager::Config::new(root);
+    if let Some(budget) = options.compression_budget {
+        config.cache.variant_budget = budget;
+    }
+    let fm = FileManager::new(config)?;
     let mut files = ServeDir::new(fm)
         .base(base)
         .directory_listing(options.directory_listing)
-        .dotfiles(options.serve_dotfiles);
+        .dotfiles(options.serve_dotfiles)
+        .compression(options.compression.clone());
     if let Some(index) = &options.index {
         files = files.index_files(index.iter().cloned());
     }

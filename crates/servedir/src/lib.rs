@@ -3,7 +3,9 @@
 //! daemon: both plan every response with [`httpfile`], so GET/HEAD, single
 //! and multipart ranges, conditionals in RFC 9110 order, precompressed
 //! siblings with `Vary`, index files, the directory redirect, listings,
-//! symlink policies, negative caching and 405 with `Allow` behave the same.
+//! symlink policies, negative caching and 405 with `Allow` behave the same,
+//! and so do compressed variants when [`ServeDir::compression`] turns them
+//! on (the same [`stages::compress`], the same variant tags).
 //!
 //! ```no_run
 //! use servedir::ServeDir;
@@ -31,15 +33,15 @@ pub mod stages;
 
 pub use body::{Body, BoxError};
 pub use filemanager::{self, FileManager};
+pub use stages::CompressionOptions;
 
 use body::Segment;
 use bytes::Bytes;
-use filemanager::{ListOptions, OpenError, Query, Resolved, ResolvedFile, Sibling};
+use filemanager::{ListOptions, OpenError, Query, Resolved, ResolvedFile};
 use http::header::{HeaderName, HeaderValue};
 use http::request::Parts;
 use http::{Request, Response, StatusCode};
 use httpfile::listing::ListingFormat;
-use httpfile::mime::{accepted_encodings, ContentCoding};
 use httpfile::plan::{self, Body as PlanBody, Plan, Policy, Route};
 use httpfile::{ByteRange, Method, RequestHead};
 use std::collections::VecDeque;
@@ -70,6 +72,7 @@ struct Inner {
     cache_control: Option<String>,
     max_ranges: usize,
     chunk: usize,
+    compression: Option<CompressionOptions>,
 }
 
 impl ServeDir<NotFound> {
@@ -98,6 +101,7 @@ impl ServeDir<NotFound> {
                 cache_control: Some("no-cache".to_string()),
                 max_ranges: 16,
                 chunk: 128 * 1024,
+                compression: None,
             }),
             fallback: NotFound,
         }
@@ -158,6 +162,36 @@ impl<F> ServeDir<F> {
     /// `Accept-Encoding` (on by default).
     pub fn precompressed(mut self, on: bool) -> Self {
         self.inner_mut().precompressed = on;
+        self
+    }
+
+    /// Compress files of the listed types on the fly, once per file version
+    /// and coding, kept in the manager's path cache under its
+    /// `variant_budget` (see [`CompressionOptions`]; `None` turns it off).
+    ///
+    /// Off by default: an embedder decides where its CPU and memory go, and
+    /// many routers already compress in a layer (tower-http's
+    /// `CompressionLayer`), which would otherwise see bodies that are
+    /// already encoded. Unlike such a layer, this compresses a file once,
+    /// not per response, and keeps ranges, `ETag` and `304` working on the
+    /// compressed bytes.
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// use tower::ServiceExt;
+    /// let dir = tempfile::tempdir().unwrap();
+    /// std::fs::write(dir.path().join("app.js"), "let a = 1;\n".repeat(200)).unwrap();
+    /// let fm = filemanager::FileManager::new(filemanager::Config::new(dir.path())).unwrap();
+    /// let files = servedir::ServeDir::new(fm).compression(servedir::CompressionOptions::default());
+    /// let req = http::Request::get("/app.js").header("accept-encoding", "gzip").body(()).unwrap();
+    /// let res = files.oneshot(req).await.unwrap();
+    /// assert_eq!(res.headers()["content-encoding"], "gzip");
+    /// assert_eq!(res.headers()["vary"], "Accept-Encoding");
+    /// assert!(res.headers()["etag"].to_str().unwrap().ends_with("-gzip\""));
+    /// # });
+    /// ```
+    pub fn compression(mut self, options: impl Into<Option<CompressionOptions>>) -> Self {
+        self.inner_mut().compression = options.into();
         self
     }
 
@@ -336,14 +370,8 @@ impl Inner {
             Route::Respond(p) if p.status == 404 => return None,
             Route::Respond(p) => return Some(respond(&p, message_body(&p))),
         };
-        let accepted = head
-            .accept_encoding
-            .map(accepted_encodings)
-            .unwrap_or_default();
-        let siblings = ContentCoding::PREFERENCE.map(|c| Sibling {
-            suffix: c.suffix(),
-            accepted: accepted.accepts(c),
-        });
+        let accept = stages::accept_encoding(head.accept_encoding);
+        let siblings = stages::siblings(&accept);
         let query = Query {
             path: path.rel,
             dir_only: path.trailing_slash,
@@ -356,7 +384,12 @@ impl Inner {
         };
         let method = head.method;
         let p = match self.fm.resolve(&query).await {
-            Ok(Resolved::File(f)) => return Some(self.file(&head, f, &policy)),
+            Ok(Resolved::File(mut f)) => {
+                if let Some(options) = &self.compression {
+                    stages::compress(&self.fm, &mut f, &accept, options).await;
+                }
+                return Some(self.file(&head, f, &policy));
+            }
             Ok(Resolved::Listing(listing)) => {
                 let page = stages::listing_page(&listing, ListingFormat::of(&head), path.rel);
                 let p = plan::listing(&head, &page, &policy);
@@ -387,6 +420,7 @@ impl Inner {
         let mut ranges = Vec::new();
         let now = httpfile::date::now_secs();
         let p = plan::file(head, &info, policy, now, &mut ranges, plan::random_boundary);
+        stages::count_sent(&self.fm, &f, &p);
         let body = match p.body {
             PlanBody::File(range) => self.file_body(f, std::iter::once(Segment::Range(range))),
             PlanBody::Multipart(parts) => {
@@ -407,23 +441,26 @@ impl Inner {
         respond(&p, body)
     }
 
-    /// The body of `segments` of `f`: cached bytes are shared (a `Bytes`
-    /// that keeps the cache entry alive, no copy), other files are read.
+    /// The body of `segments` of `f`: a variant's or cached bytes are
+    /// shared (a `Bytes` that keeps the variant or cache entry alive, no
+    /// copy), other files are read.
     fn file_body(&self, f: ResolvedFile, segments: impl IntoIterator<Item = Segment>) -> Body {
+        let variant = f.variant.as_ref().map(filemanager::Variant::to_bytes);
         let file = Arc::new(f.file);
-        let segments: VecDeque<Segment> = match file.bytes() {
-            Some(_) => {
-                let all = Bytes::from_owner(CachedBytes(file.clone()));
-                segments
-                    .into_iter()
-                    .map(|s| match s {
-                        Segment::Range(ByteRange { start, end }) => {
-                            Segment::Bytes(all.slice(start as usize..end as usize))
-                        }
-                        bytes => bytes,
-                    })
-                    .collect()
-            }
+        let all = variant.or_else(|| {
+            file.bytes()
+                .map(|_| Bytes::from_owner(CachedBytes(file.clone())))
+        });
+        let segments: VecDeque<Segment> = match all {
+            Some(all) => segments
+                .into_iter()
+                .map(|s| match s {
+                    Segment::Range(ByteRange { start, end }) => {
+                        Segment::Bytes(all.slice(start as usize..end as usize))
+                    }
+                    bytes => bytes,
+                })
+                .collect(),
             None => segments.into_iter().collect(),
         };
         Body::file(self.fm.clone(), file, segments, self.chunk)

@@ -14,7 +14,9 @@
 //! explain all of them at once instead of stopping at the first.
 
 pub use filemanager::{BackendKind, SymlinkPolicy};
+use httpfile::mime::ContentCoding;
 use serde::{Deserialize, Serialize};
+use servedir::stages::{self, CompressionOptions};
 use std::fmt;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -87,6 +89,61 @@ impl Default for Http2Config {
             initial_connection_window: 2 << 20,
             max_pending_reset_streams: 20,
             max_local_error_resets: 256,
+        }
+    }
+}
+
+/// Compression levels by coding (`[compression.levels]`).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct LevelsConfig {
+    /// Brotli quality, 0-11.
+    pub br: u64,
+    /// Zstandard level, 1-22.
+    pub zstd: u64,
+    /// gzip level, 1-9.
+    pub gzip: u64,
+}
+
+impl Default for LevelsConfig {
+    fn default() -> Self {
+        let level = |c| stages::codec(c).default_level() as u64;
+        LevelsConfig {
+            br: level(ContentCoding::Br),
+            zstd: level(ContentCoding::Zstd),
+            gzip: level(ContentCoding::Gzip),
+        }
+    }
+}
+
+/// On-the-fly compression keys (`[compression]` table).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct CompressionConfig {
+    /// Compress files of `types` once and keep the results.
+    pub enabled: bool,
+    /// Media types compressed (`type/subtype` or `type/*`).
+    pub types: Vec<String>,
+    /// Codings made, in the server's order of preference.
+    pub codings: Vec<String>,
+    /// Larger files are sent as they are.
+    pub max_file_size: u64,
+    /// Total bytes of compressed variants kept.
+    pub budget: u64,
+    /// Level per coding.
+    pub levels: LevelsConfig,
+}
+
+impl Default for CompressionConfig {
+    fn default() -> Self {
+        let o = CompressionOptions::default();
+        CompressionConfig {
+            enabled: false,
+            types: o.types,
+            codings: o.codings.iter().map(|c| c.token().to_string()).collect(),
+            max_file_size: o.max_file_size,
+            budget: pathcache::Config::default().variant_budget,
+            levels: LevelsConfig::default(),
         }
     }
 }
@@ -166,6 +223,8 @@ pub struct Config {
     pub cache: CacheConfig,
     /// HTTP/2 bounds.
     pub http2: Http2Config,
+    /// On-the-fly compression.
+    pub compression: CompressionConfig,
 }
 
 impl Default for Config {
@@ -205,6 +264,7 @@ impl Default for Config {
             tls_handshake_timeout: "10s".into(),
             cache: CacheConfig::default(),
             http2: Http2Config::default(),
+            compression: CompressionConfig::default(),
         }
     }
 }
@@ -339,6 +399,10 @@ pub struct Settings {
     pub tls: Option<TlsSettings>,
     pub cache: CacheSettings,
     pub http2: Http2Settings,
+    /// `None`: compression is off.
+    pub compression: Option<CompressionOptions>,
+    /// Bytes of compressed variants kept (0 when compression is off).
+    pub compression_budget: u64,
 }
 
 /// Parses `10s`, `500ms`, `2m`, `1h`, `0.5s` (a bare number is seconds)
@@ -914,6 +978,7 @@ impl Config {
         if c.small_file_max > 1 << 30 {
             e.push(err("cache.small_file_max", "must be at most 1 GiB"));
         }
+        let compression = self.compression.validate(&mut e);
         let settings = Settings {
             root: self.root.clone(),
             listen,
@@ -954,6 +1019,12 @@ impl Config {
             tls,
             cache,
             http2,
+            compression_budget: if compression.is_some() {
+                self.compression.budget
+            } else {
+                0
+            },
+            compression,
         };
         if e.is_empty() {
             Ok(settings)
@@ -996,6 +1067,86 @@ impl Config {
             cert: PathBuf::from(&self.tls_cert),
             key: PathBuf::from(&self.tls_key),
             handshake_timeout,
+        })
+    }
+}
+
+impl CompressionConfig {
+    /// The options the engines use (`None` when off); problems go to `e`.
+    fn validate(&self, e: &mut Vec<ConfigError>) -> Option<CompressionOptions> {
+        let mut codings = Vec::new();
+        for name in &self.codings {
+            match ContentCoding::from_token(name) {
+                Some(c) if codings.contains(&c) => e.push(err(
+                    "compression.codings",
+                    format!("`{name}` is listed twice"),
+                )),
+                Some(c) => codings.push(c),
+                None => e.push(err(
+                    "compression.codings",
+                    format!("`{name}` is not one of br, zstd, gzip"),
+                )),
+            }
+        }
+        if self.enabled && self.codings.is_empty() {
+            e.push(err(
+                "compression.codings",
+                "must name at least one of br, zstd, gzip when compression is enabled",
+            ));
+        }
+        for t in &self.types {
+            let ok = t.split_once('/').is_some_and(|(a, b)| {
+                !a.is_empty()
+                    && !b.is_empty()
+                    && !a.contains('*')
+                    && !b[..b.len() - 1].contains('*')
+            });
+            if !ok {
+                e.push(err(
+                    "compression.types",
+                    format!("`{t}` is not a media type (type/subtype or type/*)"),
+                ));
+            }
+        }
+        if self.max_file_size == 0 || self.max_file_size > 1 << 30 {
+            e.push(err(
+                "compression.max_file_size",
+                format!("{} is out of range 1..=1073741824", self.max_file_size),
+            ));
+        }
+        let mut levels = [0i32; 3];
+        for (key, coding, v) in [
+            ("compression.levels.br", ContentCoding::Br, self.levels.br),
+            (
+                "compression.levels.zstd",
+                ContentCoding::Zstd,
+                self.levels.zstd,
+            ),
+            (
+                "compression.levels.gzip",
+                ContentCoding::Gzip,
+                self.levels.gzip,
+            ),
+        ] {
+            let allowed = stages::codec(coding).levels();
+            let level = i32::try_from(v).unwrap_or(i32::MAX);
+            if !allowed.contains(&level) {
+                e.push(err(
+                    key,
+                    format!(
+                        "{v} is out of range {}..={}",
+                        allowed.start(),
+                        allowed.end()
+                    ),
+                ));
+            }
+            levels[coding.index()] = level;
+        }
+        self.enabled.then(|| CompressionOptions {
+            codings,
+            types: self.types.clone(),
+            max_file_size: self.max_file_size,
+            levels,
         })
     }
 }
@@ -1073,6 +1224,44 @@ mod tests {
                 "key {key} is not documented in config/fileserver.toml"
             );
         }
+    }
+
+    #[test]
+    fn compression_keys_are_checked_and_typed() {
+        let errs = parse_file_text(
+            "[compression]\nenabled = true\ncodings = [\"br\", \"lz4\", \"br\"]\ntypes = [\"text\", \"*/x\"]\nmax_file_size = 0\n[compression.levels]\nzstd = 23\nbr = 12\n",
+        )
+        .unwrap_err();
+        let keys: Vec<&str> = errs.iter().map(|e| e.key.as_str()).collect();
+        for key in [
+            "compression.codings",
+            "compression.types",
+            "compression.max_file_size",
+            "compression.levels.zstd",
+            "compression.levels.br",
+        ] {
+            assert!(keys.contains(&key), "{key}: {errs:?}");
+        }
+        assert_eq!(
+            keys.iter().filter(|k| **k == "compression.codings").count(),
+            2
+        );
+        assert_eq!(
+            keys.iter().filter(|k| **k == "compression.types").count(),
+            2
+        );
+        let c = parse_file_text(
+            "[compression]\nenabled = true\ncodings = [\"zstd\", \"gzip\"]\nbudget = 1000\n[compression.levels]\nzstd = 3\n",
+        )
+        .unwrap();
+        let s = c.validate().unwrap();
+        let o = s.compression.unwrap();
+        assert_eq!(o.codings, [ContentCoding::Zstd, ContentCoding::Gzip]);
+        assert_eq!(o.level(ContentCoding::Zstd), 3);
+        assert_eq!(s.compression_budget, 1000);
+        // Off: no options, no budget.
+        let s = Config::default().validate().unwrap();
+        assert_eq!((s.compression, s.compression_budget), (None, 0));
     }
 
     #[test]

@@ -364,7 +364,8 @@ impl Conn {
                 return Ok(());
             }
         };
-        let siblings = stages::siblings(req.head.accept_encoding);
+        let accept = stages::accept_encoding(req.head.accept_encoding);
+        let siblings = stages::siblings(&accept);
         let query = Query {
             path: path.rel,
             dir_only: path.trailing_slash,
@@ -379,11 +380,25 @@ impl Conn {
         let ctx = self.ctx.clone();
         let method = req.method();
         let plan = match ctx.files().resolve(&query).await {
-            Ok(Resolved::File(f)) => {
-                return self
-                    .out
-                    .serve_file(&req.head, &f, &policy, &mut self.ranges, pending, *framing)
-                    .await
+            Ok(Resolved::File(mut f)) => {
+                let fm = ctx.files().manager();
+                // Off, or a type it does not compress: no allocation, no
+                // await (`applies` is a few string compares).
+                if let Some(options) = &s.compression {
+                    stages::compress(fm, &mut f, &accept, options).await;
+                }
+                let out = &mut self.out;
+                return out
+                    .serve_file(
+                        fm,
+                        &req.head,
+                        &f,
+                        &policy,
+                        &mut self.ranges,
+                        pending,
+                        *framing,
+                    )
+                    .await;
             }
             Ok(Resolved::Listing(listing)) => {
                 let page = stages::listing_page(&listing, ListingFormat::of(&req.head), path.rel);
@@ -439,9 +454,11 @@ impl Output {
         };
     }
 
-    /// Plans and sends a resolved file.
+    /// Plans and sends a resolved file (its variant, if it has one).
+    #[allow(clippy::too_many_arguments)]
     async fn serve_file(
         &mut self,
+        fm: &filemanager::FileManager,
         req: &httpfile::RequestHead<'_>,
         f: &ResolvedFile,
         policy: &Policy<'_>,
@@ -453,15 +470,17 @@ impl Output {
         let info = stages::file_info(f, &etag);
         let (now, date) = with_now(|now, date| (now, *date));
         let plan = plan::file(req, &info, policy, now, ranges, plan::random_boundary);
+        stages::count_sent(fm, f, &plan);
         self.write_head_dated(&plan, framing, &date);
+        let bytes = stages::body_bytes(f);
         match plan.body {
-            Body::File(range) => self.send_range(&f.file, range, pending).await,
+            Body::File(range) => self.send_range(&f.file, bytes, range, pending).await,
             Body::Multipart(parts) => {
                 for (i, &range) in parts.ranges.iter().enumerate() {
                     let before = self.wbuf.len();
                     parts.write_part_head(i, &mut self.wbuf);
                     self.progress.body += (self.wbuf.len() - before) as u64;
-                    self.send_range(&f.file, range, true).await?;
+                    self.send_range(&f.file, bytes, range, true).await?;
                 }
                 let before = self.wbuf.len();
                 parts.write_closing(&mut self.wbuf);
@@ -472,19 +491,21 @@ impl Output {
         }
     }
 
-    /// Sends `range` of `f` after what is in `wbuf`. Cached bytes: copied
-    /// into `wbuf` when more responses follow, else one writev of head and
-    /// body. Otherwise: head with MSG_MORE, then sendfile.
+    /// Sends `range` of `f` after what is in `wbuf`. Bytes in memory (a
+    /// variant's, or the cached file's): copied into `wbuf` when more
+    /// responses follow, else one writev of head and body. Otherwise: head
+    /// with MSG_MORE, then sendfile.
     async fn send_range(
         &mut self,
         f: &CachedFile,
+        bytes: Option<&[u8]>,
         range: ByteRange,
         pending: bool,
     ) -> io::Result<()> {
         if range.is_empty() {
             return Ok(());
         }
-        if let Some(bytes) = f.bytes() {
+        if let Some(bytes) = bytes {
             let Some(body) = bytes.get(range.start as usize..range.end as usize) else {
                 return Err(io_err(
                     io::ErrorKind::UnexpectedEof,

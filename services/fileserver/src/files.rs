@@ -16,7 +16,7 @@ pub fn cache_config(s: &Settings) -> pathcache::Config {
         small_file_max: s.cache.small_file_max,
         small_bytes_budget: s.cache.small_bytes_budget,
         min_uses: s.cache.min_uses,
-        variant_budget: 0,
+        variant_budget: s.compression_budget,
     }
 }
 
@@ -68,6 +68,7 @@ impl Files {
             .dotfiles(s.serve_dotfiles)
             .cache_control(&s.cache_control)
             .max_ranges(s.limits.max_ranges)
+            .compression(s.compression.clone())
     }
 
     /// The file manager itself.
