@@ -1,6 +1,6 @@
 //! RFC 9110 semantics against the real daemon: GET/HEAD, methods, redirects,
 //! index, dotfiles, content types, every conditional and range rule,
-//! precompressed siblings, pipelining and keep-alive.
+//! precompressed siblings, compressed variants, pipelining and keep-alive.
 //!
 //! Every test runs four times: against the daemon (`daemon`), against the
 //! `servedir` crate's axum example (`axum`), the same app its README starts,
@@ -11,7 +11,7 @@
 mod common;
 mod embedded;
 
-use common::{status_of, Tree};
+use common::{decode, script, status_of, Tree};
 use embedded::{Server, ServerKind};
 use reqwest::blocking::Response;
 use reqwest::header::HeaderMap;
@@ -289,6 +289,11 @@ fn cache_control_is_configurable(kind: ServerKind) {
 
 fn etag_of(f: &Fixture, path: &str) -> String {
     hdr(get(f, path, &[]).headers(), "etag").to_string()
+}
+
+fn etag_of_with(f: &Fixture, path: &str, accept_encoding: &str) -> String {
+    let r = get(f, path, &[("Accept-Encoding", accept_encoding)]);
+    hdr(r.headers(), "etag").to_string()
 }
 
 fn if_match_strong_and_412(kind: ServerKind) {
@@ -684,6 +689,246 @@ fn precompressed_siblings_by_accept_encoding(kind: ServerKind) {
     assert_eq!(r.text().unwrap(), "console.log('plain');");
 }
 
+const COMPRESS: [&str; 2] = ["--set", "compression.enabled=true"];
+
+fn content_length(r: &Response) -> usize {
+    hdr(r.headers(), "content-length").parse().unwrap()
+}
+
+fn compressed_variants_follow_accept_encoding_weights(kind: ServerKind) {
+    let f = fixture(kind, &COMPRESS);
+    let body = script(200 * 1024, 1);
+    f.tree.write("bundle.js", &body);
+    let cases = [
+        ("gzip", "gzip"),
+        ("br", "br"),
+        ("zstd", "zstd"),
+        // Equal weights: the server's order (br, zstd, gzip).
+        ("gzip, deflate, br, zstd", "br"),
+        ("gzip, zstd", "zstd"),
+        ("gzip;q=1, br;q=0.5", "gzip"),
+        ("br;q=0, gzip", "gzip"),
+        ("*", "br"),
+        ("*;q=0.1, gzip;q=0.2", "gzip"),
+        ("identity", ""),
+        ("identity;q=1, gzip;q=0.5", ""),
+        ("gzip;q=0", ""),
+        ("deflate", ""),
+        // Nothing acceptable, identity excluded too: identity anyway, no 406.
+        ("*;q=0", ""),
+        ("identity;q=0, *;q=0", ""),
+    ];
+    for (accept, want) in cases {
+        let r = get(&f, "/bundle.js", &[("Accept-Encoding", accept)]);
+        assert_eq!(r.status(), 200, "{accept}");
+        assert_eq!(hdr(r.headers(), "content-encoding"), want, "{accept}");
+        assert_eq!(hdr(r.headers(), "vary"), "Accept-Encoding", "{accept}");
+        assert_eq!(
+            hdr(r.headers(), "content-type"),
+            "text/javascript; charset=utf-8"
+        );
+        let len = content_length(&r);
+        let got = r.bytes().unwrap();
+        assert_eq!(len, got.len(), "{accept}");
+        if !want.is_empty() {
+            assert!(got.len() < body.len() / 3, "{accept}: {} bytes", got.len());
+        }
+        assert_eq!(decode(want, &got), body, "{accept}");
+    }
+    let r = get(&f, "/bundle.js", &[]);
+    assert!(r.headers().get("content-encoding").is_none());
+    assert_eq!(hdr(r.headers(), "vary"), "Accept-Encoding");
+    assert_eq!(&r.bytes().unwrap()[..], &body[..]);
+}
+
+fn variant_validators_ranges_and_head(kind: ServerKind) {
+    let f = fixture(kind, &COMPRESS);
+    let body = script(50 * 1024, 2);
+    f.tree.write("lib.js", &body);
+    let gz = get(&f, "/lib.js", &[("Accept-Encoding", "gzip")]);
+    let gz_tag = hdr(gz.headers(), "etag").to_string();
+    let gz_bytes = gz.bytes().unwrap();
+    let br_tag = etag_of_with(&f, "/lib.js", "br");
+    let id_tag = etag_of(&f, "/lib.js");
+    assert!(gz_tag.ends_with("-gzip\""), "{gz_tag}");
+    assert!(br_tag.ends_with("-br\""), "{br_tag}");
+    assert_eq!(
+        &gz_tag[..17],
+        &id_tag[..17],
+        "the coding is a suffix of the file's tag"
+    );
+    assert_ne!(gz_tag, id_tag);
+    assert_ne!(gz_tag, br_tag);
+    // If-None-Match with the variant's tag: 304 for that coding only.
+    let r = get(
+        &f,
+        "/lib.js",
+        &[("Accept-Encoding", "gzip"), ("If-None-Match", &gz_tag)],
+    );
+    assert_eq!(r.status(), 304);
+    assert_eq!(hdr(r.headers(), "etag"), gz_tag);
+    assert_eq!(hdr(r.headers(), "vary"), "Accept-Encoding");
+    let r = get(&f, "/lib.js", &[("If-None-Match", &gz_tag)]);
+    assert_eq!(
+        r.status(),
+        200,
+        "a variant's tag never matches identity bytes"
+    );
+    assert_eq!(&r.bytes().unwrap()[..], &body[..]);
+    let r = get(
+        &f,
+        "/lib.js",
+        &[("Accept-Encoding", "br"), ("If-None-Match", &gz_tag)],
+    );
+    assert_eq!(r.status(), 200);
+    assert_eq!(hdr(r.headers(), "content-encoding"), "br");
+    let r = get(
+        &f,
+        "/lib.js",
+        &[("Accept-Encoding", "gzip"), ("If-None-Match", &id_tag)],
+    );
+    assert_eq!(r.status(), 200);
+    // HEAD: the variant's length, no body.
+    let r =
+        f.d.client()
+            .head(f.d.url("/lib.js"))
+            .header("Accept-Encoding", "gzip")
+            .send()
+            .unwrap();
+    assert_eq!(content_length(&r), gz_bytes.len());
+    assert_eq!(hdr(r.headers(), "content-encoding"), "gzip");
+    assert!(r.bytes().unwrap().is_empty());
+    // Ranges are ranges of the variant's bytes.
+    let n = gz_bytes.len();
+    let r = get(
+        &f,
+        "/lib.js",
+        &[("Accept-Encoding", "gzip"), ("Range", "bytes=10-99")],
+    );
+    assert_eq!(r.status(), 206);
+    assert_eq!(
+        hdr(r.headers(), "content-range"),
+        format!("bytes 10-99/{n}")
+    );
+    assert_eq!(hdr(r.headers(), "content-encoding"), "gzip");
+    assert_eq!(&r.bytes().unwrap()[..], &gz_bytes[10..100]);
+    let r = get(
+        &f,
+        "/lib.js",
+        &[
+            ("Accept-Encoding", "gzip"),
+            ("Range", &format!("bytes=-{}", n + 5)),
+        ],
+    );
+    assert_eq!(r.status(), 206);
+    assert_eq!(&r.bytes().unwrap()[..], &gz_bytes[..]);
+    let r = get(
+        &f,
+        "/lib.js",
+        &[("Accept-Encoding", "gzip"), ("Range", "bytes=0-1,5-6")],
+    );
+    assert_eq!(r.status(), 206);
+    let parts = String::from_utf8_lossy(&r.bytes().unwrap()).to_string();
+    assert!(
+        parts.contains(&format!("Content-Range: bytes 5-6/{n}")),
+        "{parts}"
+    );
+    let r = get(
+        &f,
+        "/lib.js",
+        &[
+            ("Accept-Encoding", "gzip"),
+            ("Range", &format!("bytes={n}-")),
+        ],
+    );
+    assert_eq!(r.status(), 416);
+    assert_eq!(hdr(r.headers(), "content-range"), format!("bytes */{n}"));
+    // If-Range: the variant's tag resumes the variant; the identity tag does not.
+    let r = get(
+        &f,
+        "/lib.js",
+        &[
+            ("Accept-Encoding", "gzip"),
+            ("Range", "bytes=0-9"),
+            ("If-Range", &gz_tag),
+        ],
+    );
+    assert_eq!(r.status(), 206);
+    let r = get(
+        &f,
+        "/lib.js",
+        &[
+            ("Accept-Encoding", "gzip"),
+            ("Range", "bytes=0-9"),
+            ("If-Range", &id_tag),
+        ],
+    );
+    assert_eq!(r.status(), 200);
+    assert_eq!(&r.bytes().unwrap()[..], &gz_bytes[..]);
+}
+
+fn what_is_not_compressed(kind: ServerKind) {
+    let f = fixture(
+        kind,
+        &[
+            "--set",
+            "compression.enabled=true",
+            "--set",
+            "compression.max_file_size=100000",
+        ],
+    );
+    f.tree.write("big.js", &script(150_000, 3));
+    f.tree.write("data.bin", &script(20_000, 4));
+    f.tree.write("photo.png", &script(20_000, 5));
+    for path in ["/big.js", "/data.bin", "/photo.png", "/large.bin"] {
+        let r = get(&f, path, &[("Accept-Encoding", "gzip, br, zstd")]);
+        assert_eq!(r.status(), 200);
+        assert!(r.headers().get("content-encoding").is_none(), "{path}");
+        let want = std::fs::read(f.tree.root.join(&path[1..])).unwrap();
+        assert_eq!(&r.bytes().unwrap()[..], &want[..], "{path}");
+    }
+    // Precompressed siblings still win over computed variants.
+    let r = get(&f, "/app.js", &[("Accept-Encoding", "gzip")]);
+    assert_eq!(r.text().unwrap(), "GZ-BYTES");
+    let r = get(&f, "/app.js", &[("Accept-Encoding", "zstd, br")]);
+    assert_eq!(hdr(r.headers(), "content-encoding"), "br");
+    assert_eq!(r.text().unwrap(), "BR-BYTES");
+    let r = get(&f, "/style.css", &[("Accept-Encoding", "zstd")]);
+    assert_eq!(r.text().unwrap(), "ZSTD-BYTES");
+    // A file that does not shrink is sent as it is.
+    let r = get(&f, "/style.css", &[("Accept-Encoding", "gzip")]);
+    assert!(r.headers().get("content-encoding").is_none());
+    assert_eq!(r.text().unwrap(), "body{}");
+    // Off (the default): nothing is compressed.
+    let f = fixture(kind, &[]);
+    f.tree.write("lib.js", &script(20_000, 6));
+    let r = get(&f, "/lib.js", &[("Accept-Encoding", "gzip")]);
+    assert!(r.headers().get("content-encoding").is_none());
+}
+
+fn a_changed_file_gets_a_new_variant(kind: ServerKind) {
+    let f = fixture(kind, &COMPRESS);
+    // Above cache.small_file_max (sent by descriptor, checked per request)
+    // and below it (cached bytes, revalidated after cache.valid).
+    for (path, size) in [("/big.css", 100_000), ("/small.css", 4_000)] {
+        let one = script(size, 7);
+        f.tree.write(&path[1..], &one);
+        let r = get(&f, path, &[("Accept-Encoding", "br")]);
+        let tag1 = hdr(r.headers(), "etag").to_string();
+        assert_eq!(decode("br", &r.bytes().unwrap()), one);
+        std::thread::sleep(Duration::from_millis(1100));
+        let two = script(size + 500, 8);
+        f.tree.write(&path[1..], &two);
+        let r = get(&f, path, &[("Accept-Encoding", "br")]);
+        assert_ne!(hdr(r.headers(), "etag"), tag1, "{path}");
+        assert_eq!(
+            decode("br", &r.bytes().unwrap()),
+            two,
+            "{path}: stale variant"
+        );
+    }
+}
+
 /// The framing of the daemon's own HTTP/1.1 engine (the example's is
 /// hyper's, which answers an HTTP/1.0 request as HTTP/1.0).
 #[test]
@@ -911,4 +1156,8 @@ against_each_server!(
     multipart_boundaries_are_fresh_and_absent_from_the_parts,
     replicas_of_the_same_files_agree_on_validators,
     host_must_be_a_valid_authority,
+    compressed_variants_follow_accept_encoding_weights,
+    variant_validators_ranges_and_head,
+    what_is_not_compressed,
+    a_changed_file_gets_a_new_variant,
 );

@@ -312,6 +312,41 @@ pub(crate) fn client() -> reqwest::blocking::Client {
         .unwrap()
 }
 
+/// `body` decoded from `coding` (a `Content-Encoding` value; `""` is
+/// identity), with the crates a client would use.
+pub(crate) fn decode(coding: &str, body: &[u8]) -> Vec<u8> {
+    use std::io::Read;
+    let mut out = Vec::new();
+    match coding {
+        "" => out.extend_from_slice(body),
+        "gzip" => {
+            flate2::read::GzDecoder::new(body)
+                .read_to_end(&mut out)
+                .unwrap();
+        }
+        "br" => brotli::BrotliDecompress(&mut &body[..], &mut out).unwrap(),
+        "zstd" => out = zstd::stream::decode_all(body).unwrap(),
+        other => panic!("unexpected coding {other}"),
+    }
+    out
+}
+
+/// Minified-looking JavaScript of about `n` bytes: compresses well, and
+/// differently for each `seed`.
+pub(crate) fn script(n: usize, seed: usize) -> Vec<u8> {
+    let mut s = String::with_capacity(n + 64);
+    let mut i = 0;
+    while s.len() < n {
+        s.push_str(&format!(
+            "function f{i}_{seed}(a,b){{return a*{}+b.k{};}}",
+            i * 7 + seed,
+            i % 13
+        ));
+        i += 1;
+    }
+    s.into_bytes()
+}
+
 /// Sends raw bytes and reads until the server closes (or `timeout`).
 pub(crate) fn raw(addr: SocketAddr, req: &[u8], timeout: Duration) -> Vec<u8> {
     let mut s = TcpStream::connect(addr).unwrap();
