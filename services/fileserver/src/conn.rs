@@ -381,23 +381,14 @@ impl Conn {
         let method = req.method();
         let plan = match ctx.files().resolve(&query).await {
             Ok(Resolved::File(mut f)) => {
-                let fm = ctx.files().manager();
                 // Off, or a type it does not compress: no allocation, no
-                // await (`applies` is a few string compares).
+                // await that waits (`applies` is a few string compares).
                 if let Some(options) = &s.compression {
-                    stages::compress(fm, &mut f, &accept, options).await;
+                    stages::compress(ctx.files().manager(), &mut f, &accept, options).await;
                 }
-                let out = &mut self.out;
-                return out
-                    .serve_file(
-                        fm,
-                        &req.head,
-                        &f,
-                        &policy,
-                        &mut self.ranges,
-                        pending,
-                        *framing,
-                    )
+                return self
+                    .out
+                    .serve_file(&req.head, &f, &policy, &mut self.ranges, pending, *framing)
                     .await;
             }
             Ok(Resolved::Listing(listing)) => {
@@ -455,10 +446,8 @@ impl Output {
     }
 
     /// Plans and sends a resolved file (its variant, if it has one).
-    #[allow(clippy::too_many_arguments)]
     async fn serve_file(
         &mut self,
-        fm: &filemanager::FileManager,
         req: &httpfile::RequestHead<'_>,
         f: &ResolvedFile,
         policy: &Policy<'_>,
@@ -470,7 +459,7 @@ impl Output {
         let info = stages::file_info(f, &etag);
         let (now, date) = with_now(|now, date| (now, *date));
         let plan = plan::file(req, &info, policy, now, ranges, plan::random_boundary);
-        stages::count_sent(fm, f, &plan);
+        stages::count_sent(&self.files, f, &plan);
         self.write_head_dated(&plan, framing, &date);
         let bytes = stages::body_bytes(f);
         match plan.body {
