@@ -162,3 +162,83 @@ async fn a_changed_file_gets_a_new_variant_and_a_held_one_stays_counted() {
     let s = cache.stats();
     assert_eq!((s.variant_hits, s.variant_bytes_saved), (1, 10));
 }
+
+/// Threads asking for variants of files that keep changing, under a small
+/// budget: every variant handed out was made from its caller's version,
+/// the budget holds at every step, and once every entry is gone and every
+/// variant dropped, the count is back to 0 (nothing leaked, nothing
+/// subtracted twice).
+#[test]
+fn stress_budget_and_versions_add_up() {
+    const THREADS: usize = 4;
+    const OPS: usize = 1500;
+    const PATHS: usize = 24;
+    const BUDGET: u64 = 6000;
+    let fs = Arc::new(Mem::default());
+    for p in 0..PATHS {
+        fs.put(&format!("p{p}"), 1, 1000);
+    }
+    let cache = Arc::new(PathCache::<u32>::new(Config {
+        max_entries: 16,
+        ..config(BUDGET)
+    }));
+    let made = AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        for t in 0..THREADS {
+            let (fs, cache, made) = (fs.clone(), cache.clone(), &made);
+            s.spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .unwrap();
+                let mut held = Vec::new();
+                let mut x = t as u64 + 1;
+                for i in 0..OPS {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    let p = format!("p{}", x as usize % PATHS);
+                    if x % 7 == 0 {
+                        // A new version of the file (a new size).
+                        fs.put(&p, (i * THREADS + t) as i64 + 2, 1000 + x % 500);
+                    }
+                    rt.block_on(async {
+                        let e = entry(&cache, &fs, &p).await;
+                        let len = 100 + (x % 900) as usize;
+                        let make = || async {
+                            made.fetch_add(1, Ordering::Relaxed);
+                            Ok::<_, ()>(Some(vec![0u8; len]))
+                        };
+                        let (v, _) = cache
+                            .variant_or_make(&e, (x % 3) as usize, make)
+                            .await
+                            .unwrap();
+                        assert!(
+                            v.source().is_same_version(e.meta()),
+                            "another version's variant"
+                        );
+                        assert!(cache.stats().variant_bytes <= BUDGET);
+                        if x % 5 == 0 {
+                            held.push(v);
+                        }
+                        if held.len() > 8 {
+                            held.remove(0);
+                        }
+                    });
+                }
+            });
+        }
+    });
+    let s = cache.stats();
+    assert!(s.variant_bytes <= BUDGET);
+    assert_eq!(s.variants_made, made.load(Ordering::Relaxed) as u64);
+    assert!(s.variant_evictions > 0, "{s:?}");
+    for p in 0..PATHS {
+        cache.invalidate(&format!("p{p}"));
+    }
+    assert_eq!(
+        cache.stats().variant_bytes,
+        0,
+        "bytes left counted after every variant went"
+    );
+}
