@@ -5,7 +5,7 @@
 //! [`crate::resolve`], and "is it still the same file?" is decided by
 //! [`FileMeta::is_same_version`] alone.
 
-use crate::{CachedFile, FileManager, ListOptions, Listing, OpenError, Opened, Variant};
+use crate::{CachedFile, Codec, FileManager, ListOptions, Listing, OpenError, Opened, Variant};
 use pathcache::FileMeta;
 
 /// A precompressed form a server looks for beside a file (`name.br` for
@@ -67,6 +67,10 @@ pub struct ResolvedFile {
     /// by [`resolve`](FileManager::resolve); a server that compresses puts
     /// one here from [`FileManager::variant`].
     pub variant: Option<Variant>,
+    /// The coding of a computed variant the response is in: the variant's,
+    /// or, without `variant`, that of a variant whose revalidation (a
+    /// `304`) needs only its tag, not its bytes.
+    pub coding: Option<Codec>,
 }
 
 impl ResolvedFile {
@@ -158,6 +162,7 @@ impl FileManager {
             sibling: None,
             negotiated,
             variant: None,
+            coding: None,
         };
         if !negotiated || !query.siblings.iter().any(|s| s.accepted) {
             return Ok(plain(file));
@@ -179,6 +184,7 @@ impl FileManager {
                     mime: file.mime(),
                     negotiated,
                     variant: None,
+                    coding: None,
                 });
             }
         }

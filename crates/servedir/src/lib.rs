@@ -386,7 +386,7 @@ impl Inner {
         let p = match self.fm.resolve(&query).await {
             Ok(Resolved::File(mut f)) => {
                 if let Some(options) = &self.compression {
-                    stages::compress(&self.fm, &mut f, &accept, options).await;
+                    stages::compress(&self.fm, &mut f, &head, &accept, options).await;
                 }
                 return Some(self.file(&head, f, &policy));
             }

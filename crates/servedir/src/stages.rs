@@ -10,17 +10,18 @@
 //! ```text
 //! accept  = accept_encoding(header)                  once per request, no allocation
 //! resolve(siblings(&accept))                         a precompressed sibling wins
-//! compress(fm, &mut file, &accept, &options).await   type/size eligible? -> Vary;
+//! compress(fm, &mut file, &head, &accept, &opts)    type/size eligible? -> Vary;
 //!                                                    accept.choose(codings) -> variant
 //! entity_tag / file_info / plan::file                the variant's length, tag, coding
 //! body_bytes / count_sent                            its bytes, one piece; the counters
 //! ```
 
 use filemanager::{Codec, FileManager, Listing, ResolvedFile, Sibling};
+use httpfile::conditional::{evaluate, Precondition};
 use httpfile::listing::{ListingEntry, ListingFormat, Page};
 use httpfile::mime::{type_matches, AcceptEncoding, ContentCoding, COMPRESSIBLE_TYPES};
 use httpfile::plan::{Body, FileInfo, MediaType, Plan};
-use httpfile::EntityTag;
+use httpfile::{EntityTag, RequestHead};
 
 /// A request's `Accept-Encoding`, parsed once for siblings and variants
 /// (absent: no coding is accepted).
@@ -116,11 +117,14 @@ pub fn coding(codec: Codec) -> ContentCoding {
 /// type and size and no sibling is served: the kept one, or one made now
 /// (see [`CompressionOptions`] for why the request waits). Every response
 /// for such a file varies by `Accept-Encoding`, identity ones too. A
-/// failed compression (the file changed while it was read) leaves the
-/// file to be sent as it is.
+/// request that revalidates the variant (`If-None-Match` with its tag)
+/// gets its `304` from the tag alone: no compression runs for it, even
+/// when the variant was evicted. A failed compression (the file changed
+/// while it was read) leaves the file to be sent as it is.
 pub async fn compress(
     fm: &FileManager,
     f: &mut ResolvedFile,
+    req: &RequestHead<'_>,
     accept: &AcceptEncoding,
     options: &CompressionOptions,
 ) {
@@ -131,11 +135,24 @@ pub async fn compress(
     let Some(coding) = accept.choose(&options.codings) else {
         return;
     };
-    match fm
-        .variant(&f.file, codec(coding), options.level(coding))
-        .await
-    {
-        Ok(v) => f.variant = v,
+    let codec = codec(coding);
+    if req.if_none_match.is_some() {
+        f.coding = Some(codec);
+        let tag = entity_tag(f);
+        let mtime = file_info(f, &tag)
+            .mtime_secs
+            .min(httpfile::date::now_secs());
+        if evaluate(req, tag.as_str().as_bytes(), mtime) == Precondition::NotModified {
+            return;
+        }
+        f.coding = None;
+    }
+    match fm.variant(&f.file, codec, options.level(coding)).await {
+        Ok(Some(v)) => {
+            f.coding = Some(v.codec);
+            f.variant = Some(v);
+        }
+        Ok(None) => {}
         Err(e) => tracing::debug!(path = f.file.path(), "not compressed: {e}"),
     }
 }
@@ -162,9 +179,13 @@ pub fn count_sent(fm: &FileManager, f: &ResolvedFile, plan: &Plan<'_>) {
 /// variant by [`compress`]), whose entity-tag `etag` is ([`entity_tag`]).
 pub fn file_info<'a>(f: &ResolvedFile, etag: &'a EntityTag) -> FileInfo<'a> {
     let meta = f.meta();
-    let (size, coding) = match &f.variant {
-        Some(v) => (v.bytes().len() as u64, Some(coding(v.codec))),
-        None => (meta.size, f.sibling.map(|i| ContentCoding::PREFERENCE[i])),
+    let size = f
+        .variant
+        .as_ref()
+        .map_or(meta.size, |v| v.bytes().len() as u64);
+    let coding = match f.coding {
+        Some(c) => Some(coding(c)),
+        None => f.sibling.map(|i| ContentCoding::PREFERENCE[i]),
     };
     FileInfo {
         size,
@@ -179,8 +200,8 @@ pub fn file_info<'a>(f: &ResolvedFile, etag: &'a EntityTag) -> FileInfo<'a> {
 /// The strong entity-tag of `f`: a variant's carries its coding.
 pub fn entity_tag(f: &ResolvedFile) -> EntityTag {
     let tag = EntityTag::of_file(f.meta().size, f.meta().mtime_ns);
-    match &f.variant {
-        Some(v) => tag.with_coding(coding(v.codec)),
+    match f.coding {
+        Some(c) => tag.with_coding(coding(c)),
         None => tag,
     }
 }

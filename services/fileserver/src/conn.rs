@@ -384,7 +384,8 @@ impl Conn {
                 // Off, or a type it does not compress: no allocation, no
                 // await that waits (`applies` is a few string compares).
                 if let Some(options) = &s.compression {
-                    stages::compress(ctx.files().manager(), &mut f, &accept, options).await;
+                    stages::compress(ctx.files().manager(), &mut f, &req.head, &accept, options)
+                        .await;
                 }
                 return self
                     .out

@@ -180,3 +180,47 @@ fn the_budget_bounds_kept_variants_and_a_reload_lowers_it() {
     assert!(r.headers().get("content-encoding").is_none());
     assert_eq!(metric_of(&d, "fileserver_variant_bytes"), 0.0);
 }
+
+#[test]
+fn a_revalidation_needs_no_compression_even_when_nothing_is_kept() {
+    let tree = Tree::new();
+    let body = script(100 * 1024, 14);
+    tree.write("app.js", &body);
+    // A budget of 0 keeps no variant: every 200 compresses again.
+    let d = Daemon::start(
+        &tree.root,
+        &[
+            "--set",
+            "compression.enabled=true",
+            "--set",
+            "compression.budget=0",
+        ],
+    );
+    let get = |inm: Option<&str>| {
+        let mut rb = client()
+            .get(d.url("/app.js"))
+            .header("Accept-Encoding", "zstd");
+        if let Some(tag) = inm {
+            rb = rb.header("If-None-Match", tag);
+        }
+        rb.send().unwrap()
+    };
+    let r = get(None);
+    let tag = r.headers()["etag"].to_str().unwrap().to_string();
+    assert!(tag.ends_with("-zstd\""), "{tag}");
+    assert_eq!(decode("zstd", &r.bytes().unwrap()), body);
+    assert_eq!(metric_of(&d, "fileserver_variant_compressions_total"), 1.0);
+    for _ in 0..3 {
+        let r = get(Some(&tag));
+        assert_eq!(r.status(), 304);
+        assert_eq!(r.headers()["etag"], tag.as_str());
+        assert_eq!(r.headers()["content-encoding"], "zstd");
+    }
+    assert_eq!(metric_of(&d, "fileserver_variant_compressions_total"), 1.0);
+    assert_eq!(metric_of(&d, "fileserver_variant_bytes"), 0.0);
+    // A stale tag is no revalidation: the variant is made again and sent.
+    let r = get(Some("\"0000000000000000-zstd\""));
+    assert_eq!(r.status(), 200);
+    assert_eq!(decode("zstd", &r.bytes().unwrap()), body);
+    assert_eq!(metric_of(&d, "fileserver_variant_compressions_total"), 2.0);
+}
