@@ -2,7 +2,8 @@
 //! (`scripts/miri.sh`), which checks the unsafe code on these paths: the
 //! pool's raw entry pages and lane arrays, the entry cells written on reuse,
 //! the index's tagged addresses, and a pin of an entry that is freed and
-//! reused meanwhile. Also part of the normal test run.
+//! reused meanwhile, and the variant scan over indexed entries. Also part
+//! of the normal test run.
 
 use std::future::Future;
 use std::pin::pin;
@@ -183,4 +184,55 @@ fn stale_pin_on_a_reused_entry_finds_nothing() {
     assert_eq!(drops.load(Ordering::SeqCst), 1, "one user left");
     drop(again);
     assert_eq!(drops.load(Ordering::SeqCst), 2);
+}
+
+/// Variants on entries that are evicted, invalidated and reused for other
+/// paths from two threads, under a budget that keeps evicting variants
+/// (the scan that reads indexed entries' cold fields under the writer
+/// lock): a variant always belongs to its own path, and every counted
+/// byte is given back once.
+#[test]
+fn variants_follow_their_entries_through_reuse() {
+    let loader = MemLoader {
+        opens: AtomicUsize::new(0),
+        drops: Arc::new(AtomicUsize::new(0)),
+    };
+    let cache: PathCache<Handle> = PathCache::new(Config {
+        max_entries: 4,
+        valid: Duration::from_secs(3600),
+        variant_budget: 200,
+        ..Config::default()
+    });
+    let paths: Vec<String> = (0..6)
+        .map(|i| match i % 2 {
+            0 => format!("s{i}"),
+            _ => format!("static/js/a-long-bundle-name-{i}.js"),
+        })
+        .collect();
+    let rounds = if cfg!(miri) { 8 } else { 2000 };
+    std::thread::scope(|s| {
+        for t in 0..2 {
+            let (cache, loader, paths) = (&cache, &loader, &paths);
+            s.spawn(move || {
+                for r in 0..rounds {
+                    let path = &paths[(r * 5 + t) % paths.len()];
+                    let Lookup::Hit(e) = ready(cache.get_or_load(path, loader)).unwrap() else {
+                        unreachable!("every path is a file")
+                    };
+                    let make = || async { Ok::<_, ()>(Some(path.as_bytes().repeat(3))) };
+                    let (v, _) = ready(cache.variant_or_make(&e, r % 3, make)).unwrap();
+                    assert_eq!(v.bytes(), Some(&path.as_bytes().repeat(3)[..]));
+                    assert!(cache.stats().variant_bytes <= 200);
+                    if r % 7 == t {
+                        cache.invalidate(path);
+                    }
+                }
+            });
+        }
+    });
+    assert!(cache.stats().variant_evictions > 0 || cfg!(miri));
+    for p in &paths {
+        cache.invalidate(p);
+    }
+    assert_eq!(cache.stats().variant_bytes, 0);
 }
