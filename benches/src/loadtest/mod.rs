@@ -46,4 +46,5 @@ pub mod report;
 pub mod scenario;
 pub mod servers;
 pub mod stats;
+pub mod tls;
 pub mod tree;
