@@ -15,18 +15,21 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use anyhow::{bail, ensure, Context, Result};
 use clap::Parser;
 
-use benches::loadtest::http;
+use benches::loadtest::http::{self, Client};
 use benches::loadtest::loadgen::{self, LoadSettings, RunResult, WrkRun};
 use benches::loadtest::procs::{self, check_interrupted, group_cpu_seconds, Sampler};
 use benches::loadtest::report::{self, Report, ScenarioReport, Settings};
 use benches::loadtest::scenario::{
-    Group, Scenario, COLD_LARGE_CONNECTIONS, COLD_SMALL_CONNECTIONS, COLD_SMALL_RATE,
-    COLD_TIMEOUT_S, OHA_RANGE, RANGE_LEN,
+    Group, Protocol, Scenario, Throughput, BROWSER_ACCEPT_ENCODING, COLD_LARGE_CONNECTIONS,
+    COLD_SMALL_CONNECTIONS, COLD_SMALL_RATE, COLD_TIMEOUT_S, OHA_RANGE, RANGE_LEN,
 };
-use benches::loadtest::servers::{self, find_binary, Embedded, Peer, Running, FILESERVER};
+use benches::loadtest::servers::{
+    self, find_binary, Embedded, Features, Peer, Running, FILESERVER,
+};
+use benches::loadtest::tls::{self, TestCert};
 use benches::loadtest::tree::{
     self, COLD_COUNT, COLD_COUNT_QUICK, COLD_SIZE, LARGE_PATH, LARGE_SIZE, MANY_COUNT, MANY_SIZE,
-    PRESSURE_COUNT, PRESSURE_SIZE, SMALL_COUNT, SMALL_SIZE,
+    PRESSURE_COUNT, PRESSURE_SIZE, SMALL_COUNT, SMALL_SIZE, TEXT_COUNT,
 };
 
 /// Load-test fileserver against nginx, lighttpd, h2o, Caddy and
@@ -80,15 +83,23 @@ struct Args {
     /// Measure latency with wrk even if oha is installed.
     #[arg(long)]
     no_oha: bool,
-    /// Scenarios to run (repeatable or comma-separated; default all):
-    /// small_random, large, cache_pressure, not_modified, range, many_files,
-    /// cold (fileserver against the peers); embedded_small, embedded_large,
-    /// embedded_range (the embedded group: servedir and tower-http's
-    /// ServeDir in an axum app, and fileserver).
+    /// The h2load binary (nghttp2-client), for tls_*_h2 and tls_handshakes.
+    #[arg(long, value_name = "PATH", default_value = "h2load")]
+    h2load: PathBuf,
+    /// Scenarios to run (repeatable or comma-separated; default: the peers
+    /// and embedded groups): small_random, large, cache_pressure,
+    /// not_modified, range, many_files, cold (fileserver against the peers);
+    /// embedded_small, embedded_large, embedded_range (the embedded group:
+    /// servedir and tower-http's ServeDir in an axum app, and fileserver);
+    /// tls_small_h1, tls_small_h2, tls_large_h1, tls_large_h2,
+    /// tls_handshakes (the tls group: HTTPS against nginx, h2o, Caddy);
+    /// compressed_text (the compression group).
     #[arg(long = "scenario", value_name = "NAME", value_delimiter = ',')]
     scenarios: Vec<Scenario>,
     /// Run every scenario of a group (repeatable or comma-separated, added
-    /// to --scenario): peers (the first seven) or embedded (the embedded_*).
+    /// to --scenario): peers (the first seven), embedded (the embedded_*),
+    /// tls (the tls_*) or compression (compressed_text). tls and
+    /// compression are not in the default run.
     #[arg(long = "group", value_name = "NAME", value_delimiter = ',')]
     groups: Vec<Group>,
     /// Smallest run that still checks everything: 1 round, 1 s per run, no
@@ -234,6 +245,27 @@ struct Ctx<'a> {
     temp: &'a Path,
     root: &'a Path,
     settings: &'a LoadSettings,
+    /// The test certificate (`None` when no TLS scenario runs).
+    cert: Option<&'a TestCert>,
+}
+
+impl Ctx<'_> {
+    /// What the servers offer in `scenario`.
+    fn features(&self, scenario: Scenario) -> Features<'_> {
+        Features {
+            tls: self.cert.filter(|_| scenario.protocol().tls()),
+            compression: scenario == Scenario::CompressedText,
+        }
+    }
+
+    /// How the checks reach a server in `scenario`.
+    fn client(&self, scenario: Scenario) -> Client<'_> {
+        Client {
+            protocol: scenario.protocol(),
+            ca: self.cert.map(|c| c.ca.as_path()),
+            decode: scenario == Scenario::CompressedText,
+        }
+    }
 }
 
 fn run(mut args: Args) -> Result<usize> {
@@ -277,7 +309,12 @@ fn run(mut args: Args) -> Result<usize> {
         );
     }
     let runs_group = |g: Group| args.scenarios.iter().any(|s| s.group() == g);
-    let (runs_peers, runs_embedded) = (runs_group(Group::Peers), runs_group(Group::Embedded));
+    let runs_embedded = runs_group(Group::Embedded);
+    let runs_peers = [Group::Peers, Group::Tls, Group::Compression]
+        .into_iter()
+        .any(runs_group);
+    let runs_tls = args.scenarios.iter().any(|s| s.protocol().tls());
+    let runs_tls_or_compression = runs_group(Group::Tls) || runs_group(Group::Compression);
     let oha = if args.no_oha {
         None
     } else {
@@ -373,9 +410,17 @@ fn run(mut args: Args) -> Result<usize> {
         } else {
             0
         },
+        text: args.scenarios.contains(&Scenario::CompressedText),
     };
     eprintln!("loadtest: generating test trees in {}", root.display());
     tree::generate(&root, extras).context("generate the test trees")?;
+    // One certificate for every server of every TLS scenario.
+    let cert = if runs_tls {
+        Some(tls::generate(&temp.path).context("generate the test certificate")?)
+    } else {
+        None
+    };
+    let h2load = find_binary(&args.h2load);
 
     let settings = LoadSettings {
         wrk: args.wrk.clone(),
@@ -384,6 +429,8 @@ fn run(mut args: Args) -> Result<usize> {
         wrk_threads: args.wrk_threads,
         duration_s: plan.duration,
         latency_load: args.latency_load,
+        protocol: Protocol::Http1,
+        h2load: h2load.clone(),
     };
     let mut versions = Vec::new();
     for (peer, bin) in &peers {
@@ -395,6 +442,16 @@ fn run(mut args: Args) -> Result<usize> {
     versions.push(("wrk".to_string(), tool_version(&args.wrk, &["-v"])));
     if let Some(oha) = &oha {
         versions.push(("oha".to_string(), tool_version(oha, &["--version"])));
+    }
+    if runs_tls_or_compression {
+        if let Some(h2load) = h2load.as_ref().filter(|_| runs_tls) {
+            versions.push(("h2load".to_string(), tool_version(h2load, &["--version"])));
+        }
+        // The checks' client.
+        versions.push((
+            "curl".to_string(),
+            tool_version(Path::new("curl"), &["--version"]),
+        ));
     }
     if runs_embedded {
         for krate in ["axum", "tower-http"] {
@@ -438,6 +495,7 @@ fn run(mut args: Args) -> Result<usize> {
         temp: &temp.path,
         root: &root,
         settings: &settings,
+        cert: cert.as_ref(),
     };
     let mut scenarios = Vec::new();
     let mut failures = 0;
@@ -514,10 +572,13 @@ fn find_oha() -> Option<PathBuf> {
 }
 
 /// The scenarios to run: those named and those of the groups named, in
-/// report order; all of them when neither is given.
+/// report order; those of the default run's groups when neither is given.
 fn selected_scenarios(named: &[Scenario], groups: &[Group]) -> Vec<Scenario> {
     if named.is_empty() && groups.is_empty() {
-        return Scenario::ALL.to_vec();
+        return Scenario::ALL
+            .into_iter()
+            .filter(|s| s.group().in_default_run())
+            .collect();
     }
     Scenario::ALL
         .into_iter()
@@ -597,6 +658,7 @@ fn git_revision() -> String {
 struct Entry {
     running: Running,
     etags: Vec<String>,
+    /// wrk's Lua script, or h2load's list of URIs.
     script: PathBuf,
     throughput: Vec<RunResult>,
     latency: Vec<RunResult>,
@@ -661,8 +723,13 @@ fn keep_or_leave_out(
 /// Verifies a server that started; its ETags for `not_modified`.
 fn verified(scenario: Scenario, ctx: &Ctx<'_>, running: Result<Running>) -> Result<Started> {
     let running = running?;
-    let etags = verify(scenario, &running, ctx.plan.cold_files)
-        .with_context(|| format!("verify {} before timing", running.name))?;
+    let etags = verify(
+        scenario,
+        &running,
+        ctx.plan.cold_files,
+        &ctx.client(scenario),
+    )
+    .with_context(|| format!("verify {} before timing", running.name))?;
     Ok((running, etags))
 }
 
@@ -689,6 +756,7 @@ fn start_daemon(scenario: Scenario, ctx: &Ctx<'_>, dir: &Path, bin: &Path) -> Re
         ctx.args.workers,
         scenario.cache_entries(),
         &ctx.args.fileserver_args,
+        ctx.features(scenario).tls,
     )
 }
 
@@ -702,19 +770,31 @@ fn start_peers_group(
 ) -> Result<Vec<Started>> {
     let workers = ctx.args.workers;
     let nginx_cache = scenario.nginx_open_file_cache();
+    let features = ctx.features(scenario);
     let a = match (ctx.fileserver_bin, ctx.nginx_for_a) {
         (Some(bin), _) => start_daemon(scenario, ctx, dir, bin)?,
         (None, Some(nginx)) => {
-            let mut a =
-                servers::start_nginx(nginx, &dir.join("nginx-a"), ctx.root, workers, nginx_cache)?;
+            let mut a = servers::start_nginx(
+                nginx,
+                &dir.join("nginx-a"),
+                ctx.root,
+                workers,
+                nginx_cache,
+                features,
+            )?;
             a.name = FILESERVER.to_string();
             a
         }
         (None, None) => bail!("neither a fileserver binary nor nginx to stand in for it"),
     };
     let mut started = vec![subject_verified(scenario, ctx, Ok(a))?];
+    let group = scenario.group();
     for (peer, bin) in ctx.peers {
         check_interrupted()?;
+        if !group.runs_peer(*peer) {
+            eprintln!("loadtest:   {peer} not in the {group} group (no config for it here)");
+            continue;
+        }
         let running = servers::start_peer(
             *peer,
             bin,
@@ -722,6 +802,7 @@ fn start_peers_group(
             ctx.root,
             workers,
             nginx_cache,
+            features,
         );
         let result = verified(scenario, ctx, running);
         keep_or_leave_out(peer.name(), result, &mut started, left_out)?;
@@ -766,6 +847,7 @@ fn run_scenario(scenario: Scenario, ctx: &Ctx<'_>) -> Result<(ScenarioReport, us
     // `embedded_large` runs on fewer connections than the rest.
     let settings = &LoadSettings {
         connections: scenario.connections(ctx.settings.connections),
+        protocol: scenario.protocol(),
         ..ctx.settings.clone()
     };
     let dir = ctx.temp.join(scenario.name());
@@ -775,17 +857,25 @@ fn run_scenario(scenario: Scenario, ctx: &Ctx<'_>) -> Result<(ScenarioReport, us
     // Every server lives for the whole scenario, so none pays a cold start
     // inside the timed window. The subject first; it must verify.
     let started = match scenario.group() {
-        Group::Peers => start_peers_group(scenario, ctx, &dir, &mut left_out)?,
+        Group::Peers | Group::Tls | Group::Compression => {
+            start_peers_group(scenario, ctx, &dir, &mut left_out)?
+        }
         Group::Embedded => start_embedded_group(scenario, ctx, &dir, &mut left_out)?,
     };
 
     let mut entries = Vec::new();
     for (running, etags) in started {
-        let script = dir.join(format!("{}.lua", running.name));
-        std::fs::write(
-            &script,
-            loadgen::wrk_script(scenario, &etags, plan.cold_files)?,
-        )?;
+        let (script, text) = match scenario.throughput() {
+            Throughput::H2load { .. } => (
+                dir.join(format!("{}.uris", running.name)),
+                loadgen::h2load_uris(scenario, running.addr),
+            ),
+            Throughput::Wrk | Throughput::Handshakes => (
+                dir.join(format!("{}.lua", running.name)),
+                loadgen::wrk_script(scenario, &etags, plan.cold_files)?,
+            ),
+        };
+        std::fs::write(&script, text)?;
         entries.push(Entry {
             running,
             etags,
@@ -812,9 +902,7 @@ fn run_scenario(scenario: Scenario, ctx: &Ctx<'_>) -> Result<(ScenarioReport, us
         for i in 0..entries.len() {
             let e = &entries[i];
             let out = dir.join(format!("warmup-{}.out", e.name()));
-            if let Err(err) =
-                loadgen::run_wrk(settings, &e.script, e.running.addr, plan.warmup, &out)
-            {
+            if let Err(err) = throughput_run(scenario, settings, e, plan.warmup, &out) {
                 peer_failed(&mut entries, i, &mut left_out, "warm-up", err)?;
             }
         }
@@ -848,14 +936,15 @@ fn run_scenario(scenario: Scenario, ctx: &Ctx<'_>) -> Result<(ScenarioReport, us
             check_interrupted()?;
             let e = &mut entries[i];
             let before = group_cpu_seconds(e.running.group.pgid());
-            let out = dir.join(format!("wrk-{}-{round}.out", e.name()));
-            match loadgen::run_wrk(settings, &e.script, e.running.addr, plan.duration, &out) {
+            let tool = scenario.throughput().tool();
+            let out = dir.join(format!("{tool}-{}-{round}.out", e.name()));
+            match throughput_run(scenario, settings, e, plan.duration, &out) {
                 Ok(result) => {
                     let used = group_cpu_seconds(e.running.group.pgid()) - before;
                     e.cpu += used;
                     e.wrk_cpu += used;
                     eprintln!(
-                        "loadtest:   round {} wrk {:<17} {:>9.0} req/s {:>8.1} MB/s  errors {}",
+                        "loadtest:   round {} {tool} {:<17} {:>9.0} req/s {:>8.1} MB/s  errors {}",
                         round + 1,
                         e.name(),
                         result.req_per_s,
@@ -864,10 +953,16 @@ fn run_scenario(scenario: Scenario, ctx: &Ctx<'_>) -> Result<(ScenarioReport, us
                     );
                     e.throughput.push(result);
                 }
-                Err(err) => peer_failed(&mut entries, i, &mut left_out, "wrk", err)?,
+                Err(err) => peer_failed(&mut entries, i, &mut left_out, tool, err)?,
             }
         }
-        match &settings.oha {
+        // A handshake per request at half the rate says little that the
+        // handshake rate does not; oha would also resume sessions.
+        let oha = settings
+            .oha
+            .as_ref()
+            .filter(|_| scenario.throughput() != Throughput::Handshakes);
+        match oha {
             Some(oha) => {
                 // Equal offered load: a share of the slowest server's rate.
                 let slowest = entries
@@ -922,7 +1017,12 @@ fn run_scenario(scenario: Scenario, ctx: &Ctx<'_>) -> Result<(ScenarioReport, us
         if !entries[i].alive {
             continue;
         }
-        if let Err(err) = verify(scenario, &entries[i].running, plan.cold_files) {
+        if let Err(err) = verify(
+            scenario,
+            &entries[i].running,
+            plan.cold_files,
+            &ctx.client(scenario),
+        ) {
             peer_failed(&mut entries, i, &mut left_out, "verify after timing", err)?;
         }
     }
@@ -959,6 +1059,31 @@ fn run_scenario(scenario: Scenario, ctx: &Ctx<'_>) -> Result<(ScenarioReport, us
         .in_group(scenario.group()),
         failures,
     ))
+}
+
+/// One timed throughput run against `e` with the scenario's tool.
+fn throughput_run(
+    scenario: Scenario,
+    settings: &LoadSettings,
+    e: &Entry,
+    duration: u64,
+    out: &Path,
+) -> Result<RunResult> {
+    match scenario.throughput() {
+        Throughput::Wrk => loadgen::run_wrk(settings, &e.script, e.running.addr, duration, out),
+        Throughput::H2load { streams } => {
+            loadgen::run_h2load(settings, &e.script, streams, duration, out)
+        }
+        Throughput::Handshakes => {
+            let url = format!(
+                "{}://{}{}",
+                scenario.protocol().scheme(),
+                e.running.addr,
+                tree::small_path(0)
+            );
+            loadgen::run_handshakes(settings, &url, duration, out)
+        }
+    }
 }
 
 /// `sync` and drop the page cache, dentries and inodes (`echo 3 >
@@ -1057,56 +1182,100 @@ fn sample_indices(count: usize) -> Vec<usize> {
     v
 }
 
-fn expect_file(addr: SocketAddr, path: &str, len: usize) -> Result<http::Response> {
-    let r = http::get(addr, path, &[])?;
+/// GETs `path` with `headers` and checks for a 200 with the body `want`
+/// (decoded, if the client decodes).
+fn expect_body(
+    client: &Client<'_>,
+    addr: SocketAddr,
+    path: &str,
+    headers: &[(&str, &str)],
+    want: &[u8],
+) -> Result<http::Response> {
+    let r = client.get(addr, path, headers)?;
     ensure!(
         r.status == 200,
         "GET {path}: status {} (want 200)",
         r.status
     );
     ensure!(
-        r.body == tree::contents(path, len),
-        "GET {path}: body differs from the file ({} bytes)",
-        r.body.len()
+        r.body == want,
+        "GET {path}: body differs from the file ({} bytes, Content-Encoding {})",
+        r.body.len(),
+        r.header("content-encoding").unwrap_or("none")
     );
     Ok(r)
 }
 
-/// Checks that `s` answers this scenario's requests correctly. Returns the
-/// server's ETags of the small files for `not_modified` (empty otherwise).
-fn verify(scenario: Scenario, s: &Running, cold_files: usize) -> Result<Vec<String>> {
+fn expect_file(
+    client: &Client<'_>,
+    addr: SocketAddr,
+    path: &str,
+    len: usize,
+) -> Result<http::Response> {
+    expect_body(client, addr, path, &[], &tree::contents(path, len))
+}
+
+/// Checks that `s` answers this scenario's requests correctly, through
+/// `client`. Returns the server's ETags of the small files for
+/// `not_modified` (empty otherwise).
+fn verify(
+    scenario: Scenario,
+    s: &Running,
+    cold_files: usize,
+    client: &Client<'_>,
+) -> Result<Vec<String>> {
     let addr = s.addr;
-    match scenario {
-        Scenario::EmbeddedSmall | Scenario::EmbeddedLarge | Scenario::EmbeddedRange => {
-            return verify(scenario.load(), s, cold_files);
-        }
+    // A twin (an embedded or TLS scenario) is checked as its twin is.
+    match scenario.load() {
         Scenario::SmallRandom => {
             for i in sample_indices(SMALL_COUNT) {
-                expect_file(addr, &tree::small_path(i), SMALL_SIZE)?;
+                expect_file(client, addr, &tree::small_path(i), SMALL_SIZE)?;
             }
         }
         Scenario::Large => {
-            expect_file(addr, LARGE_PATH, LARGE_SIZE)?;
+            expect_file(client, addr, LARGE_PATH, LARGE_SIZE)?;
         }
         Scenario::CachePressure => {
             for i in sample_indices(PRESSURE_COUNT) {
-                expect_file(addr, &tree::pressure_path(i), PRESSURE_SIZE)?;
+                expect_file(client, addr, &tree::pressure_path(i), PRESSURE_SIZE)?;
             }
         }
         Scenario::ManyFiles => {
             for i in sample_indices(MANY_COUNT) {
-                expect_file(addr, &tree::many_path(i), MANY_SIZE)?;
+                expect_file(client, addr, &tree::many_path(i), MANY_SIZE)?;
             }
+        }
+        Scenario::CompressedText => {
+            // What each sampled file came as; a server that sends text
+            // uncompressed still passes, and the wire bytes show it.
+            let mut codings: Vec<(String, usize)> = Vec::new();
+            for i in sample_indices(TEXT_COUNT) {
+                let path = tree::text_path(i);
+                let want = tree::text_contents(&path);
+                let accept = [("Accept-Encoding", BROWSER_ACCEPT_ENCODING)];
+                let r = expect_body(client, addr, &path, &accept, &want)?;
+                let coding = r.header("content-encoding").unwrap_or("identity");
+                match codings.iter_mut().find(|(c, _)| c == coding) {
+                    Some((_, n)) => *n += 1,
+                    None => codings.push((coding.to_string(), 1)),
+                }
+            }
+            let seen: Vec<String> = codings.iter().map(|(c, n)| format!("{c} x{n}")).collect();
+            eprintln!(
+                "loadtest:   {}: sampled text files came as {}",
+                s.name,
+                seen.join(", ")
+            );
         }
         Scenario::Cold => {
             // The small files the second load generator asks for, and every
             // large file whole.
             for i in sample_indices(SMALL_COUNT) {
-                expect_file(addr, &tree::small_path(i), SMALL_SIZE)?;
+                expect_file(client, addr, &tree::small_path(i), SMALL_SIZE)?;
             }
             for i in 0..cold_files {
                 check_interrupted()?;
-                expect_file(addr, &tree::cold_path(i), COLD_SIZE)?;
+                expect_file(client, addr, &tree::cold_path(i), COLD_SIZE)?;
             }
         }
         Scenario::NotModified => {
@@ -1114,7 +1283,7 @@ fn verify(scenario: Scenario, s: &Running, cold_files: usize) -> Result<Vec<Stri
             for i in 0..SMALL_COUNT {
                 check_interrupted()?;
                 let path = tree::small_path(i);
-                let r = expect_file(addr, &path, SMALL_SIZE)?;
+                let r = expect_file(client, addr, &path, SMALL_SIZE)?;
                 etags.push(
                     r.header("etag")
                         .with_context(|| format!("GET {path}: no ETag"))?
@@ -1123,7 +1292,7 @@ fn verify(scenario: Scenario, s: &Running, cold_files: usize) -> Result<Vec<Stri
             }
             for i in sample_indices(SMALL_COUNT) {
                 let path = tree::small_path(i);
-                let r = http::get(addr, &path, &[("If-None-Match", &etags[i])])?;
+                let r = client.get(addr, &path, &[("If-None-Match", &etags[i])])?;
                 ensure!(
                     r.status == 304,
                     "GET {path} If-None-Match {}: status {} (want 304)",
@@ -1144,7 +1313,7 @@ fn verify(scenario: Scenario, s: &Running, cold_files: usize) -> Result<Vec<Stri
             for start in starts {
                 let end = start + RANGE_LEN - 1;
                 let header = format!("bytes={start}-{end}");
-                let r = http::get(addr, LARGE_PATH, &[("Range", &header)])?;
+                let r = client.get(addr, LARGE_PATH, &[("Range", &header)])?;
                 ensure!(
                     r.status == 206,
                     "GET {LARGE_PATH} Range {header}: status {} (want 206)",
@@ -1159,6 +1328,7 @@ fn verify(scenario: Scenario, s: &Running, cold_files: usize) -> Result<Vec<Stri
                 ensure!(r.body == whole[start..=end], "Range {header}: wrong bytes");
             }
         }
+        twin => bail!("{twin} has no checks of its own"),
     }
     Ok(Vec::new())
 }
@@ -1180,7 +1350,12 @@ mod tests {
 
     #[test]
     fn scenarios_come_from_names_and_groups_in_report_order() {
-        assert_eq!(selected_scenarios(&[], &[]), Scenario::ALL);
+        let default = selected_scenarios(&[], &[]);
+        assert_eq!(default, &Scenario::ALL[..10]);
+        assert!(default.iter().all(|s| s.group().in_default_run()));
+        let tls: Vec<_> = Group::Tls.scenarios().collect();
+        assert_eq!(tls.len(), 5);
+        assert_eq!(selected_scenarios(&[], &[Group::Tls]), tls);
         let embedded: Vec<_> = Group::Embedded.scenarios().collect();
         assert_eq!(selected_scenarios(&[], &[Group::Embedded]), embedded);
         assert_eq!(

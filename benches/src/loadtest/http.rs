@@ -1,18 +1,26 @@
-//! A minimal blocking HTTP/1.1 client for the pre-timing checks.
+//! A minimal blocking HTTP/1.1 client for the pre-timing checks, and
+//! [`Client`], which sends the TLS and compressed checks through curl.
 //!
-//! It sends one request with `Connection: close` and reads to EOF, which is
-//! all verification needs, and it sees the raw status and headers exactly as
-//! the server wrote them (no redirects, no decompression, no retries).
+//! The plain client sends one request with `Connection: close` and reads to
+//! EOF, which is all verification needs, and it sees the raw status and
+//! headers exactly as the server wrote them (no redirects, no
+//! decompression, no retries).
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, ensure, Context, Result};
+
+use crate::loadtest::scenario::Protocol;
 
 /// A parsed response.
 #[derive(Debug, Clone)]
 pub struct Response {
+    /// The status line's version (`HTTP/1.1`, `HTTP/2`).
+    pub version: String,
     /// Status code.
     pub status: u16,
     /// Header names (lower-cased) and values, in order.
@@ -54,6 +62,22 @@ pub fn get(addr: SocketAddr, path: &str, headers: &[(&str, &str)]) -> Result<Res
 /// Parses a complete `Connection: close` response and checks that the body
 /// length agrees with `Content-Length` when one is given.
 pub fn parse_response(raw: &[u8]) -> Result<Response> {
+    let response = parse_head_and_body(raw)?;
+    if let Some(length) = response.header("content-length") {
+        let length: usize = length.parse().context("bad Content-Length")?;
+        // 304 and HEAD carry the length of the representation, not a body.
+        if response.status != 304 && response.body.len() != length {
+            bail!(
+                "Content-Length {length} but {} body bytes",
+                response.body.len()
+            );
+        }
+    }
+    Ok(response)
+}
+
+/// Parses the status line and headers; everything after them is the body.
+fn parse_head_and_body(raw: &[u8]) -> Result<Response> {
     let head_end = raw
         .windows(4)
         .position(|w| w == b"\r\n\r\n")
@@ -63,7 +87,7 @@ pub fn parse_response(raw: &[u8]) -> Result<Response> {
     let status_line = lines.next().unwrap_or_default();
     let mut parts = status_line.splitn(3, ' ');
     let version = parts.next().unwrap_or_default();
-    if !version.starts_with("HTTP/1.") {
+    if !version.starts_with("HTTP/1.") && version != "HTTP/2" {
         bail!("bad status line {status_line:?}");
     }
     let status: u16 = parts
@@ -78,21 +102,86 @@ pub fn parse_response(raw: &[u8]) -> Result<Response> {
         headers.push((name.trim().to_ascii_lowercase(), value.trim().to_string()));
     }
     let response = Response {
+        version: version.to_string(),
         status,
         headers,
         body: raw[head_end + 4..].to_vec(),
     };
-    if let Some(length) = response.header("content-length") {
-        let length: usize = length.parse().context("bad Content-Length")?;
-        // 304 and HEAD carry the length of the representation, not a body.
-        if status != 304 && response.body.len() != length {
-            bail!(
-                "Content-Length {length} but {} body bytes",
-                response.body.len()
+    Ok(response)
+}
+
+/// How the checks reach a server: the plain client above for plaintext
+/// HTTP/1.1, curl for HTTPS (trusting only the test CA; HTTP/2 by ALPN) and
+/// for compressed responses, which curl decodes (gzip, deflate, br, zstd).
+#[derive(Debug, Clone, Copy)]
+pub struct Client<'a> {
+    /// How requests travel.
+    pub protocol: Protocol,
+    /// The CA certificate HTTPS responses must chain to.
+    pub ca: Option<&'a Path>,
+    /// Decode the body by its `Content-Encoding` (the request's own
+    /// `Accept-Encoding` header says which codings are acceptable).
+    pub decode: bool,
+}
+
+impl Client<'_> {
+    /// The plain client: HTTP/1.1 over TCP, raw bodies.
+    pub const PLAIN: Client<'static> = Client {
+        protocol: Protocol::Http1,
+        ca: None,
+        decode: false,
+    };
+
+    /// Sends `GET path` with `headers` to `addr`. Over [`Protocol::Https2`]
+    /// a response that did not come over HTTP/2 is an error.
+    pub fn get(&self, addr: SocketAddr, path: &str, headers: &[(&str, &str)]) -> Result<Response> {
+        if self.protocol == Protocol::Http1 && !self.decode {
+            return get(addr, path, headers);
+        }
+        let url = format!("{}://{addr}{path}", self.protocol.scheme());
+        let mut curl = Command::new("curl");
+        curl.args(["--silent", "--show-error", "--include", "--max-time", "10"]);
+        curl.arg(match self.protocol {
+            Protocol::Http1 | Protocol::Https1 => "--http1.1",
+            Protocol::Https2 => "--http2",
+        });
+        if let Some(ca) = self.ca {
+            curl.arg("--cacert").arg(ca);
+        }
+        if self.decode {
+            curl.arg("--compressed");
+        }
+        for (name, value) in headers {
+            curl.arg("--header").arg(format!("{name}: {value}"));
+        }
+        let out = curl
+            .arg(&url)
+            .stdin(Stdio::null())
+            .output()
+            .context("run curl (apt-get install curl)")?;
+        ensure!(
+            out.status.success(),
+            "curl {url}: {}: {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+        // curl has checked the framing (it fails on a short body); a decoded
+        // body is not Content-Length long, so only the head is parsed here.
+        let response = if self.decode {
+            parse_head_and_body(&out.stdout)
+        } else {
+            parse_response(&out.stdout)
+        }
+        .with_context(|| format!("response to GET {url}"))?;
+        if self.protocol == Protocol::Https2 {
+            ensure!(
+                response.version == "HTTP/2",
+                "GET {url}: answered over {} where HTTP/2 was offered",
+                response.version
             );
         }
+        Ok(response)
     }
-    Ok(response)
 }
 
 #[cfg(test)]
@@ -103,10 +192,22 @@ mod tests {
     fn parses_status_headers_and_body() {
         let raw = b"HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 0-3/10\r\nContent-Length: 4\r\nETag: \"a\"\r\n\r\nabcd";
         let r = parse_response(raw).unwrap();
-        assert_eq!(r.status, 206);
+        assert_eq!((r.version.as_str(), r.status), ("HTTP/1.1", 206));
         assert_eq!(r.header("Content-Range"), Some("bytes 0-3/10"));
         assert_eq!(r.header("etag"), Some("\"a\""));
         assert_eq!(r.body, b"abcd");
+    }
+
+    #[test]
+    fn parses_curl_s_http2_head() {
+        let raw = b"HTTP/2 200 \r\ncontent-length: 2\r\ncontent-encoding: gzip\r\n\r\nok";
+        let r = parse_response(raw).unwrap();
+        assert_eq!((r.version.as_str(), r.status), ("HTTP/2", 200));
+        assert_eq!(r.header("Content-Encoding"), Some("gzip"));
+        // A decoded body is longer than the Content-Length on the wire.
+        let raw = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\ndecoded";
+        assert!(parse_response(raw).is_err());
+        assert_eq!(parse_head_and_body(raw).unwrap().body, b"decoded");
     }
 
     #[test]

@@ -1,22 +1,30 @@
-//! Driving `wrk` (throughput) and `oha` (latency) and parsing what they print.
+//! Driving `wrk` (throughput), `h2load` (HTTP/2 throughput and handshakes)
+//! and `oha` (latency) and parsing what they print.
 //!
 //! wrk's human-readable summary rounds and scales its numbers, so the Lua
 //! script the harness generates also prints one machine-readable line from
 //! wrk's `done()` hook (prefixed [`WRK_MARKER`]) with exact counts and
 //! latency percentiles in microseconds. oha writes JSON with `-j` / `--output-format json`.
+//! h2load prints exact counts in its summary; it has no percentiles.
 
 use std::fmt::Write as _;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
+use crate::loadtest::procs::check_interrupted;
 use crate::loadtest::procs::ChildGroup;
-use crate::loadtest::scenario::{OhaPath, Scenario, OHA_RANGE, RANGE_LEN};
-use crate::loadtest::tree::{LARGE_PATH, LARGE_SIZE, MANY_COUNT, PRESSURE_COUNT, SMALL_COUNT};
+use crate::loadtest::scenario::{
+    OhaPath, Protocol, Scenario, BROWSER_ACCEPT_ENCODING, HANDSHAKE_BURST, HANDSHAKE_THREADS,
+    OHA_RANGE, RANGE_LEN,
+};
+use crate::loadtest::tree::{
+    self, LARGE_PATH, LARGE_SIZE, MANY_COUNT, PRESSURE_COUNT, SMALL_COUNT, TEXT_COUNT,
+};
 
 /// Prefix of the line the generated Lua `done()` prints.
 pub const WRK_MARKER: &str = "LOADTEST_WRK ";
@@ -51,9 +59,19 @@ const SCRIPT_HEAD: &str =
 /// number of files under `cold/` (needed by `cold` only).
 pub fn wrk_script(scenario: Scenario, etags: &[String], cold_files: usize) -> Result<String> {
     let mut lua = String::from(SCRIPT_HEAD);
-    match scenario {
-        Scenario::EmbeddedSmall | Scenario::EmbeddedLarge | Scenario::EmbeddedRange => {
-            return wrk_script(scenario.load(), etags, cold_files);
+    // A twin (an embedded or TLS scenario) sends its twin's requests.
+    match scenario.load() {
+        Scenario::CompressedText => {
+            lua.push_str("local paths = {\n");
+            for i in 0..TEXT_COUNT {
+                writeln!(lua, "  [{i}] = \"{}\",", tree::text_path(i))?;
+            }
+            write!(
+                lua,
+                "}}\nwrk.headers[\"Accept-Encoding\"] = \"{BROWSER_ACCEPT_ENCODING}\"\n\
+                 request = function()\n  return wrk.format(\"GET\", paths[math.random(0, {})])\nend\n",
+                TEXT_COUNT - 1
+            )?;
         }
         Scenario::SmallRandom => write!(
             lua,
@@ -101,6 +119,7 @@ pub fn wrk_script(scenario: Scenario, etags: &[String], cold_files: usize) -> Re
             LARGE_SIZE - RANGE_LEN,
             RANGE_LEN - 1
         )?,
+        twin => bail!("{twin} has no requests of its own"),
     }
     lua.push_str(DONE_HOOK);
     Ok(lua)
@@ -232,6 +251,117 @@ pub fn parse_oha(json: &str, expected_status: u16) -> Result<RunResult> {
     })
 }
 
+/// The URIs h2load requests, one a line, in the order every client goes
+/// through them: for random small files a fixed shuffle of all of them.
+pub fn h2load_uris(scenario: Scenario, addr: std::net::SocketAddr) -> String {
+    let base = format!("{}://{addr}", scenario.protocol().scheme());
+    let paths: Vec<String> = match scenario.load() {
+        Scenario::SmallRandom => {
+            // A fixed permutation (multiplying by a number coprime to 1000).
+            (0..SMALL_COUNT)
+                .map(|i| tree::small_path(i * 7919 % SMALL_COUNT))
+                .collect()
+        }
+        _ => vec![LARGE_PATH.to_string()],
+    };
+    paths.iter().map(|p| format!("{base}{p}\n")).collect()
+}
+
+/// Parses h2load's summary. Requests that did not complete with a 2xx
+/// status count as errors; latency percentiles are not given (NaN).
+pub fn parse_h2load(stdout: &str) -> Result<RunResult> {
+    h2load_summary(stdout)?.result()
+}
+
+/// The counts of one h2load run.
+#[derive(Debug, Clone, Copy, Default)]
+struct H2loadSummary {
+    /// What h2load says it took.
+    seconds: f64,
+    /// Requests answered with a 2xx.
+    ok: u64,
+    /// Requests that failed, errored, timed out or got another status.
+    errors: u64,
+    /// Bytes received, frames and headers included.
+    bytes: f64,
+}
+
+impl H2loadSummary {
+    fn add(&mut self, other: Self) {
+        self.seconds += other.seconds;
+        self.ok += other.ok;
+        self.errors += other.errors;
+        self.bytes += other.bytes;
+    }
+
+    /// The rates over the time h2load says it took.
+    fn result(self) -> Result<RunResult> {
+        let seconds = self.seconds;
+        if !(seconds.is_finite() && seconds > 0.0) {
+            bail!("h2load ran for {seconds} s");
+        }
+        Ok(RunResult {
+            req_per_s: self.ok as f64 / seconds,
+            mb_per_s: self.bytes / seconds / 1e6,
+            p50_ms: f64::NAN,
+            p99_ms: f64::NAN,
+            max_ms: f64::NAN,
+            requests: self.ok,
+            errors: self.errors,
+        })
+    }
+}
+
+fn h2load_summary(stdout: &str) -> Result<H2loadSummary> {
+    let line = |prefix: &str| {
+        stdout
+            .lines()
+            .find_map(|l| l.strip_prefix(prefix))
+            .with_context(|| format!("no {prefix:?} line in h2load output:\n{stdout}"))
+    };
+    // "finished in 1.00s, 4000.00 req/s, 4.39MB/s"
+    let finished = line("finished in ")?;
+    let took = finished.split(',').next().unwrap_or_default().trim();
+    let seconds = if let Some(ms) = took.strip_suffix("ms") {
+        ms.parse::<f64>()? / 1e3
+    } else if let Some(us) = took.strip_suffix("us") {
+        us.parse::<f64>()? / 1e6
+    } else {
+        took.trim_end_matches('s').parse::<f64>()?
+    };
+    // "requests: 4020 total, 4036 started, 4020 done, 4000 succeeded, 20 failed, 20 errored, 0 timeout"
+    let counts = |text: &str| -> Vec<(String, u64)> {
+        text.split(',')
+            .filter_map(|part| {
+                let mut it = part.split_whitespace();
+                let n = it.next()?.parse().ok()?;
+                Some((it.next()?.to_string(), n))
+            })
+            .collect()
+    };
+    let requests = counts(line("requests: ")?);
+    let statuses = counts(line("status codes: ")?);
+    let count =
+        |v: &[(String, u64)], name: &str| v.iter().find(|(k, _)| k == name).map_or(0, |(_, n)| *n);
+    let ok = count(&statuses, "2xx");
+    let done = count(&requests, "done");
+    // "traffic: 4.39MB (4600264) total, ..."
+    let traffic = line("traffic: ")?;
+    let bytes: f64 = traffic
+        .split(['(', ')'])
+        .nth(1)
+        .and_then(|b| b.parse().ok())
+        .with_context(|| format!("bad h2load traffic line {traffic:?}"))?;
+    Ok(H2loadSummary {
+        seconds,
+        ok,
+        // h2load's "failed", "errored" and "timeout" are all among the
+        // done requests that did not succeed.
+        errors: done.saturating_sub(ok),
+        bytes,
+    })
+}
+
 /// Settings shared by every timed run.
 #[derive(Debug, Clone)]
 pub struct LoadSettings {
@@ -247,6 +377,10 @@ pub struct LoadSettings {
     pub duration_s: u64,
     /// oha's request rate as a fraction of the slower server's wrk req/s.
     pub latency_load: f64,
+    /// How the requests travel (the scenario's; wrk speaks HTTP/1.1 only).
+    pub protocol: Protocol,
+    /// The h2load binary (nghttp2-client), if installed.
+    pub h2load: Option<PathBuf>,
 }
 
 /// One wrk run: what [`spawn_wrk`] needs beyond the [`LoadSettings`].
@@ -276,7 +410,7 @@ pub fn spawn_wrk(settings: &LoadSettings, run: WrkRun<'_>, out: &Path) -> Result
         .arg(format!("{}s", run.timeout_s))
         .arg("-s")
         .arg(run.script)
-        .arg(format!("http://{}/", run.addr));
+        .arg(format!("{}://{}/", settings.protocol.scheme(), run.addr));
     spawn_bounded("wrk", &mut command, run.duration_s, out)
 }
 
@@ -297,6 +431,62 @@ pub fn run_wrk(
         timeout_s: 5,
     };
     parse_wrk(&spawn_wrk(settings, run, out)?.finish()?)
+}
+
+/// The h2load binary, or why there is none.
+fn h2load_bin(settings: &LoadSettings) -> Result<&Path> {
+    settings
+        .h2load
+        .as_deref()
+        .context("h2load not found (apt-get install nghttp2-client)")
+}
+
+/// Runs h2load over HTTP/2 for `duration_s` seconds on
+/// `settings.connections` connections with `streams` streams each, going
+/// through the URIs in `uris` (see [`h2load_uris`]).
+pub fn run_h2load(
+    settings: &LoadSettings,
+    uris: &Path,
+    streams: usize,
+    duration_s: u64,
+    out: &Path,
+) -> Result<RunResult> {
+    let mut command = Command::new(h2load_bin(settings)?);
+    command
+        .arg("-t1")
+        .arg(format!("-c{}", settings.connections))
+        .arg(format!("-m{streams}"))
+        .arg(format!("-D{duration_s}"))
+        .arg("-i")
+        .arg(uris);
+    parse_h2load(&spawn_bounded("h2load", &mut command, duration_s, out)?.finish()?)
+}
+
+/// Runs bursts of [`HANDSHAKE_BURST`] fresh h2load clients on
+/// [`HANDSHAKE_THREADS`] threads (HTTP/1.1, one request each, so each makes
+/// one full handshake: h2load resumes no session for a new client) back to
+/// back for `duration_s` seconds; the rate is over the time h2load says
+/// the bursts took (its own start-up, the same for every server, left out).
+pub fn run_handshakes(
+    settings: &LoadSettings,
+    url: &str,
+    duration_s: u64,
+    out: &Path,
+) -> Result<RunResult> {
+    let bin = h2load_bin(settings)?;
+    let burst = HANDSHAKE_BURST.to_string();
+    let threads = format!("-t{HANDSHAKE_THREADS}");
+    let start = Instant::now();
+    let mut total = H2loadSummary::default();
+    while start.elapsed() < Duration::from_secs(duration_s) {
+        check_interrupted()?;
+        let mut command = Command::new(bin);
+        command.args(["--h1", &threads, "-c", &burst, "-n", &burst, url]);
+        total.add(h2load_summary(
+            &spawn_bounded("h2load", &mut command, 0, out)?.finish()?,
+        )?);
+    }
+    total.result()
 }
 
 /// The oha command line for one latency run at `rate` requests per second
@@ -345,14 +535,27 @@ pub fn oha_args_with(
             "-H".to_string(),
             format!("Range: bytes={}-{}", OHA_RANGE.0, OHA_RANGE.1),
         ]),
+        Scenario::CompressedText => args.extend([
+            "-H".to_string(),
+            format!("Accept-Encoding: {BROWSER_ACCEPT_ENCODING}"),
+        ]),
         _ => {}
     }
+    let protocol = scenario.protocol();
+    if protocol.tls() {
+        // The checks verify the chain; oha only has to get through.
+        args.push("--insecure".to_string());
+    }
+    if protocol == Protocol::Https2 {
+        args.push("--http2".to_string());
+    }
+    let scheme = protocol.scheme();
     match scenario.oha_path() {
         OhaPath::Regex(path) => args.extend([
             "--rand-regex-url".to_string(),
-            format!("http://{addr}{path}"),
+            format!("{scheme}://{addr}{path}"),
         ]),
-        OhaPath::Fixed(path) => args.push(format!("http://{addr}{path}")),
+        OhaPath::Fixed(path) => args.push(format!("{scheme}://{addr}{path}")),
     }
     args
 }
@@ -480,6 +683,40 @@ mod tests {
         assert!(parse_oha("not json", 200).is_err());
     }
 
+    // Real h2load (nghttp2 1.52) output: nginx 1.22 over TLS, HTTP/2,
+    // `-t1 -c4 -m10 -D 1`, a 1 KiB file; nginx closed each connection after
+    // its 1000th request (keepalive_requests at its default, unlike the
+    // harness's nginx), so 20 requests in flight failed.
+    const H2LOAD_NGINX_1K: &str = include_str!("testdata/h2load-nginx-1k.txt");
+
+    #[test]
+    fn parses_real_h2load_output() {
+        let r = parse_h2load(H2LOAD_NGINX_1K).unwrap();
+        assert_eq!((r.requests, r.errors), (4000, 20));
+        assert!((r.req_per_s - 4000.0).abs() < 1.0, "{r:?}");
+        assert!((r.mb_per_s - 4.600_264).abs() < 1e-6, "{r:?}");
+        assert!(r.p99_ms.is_nan());
+        let ms = H2LOAD_NGINX_1K.replace("finished in 1.00s", "finished in 500.00ms");
+        assert!((parse_h2load(&ms).unwrap().req_per_s - 8000.0).abs() < 1.0);
+        assert!(parse_h2load("starting benchmark...\n").is_err());
+    }
+
+    #[test]
+    fn h2load_goes_through_every_small_file_once() {
+        let addr = "127.0.0.1:8443".parse().unwrap();
+        let uris = h2load_uris(Scenario::TlsSmallH2, addr);
+        let mut lines: Vec<&str> = uris.lines().collect();
+        assert_eq!(lines[0], "https://127.0.0.1:8443/small/000.bin");
+        assert_eq!(lines[1], "https://127.0.0.1:8443/small/919.bin");
+        lines.sort_unstable();
+        lines.dedup();
+        assert_eq!(lines.len(), SMALL_COUNT);
+        assert_eq!(
+            h2load_uris(Scenario::TlsLargeH2, addr),
+            "https://127.0.0.1:8443/large.bin\n"
+        );
+    }
+
     #[test]
     fn lua_strings_escape_quotes_and_backslashes() {
         assert_eq!(lua_string(r#""abc-12""#), r#""\"abc-12\"""#);
@@ -507,6 +744,17 @@ mod tests {
                 wrk_script(s.load(), &[], 0).unwrap()
             );
         }
+        let text = wrk_script(Scenario::CompressedText, &[], 0).unwrap();
+        assert!(text.contains("[0] = \"/text/js/000.js\","), "{text:.300}");
+        assert!(text.contains("[299] = \"/text/json/49.json\","));
+        assert!(text.contains("wrk.headers[\"Accept-Encoding\"] = \"gzip, deflate, br, zstd\""));
+        assert!(text.contains("math.random(0, 299)"));
+        for s in [Scenario::TlsSmallH1, Scenario::TlsLargeH1] {
+            assert_eq!(
+                wrk_script(s, &[], 0).unwrap(),
+                wrk_script(s.load(), &[], 0).unwrap()
+            );
+        }
         let many = wrk_script(Scenario::ManyFiles, &[], 0).unwrap();
         assert!(many.contains("/many/%05d.bin") && many.contains("math.random(0, 19999)"));
         assert!(wrk_script(Scenario::Cold, &[], 0).is_err());
@@ -529,6 +777,8 @@ mod tests {
             wrk_threads: 1,
             duration_s: 3,
             latency_load: 0.5,
+            protocol: Protocol::Http1,
+            h2load: None,
         };
         let addr = "127.0.0.1:8080".parse().unwrap();
         let args = oha_args(Scenario::SmallRandom, addr, "", &settings, 1234.4);
@@ -543,6 +793,12 @@ mod tests {
         let args = oha_args(Scenario::EmbeddedRange, addr, "", &settings, 10.0);
         assert!(args.contains(&"Range: bytes=524288-528383".to_string()));
         assert_eq!(args.last().unwrap(), "http://127.0.0.1:8080/large.bin");
+        let args = oha_args(Scenario::TlsSmallH2, addr, "", &settings, 10.0);
+        assert!(args.contains(&"--insecure".to_string()) && args.contains(&"--http2".to_string()));
+        assert!(args.contains(&"https://127.0.0.1:8080/small/[0-9]{3}.bin".to_string()));
+        let args = oha_args(Scenario::CompressedText, addr, "", &settings, 10.0);
+        assert!(args.contains(&format!("Accept-Encoding: {BROWSER_ACCEPT_ENCODING}")));
+        assert!(!args.contains(&"--insecure".to_string()), "{args:?}");
         let args = oha_args_with(Scenario::Cold, addr, "", 4, 2, 1000.0);
         assert!(args.windows(2).any(|w| w == ["-c", "4"]), "{args:?}");
         assert!(args.windows(2).any(|w| w == ["-z", "2s"]), "{args:?}");

@@ -1,16 +1,19 @@
 //! The side-by-side HTTP load harness: `fileserver` against nginx, lighttpd,
-//! h2o, Caddy and static-web-server (the peers that are installed); and in
+//! h2o, Caddy and static-web-server (the peers that are installed); in
 //! the `embedded` group ([`scenario::Group`]) `servedir::ServeDir` against
 //! tower-http's `ServeDir` in the same axum app (the `embedded-server`
-//! binary) and the daemon.
+//! binary) and the daemon; in the `tls` group the daemon's HTTPS listener
+//! against nginx, h2o and Caddy over HTTP/1.1 and HTTP/2 ([`tls`] makes the
+//! certificate); in the `compression` group compressed text against them.
 //!
 //! One run goes through every selected scenario the same way:
 //!
 //! ```text
 //!   tree::generate ──> temp dir: small/000..999.bin (1 KiB), large.bin (1 MiB),
 //!                      pressure/0000..9999.bin (4 KiB), deterministic bytes;
-//!                      many/00000..19999.bin (4 KiB) and cold/N.bin (64 MiB)
-//!                      only for the scenarios that read them
+//!                      many/00000..19999.bin (4 KiB), cold/N.bin (64 MiB) and
+//!                      text/ (JS, CSS, JSON) only for the scenarios that read them;
+//!   tls::generate ──> ca.pem, chain.pem, key.pem when a TLS scenario runs
 //!        │
 //!   per scenario ──> servers::start_fileserver, servers::start_peer for each peer
 //!        │           (own process group, 127.0.0.1, ephemeral ports, 2 workers,
@@ -19,9 +22,11 @@
 //!        │           tower-http, then servers::start_fileserver
 //!        │
 //!        ├─> verify: 200 + exact bytes / 304 + ETag / 206 + Content-Range
+//!        │           (HTTPS and decoded bodies through curl: http::Client)
 //!        │           (a peer that fails is left out of the scenario, with why)
 //!        ├─> warm-up: one short wrk run per server (none in `cold`)
-//!        ├─> rounds 1..N:  wrk on every server, then oha on every server,
+//!        ├─> rounds 1..N:  wrk (h2load for HTTP/2 and handshakes) on every
+//!        │        server, then oha on every server,
 //!        │        each round starting with the next server in turn;
 //!        │        (`cold`: per server, drop the page cache, then wrk on
 //!        │        the large files and a second generator on small ones at once);
@@ -30,7 +35,8 @@
 //!
 //!   report::summarize ──> per server medians over rounds; per-round ratios
 //!                         fileserver / each peer; the best peer per figure
-//!                         (embedded_*: servedir / each; against tower-http)
+//!                         (embedded_*: servedir / each; against tower-http;
+//!                         tls_*, compressed_text: against nginx)
 //!   report ──> console tables, latest.json, latest.md, latest.png
 //! ```
 //!

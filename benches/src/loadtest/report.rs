@@ -117,6 +117,9 @@ pub struct Ratios {
     pub peak_rss: Option<f64>,
     /// CPU per request.
     pub cpu_per_req: Option<f64>,
+    /// Bytes per response on the wire (wrk's MB/s over its req/s).
+    #[serde(default)]
+    pub bytes_per_req: Option<f64>,
 }
 
 /// fileserver's ratios to one peer.
@@ -396,7 +399,13 @@ pub fn ratios(fs: &ServerSummary, peer: &ServerSummary) -> Ratios {
         ),
         peak_rss: ratio(fs.peak_rss_mib, peer.peak_rss_mib),
         cpu_per_req: ratio(fs.cpu_us_per_req, peer.cpu_us_per_req),
+        bytes_per_req: ratio(kb_per_response(fs), kb_per_response(peer)),
     }
+}
+
+/// kB (10^3 bytes) per response on the wire, headers included: MB/s over req/s.
+pub fn kb_per_response(s: &ServerSummary) -> f64 {
+    s.mb_per_s * 1e3 / s.req_per_s
 }
 
 /// Reads a `latest.json`, also one written before the report held a list of
@@ -771,15 +780,68 @@ const EMBEDDED_INTRO: &str = "servedir: an axum app with `servedir::ServeDir` (t
     at `/`, HTTP/1.1. fileserver: the daemon, as in the other scenarios. The last columns are \
     servedir / that server; the headline is servedir / tower-http on req/s.";
 
+/// What the tls group compares.
+const TLS_INTRO: &str = "fileserver: the daemon's TLS listener (`--tls-listen`); nginx, h2o \
+    and Caddy with TLS 1.2 and 1.3 and ALPN h2 and http/1.1; all with the same ECDSA P-256 \
+    certificate made for the run. `_h1`: wrk over HTTPS; `_h2`: h2load (no percentiles: p99 \
+    comes from oha --http2 at a fixed rate); `tls_handshakes`: bursts of fresh h2load clients, one \
+    request per connection, so req/s is full handshakes per second (no latency run). The last \
+    columns are fileserver / that server; the headline is fileserver / nginx on req/s.";
+
+/// What the compression group compares.
+const COMPRESSION_INTRO: &str = "Text files requested with `Accept-Encoding: gzip, deflate, br, \
+    zstd` over plaintext HTTP/1.1. fileserver: the daemon at its defaults; nginx: `gzip on` at its \
+    default level for JS, CSS and JSON; h2o: `compress: ON`; Caddy: `encode zstd gzip`. kB/resp \
+    is bytes on the wire per response, headers included (wrk). The last columns are fileserver / \
+    that server; the headline is fileserver / nginx on req/s.";
+
+/// The groups with a table of their own, with its heading and what it compares.
+const GROUP_SECTIONS: [(Group, &str, &str); 3] = [
+    (
+        Group::Embedded,
+        "Embedded group: servedir against tower-http's ServeDir and the daemon",
+        EMBEDDED_INTRO,
+    ),
+    (Group::Tls, "TLS group: HTTPS against nginx", TLS_INTRO),
+    (
+        Group::Compression,
+        "Compression group: compressed text against nginx's gzip",
+        COMPRESSION_INTRO,
+    ),
+];
+
+/// Bytes per response: on the console only for the compression group.
+const KB_PER_RESPONSE: Figure = Figure {
+    label: "kB/resp",
+    value: kb_per_response,
+    fmt: human,
+    ratio: Some(|r| plain_ratio(r.bytes_per_req)),
+    headline: false,
+};
+
+/// The figures a group's table shows: `figures`, and for the compression
+/// group also bytes per response.
+fn group_figures(group: Group, figures: &[Figure]) -> Vec<Figure> {
+    let mut v = figures.to_vec();
+    if group == Group::Compression {
+        v.insert(1, KB_PER_RESPONSE);
+    }
+    v
+}
+
 /// The tables the console shows: the headline, then req/s, p99 and CPU per
 /// request of every server.
 pub fn markdown_table(report: &Report) -> String {
     let mut out = String::new();
-    if has_group(report, Group::Embedded) {
-        out.push_str("\nembedded group: ");
-        out.push_str(EMBEDDED_INTRO);
-        out.push_str("\n\n");
-        out.push_str(&group_table(report, Group::Embedded, &CONSOLE_FIGURES));
+    for (group, _, intro) in GROUP_SECTIONS {
+        if has_group(report, group) {
+            out.push_str(&format!("\n{group} group: {intro}\n\n"));
+            out.push_str(&group_table(
+                report,
+                group,
+                &group_figures(group, &CONSOLE_FIGURES),
+            ));
+        }
     }
     if !has_group(report, Group::Peers) {
         return out.trim_start().to_string();
@@ -833,20 +895,26 @@ pub fn markdown(report: &Report) -> String {
     if has_group(report, Group::Peers) {
         peers_markdown(report, &mut out);
     }
-    if has_group(report, Group::Embedded) {
-        if has_group(report, Group::Peers) {
+    let mut first = !has_group(report, Group::Peers);
+    for (group, heading, intro) in GROUP_SECTIONS {
+        if !has_group(report, group) {
+            continue;
+        }
+        if !first {
             out.push('\n');
         }
-        out.push_str(
-            "## Embedded group: servedir against tower-http's ServeDir and the daemon\n\n",
-        );
-        out.push_str(EMBEDDED_INTRO);
+        first = false;
+        out.push_str(&format!("## {heading}\n\n{intro}"));
         out.push_str(
             " Ratios of req/s, MB/s and latency are the median over rounds of the per-round ratio \
-             (min-max in parentheses); of RSS and CPU, the ratio of the figures. Above 1 is better \
-             for req/s and MB/s, below 1 for latency, RSS and CPU.\n\n",
+             (min-max in parentheses); of RSS, CPU and bytes, the ratio of the figures. Above 1 is \
+             better for req/s and MB/s, below 1 for latency, RSS, CPU and bytes.\n\n",
         );
-        out.push_str(&group_table(report, Group::Embedded, &ALL_FIGURES));
+        out.push_str(&group_table(
+            report,
+            group,
+            &group_figures(group, &ALL_FIGURES),
+        ));
     }
     out.push_str("\n## Scenarios\n\n| scenario | what | latency rate req/s | left out |\n|---|---|---|---|\n");
     for sc in &report.scenarios {

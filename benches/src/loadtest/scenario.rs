@@ -5,6 +5,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
+use crate::loadtest::servers::Peer;
 use crate::loadtest::tree::{self, COLD_SIZE, LARGE_PATH, LARGE_SIZE};
 
 /// Size of each random range in the `range` scenario.
@@ -31,8 +32,24 @@ pub const COLD_TIMEOUT_S: u64 = 60;
 /// The fixed range oha requests in the `range` scenario (oha cannot vary headers).
 pub const OHA_RANGE: (usize, usize) = (524_288, 524_288 + RANGE_LEN - 1);
 /// Connections of every run in `embedded_large` (issue #15: one 1 MiB file
-/// on 16 connections).
+/// on 16 connections), also of `tls_large_*` and `tls_small_h2`.
 pub const EMBEDDED_LARGE_CONNECTIONS: usize = 16;
+/// Concurrent streams per HTTP/2 connection in `tls_small_h2` (h2load's
+/// `-m`; 16 connections x 10 streams). `tls_large_h2` runs one stream per
+/// connection, like `tls_large_h1`.
+pub const H2_SMALL_STREAMS: usize = 10;
+/// Connections h2load opens at once in one burst of `tls_handshakes`, each
+/// for one request; bursts follow each other for the run's duration.
+/// Fewer per burst measured lower rates against the same nginx (about 1200
+/// handshakes/s in h2load's own time for 64 on one thread, 1300 for 256 on
+/// two, on a loaded machine), and each h2load start costs tens of ms.
+pub const HANDSHAKE_BURST: usize = 256;
+/// h2load threads in a `tls_handshakes` burst (its OpenSSL 3.0 client side
+/// used more CPU per handshake than nginx's server side: about 470 vs
+/// 300 µs).
+pub const HANDSHAKE_THREADS: usize = 2;
+/// What a browser sends, and what `compressed_text` asks with.
+pub const BROWSER_ACCEPT_ENCODING: &str = "gzip, deflate, br, zstd";
 
 /// One load scenario.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -59,6 +76,70 @@ pub enum Scenario {
     EmbeddedLarge,
     /// `range` against the embedded servers and the daemon.
     EmbeddedRange,
+    /// `small_random` over HTTPS, HTTP/1.1 (wrk).
+    TlsSmallH1,
+    /// `small_random` over HTTPS, HTTP/2 (h2load, 16 connections x 10 streams).
+    TlsSmallH2,
+    /// The 1 MiB file over HTTPS, HTTP/1.1, 16 connections.
+    TlsLargeH1,
+    /// The 1 MiB file over HTTPS, HTTP/2, 16 connections.
+    TlsLargeH2,
+    /// One full TLS handshake per request (HTTP/1.1, a fresh client each).
+    TlsHandshakes,
+    /// A tree of JavaScript, CSS and JSON asked for with a browser's
+    /// `Accept-Encoding`, plaintext HTTP/1.1.
+    CompressedText,
+}
+
+/// How a scenario's requests travel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Protocol {
+    /// HTTP/1.1 over TCP.
+    Http1,
+    /// HTTP/1.1 over TLS (ALPN `http/1.1`, or none).
+    Https1,
+    /// HTTP/2 over TLS (ALPN `h2`).
+    Https2,
+}
+
+impl Protocol {
+    /// The URL scheme.
+    pub fn scheme(self) -> &'static str {
+        match self {
+            Self::Http1 => "http",
+            Self::Https1 | Self::Https2 => "https",
+        }
+    }
+
+    /// Over TLS?
+    pub fn tls(self) -> bool {
+        self != Self::Http1
+    }
+}
+
+/// The tool that measures a scenario's throughput.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Throughput {
+    /// wrk with the generated Lua script (HTTP/1.1, keep-alive; https too).
+    Wrk,
+    /// h2load over HTTP/2 with `streams` concurrent streams per connection.
+    H2load {
+        /// h2load's `-m`.
+        streams: usize,
+    },
+    /// Back-to-back h2load bursts of [`HANDSHAKE_BURST`] fresh HTTP/1.1
+    /// clients, one request each, so every request pays a full handshake.
+    Handshakes,
+}
+
+impl Throughput {
+    /// The tool's name, in log lines and raw output file names.
+    pub fn tool(self) -> &'static str {
+        match self {
+            Self::Wrk => "wrk",
+            Self::H2load { .. } | Self::Handshakes => "h2load",
+        }
+    }
 }
 
 /// Which servers a scenario compares.
@@ -72,6 +153,12 @@ pub enum Group {
     /// `servedir::ServeDir`, one with tower-http's `ServeDir`, and the
     /// daemon: servedir against tower-http (the headline) and the daemon.
     Embedded,
+    /// The daemon's TLS listener against the peers that serve HTTPS here
+    /// (nginx, h2o, Caddy), on HTTP/1.1 and HTTP/2, and handshakes.
+    Tls,
+    /// Text files sent compressed to a browser's `Accept-Encoding`, against
+    /// the peers configured to compress (nginx, h2o, Caddy).
+    Compression,
 }
 
 impl Group {
@@ -80,13 +167,24 @@ impl Group {
         match self {
             Self::Peers => "peers",
             Self::Embedded => "embedded",
+            Self::Tls => "tls",
+            Self::Compression => "compression",
         }
+    }
+
+    /// Every group, in report order.
+    pub const ALL: [Group; 4] = [Self::Peers, Self::Embedded, Self::Tls, Self::Compression];
+
+    /// Whether a run that names no scenario and no group runs this group
+    /// (`tls` and `compression` would take the default run past 20 minutes).
+    pub fn in_default_run(self) -> bool {
+        matches!(self, Self::Peers | Self::Embedded)
     }
 
     /// The server the others are compared with (`servers[0]` of a report).
     pub fn subject(self) -> &'static str {
         match self {
-            Self::Peers => crate::loadtest::servers::FILESERVER,
+            Self::Peers | Self::Tls | Self::Compression => crate::loadtest::servers::FILESERVER,
             Self::Embedded => crate::loadtest::servers::Embedded::Servedir.name(),
         }
     }
@@ -97,6 +195,19 @@ impl Group {
         match self {
             Self::Peers => None,
             Self::Embedded => Some(crate::loadtest::servers::Embedded::TowerHttp.name()),
+            Self::Tls | Self::Compression => Some(Peer::Nginx.name()),
+        }
+    }
+
+    /// Whether `peer` runs in this group's scenarios: the peers whose
+    /// configs the harness renders for TLS, or for compression.
+    pub fn runs_peer(self, peer: Peer) -> bool {
+        match self {
+            Self::Peers => true,
+            Self::Embedded => false,
+            Self::Tls | Self::Compression => {
+                matches!(peer, Peer::Nginx | Peer::H2o | Peer::Caddy)
+            }
         }
     }
 
@@ -115,10 +226,13 @@ impl fmt::Display for Group {
 impl FromStr for Group {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        [Self::Peers, Self::Embedded]
+        Self::ALL
             .into_iter()
             .find(|g| g.name() == s)
-            .ok_or_else(|| format!("unknown group {s:?}; expected peers or embedded"))
+            .ok_or_else(|| {
+                let names: Vec<_> = Self::ALL.iter().map(|g| g.name()).collect();
+                format!("unknown group {s:?}; expected one of {}", names.join(", "))
+            })
     }
 }
 
@@ -134,7 +248,7 @@ pub enum Headline {
 
 impl Scenario {
     /// All scenarios in report order.
-    pub const ALL: [Scenario; 10] = [
+    pub const ALL: [Scenario; 16] = [
         Self::SmallRandom,
         Self::Large,
         Self::CachePressure,
@@ -145,24 +259,60 @@ impl Scenario {
         Self::EmbeddedSmall,
         Self::EmbeddedLarge,
         Self::EmbeddedRange,
+        Self::TlsSmallH1,
+        Self::TlsSmallH2,
+        Self::TlsLargeH1,
+        Self::TlsLargeH2,
+        Self::TlsHandshakes,
+        Self::CompressedText,
     ];
 
     /// The group whose servers run in this scenario.
     pub fn group(self) -> Group {
         match self {
             Self::EmbeddedSmall | Self::EmbeddedLarge | Self::EmbeddedRange => Group::Embedded,
+            Self::TlsSmallH1
+            | Self::TlsSmallH2
+            | Self::TlsLargeH1
+            | Self::TlsLargeH2
+            | Self::TlsHandshakes => Group::Tls,
+            Self::CompressedText => Group::Compression,
             _ => Group::Peers,
         }
     }
 
+    /// How the requests travel.
+    pub fn protocol(self) -> Protocol {
+        match self {
+            Self::TlsSmallH1 | Self::TlsLargeH1 | Self::TlsHandshakes => Protocol::Https1,
+            Self::TlsSmallH2 | Self::TlsLargeH2 => Protocol::Https2,
+            _ => Protocol::Http1,
+        }
+    }
+
+    /// What measures the throughput.
+    pub fn throughput(self) -> Throughput {
+        match self {
+            Self::TlsSmallH2 => Throughput::H2load {
+                streams: H2_SMALL_STREAMS,
+            },
+            Self::TlsLargeH2 => Throughput::H2load { streams: 1 },
+            Self::TlsHandshakes => Throughput::Handshakes,
+            _ => Throughput::Wrk,
+        }
+    }
+
     /// The scenario whose requests (and checks) this one uses: an embedded
-    /// scenario sends those of its daemon-vs-peers twin; every other
-    /// scenario is its own.
+    /// or TLS scenario sends those of its daemon-vs-peers twin; every other
+    /// scenario is its own. A twin is never itself a twin, so whatever
+    /// matches on `load()` meets only scenarios that are their own.
     pub fn load(self) -> Scenario {
         match self {
             Self::EmbeddedSmall => Self::SmallRandom,
             Self::EmbeddedLarge => Self::Large,
             Self::EmbeddedRange => Self::Range,
+            Self::TlsSmallH1 | Self::TlsSmallH2 | Self::TlsHandshakes => Self::SmallRandom,
+            Self::TlsLargeH1 | Self::TlsLargeH2 => Self::Large,
             other => other,
         }
     }
@@ -170,7 +320,10 @@ impl Scenario {
     /// Open connections of every run, given the `--connections` setting.
     pub fn connections(self, default: usize) -> usize {
         match self {
-            Self::EmbeddedLarge => EMBEDDED_LARGE_CONNECTIONS,
+            Self::EmbeddedLarge | Self::TlsSmallH2 | Self::TlsLargeH1 | Self::TlsLargeH2 => {
+                EMBEDDED_LARGE_CONNECTIONS
+            }
+            Self::TlsHandshakes => HANDSHAKE_BURST,
             _ => default,
         }
     }
@@ -188,6 +341,12 @@ impl Scenario {
             Self::EmbeddedSmall => "embedded_small",
             Self::EmbeddedLarge => "embedded_large",
             Self::EmbeddedRange => "embedded_range",
+            Self::TlsSmallH1 => "tls_small_h1",
+            Self::TlsSmallH2 => "tls_small_h2",
+            Self::TlsLargeH1 => "tls_large_h1",
+            Self::TlsLargeH2 => "tls_large_h2",
+            Self::TlsHandshakes => "tls_handshakes",
+            Self::CompressedText => "compressed_text",
         }
     }
 
@@ -208,6 +367,20 @@ impl Scenario {
             Self::EmbeddedSmall => "embedded: 1 KiB files, random over 1000",
             Self::EmbeddedLarge => "embedded: one 1 MiB file, 16 connections",
             Self::EmbeddedRange => "embedded: random 4 KiB ranges of the 1 MiB file -> 206",
+            Self::TlsSmallH1 => "HTTPS, HTTP/1.1 (wrk): 1 KiB files, random over 1000",
+            Self::TlsSmallH2 => {
+                "HTTPS, HTTP/2 (h2load, 16 connections x 10 streams): 1 KiB files, random over 1000"
+            }
+            Self::TlsLargeH1 => "HTTPS, HTTP/1.1 (wrk): one 1 MiB file, 16 connections",
+            Self::TlsLargeH2 => "HTTPS, HTTP/2 (h2load): one 1 MiB file, 16 connections",
+            Self::TlsHandshakes => {
+                "HTTPS, HTTP/1.1: a new connection and full handshake per 1 KiB request \
+                 (h2load bursts of 256 fresh clients on 2 threads; req/s = handshakes/s)"
+            }
+            Self::CompressedText => {
+                "300 JavaScript/CSS/JSON files of 20-200 KiB with Accept-Encoding: gzip, deflate, \
+                 br, zstd (HTTP/1.1; MB/s and kB/response: bytes on the wire)"
+            }
         }
     }
 
@@ -245,17 +418,16 @@ impl Scenario {
 
     /// Body bytes of one successful response.
     pub fn body_len(self) -> usize {
-        match self {
-            Self::EmbeddedSmall | Self::EmbeddedLarge | Self::EmbeddedRange => {
-                self.load().body_len()
-            }
+        match self.load() {
             Self::SmallRandom => tree::SMALL_SIZE,
             Self::Large => LARGE_SIZE,
             Self::CachePressure => tree::PRESSURE_SIZE,
-            Self::NotModified => 0,
             Self::Range => RANGE_LEN,
             Self::ManyFiles => tree::MANY_SIZE,
             Self::Cold => COLD_SIZE,
+            // A 304 has none; compressed sizes differ by server (the wire
+            // bytes are measured); twins do not come out of `load()`.
+            _ => 0,
         }
     }
 
@@ -264,15 +436,17 @@ impl Scenario {
     /// checked with `oha --dump-urls`) or a fixed path. In `cold` these are
     /// the second load generator's small cached files.
     pub fn oha_path(self) -> OhaPath {
-        match self {
-            Self::EmbeddedSmall | Self::EmbeddedLarge | Self::EmbeddedRange => {
-                self.load().oha_path()
-            }
+        match self.load() {
             Self::SmallRandom | Self::Cold => OhaPath::Regex("/small/[0-9]{3}.bin"),
             Self::CachePressure => OhaPath::Regex("/pressure/[0-9]{4}.bin"),
             Self::ManyFiles => OhaPath::Regex("/many/[01][0-9]{4}.bin"),
             Self::NotModified => OhaPath::Fixed(tree::small_path(0)),
-            Self::Large | Self::Range => OhaPath::Fixed(LARGE_PATH.to_string()),
+            // Every branch as likely: more CSS and JSON than wrk's mix.
+            Self::CompressedText => {
+                OhaPath::Regex("/text/(js/[01][0-9]{2}.js|css/[0-4][0-9].css|json/[0-4][0-9].json)")
+            }
+            // Large, Range; twins do not come out of `load()`.
+            _ => OhaPath::Fixed(LARGE_PATH.to_string()),
         }
     }
 }
@@ -345,6 +519,34 @@ mod tests {
     }
 
     #[test]
+    fn tls_scenarios_send_their_twins_requests_over_https() {
+        let tls: Vec<_> = Group::Tls.scenarios().collect();
+        assert_eq!(tls.len(), 5);
+        for s in tls {
+            assert!(s.protocol().tls(), "{s}");
+            assert_eq!(s.load().group(), Group::Peers, "{s}");
+            assert_eq!(s.oha_path(), s.load().oha_path(), "{s}");
+            assert_eq!(s.body_len(), s.load().body_len(), "{s}");
+            assert!(!s.group().in_default_run());
+        }
+        assert_eq!(Scenario::TlsSmallH2.protocol(), Protocol::Https2);
+        assert_eq!(
+            Scenario::TlsSmallH2.throughput(),
+            Throughput::H2load { streams: 10 }
+        );
+        assert_eq!(Scenario::TlsLargeH1.throughput(), Throughput::Wrk);
+        assert_eq!(Scenario::TlsLargeH2.connections(64), 16);
+        assert_eq!(Scenario::TlsHandshakes.connections(64), HANDSHAKE_BURST);
+        assert_eq!(Scenario::CompressedText.protocol(), Protocol::Http1);
+        assert_eq!(Scenario::CompressedText.group(), Group::Compression);
+        for g in [Group::Tls, Group::Compression] {
+            assert_eq!(g.baseline(), Some("nginx"));
+            assert_eq!(g.name().parse::<Group>().unwrap(), g);
+            assert!(g.runs_peer(Peer::Caddy) && !g.runs_peer(Peer::Lighttpd));
+        }
+    }
+
+    #[test]
     fn embedded_scenarios_send_their_twins_requests() {
         let embedded: Vec<_> = Group::Embedded.scenarios().collect();
         assert_eq!(
@@ -364,6 +566,10 @@ mod tests {
             assert_eq!(s.oha_path(), twin.oha_path(), "{s}");
             assert_eq!(s.cache_entries(), twin.cache_entries(), "{s}");
             assert_eq!(s.headline(), Headline::ReqPerS);
+        }
+        // No scenario's twin has a twin: matches on `load()` rely on it.
+        for s in Scenario::ALL {
+            assert_eq!(s.load().load(), s.load(), "{s}");
         }
         assert_eq!(Scenario::EmbeddedRange.expected_status(), 206);
         assert_eq!(Scenario::EmbeddedLarge.connections(64), 16);

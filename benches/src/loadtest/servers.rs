@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 
 use crate::loadtest::procs::{check_interrupted, ChildGroup};
+use crate::loadtest::tls::TestCert;
 
 /// The nginx config template (`benches/http/nginx.conf`).
 pub const NGINX_TEMPLATE: &str = include_str!("../../http/nginx.conf");
@@ -253,6 +254,17 @@ pub fn find_binary(given: &Path) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
+/// What a server offers beyond plaintext HTTP/1.1 in a scenario.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Features<'a> {
+    /// Serve HTTPS (ALPN h2 and http/1.1) with this certificate instead of
+    /// plaintext (the daemon: on its TLS listener, beside the plaintext one).
+    pub tls: Option<&'a TestCert>,
+    /// Compress text responses on the fly (the peers; the daemon compresses
+    /// by its own defaults).
+    pub compression: bool,
+}
+
 /// What every peer's config is filled in with.
 #[derive(Debug, Clone, Copy)]
 pub struct PeerSetup<'a> {
@@ -268,6 +280,11 @@ pub struct PeerSetup<'a> {
     pub open_file_cache_max: usize,
     /// Online CPUs (static-web-server sizes its threads as CPUs x multiplier).
     pub cpus: usize,
+    /// TLS and compression.
+    pub features: Features<'a>,
+    /// nginx has the `http2` directive (1.25.1 and later; before it, HTTP/2
+    /// is a flag of `listen`).
+    pub nginx_http2_directive: bool,
 }
 
 /// Fills in a template's placeholders.
@@ -278,24 +295,66 @@ fn fill(template: &str, pairs: &[(&str, String)]) -> String {
 }
 
 /// Fills in the nginx template.
-pub fn render_nginx_conf(
-    template: &str,
-    prefix: &Path,
-    root: &Path,
-    port: u16,
-    workers: usize,
-    open_file_cache_max: usize,
-) -> String {
+pub fn render_nginx_conf(template: &str, setup: &PeerSetup<'_>) -> String {
+    // The server block's directives are indented by 8.
+    let lines = |v: Vec<String>| v.join("\n        ");
+    let (listen_tls, tls) = match setup.features.tls {
+        None => (String::new(), String::new()),
+        Some(cert) => {
+            let mut v = vec![
+                format!("ssl_certificate {};", cert.chain.display()),
+                format!("ssl_certificate_key {};", cert.key.display()),
+                "ssl_protocols TLSv1.2 TLSv1.3;".to_string(),
+                "ssl_session_cache shared:SSL:10m;".to_string(),
+            ];
+            let listen = if setup.nginx_http2_directive {
+                v.push("http2 on;".to_string());
+                "ssl "
+            } else {
+                "ssl http2 "
+            };
+            (listen.to_string(), lines(v))
+        }
+    };
+    let compression = if setup.features.compression {
+        lines(vec![
+            "types { application/javascript js; text/css css; application/json json; }".into(),
+            "gzip on;".into(),
+            "gzip_types application/javascript text/css application/json;".into(),
+        ])
+    } else {
+        String::new()
+    };
     fill(
         template,
         &[
-            ("@PREFIX@", prefix.display().to_string()),
-            ("@ROOT@", root.display().to_string()),
-            ("@PORT@", port.to_string()),
-            ("@WORKERS@", workers.to_string()),
-            ("@OPEN_FILE_CACHE_MAX@", open_file_cache_max.to_string()),
+            ("@PREFIX@", setup.prefix.display().to_string()),
+            ("@ROOT@", setup.root.display().to_string()),
+            ("@PORT@", setup.port.to_string()),
+            ("@WORKERS@", setup.workers.to_string()),
+            (
+                "@OPEN_FILE_CACHE_MAX@",
+                setup.open_file_cache_max.to_string(),
+            ),
+            ("@LISTEN_TLS@", listen_tls),
+            ("@TLS@", tls),
+            ("@COMPRESSION@", compression),
         ],
     )
+}
+
+/// Whether the nginx whose `nginx -v` says `version` has the `http2`
+/// directive (1.25.1 and later).
+pub fn nginx_has_http2_directive(version: &str) -> bool {
+    let numbers: Vec<u32> = version
+        .rsplit('/')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .split('.')
+        .map_while(|n| n.parse().ok())
+        .collect();
+    numbers >= vec![1, 25, 1]
 }
 
 /// static-web-server's `threads-multiplier` closest to `workers` threads on
@@ -328,18 +387,52 @@ pub fn render_peer_conf(peer: Peer, setup: &PeerSetup<'_>) -> String {
         pairs.extend(extra);
         pairs
     };
+    let (tls, compression) = (setup.features.tls, setup.features.compression);
     match peer {
-        Peer::Nginx => render_nginx_conf(
-            NGINX_TEMPLATE,
-            setup.prefix,
-            setup.root,
-            setup.port,
-            setup.workers,
-            setup.open_file_cache_max,
-        ),
+        Peer::Nginx => render_nginx_conf(NGINX_TEMPLATE, setup),
         Peer::Lighttpd => fill(LIGHTTPD_TEMPLATE, &common(vec![])),
-        Peer::H2o => fill(H2O_TEMPLATE, &common(vec![])),
-        Peer::Caddy => fill(CADDY_TEMPLATE, &common(vec![])),
+        Peer::H2o => fill(
+            H2O_TEMPLATE,
+            &common(vec![
+                (
+                    "@H2O_SSL@",
+                    tls.map_or(String::new(), |c| {
+                        format!(
+                            "  ssl:\n    certificate-file: \"{}\"\n    key-file: \"{}\"",
+                            c.chain.display(),
+                            c.key.display()
+                        )
+                    }),
+                ),
+                (
+                    "@H2O_COMPRESS@",
+                    if compression { "compress: ON" } else { "" }.to_string(),
+                ),
+            ]),
+        ),
+        Peer::Caddy => fill(
+            CADDY_TEMPLATE,
+            &common(vec![
+                (
+                    "@SCHEME@",
+                    if tls.is_some() { "https" } else { "http" }.into(),
+                ),
+                (
+                    "@PROTOCOLS@",
+                    if tls.is_some() { "h1 h2" } else { "h1" }.into(),
+                ),
+                (
+                    "@TLS@",
+                    tls.map_or(String::new(), |c| {
+                        format!("tls \"{}\" \"{}\"", c.chain.display(), c.key.display())
+                    }),
+                ),
+                (
+                    "@ENCODE@",
+                    if compression { "encode zstd gzip" } else { "" }.into(),
+                ),
+            ]),
+        ),
         Peer::StaticWebServer => fill(
             SWS_TEMPLATE,
             &common(vec![(
@@ -415,8 +508,8 @@ fn peer_error_logs(peer: Peer, prefix: &Path) -> Vec<PathBuf> {
     }
 }
 
-/// Starts `peer` (binary `bin`) with `workers` workers serving `root`; its
-/// config, logs and temp files go in `dir`.
+/// Starts `peer` (binary `bin`) with `workers` workers serving `root` with
+/// `features`; its config, logs and temp files go in `dir`.
 pub fn start_peer(
     peer: Peer,
     bin: &Path,
@@ -424,8 +517,13 @@ pub fn start_peer(
     root: &Path,
     workers: usize,
     open_file_cache_max: usize,
+    features: Features<'_>,
 ) -> Result<Running> {
     fs::create_dir_all(dir)?;
+    let nginx_http2_directive = peer == Peer::Nginx && features.tls.is_some() && {
+        let out = Command::new(bin).arg("-v").output()?;
+        nginx_has_http2_directive(&String::from_utf8_lossy(&out.stderr))
+    };
     let setup = PeerSetup {
         prefix: dir,
         root,
@@ -435,6 +533,8 @@ pub fn start_peer(
         cpus: std::thread::available_parallelism()
             .map(|n| n.get())
             .unwrap_or(1),
+        features,
+        nginx_http2_directive,
     };
     let conf = dir.join(config_file_name(peer));
     fs::write(&conf, render_peer_conf(peer, &setup))?;
@@ -465,8 +565,17 @@ pub fn start_nginx(
     root: &Path,
     workers: usize,
     open_file_cache_max: usize,
+    features: Features<'_>,
 ) -> Result<Running> {
-    start_peer(Peer::Nginx, nginx, dir, root, workers, open_file_cache_max)
+    start_peer(
+        Peer::Nginx,
+        nginx,
+        dir,
+        root,
+        workers,
+        open_file_cache_max,
+        features,
+    )
 }
 
 /// The fileserver config for a scenario: everything at its defaults
@@ -485,7 +594,9 @@ pub fn render_fileserver_toml(cache_entries: Option<usize>) -> String {
 }
 
 /// Starts fileserver with `workers` workers serving `root`, with the config
-/// written into `dir`, plus any `extra_args`.
+/// written into `dir`, plus any `extra_args`. With `tls` it also serves
+/// HTTPS (`--tls-listen`, `--tls-cert`, `--tls-key`), and the returned
+/// address is that listener's.
 pub fn start_fileserver(
     bin: &Path,
     dir: &Path,
@@ -493,10 +604,12 @@ pub fn start_fileserver(
     workers: usize,
     cache_entries: Option<usize>,
     extra_args: &[String],
+    tls: Option<&TestCert>,
 ) -> Result<Running> {
     fs::create_dir_all(dir)?;
     let port = free_port()?;
     let admin_port = free_port()?;
+    let tls_port = tls.map(|_| free_port()).transpose()?;
     let config = dir.join("fileserver.toml");
     fs::write(&config, render_fileserver_toml(cache_entries))?;
     // A renamed key would otherwise surface as a daemon that exits at start.
@@ -530,7 +643,16 @@ pub fn start_fileserver(
         .arg("warn")
         .args(extra_args)
         .env_remove("RUST_LOG");
-    let mut running = Running::spawn(FILESERVER, command, port, dir)?;
+    if let (Some(cert), Some(tls_port)) = (tls, tls_port) {
+        command
+            .arg("--tls-listen")
+            .arg(format!("127.0.0.1:{tls_port}"))
+            .arg("--tls-cert")
+            .arg(&cert.chain)
+            .arg("--tls-key")
+            .arg(&cert.key);
+    }
+    let mut running = Running::spawn(FILESERVER, command, tls_port.unwrap_or(port), dir)?;
     wait_until_accepting(&mut running)?;
     Ok(running)
 }
@@ -575,19 +697,22 @@ mod tests {
             workers: 2,
             open_file_cache_max: 2000,
             cpus: 2,
+            features: Features::default(),
+            nginx_http2_directive: false,
+        }
+    }
+
+    fn test_cert() -> TestCert {
+        TestCert {
+            ca: "certs/ca.pem".into(),
+            chain: "certs/chain.pem".into(),
+            key: "certs/key.pem".into(),
         }
     }
 
     #[test]
     fn nginx_template_has_every_required_setting_and_no_placeholder_left() {
-        let conf = render_nginx_conf(
-            NGINX_TEMPLATE,
-            Path::new("/tmp/p"),
-            Path::new("/tmp/r"),
-            8123,
-            2,
-            2000,
-        );
+        let conf = render_nginx_conf(NGINX_TEMPLATE, &setup(Path::new("/tmp/p")));
         assert!(!conf.contains('@'), "unfilled placeholder in:\n{conf}");
         for needle in [
             "daemon off;",
@@ -602,6 +727,92 @@ mod tests {
         ] {
             assert!(conf.contains(needle), "missing {needle:?}");
         }
+    }
+
+    #[test]
+    fn tls_and_compression_configs_say_what_the_harness_promises() {
+        let cert = test_cert();
+        let with = |features, directive| PeerSetup {
+            features,
+            nginx_http2_directive: directive,
+            ..setup(Path::new("p"))
+        };
+        let tls = Features {
+            tls: Some(&cert),
+            compression: false,
+        };
+        // The directives only: the templates' comments name them too.
+        let directives = |conf: String| -> String {
+            assert!(!conf.contains('@'), "unfilled placeholder in:\n{conf}");
+            conf.lines()
+                .filter(|l| !l.trim_start().starts_with('#'))
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        let nginx = |features, directive| {
+            directives(render_nginx_conf(
+                NGINX_TEMPLATE,
+                &with(features, directive),
+            ))
+        };
+        let old = nginx(tls, false);
+        let new = nginx(tls, true);
+        for conf in [&old, &new] {
+            for needle in [
+                "ssl_certificate certs/chain.pem;",
+                "ssl_certificate_key certs/key.pem;",
+                "ssl_session_cache shared:SSL:10m;",
+                "ssl_protocols TLSv1.2 TLSv1.3;",
+                "worker_processes 2;",
+                "sendfile on;",
+            ] {
+                assert!(conf.contains(needle), "missing {needle:?} in:\n{conf}");
+            }
+        }
+        assert!(
+            old.contains("listen 127.0.0.1:8123 ssl http2 reuseport;")
+                && !old.contains("http2 on;")
+        );
+        assert!(new.contains("listen 127.0.0.1:8123 ssl reuseport;") && new.contains("http2 on;"));
+        assert!(nginx_has_http2_directive("nginx version: nginx/1.25.1\n"));
+        assert!(nginx_has_http2_directive("nginx version: nginx/1.27.0"));
+        assert!(!nginx_has_http2_directive("nginx version: nginx/1.22.1\n"));
+        assert!(!nginx_has_http2_directive("nginx version: nginx/1.25.0"));
+
+        let gzip = Features {
+            tls: None,
+            compression: true,
+        };
+        let conf = nginx(gzip, false);
+        assert!(
+            conf.contains("gzip on;") && !conf.contains("gzip_comp_level"),
+            "{conf}"
+        );
+        assert!(conf.contains("gzip_types application/javascript text/css application/json;"));
+        assert!(!conf.contains("ssl"), "{conf}");
+        let plain = nginx(Features::default(), false);
+        assert!(
+            !plain.contains("gzip on") && !plain.contains("ssl"),
+            "{plain}"
+        );
+
+        let caddy = directives(render_peer_conf(Peer::Caddy, &with(tls, false)));
+        for needle in [
+            "https://:8123 {",
+            "protocols h1 h2",
+            "tls \"certs/chain.pem\" \"certs/key.pem\"",
+        ] {
+            assert!(caddy.contains(needle), "missing {needle:?} in:\n{caddy}");
+        }
+        let caddy = directives(render_peer_conf(Peer::Caddy, &with(gzip, false)));
+        assert!(caddy.contains("encode zstd gzip") && caddy.contains("http://:8123 {"));
+        let h2o = directives(render_peer_conf(Peer::H2o, &with(tls, false)));
+        assert!(h2o.contains("  ssl:\n    certificate-file: \"certs/chain.pem\"\n    key-file: \"certs/key.pem\"\n"), "{h2o}");
+        let h2o = directives(render_peer_conf(Peer::H2o, &with(gzip, false)));
+        assert!(
+            h2o.contains("\ncompress: ON\n") && !h2o.contains("ssl:"),
+            "{h2o}"
+        );
     }
 
     #[test]
@@ -765,26 +976,48 @@ mod tests {
             let dir =
                 std::env::temp_dir().join(format!("loadtest-{peer}-t-{}", std::process::id()));
             fs::create_dir_all(&dir).unwrap();
-            let setup = PeerSetup {
-                prefix: &dir,
-                root: &dir,
-                port: free_port().unwrap(),
-                workers: 2,
-                open_file_cache_max: 10_000,
-                cpus: 2,
+            let cert = crate::loadtest::tls::generate(&dir).unwrap();
+            let mut variants = vec![Features::default()];
+            // The TLS and compression configs of the peers that have them
+            // (the checkers load the certificate, too).
+            if crate::loadtest::scenario::Group::Tls.runs_peer(peer) {
+                variants.push(Features {
+                    tls: Some(&cert),
+                    compression: false,
+                });
+                variants.push(Features {
+                    tls: None,
+                    compression: true,
+                });
+            }
+            let directive = peer == Peer::Nginx && {
+                let out = Command::new(&bin).arg("-v").output().unwrap();
+                nginx_has_http2_directive(&String::from_utf8_lossy(&out.stderr))
             };
-            let conf = dir.join(config_file_name(peer));
-            fs::write(&conf, render_peer_conf(peer, &setup)).unwrap();
-            let out = peer_command(peer, &bin, &setup, &conf, true)
-                .output()
-                .unwrap();
+            for features in variants {
+                let setup = PeerSetup {
+                    prefix: &dir,
+                    root: &dir,
+                    port: free_port().unwrap(),
+                    workers: 2,
+                    open_file_cache_max: 10_000,
+                    cpus: 2,
+                    features,
+                    nginx_http2_directive: directive,
+                };
+                let conf = dir.join(config_file_name(peer));
+                fs::write(&conf, render_peer_conf(peer, &setup)).unwrap();
+                let out = peer_command(peer, &bin, &setup, &conf, true)
+                    .output()
+                    .unwrap();
+                assert!(
+                    out.status.success(),
+                    "{peer} config check ({features:?}): {}{}",
+                    String::from_utf8_lossy(&out.stdout),
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
             let _ = fs::remove_dir_all(&dir);
-            assert!(
-                out.status.success(),
-                "{peer} config check: {}{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            );
         }
     }
 }
