@@ -658,6 +658,8 @@ fn git_revision() -> String {
 struct Entry {
     running: Running,
     etags: Vec<String>,
+    /// The content codings its compressed text came in (`compressed_text`).
+    codings: Option<String>,
     /// wrk's Lua script, or h2load's list of URIs.
     script: PathBuf,
     throughput: Vec<RunResult>,
@@ -695,8 +697,17 @@ fn peer_failed(
     Ok(())
 }
 
-/// A started server that passed verification, with the ETags it gave.
-type Started = (Running, Vec<String>);
+/// What the checks learnt of a server: the ETags of the small files
+/// (`not_modified`), and the content codings its text came in
+/// (`compressed_text`, e.g. `gzip x17`).
+#[derive(Debug, Default)]
+struct Checked {
+    etags: Vec<String>,
+    codings: Option<String>,
+}
+
+/// A started server that passed verification, and what the checks learnt.
+type Started = (Running, Checked);
 
 /// Keeps a server that started and verified; a failure leaves it out of
 /// the scenario (with why), unless the run was interrupted.
@@ -720,17 +731,17 @@ fn keep_or_leave_out(
     Ok(())
 }
 
-/// Verifies a server that started; its ETags for `not_modified`.
+/// Verifies a server that started.
 fn verified(scenario: Scenario, ctx: &Ctx<'_>, running: Result<Running>) -> Result<Started> {
     let running = running?;
-    let etags = verify(
+    let checked = verify(
         scenario,
         &running,
         ctx.plan.cold_files,
         &ctx.client(scenario),
     )
     .with_context(|| format!("verify {} before timing", running.name))?;
-    Ok((running, etags))
+    Ok((running, checked))
 }
 
 /// [`verified`] for the subject, which the scenario cannot do without.
@@ -756,7 +767,7 @@ fn start_daemon(scenario: Scenario, ctx: &Ctx<'_>, dir: &Path, bin: &Path) -> Re
         ctx.args.workers,
         scenario.cache_entries(),
         &ctx.args.fileserver_args,
-        ctx.features(scenario).tls,
+        ctx.features(scenario),
     )
 }
 
@@ -864,7 +875,7 @@ fn run_scenario(scenario: Scenario, ctx: &Ctx<'_>) -> Result<(ScenarioReport, us
     };
 
     let mut entries = Vec::new();
-    for (running, etags) in started {
+    for (running, Checked { etags, codings }) in started {
         let (script, text) = match scenario.throughput() {
             Throughput::H2load { .. } => (
                 dir.join(format!("{}.uris", running.name)),
@@ -879,6 +890,7 @@ fn run_scenario(scenario: Scenario, ctx: &Ctx<'_>) -> Result<(ScenarioReport, us
         entries.push(Entry {
             running,
             etags,
+            codings,
             script,
             throughput: Vec::new(),
             latency: Vec::new(),
@@ -1027,6 +1039,20 @@ fn run_scenario(scenario: Scenario, ctx: &Ctx<'_>) -> Result<(ScenarioReport, us
         }
     }
     let failures = left_out.len();
+    // Which coding each server's text came in belongs beside its figures.
+    let codings: Vec<String> = entries
+        .iter()
+        .filter_map(|e| Some(format!("{} {}", e.name(), e.codings.as_ref()?)))
+        .collect();
+    let description = if codings.is_empty() {
+        scenario.description().to_string()
+    } else {
+        format!(
+            "{}; Content-Encoding of the checked files: {}",
+            scenario.description(),
+            codings.join(", ")
+        )
+    };
     let summaries = entries
         .iter()
         .zip(&peaks)
@@ -1050,7 +1076,7 @@ fn run_scenario(scenario: Scenario, ctx: &Ctx<'_>) -> Result<(ScenarioReport, us
     Ok((
         ScenarioReport::new(
             scenario.name(),
-            scenario.description(),
+            &description,
             benches::loadtest::stats::median(&rates).unwrap_or(0.0),
             scenario.headline(),
             summaries,
@@ -1216,14 +1242,13 @@ fn expect_file(
 }
 
 /// Checks that `s` answers this scenario's requests correctly, through
-/// `client`. Returns the server's ETags of the small files for
-/// `not_modified` (empty otherwise).
+/// `client`, and returns what the checks learnt.
 fn verify(
     scenario: Scenario,
     s: &Running,
     cold_files: usize,
     client: &Client<'_>,
-) -> Result<Vec<String>> {
+) -> Result<Checked> {
     let addr = s.addr;
     // A twin (an embedded or TLS scenario) is checked as its twin is.
     match scenario.load() {
@@ -1261,11 +1286,12 @@ fn verify(
                 }
             }
             let seen: Vec<String> = codings.iter().map(|(c, n)| format!("{c} x{n}")).collect();
-            eprintln!(
-                "loadtest:   {}: sampled text files came as {}",
-                s.name,
-                seen.join(", ")
-            );
+            let seen = seen.join(", ");
+            eprintln!("loadtest:   {}: sampled text files came as {seen}", s.name);
+            return Ok(Checked {
+                etags: Vec::new(),
+                codings: Some(seen),
+            });
         }
         Scenario::Cold => {
             // The small files the second load generator asks for, and every
@@ -1305,7 +1331,10 @@ fn verify(
                     "GET {path}: 304 without the same ETag"
                 );
             }
-            return Ok(etags);
+            return Ok(Checked {
+                etags,
+                codings: None,
+            });
         }
         Scenario::Range => {
             let whole = tree::contents(LARGE_PATH, LARGE_SIZE);
@@ -1330,7 +1359,7 @@ fn verify(
         }
         twin => bail!("{twin} has no checks of its own"),
     }
-    Ok(Vec::new())
+    Ok(Checked::default())
 }
 
 /// How the report names a binary given on the command line: its file name

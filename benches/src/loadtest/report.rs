@@ -555,9 +555,11 @@ pub fn title(report: &Report) -> String {
             format!("fileserver vs {}", peers.join(", "))
         });
     }
-    let embedded = names_in(in_group(report, Group::Embedded));
-    if let Some((subject, others)) = embedded.split_first() {
-        parts.push(format!("{subject} vs {} (embedded)", others.join(", ")));
+    for (group, _, _) in GROUP_SECTIONS {
+        let names = names_in(in_group(report, group));
+        if let Some((subject, others)) = names.split_first() {
+            parts.push(format!("{subject} vs {} ({group})", others.join(", ")));
+        }
     }
     parts.join("; ")
 }
@@ -790,8 +792,9 @@ const TLS_INTRO: &str = "fileserver: the daemon's TLS listener (`--tls-listen`);
 
 /// What the compression group compares.
 const COMPRESSION_INTRO: &str = "Text files requested with `Accept-Encoding: gzip, deflate, br, \
-    zstd` over plaintext HTTP/1.1. fileserver: the daemon at its defaults; nginx: `gzip on` at its \
-    default level for JS, CSS and JSON; h2o: `compress: ON`; Caddy: `encode zstd gzip`. kB/resp \
+    zstd` over plaintext HTTP/1.1. fileserver: the daemon with `[compression] enabled = true` \
+    (compressed once per file, at its default levels); nginx: `gzip on` at its default level for \
+    JS, CSS and JSON; h2o: `compress: ON`; Caddy: `encode zstd gzip`. kB/resp \
     is bytes on the wire per response, headers included (wrk). The last columns are fileserver / \
     that server; the headline is fileserver / nginx on req/s.";
 
@@ -1672,6 +1675,60 @@ mod tests {
             std::env::temp_dir().join(format!("loadtest-chart-emb-{}.png", std::process::id()));
         chart::draw_sized(&r, &path, (700, 750)).unwrap();
         let _ = std::fs::remove_file(&path);
+    }
+
+    #[test]
+    fn the_compression_group_is_judged_against_nginx_with_bytes_per_response() {
+        // fileserver: 3 x 2000 req/s at 40 MB/s (20 kB a response); nginx:
+        // 1000 req/s at 30 MB/s (30 kB).
+        let with_mb = |req: f64, mb: f64| RunResult {
+            mb_per_s: mb,
+            ..run(req, 0.0)
+        };
+        let fileserver = summarize(
+            "fileserver",
+            vec![with_mb(2000.0, 40.0); 3],
+            vec![run(0.0, 2.0); 3],
+            8 << 20,
+            1.0,
+            Some(1.0),
+        );
+        let nginx = summarize(
+            "nginx",
+            vec![with_mb(1000.0, 30.0); 3],
+            vec![run(0.0, 3.0); 3],
+            8 << 20,
+            2.0,
+            Some(2.0),
+        );
+        let s = ScenarioReport::new(
+            "compressed_text",
+            "text",
+            500.0,
+            Headline::ReqPerS,
+            vec![fileserver, nginx],
+            Vec::new(),
+        )
+        .in_group(Group::Compression);
+        assert_eq!(s.headline_best().unwrap().peer, "nginx");
+        let mut r = sample_report();
+        r.scenarios = vec![s];
+        let table = markdown_table(&r);
+        assert!(table.starts_with("compression group: "), "{table}");
+        assert!(
+            table.contains("| compressed_text | req/s | 2000 | 1000 | **2.00** |"),
+            "{table}"
+        );
+        assert!(
+            table.contains("| compressed_text | kB/resp | 20.0 | 30.0 | 0.67 |"),
+            "{table}"
+        );
+        let doc = markdown(&r);
+        assert!(doc.contains("## Compression group"), "{doc}");
+        assert!(
+            doc.contains("# HTTP load harness: fileserver vs nginx (compression)\n"),
+            "{doc}"
+        );
     }
 
     #[test]
