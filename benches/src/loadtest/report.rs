@@ -932,6 +932,9 @@ pub fn markdown(report: &Report) -> String {
             sc.description,
             if sc.latency_rate > 0.0 {
                 human(sc.latency_rate)
+            } else if sc.servers.iter().all(|x| x.p99_ms.is_nan()) {
+                // tls_handshakes has no latency run.
+                "-".to_string()
             } else {
                 "- (wrk)".to_string()
             },
