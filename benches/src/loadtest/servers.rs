@@ -701,7 +701,7 @@ mod tests {
     fn setup(prefix: &Path) -> PeerSetup<'_> {
         PeerSetup {
             prefix,
-            root: Path::new("/tmp/r"),
+            root: Path::new("srv/r"),
             port: 8123,
             workers: 2,
             open_file_cache_max: 2000,
@@ -721,7 +721,7 @@ mod tests {
 
     #[test]
     fn nginx_template_has_every_required_setting_and_no_placeholder_left() {
-        let conf = render_nginx_conf(NGINX_TEMPLATE, &setup(Path::new("/tmp/p")));
+        let conf = render_nginx_conf(NGINX_TEMPLATE, &setup(Path::new("srv/p")));
         assert!(!conf.contains('@'), "unfilled placeholder in:\n{conf}");
         for needle in [
             "daemon off;",
@@ -731,8 +731,8 @@ mod tests {
             "access_log off;",
             "open_file_cache max=2000",
             "listen 127.0.0.1:8123",
-            "pid /tmp/p/nginx.pid;",
-            "root /tmp/r;",
+            "pid srv/p/nginx.pid;",
+            "root srv/r;",
         ] {
             assert!(conf.contains(needle), "missing {needle:?}");
         }
@@ -833,9 +833,9 @@ mod tests {
                     "server.max-worker = 2",
                     "server.bind = \"127.0.0.1\"",
                     "server.port = 8123",
-                    "server.document-root = \"/tmp/r\"",
+                    "server.document-root = \"srv/r\"",
                     "server.network-backend = \"sendfile\"",
-                    "server.errorlog = \"/tmp/p/error.log\"",
+                    "server.errorlog = \"srv/p/error.log\"",
                     "server.modules = ()",
                 ],
             ),
@@ -845,8 +845,8 @@ mod tests {
                     "num-threads: 2",
                     "host: 127.0.0.1",
                     "port: 8123",
-                    "file.dir: \"/tmp/r\"",
-                    "error-log: \"/tmp/p/error.log\"",
+                    "file.dir: \"srv/r\"",
+                    "error-log: \"srv/p/error.log\"",
                 ],
             ),
             (
@@ -856,7 +856,7 @@ mod tests {
                     "auto_https off",
                     "http://:8123 {",
                     "bind 127.0.0.1",
-                    "root * \"/tmp/r\"",
+                    "root * \"srv/r\"",
                     "file_server",
                     "protocols h1",
                 ],
@@ -866,7 +866,7 @@ mod tests {
                 &[
                     "host = \"127.0.0.1\"",
                     "port = 8123",
-                    "root = \"/tmp/r\"",
+                    "root = \"srv/r\"",
                     "threads-multiplier = 1",
                     "log-level = \"error\"",
                     "compression = false",
@@ -874,7 +874,7 @@ mod tests {
             ),
         ];
         for (peer, needles) in expected {
-            let conf = render_peer_conf(peer, &setup(Path::new("/tmp/p")));
+            let conf = render_peer_conf(peer, &setup(Path::new("srv/p")));
             assert!(
                 !conf.contains('@'),
                 "{peer}: unfilled placeholder in:\n{conf}"
