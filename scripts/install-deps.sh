@@ -8,10 +8,13 @@ SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 # valgrind: instruction counts for the benches (scripts/callgrind-fdtable.sh).
 # lighttpd, h2o, caddy: the load harness's peers beside nginx (benches/README.md);
 # each runs only when the harness starts it, with a config in its temp dir.
+# lighttpd-mod-openssl, lighttpd-mod-deflate: lighttpd's TLS and compression in
+# the harness's tls and compression groups (nghttp2-client gives them h2load).
 # python3-httpx + python3-h2, chromium: real HTTP/2 clients for the HTTPS tests
 # (services/fileserver/tests/tls_http2.rs).
 pkgs=(prometheus nginx-light wrk curl wfuzz systemd nghttp2-client strace python3-venv util-linux
-      fonts-dejavu-core valgrind lighttpd h2o caddy python3-httpx python3-h2 chromium openssl)
+      fonts-dejavu-core valgrind lighttpd lighttpd-mod-openssl lighttpd-mod-deflate h2o caddy
+      python3-httpx python3-h2 chromium openssl)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then

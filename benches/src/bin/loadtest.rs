@@ -92,7 +92,8 @@ struct Args {
     /// embedded_small, embedded_large, embedded_range (the embedded group:
     /// servedir and tower-http's ServeDir in an axum app, and fileserver);
     /// tls_small_h1, tls_small_h2, tls_large_h1, tls_large_h2,
-    /// tls_handshakes (the tls group: HTTPS against nginx, h2o, Caddy);
+    /// tls_handshakes (the tls group: HTTPS against nginx, lighttpd, h2o,
+    /// Caddy);
     /// compressed_text (the compression group).
     #[arg(long = "scenario", value_name = "NAME", value_delimiter = ',')]
     scenarios: Vec<Scenario>,

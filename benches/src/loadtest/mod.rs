@@ -3,7 +3,7 @@
 //! the `embedded` group ([`scenario::Group`]) `servedir::ServeDir` against
 //! tower-http's `ServeDir` in the same axum app (the `embedded-server`
 //! binary) and the daemon; in the `tls` group the daemon's HTTPS listener
-//! against nginx, h2o and Caddy over HTTP/1.1 and HTTP/2 ([`tls`] makes the
+//! against nginx, lighttpd, h2o and Caddy over HTTP/1.1 and HTTP/2 ([`tls`] makes the
 //! certificate); in the `compression` group compressed text against them.
 //!
 //! One run goes through every selected scenario the same way:

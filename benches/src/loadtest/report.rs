@@ -783,8 +783,8 @@ const EMBEDDED_INTRO: &str = "servedir: an axum app with `servedir::ServeDir` (t
     servedir / that server; the headline is servedir / tower-http on req/s.";
 
 /// What the tls group compares.
-const TLS_INTRO: &str = "fileserver: the daemon's TLS listener (`--tls-listen`); nginx, h2o \
-    and Caddy with TLS 1.2 and 1.3 and ALPN h2 and http/1.1; all with the same ECDSA P-256 \
+const TLS_INTRO: &str = "fileserver: the daemon's TLS listener (`--tls-listen`); nginx, \
+    lighttpd, h2o and Caddy with TLS 1.2 and 1.3 and ALPN h2 and http/1.1; all with the same ECDSA P-256 \
     certificate made for the run. `_h1`: wrk over HTTPS; `_h2`: h2load (no percentiles: p99 \
     comes from oha --http2 at a fixed rate); `tls_handshakes`: bursts of fresh h2load clients, one \
     request per connection, so req/s is full handshakes per second (no latency run). The last \
@@ -794,7 +794,7 @@ const TLS_INTRO: &str = "fileserver: the daemon's TLS listener (`--tls-listen`);
 const COMPRESSION_INTRO: &str = "Text files requested with `Accept-Encoding: gzip, deflate, br, \
     zstd` over plaintext HTTP/1.1. fileserver: the daemon with `[compression] enabled = true` \
     (compressed once per file, at its default levels); nginx: `gzip on` at its default level for \
-    JS, CSS and JSON; h2o: `compress: ON`; Caddy: `encode zstd gzip`. kB/resp \
+    JS, CSS and JSON; lighttpd: mod_deflate at its defaults; h2o: `compress: ON`; Caddy: `encode zstd gzip`. kB/resp \
     is bytes on the wire per response, headers included (wrk). The last columns are fileserver / \
     that server; the headline is fileserver / nginx on req/s.";
 

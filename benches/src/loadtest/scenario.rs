@@ -154,10 +154,10 @@ pub enum Group {
     /// daemon: servedir against tower-http (the headline) and the daemon.
     Embedded,
     /// The daemon's TLS listener against the peers that serve HTTPS here
-    /// (nginx, h2o, Caddy), on HTTP/1.1 and HTTP/2, and handshakes.
+    /// (nginx, lighttpd, h2o, Caddy), on HTTP/1.1 and HTTP/2, and handshakes.
     Tls,
     /// Text files sent compressed to a browser's `Accept-Encoding`, against
-    /// the peers configured to compress (nginx, h2o, Caddy).
+    /// the peers configured to compress (nginx, lighttpd, h2o, Caddy).
     Compression,
 }
 
@@ -205,9 +205,7 @@ impl Group {
         match self {
             Self::Peers => true,
             Self::Embedded => false,
-            Self::Tls | Self::Compression => {
-                matches!(peer, Peer::Nginx | Peer::H2o | Peer::Caddy)
-            }
+            Self::Tls | Self::Compression => peer != Peer::StaticWebServer,
         }
     }
 
@@ -542,7 +540,7 @@ mod tests {
         for g in [Group::Tls, Group::Compression] {
             assert_eq!(g.baseline(), Some("nginx"));
             assert_eq!(g.name().parse::<Group>().unwrap(), g);
-            assert!(g.runs_peer(Peer::Caddy) && !g.runs_peer(Peer::Lighttpd));
+            assert!(g.runs_peer(Peer::Lighttpd) && !g.runs_peer(Peer::StaticWebServer));
         }
     }
 

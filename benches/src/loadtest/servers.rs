@@ -390,7 +390,36 @@ pub fn render_peer_conf(peer: Peer, setup: &PeerSetup<'_>) -> String {
     let (tls, compression) = (setup.features.tls, setup.features.compression);
     match peer {
         Peer::Nginx => render_nginx_conf(NGINX_TEMPLATE, setup),
-        Peer::Lighttpd => fill(LIGHTTPD_TEMPLATE, &common(vec![])),
+        Peer::Lighttpd => {
+            let mut modules = Vec::new();
+            let mut extra = Vec::new();
+            if let Some(c) = tls {
+                modules.push("\"mod_openssl\"");
+                extra.push(format!(
+                    "ssl.engine = \"enable\"\nssl.pemfile = \"{}\"\nssl.privkey = \"{}\"",
+                    c.chain.display(),
+                    c.key.display()
+                ));
+            }
+            if compression {
+                modules.push("\"mod_deflate\"");
+                extra.push(
+                    "mimetype.assign := ( \".js\" => \"application/javascript\", \".css\" => \"text/css\", \
+                     \".json\" => \"application/json\", \"\" => \"application/octet-stream\" )\n\
+                     deflate.mimetypes = ( \"text/javascript\", \"application/javascript\", \"text/css\", \
+                     \"application/json\" )\n\
+                     deflate.allowed-encodings = ( \"br\", \"zstd\", \"gzip\", \"deflate\" )"
+                        .to_string(),
+                );
+            }
+            fill(
+                LIGHTTPD_TEMPLATE,
+                &common(vec![
+                    ("@LIGHTTPD_MODULES@", modules.join(", ")),
+                    ("@LIGHTTPD_EXTRA@", extra.join("\n")),
+                ]),
+            )
+        }
         Peer::H2o => fill(
             H2O_TEMPLATE,
             &common(vec![
@@ -817,6 +846,25 @@ mod tests {
         assert!(caddy.contains("encode zstd gzip") && caddy.contains("http://:8123 {"));
         let h2o = directives(render_peer_conf(Peer::H2o, &with(tls, false)));
         assert!(h2o.contains("  ssl:\n    certificate-file: \"certs/chain.pem\"\n    key-file: \"certs/key.pem\"\n"), "{h2o}");
+        let lighttpd = directives(render_peer_conf(Peer::Lighttpd, &with(tls, false)));
+        for needle in [
+            "server.modules = (\"mod_openssl\")",
+            "ssl.engine = \"enable\"",
+            "ssl.pemfile = \"certs/chain.pem\"",
+            "ssl.privkey = \"certs/key.pem\"",
+        ] {
+            assert!(
+                lighttpd.contains(needle),
+                "missing {needle:?} in:\n{lighttpd}"
+            );
+        }
+        let lighttpd = directives(render_peer_conf(Peer::Lighttpd, &with(gzip, false)));
+        assert!(
+            lighttpd.contains("server.modules = (\"mod_deflate\")"),
+            "{lighttpd}"
+        );
+        assert!(lighttpd.contains("deflate.mimetypes = ( \"text/javascript\""));
+        assert!(lighttpd.contains("deflate.allowed-encodings = ("));
         let h2o = directives(render_peer_conf(Peer::H2o, &with(gzip, false)));
         assert!(
             h2o.contains("\ncompress: ON\n") && !h2o.contains("ssl:"),
