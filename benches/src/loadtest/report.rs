@@ -1058,7 +1058,7 @@ pub mod chart {
     use plotters::prelude::*;
     use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-    use super::{human, server_names, Best, Report, ServerSummary};
+    use super::{human, server_names, Best, Group, Report, ServerSummary};
 
     /// fileserver's colour, then one per peer (matplotlib's tab10 order).
     const PALETTE: [RGBColor; 8] = [
@@ -1295,19 +1295,31 @@ pub mod chart {
         };
         let top = ratios().fold(1.25f64, f64::max) * 1.4;
         let bottom = ratios().fold(0.8f64, f64::min) / 1.4;
-        let embedded = report
-            .scenarios
+        // The groups with a baseline, named where their bars are not
+        // against the best peer.
+        let with_baseline: Vec<Group> = super::GROUP_SECTIONS
             .iter()
-            .any(|s| s.group.baseline().is_some());
-        let caption = format!(
-            "fileserver / best peer{}: req/s ratio (higher is better), p99 latency ratio (lower is better)",
-            if embedded { " (embedded_*: servedir / tower-http)" } else { "" }
-        );
-        let also = if embedded {
-            " (embedded: tower-http)"
+            .map(|(g, _, _)| *g)
+            .filter(|g| super::has_group(report, *g))
+            .collect();
+        let mut against = Vec::new();
+        let mut also = Vec::new();
+        for g in &with_baseline {
+            let (subject, baseline) = (g.subject(), g.baseline().unwrap_or_default());
+            against.push(format!("{g}: {subject} / {baseline}"));
+            also.push(format!("{g}: {baseline}"));
+        }
+        let (caption_note, also) = if with_baseline.is_empty() {
+            (String::new(), String::new())
         } else {
-            ""
+            (
+                format!(" ({})", against.join("; ")),
+                format!(" ({})", also.join("; ")),
+            )
         };
+        let caption = format!(
+            "fileserver / best peer{caption_note}: req/s ratio (higher is better), p99 latency ratio (lower is better)"
+        );
         let mut chart = builder(&panels[0], &caption)
             .build_cartesian_2d(x_axis(n), (bottom..top).log_scale())
             .map_err(e)?;
@@ -1354,9 +1366,12 @@ pub mod chart {
         };
         let hi = finite().fold(10.0f64, f64::max) * 4.0;
         let lo = finite().fold(hi, f64::min) / 3.0;
-        let mut chart = builder(&panels[1], "throughput with wrk, req/s (log scale)")
-            .build_cartesian_2d(x_axis(n), (lo..hi).log_scale())
-            .map_err(e)?;
+        let mut chart = builder(
+            &panels[1],
+            "throughput (wrk; h2load for HTTP/2 and handshakes), req/s (log scale)",
+        )
+        .build_cartesian_2d(x_axis(n), (lo..hi).log_scale())
+        .map_err(e)?;
         chart
             .configure_mesh()
             .disable_x_mesh()
