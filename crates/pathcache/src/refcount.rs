@@ -137,8 +137,14 @@ pub(crate) fn try_claim(counts: [&AtomicUsize; REF_SHARDS], state: &AtomicU32, s
     if phase(seen) != DYING {
         return false;
     }
-    // The loads below follow our own decrement or kill, a SeqCst RMW (and
-    // under loom an explicit fence, see `sync::sc_fence`).
+    // The loads below follow our own decrement or kill (a SeqCst RMW) and
+    // the SeqCst load that saw DYING, so in the single SeqCst order they
+    // come after every pin that saw LIVE before the kill, and see it.
+    // loom models those accesses only as AcqRel, so it needs the fence
+    // here as well (a no-op in the std build, see `sync::sc_fence`):
+    // without it, LOOM_MAX_PREEMPTIONS=3 finds a claimer that read DYING,
+    // then a lane as 0 under a pin the killer saw, and frees under it.
+    sc_fence();
     for count in counts {
         if count.load(Ordering::SeqCst) != 0 {
             return false;
