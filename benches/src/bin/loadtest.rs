@@ -256,6 +256,7 @@ impl Ctx<'_> {
         Features {
             tls: self.cert.filter(|_| scenario.protocol().tls()),
             compression: scenario == Scenario::CompressedText,
+            aio_threads: scenario == Scenario::Cold,
         }
     }
 

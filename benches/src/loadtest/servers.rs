@@ -263,6 +263,10 @@ pub struct Features<'a> {
     /// Compress text responses (the peers on the fly; the daemon once per
     /// file, `[compression] enabled = true`).
     pub compression: bool,
+    /// nginx reads files that are not in the page cache on its thread pool
+    /// (`aio threads`), as a deployment serving cold files would set it
+    /// (the `cold` scenario); the others have no such switch.
+    pub aio_threads: bool,
 }
 
 /// What every peer's config is filled in with.
@@ -339,6 +343,14 @@ pub fn render_nginx_conf(template: &str, setup: &PeerSetup<'_>) -> String {
             ("@LISTEN_TLS@", listen_tls),
             ("@TLS@", tls),
             ("@COMPRESSION@", compression),
+            (
+                "@AIO@",
+                if setup.features.aio_threads {
+                    "aio threads;".to_string()
+                } else {
+                    String::new()
+                },
+            ),
         ],
     )
 }
@@ -778,6 +790,7 @@ mod tests {
         let tls = Features {
             tls: Some(&cert),
             compression: false,
+            aio_threads: false,
         };
         // The directives only: the templates' comments name them too.
         let directives = |conf: String| -> String {
@@ -820,6 +833,7 @@ mod tests {
         let gzip = Features {
             tls: None,
             compression: true,
+            aio_threads: false,
         };
         let conf = nginx(gzip, false);
         assert!(
@@ -828,6 +842,12 @@ mod tests {
         );
         assert!(conf.contains("gzip_types application/javascript text/css application/json;"));
         assert!(!conf.contains("ssl"), "{conf}");
+        assert!(!conf.contains("aio"), "{conf}");
+        let cold = Features {
+            aio_threads: true,
+            ..Features::default()
+        };
+        assert!(nginx(cold, false).contains("aio threads;"));
         let plain = nginx(Features::default(), false);
         assert!(
             !plain.contains("gzip on") && !plain.contains("ssl"),
@@ -1043,10 +1063,12 @@ mod tests {
                 variants.push(Features {
                     tls: Some(&cert),
                     compression: false,
+                    aio_threads: false,
                 });
                 variants.push(Features {
                     tls: None,
                     compression: true,
+                    aio_threads: false,
                 });
             }
             let directive = peer == Peer::Nginx && {
