@@ -532,6 +532,8 @@ struct Shared {
     #[cfg(target_os = "linux")]
     close_ring: Mutex<backend::uring::CloseRing>,
     batched_close_errors: AtomicU64,
+    /// Compressions running at once (`compress.rs`), at most one per CPU.
+    compress_slots: tokio::sync::Semaphore,
 }
 
 impl Drop for Shared {
@@ -926,6 +928,9 @@ impl FileManager {
             #[cfg(target_os = "linux")]
             close_ring: Mutex::new(backend::uring::CloseRing::new(kind == BackendKind::Uring)),
             batched_close_errors: AtomicU64::new(0),
+            compress_slots: tokio::sync::Semaphore::new(
+                std::thread::available_parallelism().map_or(1, |n| n.get()),
+            ),
         });
         if config.reaper_thread {
             spawn_reaper(Arc::downgrade(&shared))?;
