@@ -352,6 +352,11 @@ pub(crate) fn raw(addr: SocketAddr, req: &[u8], timeout: Duration) -> Vec<u8> {
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(timeout)).unwrap();
     s.write_all(req).unwrap();
+    read_until_close(&mut s)
+}
+
+/// Reads until the peer closes or the stream's read timeout passes.
+pub(crate) fn read_until_close(s: &mut impl Read) -> Vec<u8> {
     let mut out = Vec::new();
     let mut buf = [0u8; 65536];
     loop {

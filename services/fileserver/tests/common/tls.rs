@@ -7,7 +7,7 @@
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -142,16 +142,6 @@ impl TestCa {
         s.sock.set_read_timeout(Some(timeout)).unwrap();
         s.write_all(req).unwrap();
         s.flush().unwrap();
-        let mut out = Vec::new();
-        let mut buf = [0u8; 65536];
-        loop {
-            match s.read(&mut buf) {
-                Ok(0) => break,
-                Ok(n) => out.extend_from_slice(&buf[..n]),
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(_) => break,
-            }
-        }
-        out
+        super::read_until_close(&mut s)
     }
 }
