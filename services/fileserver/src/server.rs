@@ -238,8 +238,6 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
         let _ = t.join();
     }
     // Drop loggers so their threads drain and exit.
-    let (live, _) = shared.live();
-    drop(live);
     let (last, _) = shared.live();
     shared.set_live(Live {
         s: last.s.clone(),
