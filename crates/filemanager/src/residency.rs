@@ -58,7 +58,7 @@ pub fn is_resident(fd: BorrowedFd<'_>, offset: u64, len: u64) -> bool {
     let last = (offset + len - 1) / page * page;
     #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
     if !NO_CACHESTAT.load(Ordering::Relaxed) {
-        match cachestat(fd, offset, len) {
+        match cachestat(fd, offset, len, page) {
             Some(false) => return false,
             Some(true) => return probe(fd, last),
             None => NO_CACHESTAT.store(true, Ordering::Relaxed),
@@ -69,8 +69,7 @@ pub fn is_resident(fd: BorrowedFd<'_>, offset: u64, len: u64) -> bool {
 
 /// `Some(all cached)`, or `None` when the syscall is not available.
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
-fn cachestat(fd: BorrowedFd<'_>, offset: u64, len: u64) -> Option<bool> {
-    let page = rustix::param::page_size() as u64;
+fn cachestat(fd: BorrowedFd<'_>, offset: u64, len: u64, page: u64) -> Option<bool> {
     let range = CachestatRange { off: offset, len };
     let mut cs = Cachestat::default();
     // SAFETY: cachestat(2) reads `range` and writes `cs`, both live and of
