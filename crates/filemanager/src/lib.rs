@@ -116,7 +116,7 @@ use file::{BudgetToken, FdCount};
 pub use listing::{DirEntry, EntryKind, ListOptions, Listing};
 pub use pathcache::FileMeta;
 pub use query::{Query, Resolved, ResolvedFile, Sibling};
-pub use residency::is_resident;
+pub use residency::{is_resident, read_resident};
 use resolve::{c_path, is_exhausted, map_open_error, Kind};
 /// The crates whose types appear in this one's API (`Config::cache`,
 /// `Stats`), so a user needs no matching versions of them.
@@ -298,6 +298,9 @@ pub struct CachedFile {
     /// Set when the cache entry holds metadata only (`min_uses`): the
     /// descriptor was opened for this request.
     own: Option<FileHandle>,
+    /// The descriptor was checked against the metadata during this lookup
+    /// (revalidated, or opened for it): no second `statx` is needed.
+    checked: bool,
 }
 
 impl fmt::Debug for CachedFile {
@@ -607,6 +610,8 @@ fn choose_backend(
 /// The `Loader` the path cache calls on a miss or revalidation.
 struct CacheLoader<'a> {
     shared: &'a Shared,
+    /// This lookup revalidated the entry it returns (see `is_unchanged`).
+    checked: AtomicBool,
 }
 
 impl pathcache::Loader<Owned<FileValue>> for CacheLoader<'_> {
@@ -681,6 +686,49 @@ impl pathcache::Loader<Owned<FileValue>> for CacheLoader<'_> {
             }
             Err(e) => Err(e),
         }
+    }
+
+    /// Revalidation. An entry with a descriptor: one `statx` of the path
+    /// from the root's descriptor, where a lookup's confined stat is an
+    /// `O_PATH` open, a `statx` and a `close`. It never opens or serves
+    /// anything: a "same version" (same device, inode, size and times as
+    /// the descriptor that was opened beneath the root) keeps that
+    /// descriptor, and any other answer (changed, gone, or a walk that left
+    /// the root and found some other file) falls back to the confined stat,
+    /// so a path that now leads elsewhere is judged as a new lookup would
+    /// judge it. The descriptor pins its dentries, so the walk stays in the
+    /// dentry cache. Either way a "same" also vouches for the descriptor
+    /// for this request (the inode and its metadata match now), which
+    /// spares the torn-response check.
+    ///
+    /// The walk follows symlinks in the directories on the way, so a path
+    /// that now reaches the same file through a link is kept where a new
+    /// lookup might refuse the link (an absolute one under `WithinRoot`):
+    /// the bytes are those of the file that was opened beneath the root,
+    /// and nothing else can be reached that way. Under `Deny`, whose point
+    /// is that no link is ever followed, every revalidation is confined.
+    async fn is_unchanged(
+        &self,
+        path: &str,
+        cached: &FileMeta,
+        handle: Option<&Owned<FileValue>>,
+    ) -> Result<bool, OpenError> {
+        let counters = self.shared.backend.counters();
+        if handle.is_some() && self.shared.policy != SymlinkPolicy::Deny {
+            counters.op(backend::Op::Stat);
+            if let Ok(st) = resolve::stat_unconfined(&*self.shared.root, path) {
+                if st.kind == Kind::Regular && st.meta.is_same_version(cached) {
+                    self.checked.store(true, Ordering::Relaxed);
+                    return Ok(true);
+                }
+            }
+        }
+        let same = self
+            .stat(path)
+            .await?
+            .is_some_and(|m| m.is_same_version(cached));
+        self.checked.store(same, Ordering::Relaxed);
+        Ok(same)
     }
 
     /// The torn-read check after a small file's copy: an `fstat` of the
@@ -963,6 +1011,7 @@ impl FileManager {
         let key = cache_key(rel_path);
         let loader = CacheLoader {
             shared: &self.shared,
+            checked: AtomicBool::new(false),
         };
         let mut attempts = 0;
         loop {
@@ -979,7 +1028,11 @@ impl FileManager {
                 Err(e) => return Err(e),
             };
             if entry.handle().is_some() {
-                return Ok(Opened::File(CachedFile { entry, own: None }));
+                return Ok(Opened::File(CachedFile {
+                    entry,
+                    own: None,
+                    checked: loader.checked.load(Ordering::Relaxed),
+                }));
             }
             // Metadata-only entry (not yet used often enough to keep an fd
             // cached): open for this request and check it is the same file.
@@ -990,10 +1043,12 @@ impl FileManager {
                 Err(OpenError::IsDir) => return Ok(Opened::IsDir),
                 Err(e) => return Err(e),
             };
-            if entry.meta().is_same_version(&meta) || attempts >= 2 {
+            let same = entry.meta().is_same_version(&meta);
+            if same || attempts >= 2 {
                 return Ok(Opened::File(CachedFile {
                     entry,
                     own: Some(FileHandle { owned }),
+                    checked: same,
                 }));
             }
             // Changed since it was cached: drop the stale entry and look up

@@ -197,7 +197,7 @@ impl FileManager {
         let path = if path.is_empty() { "." } else { path };
         let opened = self.open(path).await?;
         if let Opened::File(f) = &opened {
-            if f.bytes().is_none() && !f.is_current() {
+            if f.bytes().is_none() && !f.checked && !f.is_current() {
                 drop(opened);
                 self.invalidate(path);
                 return self.open(path).await;

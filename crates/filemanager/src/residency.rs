@@ -12,6 +12,9 @@
 //! without cachestat): EAGAIN -> cold. A page is readable only once its
 //! read finished, and readahead fills in order, so a readable last page
 //! means the range will not wait.
+//!
+//! read_resident: preadv2(RWF_NOWAIT) of the whole range into a buffer,
+//! for small ranges: all of it or nothing, the check and the read in one.
 //! ```
 
 use std::os::fd::{AsRawFd, BorrowedFd};
@@ -92,6 +95,51 @@ fn cachestat(fd: BorrowedFd<'_>, offset: u64, len: u64, page: u64) -> Option<boo
         Some(libc::ENOSYS) | Some(libc::EPERM) | Some(libc::EOPNOTSUPP) => None,
         _ => Some(true),
     }
+}
+
+/// Appends `len` bytes of `fd` at `offset` to `out` if they are all in the
+/// page cache, in one `preadv2(RWF_NOWAIT)`: the residency check and the
+/// read in one syscall. False, with `out` as it was, when any of them is
+/// not cached, the file is shorter, or the filesystem cannot read without
+/// waiting (the caller then checks with [`is_resident`] and sends by
+/// descriptor, which reports a short file).
+///
+/// ```
+/// use std::os::fd::AsFd;
+/// let f = tempfile::tempfile().unwrap();
+/// std::io::Write::write_all(&mut &f, b"hello world").unwrap();
+/// let mut out = b"head:".to_vec();
+/// assert!(filemanager::read_resident(f.as_fd(), 6, 5, &mut out));
+/// assert_eq!(out, b"head:world");
+/// assert!(!filemanager::read_resident(f.as_fd(), 6, 6, &mut out));
+/// assert_eq!(out, b"head:world");
+/// ```
+pub fn read_resident(fd: BorrowedFd<'_>, offset: u64, len: usize, out: &mut Vec<u8>) -> bool {
+    out.reserve(len);
+    let spare = &mut out.spare_capacity_mut()[..len];
+    let iov = libc::iovec {
+        iov_base: spare.as_mut_ptr().cast(),
+        iov_len: len,
+    };
+    // SAFETY: one iovec over `len` bytes of `out`'s spare capacity (reserved
+    // above), which the kernel writes and nothing else aliases; `fd` is a
+    // borrowed open descriptor. RWF_NOWAIT fails with EAGAIN, or returns
+    // what is cached, rather than wait for the disk.
+    let n = unsafe {
+        libc::preadv2(
+            fd.as_raw_fd(),
+            &iov,
+            1,
+            offset as libc::off_t,
+            libc::RWF_NOWAIT,
+        )
+    };
+    if n < 0 || n as usize != len {
+        return false;
+    }
+    // SAFETY: the kernel initialised exactly `len` bytes past the old length.
+    unsafe { out.set_len(out.len() + len) };
+    true
 }
 
 /// One byte at `offset` without waiting for I/O: false when it is not cached.

@@ -200,12 +200,23 @@ pub(crate) fn stat_from_parts(
     }
 }
 
+/// `statx(root, path, AT_SYMLINK_NOFOLLOW)`, synchronously: an unconfined
+/// walk, for comparing with what a confined open found (revalidation), never
+/// for deciding what to open or serve.
+pub(crate) fn stat_unconfined(root: impl AsFd, path: &str) -> io::Result<Stat> {
+    statx(root, path, AtFlags::SYMLINK_NOFOLLOW)
+}
+
 /// `statx(fd, "", AT_EMPTY_PATH)`, synchronously.
 pub(crate) fn stat_fd(fd: impl AsFd) -> io::Result<Stat> {
+    statx(fd, c"", AtFlags::EMPTY_PATH)
+}
+
+fn statx(dir: impl AsFd, path: impl rustix::path::Arg, flags: AtFlags) -> io::Result<Stat> {
     let s = rustix::fs::statx(
-        fd,
-        c"",
-        AtFlags::EMPTY_PATH,
+        dir,
+        path,
+        flags,
         StatxFlags::TYPE
             | StatxFlags::SIZE
             | StatxFlags::MTIME

@@ -275,6 +275,27 @@ pub trait Loader<V> {
     ) -> impl Future<Output = Result<Loaded<V>, Self::Error>>;
     /// Stats `path` again; `Ok(None)` when it no longer exists.
     fn stat(&self, path: &str) -> impl Future<Output = Result<Option<FileMeta>, Self::Error>>;
+    /// Whether `path` still is the version `cached` describes: the
+    /// revalidation of an entry older than `valid`. `handle` is the entry's,
+    /// if it has one.
+    ///
+    /// The default stats `path` again ([`stat`](Self::stat)) and compares.
+    /// A loader whose handle pins the file can answer with a cheaper check
+    /// of the same path, as long as a "no" only costs a reload.
+    fn is_unchanged(
+        &self,
+        path: &str,
+        cached: &FileMeta,
+        handle: Option<&V>,
+    ) -> impl Future<Output = Result<bool, Self::Error>> {
+        let _ = handle;
+        async move {
+            Ok(self
+                .stat(path)
+                .await?
+                .is_some_and(|m| m.is_same_version(cached)))
+        }
+    }
     /// Reads the metadata again right after `load` returned a file's bytes,
     /// so the cache can tell whether the copy is one version of the file
     /// (the same metadata before and after the read). `handle` is what
@@ -802,8 +823,10 @@ impl<V: Send + Sync + 'static, L: RefLayout> PathCache<V, L> {
         if let Some(entry) = stale {
             bump(&self.counters().revalidations);
             let checked_at = clock::now_ms();
-            let now = loader.stat(path).await?;
-            if now.is_some_and(|m| m.is_same_version(entry.meta())) {
+            if loader
+                .is_unchanged(path, entry.meta(), entry.handle())
+                .await?
+            {
                 entry.mark_validated(checked_at);
                 return Ok((Lookup::Hit(entry), true));
             }
