@@ -2,7 +2,8 @@
 //! parse the head (`http::request`), route it (`httpfile::plan::route`),
 //! resolve its path (`filemanager::FileManager::resolve`), plan the response
 //! (`httpfile::plan`), encode the head (`httpfile::encode`), then write it
-//! and send the body: one writev for cached small files, sendfile for the
+//! and send the body: one writev for cached small files, one send of head and
+//! body read behind it for small ranges in the page cache, sendfile for the
 //! rest. This module decides no HTTP semantics; it reads, writes, and
 //! counts. Pipelined responses are batched into one write.
 //!
@@ -34,6 +35,11 @@ use tokio::net::TcpStream;
 
 const STACK_HEADERS: usize = 128;
 const WBUF_FLUSH: usize = 64 * 1024;
+/// Ranges up to this size that are in the page cache are read into the
+/// batch behind their head and go out in one send, instead of a send of the
+/// head, a residency check and a sendfile: two syscalls where there were
+/// four, as lighttpd does for small files.
+const COPY_MAX: u64 = 16 * 1024;
 
 struct Conn {
     ctx: Rc<ConnContext>,
@@ -509,6 +515,19 @@ impl Output {
             }
             return self.flush_with(body).await;
         }
+        if range.len() <= COPY_MAX {
+            let body_from = self.wbuf.len();
+            let len = range.len() as usize;
+            if filemanager::read_resident(f.as_fd(), range.start, len, &mut self.wbuf) {
+                if pending {
+                    self.progress.body += range.len();
+                    return Ok(());
+                }
+                return self
+                    .write_wbuf(rustix::net::SendFlags::empty(), body_from)
+                    .await;
+            }
+        }
         self.flush(true).await?;
         if filemanager::is_resident(f.as_fd(), range.start, range.len()) {
             return self.sendfile(f.as_fd(), range.start, range.len()).await;
@@ -557,17 +576,33 @@ impl Output {
 
     /// Writes all of `wbuf` (with MSG_MORE when a body follows).
     async fn flush(&mut self, more: bool) -> io::Result<()> {
+        let flags = if more {
+            rustix::net::SendFlags::MORE
+        } else {
+            rustix::net::SendFlags::empty()
+        };
+        self.write_wbuf(flags, self.wbuf.len()).await
+    }
+
+    /// Writes all of `wbuf`, whose bytes from `body_from` on are body of the
+    /// response in progress (counted as they are written).
+    async fn write_wbuf(
+        &mut self,
+        flags: rustix::net::SendFlags,
+        body_from: usize,
+    ) -> io::Result<()> {
+        let flags = flags | rustix::net::SendFlags::NOSIGNAL;
         let mut pos = 0;
-        let mut flags = rustix::net::SendFlags::NOSIGNAL;
-        if more {
-            flags |= rustix::net::SendFlags::MORE;
-        }
         while pos < self.wbuf.len() {
             let r = self.stream.try_io(Interest::WRITABLE, || {
                 rustix::net::send(&self.stream, &self.wbuf[pos..], flags).map_err(io::Error::from)
             });
             match r {
-                Ok(n) => pos += n,
+                Ok(n) => {
+                    let body = (pos + n).saturating_sub(body_from.max(pos));
+                    self.progress.body += body as u64;
+                    pos += n;
+                }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.wait_writable().await?,
                 Err(e) => return Err(e),
             }

@@ -690,3 +690,81 @@ fn no_arguments_serves_cwd_on_8080_with_admin_on_8081() {
     assert_eq!(d.get_text("/hello.txt"), "from cwd");
     assert_eq!(d.healthz(), 200);
 }
+
+/// Bodies sent from a descriptor (no copy in memory): small ones are read
+/// into the response batch behind their head, larger ones go by sendfile.
+/// Pipelined or not, each arrives whole and is logged with its length.
+#[test]
+fn bodies_sent_from_descriptors_arrive_whole_and_are_logged() {
+    let tree = Tree::new();
+    let pattern = |n: usize| (0..n).map(|i| (i * 7 % 251) as u8).collect::<Vec<u8>>();
+    let small = pattern(10_000);
+    let big = pattern(1 << 20);
+    tree.write("small.bin", &small);
+    tree.write("big.bin", &big);
+    let d = Daemon::start(
+        &tree.root,
+        &[
+            "--access-log",
+            "stdout",
+            "--set",
+            "access_log_format=json",
+            "--set",
+            "cache.small_file_max=0",
+        ],
+    );
+    let reqs = b"GET /small.bin HTTP/1.1\r\nHost: x\r\n\r\n\
+GET /big.bin HTTP/1.1\r\nHost: x\r\nRange: bytes=4096-8191\r\n\r\n\
+GET /big.bin HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    let out = raw(d.http, reqs, Duration::from_secs(10));
+    let mut rest = &out[..];
+    let mut bodies = Vec::new();
+    for _ in 0..3 {
+        let end = rest.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+        let head = std::str::from_utf8(&rest[..end])
+            .unwrap()
+            .to_ascii_lowercase();
+        let len: usize = head
+            .lines()
+            .find_map(|l| l.strip_prefix("content-length: "))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        bodies.push((
+            head.lines().next().unwrap().to_string(),
+            rest[end..end + len].to_vec(),
+        ));
+        rest = &rest[end + len..];
+    }
+    assert!(
+        rest.is_empty(),
+        "{} bytes after the third response",
+        rest.len()
+    );
+    assert_eq!(bodies[0].0, "http/1.1 200 ok");
+    assert_eq!(bodies[0].1, small);
+    assert_eq!(bodies[1].0, "http/1.1 206 partial content");
+    assert_eq!(bodies[1].1, &big[4096..8192]);
+    assert_eq!(bodies[2].1, big);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let logged = loop {
+        let lines: Vec<serde_json::Value> = d
+            .stdout
+            .lock()
+            .unwrap()
+            .iter()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect();
+        if lines.len() >= 3 {
+            break lines;
+        }
+        assert!(Instant::now() < deadline, "access log: {lines:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let sent: Vec<(u64, u64)> = logged
+        .iter()
+        .map(|v| (v["status"].as_u64().unwrap(), v["bytes"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(sent, [(200, 10_000), (206, 4096), (200, 1 << 20)]);
+}
