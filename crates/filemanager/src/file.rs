@@ -88,6 +88,9 @@ pub struct FileValue {
     fixed: OnceLock<FixedSlot>,
     rings: AtomicU64,
     size: u64,
+    /// The watcher's epoch when the descriptor was last checked against
+    /// its metadata (0: never; see `watch.rs`).
+    stamp: AtomicU64,
     _budget: BudgetToken,
 }
 
@@ -98,6 +101,7 @@ impl FileValue {
             fixed: OnceLock::new(),
             rings: AtomicU64::new(0),
             size,
+            stamp: AtomicU64::new(0),
             _budget: budget,
         }
     }
@@ -118,6 +122,14 @@ impl FileValue {
     pub(crate) fn ring_mask(&self) -> &AtomicU64 {
         &self.rings
     }
+
+    pub(crate) fn stamp(&self) -> u64 {
+        self.stamp.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn set_stamp(&self, stamp: Option<u64>) {
+        self.stamp.store(stamp.unwrap_or(0), Ordering::Relaxed);
+    }
 }
 
 impl AsFd for FileValue {
@@ -135,6 +147,7 @@ impl fdtable::Release for FileValue {
             fixed,
             rings,
             size: _,
+            stamp: _,
             _budget,
         } = self;
         #[cfg(target_os = "linux")]

@@ -93,6 +93,7 @@ mod listing;
 mod query;
 mod residency;
 mod resolve;
+mod watch;
 
 use std::fmt;
 use std::io;
@@ -118,6 +119,7 @@ pub use pathcache::FileMeta;
 pub use query::{Query, Resolved, ResolvedFile, Sibling};
 pub use residency::{is_resident, read_resident};
 use resolve::{c_path, is_exhausted, map_open_error, Kind};
+pub use watch::WatchStats;
 /// The crates whose types appear in this one's API (`Config::cache`,
 /// `Stats`), so a user needs no matching versions of them.
 pub use {fdtable, pathcache};
@@ -220,6 +222,13 @@ pub struct Config {
     /// off, the embedder calls [`FileManager::reap`] now and then (a timer
     /// task); exhaustion still reaps inline before it refuses an open.
     pub reaper_thread: bool,
+    /// Watch the directories of cached files with inotify (on by default;
+    /// see `watch.rs`): while nothing under the root changed since a
+    /// descriptor was checked, a request sends from it without the
+    /// per-request `statx`. Off, or where inotify or `/proc` is not
+    /// available, every request checks its descriptor. Either way entries
+    /// are revalidated every `cache.valid`.
+    pub watch_changes: bool,
 }
 
 impl Config {
@@ -236,6 +245,7 @@ impl Config {
             inline_cached_opens: true,
             raise_nofile: true,
             reaper_thread: true,
+            watch_changes: true,
         }
     }
 }
@@ -478,6 +488,8 @@ pub struct Stats {
     /// `close` errors of descriptors the reaper closed as an io_uring batch
     /// (the table's `release_errors` counts the others).
     pub batched_close_errors: u64,
+    /// The change watcher's counters, when it runs.
+    pub watch: Option<WatchStats>,
 }
 
 /// Cheaply cloneable handle to the manager (an `Arc` inside); `Send + Sync`.
@@ -535,6 +547,8 @@ struct Shared {
     #[cfg(target_os = "linux")]
     close_ring: Mutex<backend::uring::CloseRing>,
     batched_close_errors: AtomicU64,
+    /// Change notification (`Config::watch_changes`).
+    watcher: Option<Arc<watch::Watcher>>,
     /// Compressions running at once (`compress.rs`), at most one per CPU.
     compress_slots: tokio::sync::Semaphore,
 }
@@ -639,12 +653,14 @@ impl pathcache::Loader<Owned<FileValue>> for CacheLoader<'_> {
                 Err(e) => Err(e),
             };
         }
-        let (owned, meta) = match self.shared.open_owned(path).await {
+        let stamp = self.shared.watcher.as_ref().and_then(|w| w.prepare(path));
+        let (owned, st) = match self.shared.open_owned(path).await {
             Ok(v) => v,
             Err(OpenError::NotFound) => return Ok(Loaded::Negative(Negative::NotFound)),
             Err(OpenError::Forbidden) => return Ok(Loaded::Negative(Negative::Forbidden)),
             Err(e) => return Err(e),
         };
+        let meta = st.meta;
         let bytes = match read_small {
             Some(max) if meta.size <= max => {
                 let len = usize::try_from(meta.size).unwrap_or(usize::MAX);
@@ -670,6 +686,7 @@ impl pathcache::Loader<Owned<FileValue>> for CacheLoader<'_> {
             }
             _ => None,
         };
+        owned.set_stamp(stamp.filter(|_| st.nlink == 1));
         Ok(Loaded::File {
             meta,
             label: mime,
@@ -713,15 +730,17 @@ impl pathcache::Loader<Owned<FileValue>> for CacheLoader<'_> {
         cached: &FileMeta,
         handle: Option<&Owned<FileValue>>,
     ) -> Result<bool, OpenError> {
-        let counters = self.shared.backend.counters();
-        if handle.is_some() && self.shared.policy != SymlinkPolicy::Deny {
-            counters.op(backend::Op::Stat);
+        if let Some(handle) = handle.filter(|_| self.shared.policy != SymlinkPolicy::Deny) {
+            let stamp = self.shared.watcher.as_ref().and_then(|w| w.prepare(path));
+            self.shared.backend.counters().op(backend::Op::Stat);
             if let Ok(st) = resolve::stat_unconfined(&*self.shared.root, path) {
                 if st.kind == Kind::Regular && st.meta.is_same_version(cached) {
+                    handle.set_stamp(stamp.filter(|_| st.nlink == 1));
                     self.checked.store(true, Ordering::Relaxed);
                     return Ok(true);
                 }
             }
+            handle.set_stamp(None);
         }
         let same = self
             .stat(path)
@@ -857,7 +876,7 @@ impl Shared {
         }
     }
 
-    async fn open_owned(&self, path: &str) -> Result<(Owned<FileValue>, FileMeta), OpenError> {
+    async fn open_owned(&self, path: &str) -> Result<(Owned<FileValue>, resolve::Stat), OpenError> {
         let (fd, st) = self.open_raw(path, resolve::read_oflags()).await?;
         match st.kind {
             Kind::Regular => {}
@@ -885,7 +904,7 @@ impl Shared {
                 });
             }
         }
-        Ok((owned, st.meta))
+        Ok((owned, st))
     }
 }
 
@@ -951,6 +970,15 @@ impl FileManager {
         }));
         let mut cache_cfg = config.cache.clone();
         cache_cfg.max_open = cache_cfg.max_open.min(budget);
+        let watcher = if config.watch_changes {
+            watch::Watcher::start(&root)
+                .inspect_err(|e| {
+                    tracing::warn!("not watching for changes ({e}): every request stats its file")
+                })
+                .ok()
+        } else {
+            None
+        };
         let shared = Arc::new(Shared {
             cache: PathCache::new(cache_cfg),
             table,
@@ -976,6 +1004,7 @@ impl FileManager {
             #[cfg(target_os = "linux")]
             close_ring: Mutex::new(backend::uring::CloseRing::new(kind == BackendKind::Uring)),
             batched_close_errors: AtomicU64::new(0),
+            watcher,
             compress_slots: tokio::sync::Semaphore::new(
                 std::thread::available_parallelism().map_or(1, |n| n.get()),
             ),
@@ -1027,17 +1056,20 @@ impl FileManager {
                 Err(OpenError::IsDir) => return Ok(Opened::IsDir),
                 Err(e) => return Err(e),
             };
-            if entry.handle().is_some() {
+            if let Some(handle) = entry.handle() {
+                let unchanged = |w: &Arc<watch::Watcher>| w.holds(handle.stamp());
+                let checked = loader.checked.load(Ordering::Relaxed)
+                    || self.shared.watcher.as_ref().is_some_and(unchanged);
                 return Ok(Opened::File(CachedFile {
                     entry,
                     own: None,
-                    checked: loader.checked.load(Ordering::Relaxed),
+                    checked,
                 }));
             }
             // Metadata-only entry (not yet used often enough to keep an fd
             // cached): open for this request and check it is the same file.
             let (owned, meta) = match self.shared.open_owned(key).await {
-                Ok(v) => v,
+                Ok((owned, st)) => (owned, st.meta),
                 Err(OpenError::NotFound) => return Ok(Opened::NotFound),
                 Err(OpenError::Forbidden) => return Ok(Opened::Forbidden),
                 Err(OpenError::IsDir) => return Ok(Opened::IsDir),
@@ -1162,6 +1194,12 @@ impl FileManager {
         self.shared.reap_now()
     }
 
+    /// [`CachedFile::is_current`], counted as a stat.
+    pub(crate) fn check_current(&self, f: &CachedFile) -> bool {
+        self.shared.backend.counters().op(backend::Op::Stat);
+        f.is_current()
+    }
+
     /// Drops the cached entry for `rel_path` (its descriptor is released when
     /// the last user finishes).
     pub fn invalidate(&self, rel_path: &str) -> bool {
@@ -1184,6 +1222,7 @@ impl FileManager {
             reaper_batches: s.reaper_batches.load(Ordering::Relaxed),
             reaped: s.reaped.load(Ordering::Relaxed),
             batched_close_errors: s.batched_close_errors.load(Ordering::Relaxed),
+            watch: s.watcher.as_ref().map(|w| w.stats()),
         }
     }
 
@@ -1232,6 +1271,10 @@ impl FileManager {
         metrics::counter!(n("read_bytes_total")).absolute(st.io.read_bytes);
         metrics::counter!(n("reaper_batches_total")).absolute(st.reaper_batches);
         metrics::gauge!(n("io_backend_info"), "backend" => st.backend.to_string()).set(1.0);
+        let w = st.watch.unwrap_or_default();
+        metrics::gauge!(n("watch_dirs")).set(w.dirs as f64);
+        metrics::counter!(n("watch_events_total")).absolute(w.events);
+        metrics::counter!(n("watch_resets_total")).absolute(w.resets);
     }
 
     fn describe(&self, prefix: &str) {
@@ -1249,6 +1292,18 @@ impl FileManager {
         describe_counter!(
             n("cache_hits_total"),
             "Path cache lookups answered from a fresh entry."
+        );
+        describe_gauge!(
+            n("watch_dirs"),
+            "Directories watched for changes (0 when the watcher is off)."
+        );
+        describe_counter!(
+            n("watch_events_total"),
+            "Change events seen under the root; each makes cached descriptors checked again."
+        );
+        describe_counter!(
+            n("watch_resets_total"),
+            "Times every watch was dropped (a directory moved or deleted, an event overflow)."
         );
         describe_counter!(
             n("cache_misses_total"),

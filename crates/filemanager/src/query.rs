@@ -92,7 +92,10 @@ impl FileManager {
     /// otherwise go out as new bytes under the old length and validators
     /// (without the check, the daemon's `reliability_replace` test counts
     /// about 16000 torn responses in 180000). Cached bytes are a snapshot
-    /// that matches their metadata and need no check.
+    /// that matches their metadata and need no check. The check is spared
+    /// when this lookup just revalidated the entry, and while the change
+    /// watcher ([`Config::watch_changes`](crate::Config::watch_changes))
+    /// has seen no event since the descriptor was last checked.
     ///
     /// ```
     /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
@@ -197,7 +200,7 @@ impl FileManager {
         let path = if path.is_empty() { "." } else { path };
         let opened = self.open(path).await?;
         if let Opened::File(f) = &opened {
-            if f.bytes().is_none() && !f.checked && !f.is_current() {
+            if f.bytes().is_none() && !f.checked && !self.check_current(f) {
                 drop(opened);
                 self.invalidate(path);
                 return self.open(path).await;

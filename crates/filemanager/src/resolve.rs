@@ -166,6 +166,9 @@ pub(crate) enum Kind {
 pub(crate) struct Stat {
     pub(crate) kind: Kind,
     pub(crate) meta: pathcache::FileMeta,
+    /// Hard links to the inode: with more than one, it can change through
+    /// a name in a directory nobody watches (`watch.rs`).
+    pub(crate) nlink: u32,
 }
 
 /// Kind of a `st_mode`.
@@ -174,29 +177,6 @@ pub(crate) fn kind_of(mode: u32) -> Kind {
         libc::S_IFREG => Kind::Regular,
         libc::S_IFDIR => Kind::Dir,
         _ => Kind::Other,
-    }
-}
-
-/// Builds a [`Stat`] from the raw `statx` fields.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn stat_from_parts(
-    mode: u32,
-    size: u64,
-    mtime: (i64, u32),
-    ctime: (i64, u32),
-    dev: (u32, u32),
-    ino: u64,
-) -> Stat {
-    let ns = |(s, n): (i64, u32)| s.saturating_mul(1_000_000_000).saturating_add(i64::from(n));
-    Stat {
-        kind: kind_of(mode),
-        meta: pathcache::FileMeta {
-            size,
-            mtime_ns: ns(mtime),
-            ctime_ns: ns(ctime),
-            dev: libc::makedev(dev.0, dev.1),
-            ino,
-        },
     }
 }
 
@@ -221,16 +201,25 @@ fn statx(dir: impl AsFd, path: impl rustix::path::Arg, flags: AtFlags) -> io::Re
             | StatxFlags::SIZE
             | StatxFlags::MTIME
             | StatxFlags::CTIME
-            | StatxFlags::INO,
+            | StatxFlags::INO
+            | StatxFlags::NLINK,
     )?;
-    Ok(stat_from_parts(
-        u32::from(s.stx_mode),
-        s.stx_size,
-        (s.stx_mtime.tv_sec, s.stx_mtime.tv_nsec),
-        (s.stx_ctime.tv_sec, s.stx_ctime.tv_nsec),
-        (s.stx_dev_major, s.stx_dev_minor),
-        s.stx_ino,
-    ))
+    let ns = |t: rustix::fs::StatxTimestamp| {
+        t.tv_sec
+            .saturating_mul(1_000_000_000)
+            .saturating_add(i64::from(t.tv_nsec))
+    };
+    Ok(Stat {
+        kind: kind_of(u32::from(s.stx_mode)),
+        meta: pathcache::FileMeta {
+            size: s.stx_size,
+            mtime_ns: ns(s.stx_mtime),
+            ctime_ns: ns(s.stx_ctime),
+            dev: libc::makedev(s.stx_dev_major, s.stx_dev_minor),
+            ino: s.stx_ino,
+        },
+        nlink: s.stx_nlink,
+    })
 }
 
 /// Maps an `openat2`/`statx` error to the caller-facing error.

@@ -127,3 +127,110 @@ fn a_directory_swapped_for_a_link_outside_is_not_followed() {
         }
     }
 }
+
+fn stats_ops(fm: &FileManager) -> u64 {
+    assert_eq!(filemanager::BackendStats::ops_labels()[1], "stat");
+    fm.stats().io.ops[1]
+}
+
+fn watching(t: &Tree, watch: bool) -> FileManager {
+    let mut cfg = Config::new(&t.root);
+    cfg.backend = BackendKind::Blocking;
+    cfg.cache.small_file_max = 0;
+    cfg.watch_changes = watch;
+    FileManager::new(cfg).unwrap()
+}
+
+/// `path` as a request resolves it (with the per-request check).
+async fn resolved(fm: &FileManager, path: &str) -> filemanager::ResolvedFile {
+    let q = filemanager::Query {
+        path,
+        dir_only: false,
+        siblings: &[],
+        index: &[],
+        listing: None,
+    };
+    match fm.resolve(&q).await.unwrap() {
+        filemanager::Resolved::File(r) => r,
+        other => panic!("{path}: {other:?}"),
+    }
+}
+
+/// With the watcher on and nothing changing, a descriptor is not stat'ed
+/// per request; without it, every request stats it.
+#[test]
+fn an_unchanged_tree_is_not_stated_per_request() {
+    let t = Tree::create();
+    for watch in [true, false] {
+        let fm = watching(&t, watch);
+        current_thread().block_on(async {
+            resolved(&fm, "inside.txt").await;
+            let before = stats_ops(&fm);
+            for _ in 0..10 {
+                let r = resolved(&fm, "inside.txt").await;
+                assert_eq!(&fm.read_at(&r.file, 0, 100).await.unwrap()[..], b"inside");
+            }
+            let per_request = if watch { 0 } else { 1 };
+            assert_eq!(stats_ops(&fm) - before, 10 * per_request, "watch={watch}");
+            assert_eq!(fm.stats().watch.is_some(), watch);
+        });
+    }
+}
+
+/// A file rewritten in place (same size, so only the times tell) while its
+/// descriptor is trusted: the event voids the trust, the next request
+/// stats the descriptor, sees the new version and reloads it.
+#[test]
+fn an_in_place_rewrite_is_seen_at_once_with_the_watcher() {
+    let t = Tree::create();
+    std::fs::write(t.path("page.txt"), b"version-1").unwrap();
+    let fm = watching(&t, true);
+    current_thread().block_on(async {
+        let Opened::File(f) = fm.open("page.txt").await.unwrap() else {
+            panic!()
+        };
+        let old = *f.meta();
+        drop(f);
+        let events = fm.stats().watch.unwrap().events;
+        // A later mtime, whatever the filesystem's timestamp granularity.
+        std::thread::sleep(Duration::from_millis(20));
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(t.path("page.txt"))
+            .and_then(|mut f| std::io::Write::write_all(&mut f, b"version-2"))
+            .unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while fm.stats().watch.unwrap().events == events {
+            assert!(std::time::Instant::now() < deadline, "no event");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let r = resolved(&fm, "page.txt").await;
+        assert_ne!(
+            r.file.meta().mtime_ns,
+            old.mtime_ns,
+            "served the old version"
+        );
+        assert_eq!(
+            &fm.read_at(&r.file, 0, 100).await.unwrap()[..],
+            b"version-2"
+        );
+    });
+}
+
+/// A second hard link can change the file from a directory nobody watches:
+/// such a file keeps its per-request check.
+#[test]
+fn a_hard_linked_file_is_stated_per_request() {
+    let t = Tree::create();
+    std::fs::write(t.path("linked.txt"), b"linked").unwrap();
+    std::fs::hard_link(t.path("linked.txt"), t.base.path().join("elsewhere.txt")).unwrap();
+    let fm = watching(&t, true);
+    current_thread().block_on(async {
+        resolved(&fm, "linked.txt").await;
+        let before = stats_ops(&fm);
+        for _ in 0..5 {
+            resolved(&fm, "linked.txt").await;
+        }
+        assert_eq!(stats_ops(&fm) - before, 5);
+    });
+}

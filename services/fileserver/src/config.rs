@@ -40,6 +40,8 @@ pub struct CacheConfig {
     pub small_bytes_budget: u64,
     /// Uses of a path before its descriptor is kept open.
     pub min_uses: u64,
+    /// Watch the directories of cached files for changes (inotify).
+    pub watch: bool,
 }
 
 impl Default for CacheConfig {
@@ -52,6 +54,7 @@ impl Default for CacheConfig {
             small_file_max: 16384,
             small_bytes_budget: 16 << 20,
             min_uses: 1,
+            watch: true,
         }
     }
 }
@@ -331,6 +334,7 @@ pub struct CacheSettings {
     pub small_file_max: u64,
     pub small_bytes_budget: u64,
     pub min_uses: u32,
+    pub watch: bool,
 }
 
 /// The HTTPS listener: where, with which certificate, and how long a
@@ -925,6 +929,7 @@ impl Config {
             small_file_max: c.small_file_max,
             small_bytes_budget: c.small_bytes_budget,
             min_uses: range("cache.min_uses", c.min_uses, 0, u32::MAX as u64, &mut e) as u32,
+            watch: c.watch,
         };
         let tls = self.tls_settings(&mut e);
         let h = &self.http2;

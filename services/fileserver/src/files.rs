@@ -51,6 +51,7 @@ impl Files {
             inline_cached_opens: s.inline_opens,
             raise_nofile: true,
             reaper_thread: true,
+            watch_changes: s.cache.watch,
         };
         Ok(Files {
             fm: filemanager::FileManager::new(config)?,

@@ -405,6 +405,7 @@ fn reload(
         ("fd_budget", new.fd_budget != started.fd_budget),
         ("fd_headroom", new.fd_headroom != started.fd_headroom),
         ("inline_opens", new.inline_opens != started.inline_opens),
+        ("cache.watch", new.cache.watch != started.cache.watch),
         ("log_format", new.log_format != started.log_format),
         (
             "tls_listen",
@@ -426,6 +427,7 @@ fn reload(
     new.fd_budget = started.fd_budget;
     new.fd_headroom = started.fd_headroom;
     new.inline_opens = started.inline_opens;
+    new.cache.watch = started.cache.watch;
     // The HTTPS listener stays as it started; its certificate and key are
     // read again, and a pair that does not load rejects the whole reload.
     new.tls = match (&started.tls, new.tls.take()) {
