@@ -15,6 +15,9 @@
 //! `PATHCACHE_INTERLEAVED=300 cargo bench -p benches --bench pathcache`
 //! skips criterion and prints per-round hit ratios of interleaved batches
 //! (see `interleaved`), the steadiest figure on a noisy machine.
+//!
+//! `PATHCACHE_CALLGRIND=<contender>:<lookups>` runs one contender's hits
+//! alone, for `valgrind --tool=callgrind` (`scripts/callgrind-pathcache.sh`).
 
 use std::convert::Infallible;
 use std::hint::black_box;
@@ -401,6 +404,36 @@ fn interleaved(rounds: usize) {
     }
 }
 
+/// `PATHCACHE_CALLGRIND=<contender>:<lookups>`: set every contender up,
+/// then run one contender's hits alone, cycling over the cached paths as
+/// `interleaved` does (instruction counts need no timing).
+fn callgrind(spec: &str) {
+    let (name, n) = spec
+        .split_once(':')
+        .expect("PATHCACHE_CALLGRIND=<contender>:<lookups>");
+    let n: usize = n.parse().expect("a number of lookups");
+    let keys = keys();
+    let cache = filled_cache::<pathcache::Padded>(&keys);
+    let dash = dashmap_filled(&keys);
+    let quick = quick_cache_filled(&keys);
+    let run = |hit: &dyn Fn(&str)| {
+        for j in 0..n {
+            hit(keys[j % ENTRIES].as_str());
+        }
+    };
+    match name {
+        "dashmap" => run(&|key| {
+            black_box(dash.get(key).map(|r| r.value().clone()).unwrap().meta.size);
+        }),
+        "quick_cache" => run(&|key| {
+            black_box(quick.get(key).unwrap().meta.size);
+        }),
+        "pathcache" => run(&|key| hit_pathcache(&cache, key)),
+        "pathcache_borrow" => run(&|key| borrow_pathcache(&cache, key)),
+        _ => panic!("unknown contender {name}"),
+    }
+}
+
 criterion_group!(wall_clock, wall);
 criterion_group! {
     name = cpu_time;
@@ -409,6 +442,10 @@ criterion_group! {
 }
 
 fn main() {
+    if let Ok(spec) = std::env::var("PATHCACHE_CALLGRIND") {
+        callgrind(&spec);
+        return;
+    }
     if let Some(rounds) = std::env::var("PATHCACHE_INTERLEAVED")
         .ok()
         .and_then(|r| r.parse().ok())
