@@ -123,6 +123,33 @@ const KIND_FILE: u8 = 0;
 const KIND_NOT_FOUND: u8 = 1;
 const KIND_FORBIDDEN: u8 = 2;
 
+/// Whether the first `b.len()` bytes of `a` are `b` (`b.len() <= INLINE_KEY`),
+/// compared as two overlapping words of the largest size that fits: no
+/// `memcmp` call, whose spills and call the hit paid between its pin and
+/// its unpin.
+#[inline(always)]
+fn inline_eq(a: &[u8; INLINE_KEY], b: &[u8]) -> bool {
+    #[inline(always)]
+    fn words<const N: usize>(a: &[u8], b: &[u8]) -> bool {
+        let n = b.len();
+        let w = |s: &[u8], at: usize| -> [u8; N] { s[at..at + N].try_into().expect("N bytes") };
+        (w(a, 0) == w(b, 0)) & (w(a, n - N) == w(b, n - N))
+    }
+    let n = b.len();
+    debug_assert!(n <= INLINE_KEY);
+    if n >= 16 {
+        words::<16>(a, b)
+    } else if n >= 8 {
+        words::<8>(a, b)
+    } else if n >= 4 {
+        words::<4>(a, b)
+    } else if n > 0 {
+        (a[0] == b[0]) & (a[n / 2] == b[n / 2]) & (a[n - 1] == b[n - 1])
+    } else {
+        true
+    }
+}
+
 /// The lookup-side fields written when the entry is (re)used (line 0).
 #[repr(C)]
 struct Key {
@@ -316,7 +343,7 @@ impl<V, L: RefLayout> Entry<V, L> {
         // was written before that state and is not written until FREED.
         let key = unsafe { &*self.key.get() };
         if (key.len as usize) == path.len() {
-            return key.bytes[..path.len()] == *path.as_bytes();
+            return inline_eq(&key.bytes, path.as_bytes());
         }
         key.len == LONG_KEY && self.path() == path
     }
@@ -645,6 +672,21 @@ mod tests {
         assert_eq!(std::mem::align_of::<E16>(), 64);
         // The padded layout has no counter inside the entry at all.
         assert_eq!(size_of::<<Padded as RefLayout>::Hot>(), 0);
+    }
+
+    #[test]
+    fn inline_eq_tells_every_length_and_every_differing_byte() {
+        for n in 0..=INLINE_KEY {
+            let path: Vec<u8> = (0..n as u8).map(|i| b'a' + i).collect();
+            let mut key = [0; INLINE_KEY];
+            key[..n].copy_from_slice(&path);
+            assert!(inline_eq(&key, &path), "length {n}");
+            for at in 0..n {
+                let mut other = key;
+                other[at] ^= 0x20;
+                assert!(!inline_eq(&other, &path), "length {n}, byte {at}");
+            }
+        }
     }
 
     #[test]
