@@ -3,11 +3,14 @@
 //!
 //! ```text
 //!  Table (capacity a power of two, at most half full after a rebuild)
-//!  +------------------+------------------+------------------+-----
-//!  | hash | *Entry    | hash | *Entry    | 0    | null      | ...   16 B per slot,
-//!  +------------------+------------------+------------------+-----  4 per line
+//!  +-----------------+-----------------+-----------------+-----
+//!  | tag:16 | addr:48 | tag:16 | addr:48 | 0               | ...   8 B per slot,
+//!  +-----------------+-----------------+-----------------+-----  8 per line
+//!   tag = the hash's top 16 bits, never 0; addr = the entry's address.
 //!   home = hash & mask; a lookup walks forward from home until an empty
-//!   slot (hash 0); a removal leaves a tombstone (hash 1) that inserts reuse.
+//!   slot (word 0); a removal leaves a tombstone (word 1) that inserts
+//!   reuse. Empty and tombstone words have tag 0, so a slot whose tag
+//!   matches is a live one: one compare per slot.
 //! ```
 //!
 //! The table never decides whether a slot is *the* entry for a path: a
@@ -48,10 +51,13 @@ const PTR_BITS: u32 = 48;
 const PTR_MASK: u64 = (1 << PTR_BITS) - 1;
 
 /// The tag a slot stores for `hash` (its top 16 bits; the low bits pick
-/// the home slot).
+/// the home slot), never 0: the words of empty slots and tombstones have
+/// tag 0, so a slot whose tag matches is live (one compare per slot on a
+/// lookup, not a tag compare and an address check). Hashes with top bits
+/// 0 share tag 1 with those with top bits 1.
 #[inline]
 fn tag(hash: u64) -> u64 {
-    hash >> PTR_BITS
+    (hash >> PTR_BITS).max(1)
 }
 
 /// The slot word for entry `p` under `hash`.
@@ -130,16 +136,23 @@ impl<T> Iterator for Candidates<'_, T> {
     fn next(&mut self) -> Option<NonNull<T>> {
         while self.left > 0 {
             self.left -= 1;
-            let w = self.table.slots[self.at].load(Ordering::Acquire);
+            debug_assert!(self.at <= self.table.mask && self.table.mask < self.table.slots.len());
+            // SAFETY: `at` is masked by `mask`, and a table has `mask + 1`
+            // slots (`Table::new`).
+            let w = unsafe { self.table.slots.get_unchecked(self.at) }.load(Ordering::Acquire);
             self.at = (self.at + 1) & self.table.mask;
             if w == EMPTY {
                 self.left = 0;
                 return None;
             }
             if w >> PTR_BITS == self.tag {
-                if let Some(p) = entry_of(w) {
-                    return Some(p);
-                }
+                // A live slot (see `tag`): an entry address of at least 64.
+                let addr = (w & PTR_MASK) as usize;
+                debug_assert!(addr >= 64);
+                // SAFETY: not null, as above.
+                return Some(unsafe {
+                    NonNull::new_unchecked(std::ptr::with_exposed_provenance_mut(addr))
+                });
             }
         }
         None
