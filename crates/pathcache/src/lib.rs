@@ -16,10 +16,11 @@
 //!  t = NOW_MS (one load; a ticker thread writes   lanes[k][i] -= 1 (lock xadd)
 //!      it each ms, see `clock`)                   state load: LIVE -> done
 //!  h = hash(path) (inline, seeded; `hash`)
-//!  slot = table[h & mask] (8 B: 16-bit tag | entry address; `table`)
+//!  slot = table[h & mask] (8 B: 16-bit tag, never 0 | entry address;
+//!      a matching tag is a live slot; `table`)
 //!  entry line 0: hash check, then pin:
 //!      lanes[k][i] += 1 (lock xadd, the thread's lane k, own line)
-//!      state load: LIVE?  key == path? (inline, line 0)
+//!      state load: LIVE?  key == path? (two overlapping word loads, line 0)
 //!  freshness: t - validated_ms < valid (line 0)
 //!  hits += 1 (the thread's own counters, plain load+store)
 //! ```
@@ -53,10 +54,14 @@
 //!
 //! # Measurements
 //!
-//! A hit is bound by its dependent cache misses (the index slot, then the
-//! entry's line 0), not by its two atomic read-modify-writes. The measured
-//! ratios against dashmap and quick_cache, with the commands that reproduce
-//! them, are in the benches README (`benches/README.md`, "pathcache").
+//! About 190 instructions per hit (`scripts/callgrind-pathcache.sh`). On
+//! the 2-core Intel VM of the benchmarks a hit (15.5 ns, 1.96-1.98x
+//! dashmap) is bound by its two locked read-modify-writes, the pin and the
+//! unpin, each worth 1.6-2 ns (measured by making them plain stores in a
+//! throwaway build); on the AMD VM before, the dependent loads (the index
+//! slot, then the entry's line 0) weighed more. The measured ratios
+//! against dashmap and quick_cache, with the commands that reproduce them,
+//! are in the benches README (`benches/README.md`, "pathcache").
 //!
 //! # Lifecycle
 //!

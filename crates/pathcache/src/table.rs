@@ -402,6 +402,40 @@ mod tests {
     }
 
     #[test]
+    fn hashes_with_zero_top_bits_are_found_and_never_match_dead_slots() {
+        let (index, mut w) = Index::<u64>::new(4);
+        // Top 16 bits 0 (the first and last) and 1 share tag 1; all share
+        // home slot 3.
+        let hashes = [3u64, 1 << PTR_BITS | 3, 2 << PTR_BITS | 3, 0x40 << 8 | 3];
+        let mut values: Vec<Box<u64>> = (0..hashes.len() as u64).map(Box::new).collect();
+        // SAFETY: the test's boxes outlive the index.
+        let by_value = |p: NonNull<u64>| hashes[unsafe { *p.as_ptr() } as usize];
+        for (v, &h) in values.iter_mut().zip(&hashes) {
+            w.insert(&index, h, NonNull::from(&mut **v), by_value);
+        }
+        for (v, &h) in values.iter().zip(&hashes) {
+            assert!(find(&index, h, **v), "{h:#x} lost");
+        }
+        // A tombstone and the empty slots after the run: no candidate.
+        let at = w.candidates(hashes[0]).next().unwrap().0;
+        w.remove(&index, at);
+        assert!(!find(&index, hashes[0], 0));
+        assert!(find(&index, hashes[1], 1));
+        let live: Vec<u64> = index
+            .table()
+            .candidates(hashes[1])
+            // SAFETY: the test's boxes outlive the index.
+            .map(|p| unsafe { *p.as_ptr() })
+            .collect();
+        assert_eq!(live, [1, 3], "tag 1 matches only the live slots with it");
+        assert!(index
+            .table()
+            .candidates(0x7 << PTR_BITS | 9)
+            .next()
+            .is_none());
+    }
+
+    #[test]
     fn insert_find_remove_and_rebuild_keep_every_live_entry_findable() {
         let (index, mut w) = Index::<u64>::new(4);
         // Values double as their own hash; many collide on the home slot.
