@@ -117,23 +117,9 @@ fn cachestat(fd: BorrowedFd<'_>, offset: u64, len: u64, page: u64) -> Option<boo
 pub fn read_resident(fd: BorrowedFd<'_>, offset: u64, len: usize, out: &mut Vec<u8>) -> bool {
     out.reserve(len);
     let spare = &mut out.spare_capacity_mut()[..len];
-    let iov = libc::iovec {
-        iov_base: spare.as_mut_ptr().cast(),
-        iov_len: len,
-    };
-    // SAFETY: one iovec over `len` bytes of `out`'s spare capacity (reserved
-    // above), which the kernel writes and nothing else aliases; `fd` is a
-    // borrowed open descriptor. RWF_NOWAIT fails with EAGAIN, or returns
-    // what is cached, rather than wait for the disk.
-    let n = unsafe {
-        libc::preadv2(
-            fd.as_raw_fd(),
-            &iov,
-            1,
-            offset as libc::off_t,
-            libc::RWF_NOWAIT,
-        )
-    };
+    // SAFETY: `len` bytes of `out`'s spare capacity (reserved above), which
+    // nothing else aliases.
+    let n = unsafe { pread_nowait(fd, offset, spare.as_mut_ptr().cast(), len) };
     if n < 0 || n as usize != len {
         return false;
     }
@@ -145,14 +131,25 @@ pub fn read_resident(fd: BorrowedFd<'_>, offset: u64, len: usize, out: &mut Vec<
 /// One byte at `offset` without waiting for I/O: false when it is not cached.
 fn probe(fd: BorrowedFd<'_>, offset: u64) -> bool {
     let mut byte = 0u8;
+    // SAFETY: one live local byte.
+    let n = unsafe { pread_nowait(fd, offset, &mut byte, 1) };
+    !(n < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EAGAIN))
+}
+
+/// `preadv2(RWF_NOWAIT)` of `len` bytes at `offset` into `buf`: it fails
+/// with EAGAIN, or returns what is cached, rather than wait for the disk.
+///
+/// # Safety
+///
+/// `buf` must be valid for writes of `len` bytes for the call.
+unsafe fn pread_nowait(fd: BorrowedFd<'_>, offset: u64, buf: *mut u8, len: usize) -> isize {
     let iov = libc::iovec {
-        iov_base: (&mut byte as *mut u8).cast(),
-        iov_len: 1,
+        iov_base: buf.cast(),
+        iov_len: len,
     };
-    // SAFETY: one iovec over a live local byte; `fd` is a borrowed open
-    // descriptor; RWF_NOWAIT makes the read fail with EAGAIN rather than
-    // wait for the disk.
-    let n = unsafe {
+    // SAFETY: one iovec over the caller's `len` writable bytes; `fd` is a
+    // borrowed open descriptor.
+    unsafe {
         libc::preadv2(
             fd.as_raw_fd(),
             &iov,
@@ -160,8 +157,7 @@ fn probe(fd: BorrowedFd<'_>, offset: u64) -> bool {
             offset as libc::off_t,
             libc::RWF_NOWAIT,
         )
-    };
-    !(n < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EAGAIN))
+    }
 }
 
 #[cfg(test)]
