@@ -933,7 +933,9 @@ impl FileManager {
     /// Opens the root, raises the soft `RLIMIT_NOFILE` (unless
     /// [`Config::raise_nofile`] is off), derives the budget, picks (and
     /// logs) the backend, and starts the reaper thread (unless
-    /// [`Config::reaper_thread`] is off). Besides, the path cache runs one
+    /// [`Config::reaper_thread`] is off) and the change watcher's thread
+    /// (unless [`Config::watch_changes`] is off; it sleeps in `poll` until
+    /// something under the root changes). Besides, the path cache runs one
     /// clock thread per process (a millisecond ticker that parks after a
     /// second without lookups; see `pathcache`'s clock), and the io_uring
     /// backend creates one ring per thread that does I/O, on its first
