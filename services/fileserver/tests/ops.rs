@@ -4,8 +4,10 @@
 //! systemd socket activation.
 
 mod common;
+mod reliability_support;
 
 use common::{bin, client, metric, raw, status_of, Daemon, Tree};
+use reliability_support::Client;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::Command;
@@ -719,37 +721,18 @@ fn bodies_sent_from_descriptors_arrive_whole_and_are_logged() {
     let reqs = b"GET /small.bin HTTP/1.1\r\nHost: x\r\n\r\n\
 GET /big.bin HTTP/1.1\r\nHost: x\r\nRange: bytes=4096-8191\r\n\r\n\
 GET /big.bin HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
-    let out = raw(d.http, reqs, Duration::from_secs(10));
-    let mut rest = &out[..];
-    let mut bodies = Vec::new();
-    for _ in 0..3 {
-        let end = rest.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
-        let head = std::str::from_utf8(&rest[..end])
-            .unwrap()
-            .to_ascii_lowercase();
-        let len: usize = head
-            .lines()
-            .find_map(|l| l.strip_prefix("content-length: "))
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap();
-        bodies.push((
-            head.lines().next().unwrap().to_string(),
-            rest[end..end + len].to_vec(),
-        ));
-        rest = &rest[end + len..];
-    }
+    let mut c = Client::connect(d.http, Duration::from_secs(10)).unwrap();
+    c.send(reqs).unwrap();
+    let r: Vec<_> = (0..3).map(|_| c.read_response(false).unwrap()).collect();
     assert!(
-        rest.is_empty(),
-        "{} bytes after the third response",
-        rest.len()
+        c.expect_closed(Duration::from_secs(10)).unwrap(),
+        "still open"
     );
-    assert_eq!(bodies[0].0, "http/1.1 200 ok");
-    assert_eq!(bodies[0].1, small);
-    assert_eq!(bodies[1].0, "http/1.1 206 partial content");
-    assert_eq!(bodies[1].1, &big[4096..8192]);
-    assert_eq!(bodies[2].1, big);
+    assert_eq!(r[0].status, 200);
+    assert_eq!(r[0].body, small);
+    assert_eq!(r[1].status, 206);
+    assert_eq!(r[1].body, &big[4096..8192]);
+    assert_eq!(r[2].body, big);
     let deadline = Instant::now() + Duration::from_secs(10);
     let logged = loop {
         let lines: Vec<serde_json::Value> = d
