@@ -14,7 +14,7 @@
 //!
 //! Why the blocking pool: a worker is a current-thread runtime, and
 //! compressing 200 KiB of JavaScript takes milliseconds (the levels'
-//! timings are in [`Codec::DEFAULT_LEVELS`]); on the worker it would stall
+//! timings are in [`Codec::default_level`]); on the worker it would stall
 //! every other connection of that thread for as long.
 
 use std::io::{self, Write};
@@ -39,7 +39,16 @@ impl Codec {
     /// Every codec.
     pub const ALL: [Codec; 3] = [Codec::Zstd, Codec::Brotli, Codec::Gzip];
 
-    /// Default levels, chosen on 200 KiB of minified JavaScript (rustdoc's
+    /// The levels each codec takes.
+    pub fn levels(self) -> std::ops::RangeInclusive<i32> {
+        match self {
+            Codec::Zstd => 1..=22,
+            Codec::Brotli => 0..=11,
+            Codec::Gzip => 1..=9,
+        }
+    }
+
+    /// The default level, chosen on 200 KiB of minified JavaScript (rustdoc's
     /// bundled scripts; release build, best of 5, one core of this
     /// project's 2-core machine): each is the last level before the time
     /// a first request waits climbs steeply for little gain.
@@ -52,19 +61,6 @@ impl Codec {
     ///
     /// zstd 19 costs 48x the time of zstd 9 for 6% fewer bytes; brotli 11
     /// 57x brotli 6 for 8%.
-    pub const DEFAULT_LEVELS: [(Codec, i32); 3] =
-        [(Codec::Zstd, 9), (Codec::Brotli, 6), (Codec::Gzip, 6)];
-
-    /// The levels each codec takes.
-    pub fn levels(self) -> std::ops::RangeInclusive<i32> {
-        match self {
-            Codec::Zstd => 1..=22,
-            Codec::Brotli => 0..=11,
-            Codec::Gzip => 1..=9,
-        }
-    }
-
-    /// The default level ([`DEFAULT_LEVELS`](Self::DEFAULT_LEVELS)).
     pub fn default_level(self) -> i32 {
         match self {
             Codec::Zstd => 9,
@@ -84,7 +80,8 @@ impl Codec {
 
     /// Compresses `src` at `level` (clamped to [`levels`](Self::levels)).
     pub fn compress(self, src: &[u8], level: i32) -> io::Result<Vec<u8>> {
-        let level = level.clamp(*self.levels().start(), *self.levels().end());
+        let range = self.levels();
+        let level = level.clamp(*range.start(), *range.end());
         let mut out = Vec::with_capacity(src.len() / 3 + 64);
         match self {
             Codec::Zstd => zstd::stream::copy_encode(src, &mut out, level)?,
