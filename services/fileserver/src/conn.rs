@@ -38,7 +38,10 @@ const WBUF_FLUSH: usize = 64 * 1024;
 /// Ranges up to this size that are in the page cache are read into the
 /// batch behind their head and go out in one send, instead of a send of the
 /// head, a residency check and a sendfile: two syscalls where there were
-/// four, as lighttpd does for small files.
+/// four, as lighttpd does for small files. Measured together with the
+/// one-`statx` revalidation (filemanager), alternated against the build
+/// before both on many_files (20000 x 4 KiB, wrk -t1, 5 rounds): 91-95k
+/// against 87-92k req/s, 1.04x; wrk's own core bounds that figure.
 const COPY_MAX: u64 = 16 * 1024;
 
 struct Conn {
