@@ -31,6 +31,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
+use crossbeam_utils::CachePadded;
 use rustix::fs::inotify::{self, ReadFlags, WatchFlags};
 
 /// What a watch reports: anything that can change a file's bytes, its
@@ -70,7 +71,9 @@ pub(crate) struct Watcher {
     /// after start is still the one watched.
     root: String,
     dirs: Mutex<Dirs>,
-    epoch: AtomicU64,
+    /// Read by every hit sent from a descriptor: on its own line, away from
+    /// the lock that each miss and revalidation writes.
+    epoch: CachePadded<AtomicU64>,
     events: AtomicU64,
     resets: AtomicU64,
 }
@@ -95,7 +98,7 @@ impl Watcher {
             inotify: fd,
             root: format!("/proc/self/fd/{}", root.as_raw_fd()),
             dirs: Mutex::new(Dirs::default()),
-            epoch: AtomicU64::new(1),
+            epoch: CachePadded::new(AtomicU64::new(1)),
             events: AtomicU64::new(0),
             resets: AtomicU64::new(0),
         });
