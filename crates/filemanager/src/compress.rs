@@ -179,7 +179,7 @@ impl FileManager {
                 None => {
                     let size = usize::try_from(file.meta().size).map_err(io::Error::other)?;
                     let src = self.read_at(file, 0, size).await?;
-                    if src.len() != size || !file.is_current() {
+                    if src.len() != size || !self.check_current(file) {
                         return Err(io::Error::other("file changed while it was read"));
                     }
                     src
