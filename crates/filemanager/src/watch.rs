@@ -8,7 +8,8 @@
 //! check (an open, or a revalidation that found the same version):
 //!   prepare(path): watches in place first, then read epoch E
 //!   the check itself                         -> the descriptor is stamped E
-//! request: stamp == epoch  -> no statx (nothing changed anywhere since)
+//! request: stamp == epoch and nothing queued (FIONREAD)
+//!                          -> no statx (nothing changed anywhere since)
 //!          stamp != epoch  -> statx the descriptor, as without watching
 //! watcher thread: any event at all           -> epoch += 1
 //!   a directory moved, deleted or replaced, an overflow -> every watch
@@ -93,6 +94,16 @@ pub struct WatchStats {
 impl Watcher {
     /// A watcher for the tree under `root`, and its thread.
     pub(crate) fn start(root: &OwnedFd) -> io::Result<Arc<Watcher>> {
+        let w = Watcher::without_thread(root)?;
+        let weak = Arc::downgrade(&w);
+        std::thread::Builder::new()
+            .name("filemanager-watch".into())
+            .spawn(move || run(weak))?;
+        Ok(w)
+    }
+
+    /// The watcher alone: nothing reads its events (tests).
+    fn without_thread(root: &OwnedFd) -> io::Result<Arc<Watcher>> {
         let fd = inotify::init(inotify::CreateFlags::CLOEXEC | inotify::CreateFlags::NONBLOCK)?;
         let w = Arc::new(Watcher {
             inotify: fd,
@@ -109,10 +120,6 @@ impl Watcher {
             rustix::fs::AtFlags::empty(),
             rustix::fs::StatxFlags::TYPE,
         )?;
-        let weak = Arc::downgrade(&w);
-        std::thread::Builder::new()
-            .name("filemanager-watch".into())
-            .spawn(move || run(weak))?;
         Ok(w)
     }
 
@@ -145,10 +152,19 @@ impl Watcher {
         Some(self.epoch.load(Ordering::SeqCst))
     }
 
-    /// Whether a check stamped `stamp` still holds (no event since).
+    /// Whether a check stamped `stamp` still holds: no event since, neither
+    /// one the thread has read nor one still queued. The kernel queues a
+    /// write's event before the write returns, but the thread may not have
+    /// run yet (on a busy machine, for milliseconds), so a request that
+    /// arrives after a rewrite must see the queue itself: one `FIONREAD`
+    /// ioctl, which touches neither the file nor its inode, where the check
+    /// it replaces is a `statx` of the file. Without it the daemon's
+    /// reliability_replace test served a torn response while no write was
+    /// in progress, once in a loaded run of the suite.
     #[inline]
     pub(crate) fn holds(&self, stamp: u64) -> bool {
         stamp == self.epoch.load(Ordering::SeqCst)
+            && rustix::io::ioctl_fionread(&self.inotify).is_ok_and(|queued| queued == 0)
     }
 
     pub(crate) fn stats(&self) -> WatchStats {
@@ -291,6 +307,25 @@ mod tests {
         assert_eq!(w.stats().dirs, 0);
         assert_eq!(w.prepare("a/b/f"), None, "a/ is gone");
         assert!(w.prepare("moved/b/f").is_some());
+    }
+
+    /// The window between a write and the thread reading its event: a
+    /// stamp must not hold while the event waits in the queue.
+    #[test]
+    fn a_queued_event_voids_stamps_before_it_is_read() {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::write(tmp.path().join("f"), b"1").unwrap();
+        let root = root(tmp.path());
+        let w = Watcher::without_thread(&root).unwrap();
+        let stamp = w.prepare("f").unwrap();
+        assert!(w.holds(stamp));
+        std::fs::write(tmp.path().join("f"), b"2").unwrap();
+        assert!(!w.holds(stamp), "a write not yet read by the thread");
+        let mut buf = vec![MaybeUninit::<u8>::uninit(); 4096];
+        assert!(w.drain(&mut buf));
+        assert!(!w.holds(stamp), "and after it was read");
+        let stamp = w.prepare("f").unwrap();
+        assert!(w.holds(stamp), "a new check after the event holds");
     }
 
     #[test]
