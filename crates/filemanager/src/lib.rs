@@ -86,6 +86,7 @@
 
 mod backend;
 mod bufpool;
+mod census;
 mod compress;
 mod file;
 pub mod limits;
@@ -490,6 +491,10 @@ pub struct Stats {
     pub batched_close_errors: u64,
     /// The change watcher's counters, when it runs.
     pub watch: Option<WatchStats>,
+    /// Directories whose precompressed siblings are known (`census.rs`).
+    pub census_dirs: u64,
+    /// Directory listings taken for that census.
+    pub census_scans: u64,
 }
 
 /// Cheaply cloneable handle to the manager (an `Arc` inside); `Send + Sync`.
@@ -551,6 +556,9 @@ struct Shared {
     watcher: Option<Arc<watch::Watcher>>,
     /// Compressions running at once (`compress.rs`), at most one per CPU.
     compress_slots: tokio::sync::Semaphore,
+    /// Which precompressed siblings each recent directory holds.
+    census: PathCache<census::Census>,
+    census_scans: AtomicU64,
 }
 
 impl Drop for Shared {
@@ -982,6 +990,8 @@ impl FileManager {
             None
         };
         let shared = Arc::new(Shared {
+            census: PathCache::new(census::cache_config(&cache_cfg)),
+            census_scans: AtomicU64::new(0),
             cache: PathCache::new(cache_cfg),
             table,
             backend,
@@ -1169,6 +1179,7 @@ impl FileManager {
     /// evicted.
     pub fn set_cache_limits(&self, mut cache: pathcache::Config) -> usize {
         cache.max_open = cache.max_open.min(self.shared.budget);
+        self.shared.census.set_limits(&census::cache_config(&cache));
         self.shared.cache.set_limits(&cache)
     }
 
@@ -1225,6 +1236,8 @@ impl FileManager {
             reaped: s.reaped.load(Ordering::Relaxed),
             batched_close_errors: s.batched_close_errors.load(Ordering::Relaxed),
             watch: s.watcher.as_ref().map(|w| w.stats()),
+            census_dirs: s.census.len() as u64,
+            census_scans: s.census_scans.load(Ordering::Relaxed),
         }
     }
 
@@ -1277,6 +1290,8 @@ impl FileManager {
         metrics::gauge!(n("watch_dirs")).set(w.dirs as f64);
         metrics::counter!(n("watch_events_total")).absolute(w.events);
         metrics::counter!(n("watch_resets_total")).absolute(w.resets);
+        metrics::gauge!(n("census_dirs")).set(st.census_dirs as f64);
+        metrics::counter!(n("census_scans_total")).absolute(st.census_scans);
     }
 
     fn describe(&self, prefix: &str) {
@@ -1306,6 +1321,14 @@ impl FileManager {
         describe_counter!(
             n("watch_resets_total"),
             "Times every watch was dropped (a directory moved or deleted, an event overflow)."
+        );
+        describe_gauge!(
+            n("census_dirs"),
+            "Directories whose precompressed siblings are known from a listing."
+        );
+        describe_counter!(
+            n("census_scans_total"),
+            "Directory listings taken to learn which precompressed siblings a directory holds."
         );
         describe_counter!(
             n("cache_misses_total"),

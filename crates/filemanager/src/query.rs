@@ -5,8 +5,10 @@
 //! [`crate::resolve`], and "is it still the same file?" is decided by
 //! [`FileMeta::is_same_version`] alone.
 
-use crate::{CachedFile, Codec, FileManager, ListOptions, Listing, OpenError, Opened, Variant};
-use pathcache::FileMeta;
+use crate::{
+    census, CachedFile, Codec, FileManager, ListOptions, Listing, OpenError, Opened, Variant,
+};
+use pathcache::{FileMeta, Lookup};
 
 /// A precompressed form a server looks for beside a file (`name.br` for
 /// `name`), and whether this request accepts it.
@@ -170,11 +172,20 @@ impl FileManager {
         if !negotiated || !query.siblings.iter().any(|s| s.accepted) {
             return Ok(plain(file));
         }
+        // A sibling its directory's census does not list is not there.
+        let may_exist = self.siblings_listed(path, query.siblings).await;
+        let candidates = || {
+            query
+                .siblings
+                .iter()
+                .enumerate()
+                .filter(move |&(i, s)| s.accepted && (i >= 32 || may_exist & (1 << i) != 0))
+        };
+        if candidates().next().is_none() {
+            return Ok(plain(file));
+        }
         let mut sibling_path = String::with_capacity(path.len() + 4);
-        for (i, s) in query.siblings.iter().enumerate() {
-            if !s.accepted {
-                continue;
-            }
+        for (i, s) in candidates() {
             sibling_path.clear();
             sibling_path.push_str(path);
             sibling_path.push_str(s.suffix);
@@ -192,6 +203,23 @@ impl FileManager {
             }
         }
         Ok(plain(file))
+    }
+
+    /// Bit `i` set: `siblings[i]` may exist beside `path`, by the census of
+    /// its directory (`census.rs`); every bit when the census cannot be
+    /// taken, so the siblings are looked up one by one as without it.
+    async fn siblings_listed(&self, path: &str, siblings: &[Sibling<'_>]) -> u32 {
+        let (dir, name) = census::split(path);
+        let loader = census::CensusLoader {
+            shared: &self.shared,
+            siblings,
+        };
+        match self.shared.census.get_or_load(dir, &loader).await {
+            Ok(Lookup::Hit(entry)) => entry
+                .handle()
+                .map_or(u32::MAX, |c| c.may_exist(name, siblings)),
+            Ok(Lookup::Negative(_)) | Err(_) => u32::MAX,
+        }
     }
 
     /// [`open`](Self::open), with a file sent by descriptor checked to be

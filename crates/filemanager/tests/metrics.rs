@@ -53,6 +53,8 @@ fn export_metrics_renders_every_name_with_help() {
             "fileserver_watch_dirs",
             "fileserver_watch_events_total",
             "fileserver_watch_resets_total",
+            "fileserver_census_dirs",
+            "fileserver_census_scans_total",
             "fileserver_variant_hits_total",
             "fileserver_variant_compressions_total",
             "fileserver_variant_bytes_saved_total",

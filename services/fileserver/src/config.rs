@@ -32,7 +32,8 @@ pub struct CacheConfig {
     pub max_open: u64,
     /// How long an entry is trusted before it is re-stat'ed.
     pub valid: String,
-    /// How long "not found" / "forbidden" answers are cached.
+    /// How long "not found" / "forbidden" answers, and a directory's list of
+    /// precompressed siblings, are trusted.
     pub negative_ttl: String,
     /// Files up to this many bytes are kept in memory (0 disables).
     pub small_file_max: u64,

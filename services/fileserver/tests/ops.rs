@@ -178,6 +178,8 @@ const NAMES: &[&str] = &[
     "fileserver_watch_dirs",
     "fileserver_watch_events_total",
     "fileserver_watch_resets_total",
+    "fileserver_census_dirs",
+    "fileserver_census_scans_total",
     "fileserver_contention_total",
     "fileserver_fds_open",
     "fileserver_fd_budget",
@@ -306,6 +308,62 @@ fn metrics_names_help_and_counts_move() {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// Browsers accept codings on every request: a file with no precompressed
+/// sibling is served from one lookup once its directory's census is taken
+/// (no negative entry per coding), a sibling added later is served within
+/// `cache.negative_ttl`, and the census shows in /metrics.
+#[test]
+fn precompressed_siblings_are_learned_from_one_listing() {
+    let tree = Tree::new();
+    for i in 0..20 {
+        tree.write(&format!("d/f{i:02}.css"), format!("plain {i}").as_bytes());
+    }
+    tree.write("d/f00.css.gz", b"GZ-00");
+    let d = Daemon::start(&tree.root, &["--set", "cache.negative_ttl=200ms"]);
+    let c = client();
+    let get = |path: &str| {
+        let r = c
+            .get(d.url(path))
+            .header("Accept-Encoding", "gzip, deflate, br, zstd")
+            .send()
+            .unwrap();
+        let coding = r
+            .headers()
+            .get("content-encoding")
+            .map(|v| v.to_str().unwrap().to_owned());
+        (coding, r.text().unwrap())
+    };
+    assert_eq!(get("/d/f00.css"), (Some("gzip".into()), "GZ-00".into()));
+    let m = |t: &str, s: &str| metric(t, s).unwrap_or(0.0);
+    let before = d.metrics();
+    for round in 0..3 {
+        for i in 1..20 {
+            assert_eq!(
+                get(&format!("/d/f{i:02}.css")),
+                (None, format!("plain {i}")),
+                "{round}"
+            );
+        }
+    }
+    let after = d.metrics();
+    let delta = |s: &str| m(&after, s) - m(&before, s);
+    assert_eq!(
+        delta("fileserver_cache_negative_hits_total"),
+        0.0,
+        "no sibling looked up"
+    );
+    assert_eq!(
+        delta("fileserver_cache_misses_total"),
+        19.0,
+        "each file loaded once"
+    );
+    assert_eq!(m(&after, "fileserver_census_scans_total"), 1.0);
+    assert_eq!(m(&after, "fileserver_census_dirs"), 1.0);
+    tree.write("d/f01.css.br", b"BR-01");
+    std::thread::sleep(Duration::from_millis(600));
+    assert_eq!(get("/d/f01.css"), (Some("br".into()), "BR-01".into()));
 }
 
 /// `inline_opens = false` sends every open through the I/O backend (for

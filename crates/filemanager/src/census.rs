@@ -1,0 +1,315 @@
+//! The sibling census: which names in a directory end with a precompressed
+//! suffix, so that a request for a file with no precompressed forms asks
+//! nothing more of the filesystem than the file itself.
+//!
+//! Without it, a request that accepts a coding (every browser's does) looks
+//! up `name.br`, `name.zst` and `name.gz` beside the file: one path-cache
+//! lookup each, and, once per `negative_ttl`, one confined `openat2` each to
+//! renew the negative entry. With the census it reads one entry per
+//! directory, which a busy directory keeps hot.
+//!
+//! ```text
+//! negotiate("d/f.bin", siblings .br .zst .gz)
+//!   census cache["d"] ── fresh ──▶ names in d ending with a suffix: []
+//!        │                          └─▶ no accepted sibling may exist: serve f.bin
+//!        └── absent / stale ──▶ statx(d) unchanged: fresh again
+//!                               else, on the blocking pool:
+//!                               openat2(root, "d", O_DIRECTORY, policy), fstat, getdents
+//! ```
+//!
+//! A census is kept in a [`PathCache`](pathcache::PathCache) of its own,
+//! keyed by the directory's path: bounded, shared by every worker, taken
+//! once by concurrent misses. It is revalidated like a negative entry, by
+//! the same bound: after `negative_ttl`, one `statx` of the directory,
+//! whose modification and change times move whenever a name in it is
+//! added, removed or renamed. A census taken within [`RACY`] of the
+//! directory's last change is listed again at its revalidation instead:
+//! a name added in the same timestamp tick as the change before it can
+//! leave both times as they were (where the filesystem has coarse times).
+//!
+//! The census only ever spares lookups: a name it lists is looked up as
+//! before (it may be refused, a directory, a dangling link), and a
+//! directory it cannot describe within its bounds, a name that is not
+//! ASCII (a case-folding directory may match it to another spelling), or a
+//! suffix list other than the one it was taken for, are looked up name by
+//! name. Names are compared without ASCII case, so a case-folding directory
+//! can only make it look up more.
+
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use pathcache::{FileMeta, Loaded, Negative};
+use rustix::fs::OFlags;
+
+use crate::query::Sibling;
+use crate::resolve::{self, c_path, is_exhausted, map_open_error, open_beneath, Kind};
+use crate::{OpenError, Shared, SymlinkPolicy};
+
+/// Directories the census cache keeps.
+pub(crate) const DIRS: usize = 1024;
+/// Directory entries read at most; a larger directory is looked up name by
+/// name. Listing 100000 names takes a few milliseconds of a blocking-pool
+/// thread, at most once per directory per `negative_ttl`.
+const MAX_SCANNED: usize = 100_000;
+/// Bytes of kept names at most per directory (a directory with more
+/// precompressed files is looked up name by name): with [`DIRS`], at most
+/// 16 MiB of names, a few KiB in a tree without precompressed files.
+const MAX_NAME_BYTES: usize = 16 * 1024;
+/// How far from the directory's last change a census must be taken to be
+/// trusted by its revalidation: above the coarsest timestamp tick of the
+/// filesystems a server serves from (FAT's 2 s).
+const RACY: Duration = Duration::from_secs(3);
+
+/// What one listing of a directory found.
+#[derive(Debug)]
+pub(crate) struct Census {
+    /// The suffixes it was taken for, in the query's order.
+    suffixes: Box<[Box<str>]>,
+    /// The names ending with one of them, ASCII-lowercased and sorted;
+    /// `None` when the directory was too large to tell.
+    names: Option<Box<[Box<str>]>>,
+    /// Taken within [`RACY`] of the directory's last change.
+    racy: bool,
+}
+
+impl Census {
+    /// Bit `i` set: `siblings[i]` may exist beside `name` (every bit when
+    /// this census cannot tell).
+    pub(crate) fn may_exist(&self, name: &str, siblings: &[Sibling<'_>]) -> u32 {
+        let Some(names) = self.names.as_deref() else {
+            return u32::MAX;
+        };
+        let same_suffixes = self.suffixes.len() == siblings.len()
+            && self
+                .suffixes
+                .iter()
+                .zip(siblings)
+                .all(|(a, b)| **a == *b.suffix);
+        if !same_suffixes || !name.is_ascii() {
+            return u32::MAX;
+        }
+        if names.is_empty() {
+            return 0;
+        }
+        let mut key = String::with_capacity(name.len() + 8);
+        let mut present = 0;
+        for (i, s) in siblings.iter().enumerate().take(32) {
+            key.clear();
+            key.push_str(name);
+            key.push_str(s.suffix);
+            key.make_ascii_lowercase();
+            if names.binary_search_by(|n| (**n).cmp(key.as_str())).is_ok() {
+                present |= 1 << i;
+            }
+        }
+        present
+    }
+}
+
+/// The path-cache settings of the census: revalidated and expired like the
+/// file cache's negative entries.
+pub(crate) fn cache_config(files: &pathcache::Config) -> pathcache::Config {
+    pathcache::Config {
+        shards: files.shards,
+        max_entries: DIRS,
+        max_open: DIRS,
+        valid: files.negative_ttl,
+        negative_ttl: files.negative_ttl,
+        small_file_max: 0,
+        small_bytes_budget: 0,
+        min_uses: 1,
+        variant_budget: 0,
+    }
+}
+
+/// The census cache's loader for one query's suffixes.
+pub(crate) struct CensusLoader<'a> {
+    pub(crate) shared: &'a Shared,
+    pub(crate) siblings: &'a [Sibling<'a>],
+}
+
+impl pathcache::Loader<Census> for CensusLoader<'_> {
+    type Error = OpenError;
+
+    async fn load(
+        &self,
+        dir: &str,
+        _open: bool,
+        _read_small: Option<u64>,
+    ) -> Result<Loaded<Census>, OpenError> {
+        let root = Arc::clone(&self.shared.root);
+        let policy = self.shared.policy;
+        let dir = dir.to_owned();
+        let suffixes: Box<[Box<str>]> = self.siblings.iter().map(|s| s.suffix.into()).collect();
+        self.shared.census_scans.fetch_add(1, Ordering::Relaxed);
+        tokio::task::spawn_blocking(move || take(&root, &dir, policy, suffixes))
+            .await
+            .map_err(|e| OpenError::Io(std::io::Error::other(e)))?
+    }
+
+    async fn stat(&self, dir: &str) -> Result<Option<FileMeta>, OpenError> {
+        match self.shared.open_raw(dir, dir_path_oflags()).await {
+            Ok((_, st)) if st.kind == Kind::Dir => Ok(Some(st.meta)),
+            Ok(_) | Err(OpenError::NotFound | OpenError::Forbidden) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn is_unchanged(
+        &self,
+        dir: &str,
+        cached: &FileMeta,
+        census: Option<&Census>,
+    ) -> Result<bool, OpenError> {
+        if census.is_none_or(|c| c.racy) {
+            return Ok(false);
+        }
+        Ok(self
+            .stat(dir)
+            .await?
+            .is_some_and(|m| m.is_same_version(cached)))
+    }
+}
+
+fn dir_path_oflags() -> OFlags {
+    resolve::path_oflags() | OFlags::DIRECTORY
+}
+
+/// Lists `dir` beneath `root` under `policy`, synchronously: the census of
+/// the names ending with one of `suffixes`, with the directory's metadata
+/// taken before the listing (a name added during it moves the times).
+fn take(
+    root: &OwnedFd,
+    dir: &str,
+    policy: SymlinkPolicy,
+    suffixes: Box<[Box<str>]>,
+) -> Result<Loaded<Census>, OpenError> {
+    let path = c_path(dir)?;
+    let oflags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    let fd = match open_beneath(root.as_fd(), &path, oflags, policy) {
+        Ok(fd) => fd,
+        Err(e) if is_exhausted(&e) => return Err(OpenError::Exhausted),
+        Err(e) => {
+            return match map_open_error(e) {
+                OpenError::NotFound => Ok(Loaded::Negative(Negative::NotFound)),
+                OpenError::Forbidden => Ok(Loaded::Negative(Negative::Forbidden)),
+                other => Err(other),
+            }
+        }
+    };
+    let meta = resolve::stat_fd(&fd).map_err(OpenError::Io)?.meta;
+    let names = read_names(&fd, &suffixes).map_err(OpenError::Io)?;
+    let changed_ns = meta.mtime_ns.max(meta.ctime_ns);
+    let now_ns = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
+    let racy = now_ns.saturating_sub(changed_ns) < RACY.as_nanos() as i64;
+    Ok(Loaded::File {
+        meta,
+        label: "",
+        handle: Some(Census {
+            suffixes,
+            names,
+            racy,
+        }),
+        bytes: None,
+    })
+}
+
+/// The names in `dir` that end with one of `suffixes` (ASCII case aside),
+/// lowercased and sorted; `None` past the census's bounds.
+fn read_names(dir: &OwnedFd, suffixes: &[Box<str>]) -> std::io::Result<Option<Box<[Box<str>]>>> {
+    let mut names = Vec::new();
+    let mut bytes = 0;
+    for (scanned, entry) in rustix::fs::Dir::read_from(dir)?.enumerate() {
+        if scanned >= MAX_SCANNED {
+            return Ok(None);
+        }
+        let entry = entry?;
+        // A name that is not UTF-8 cannot be asked for.
+        let Ok(name) = entry.file_name().to_str() else {
+            continue;
+        };
+        if !suffixes.iter().any(|s| ends_with_ignore_case(name, s)) {
+            continue;
+        }
+        bytes += name.len();
+        if bytes > MAX_NAME_BYTES {
+            return Ok(None);
+        }
+        names.push(name.to_ascii_lowercase().into_boxed_str());
+    }
+    names.sort_unstable();
+    Ok(Some(names.into_boxed_slice()))
+}
+
+fn ends_with_ignore_case(name: &str, suffix: &str) -> bool {
+    name.len() > suffix.len()
+        && name.as_bytes()[name.len() - suffix.len()..].eq_ignore_ascii_case(suffix.as_bytes())
+}
+
+/// The directory and name of a cache key (`"."` for the root's files).
+pub(crate) fn split(path: &str) -> (&str, &str) {
+    path.rsplit_once('/').unwrap_or((".", path))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn census(names: Option<&[&str]>) -> Census {
+        Census {
+            suffixes: [".br", ".zst", ".gz"].map(Box::from).into(),
+            names: names.map(|n| n.iter().map(|s| Box::from(*s)).collect()),
+            racy: false,
+        }
+    }
+
+    const SIBLINGS: [Sibling<'static>; 3] = [
+        Sibling {
+            suffix: ".br",
+            accepted: true,
+        },
+        Sibling {
+            suffix: ".zst",
+            accepted: true,
+        },
+        Sibling {
+            suffix: ".gz",
+            accepted: true,
+        },
+    ];
+
+    #[test]
+    fn a_listed_sibling_is_a_candidate_and_an_unlisted_one_is_not() {
+        let c = census(Some(&["a.css.br", "a.css.gz", "b.js.zst"]));
+        assert_eq!(c.may_exist("a.css", &SIBLINGS), 0b101);
+        assert_eq!(c.may_exist("A.CSS", &SIBLINGS), 0b101, "ASCII case aside");
+        assert_eq!(c.may_exist("b.js", &SIBLINGS), 0b010);
+        assert_eq!(c.may_exist("c.js", &SIBLINGS), 0);
+        assert_eq!(census(Some(&[])).may_exist("a.css", &SIBLINGS), 0);
+    }
+
+    #[test]
+    fn what_a_census_cannot_tell_is_looked_up() {
+        assert_eq!(census(None).may_exist("a.css", &SIBLINGS), u32::MAX);
+        let c = census(Some(&[]));
+        assert_eq!(c.may_exist("é.css", &SIBLINGS), u32::MAX, "not ASCII");
+        assert_eq!(
+            c.may_exist("a.css", &SIBLINGS[..2]),
+            u32::MAX,
+            "other suffixes"
+        );
+    }
+
+    #[test]
+    fn suffixes_match_without_ascii_case_and_need_a_stem() {
+        assert!(ends_with_ignore_case("a.CSS.GZ", ".gz"));
+        assert!(!ends_with_ignore_case(".gz", ".gz"));
+        assert!(!ends_with_ignore_case("a.gzip", ".gz"));
+        assert_eq!(split("d/e/f.bin"), ("d/e", "f.bin"));
+        assert_eq!(split("f.bin"), (".", "f.bin"));
+    }
+}
