@@ -944,8 +944,9 @@ impl FileManager {
     /// [`Config::reaper_thread`] is off) and the change watcher's thread
     /// (unless [`Config::watch_changes`] is off; it sleeps in `poll` until
     /// something under the root changes). Besides, the path cache runs one
-    /// clock thread per process (a millisecond ticker that parks after a
-    /// second without lookups; see `pathcache`'s clock), and the io_uring
+    /// clock thread per process (a ticker at the coarse clock's resolution
+    /// that parks after a second without lookups; see `pathcache`'s clock),
+    /// and the io_uring
     /// backend creates one ring per thread that does I/O, on its first
     /// operation; the blocking backend uses tokio's blocking pool.
     pub fn new(config: Config) -> io::Result<FileManager> {
