@@ -946,9 +946,9 @@ impl FileManager {
     /// something under the root changes). Besides, the path cache runs one
     /// clock thread per process (a ticker at the coarse clock's resolution
     /// that parks after a second without lookups; see `pathcache`'s clock),
-    /// and the io_uring
-    /// backend creates one ring per thread that does I/O, on its first
-    /// operation; the blocking backend uses tokio's blocking pool.
+    /// and the io_uring backend creates one ring per thread that does I/O,
+    /// on its first operation; the blocking backend uses tokio's blocking
+    /// pool.
     pub fn new(config: Config) -> io::Result<FileManager> {
         let root = rustix::fs::open(
             &config.root,
