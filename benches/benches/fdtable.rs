@@ -17,7 +17,10 @@
 //! `FDTABLE_INTERLEAVED=<rounds> cargo bench -p benches --bench fdtable`
 //! skips criterion and prints per-round ratios of interleaved batches of
 //! alloc+release pairs and lookups, with the floor contender
-//! (`support/floor.rs`), the steadiest figure on a noisy machine.
+//! (`support/floor.rs`), the steadiest figure on a noisy machine, then
+//! (a quarter as many rounds) the two-thread pairs: fdtable on one and on
+//! two threads, and a shared `Mutex<Slab>` on one and two, in wall time
+//! (`FDTABLE_NO_THREADS=1` skips those).
 //! `FDTABLE_CALLGRIND=<contender>:<pairs>` runs one contender's pairs alone,
 //! for `valgrind --tool=callgrind` (`scripts/callgrind-fdtable.sh`).
 
@@ -371,12 +374,14 @@ fn quantile(mut v: Vec<f64>, q: f64) -> f64 {
 }
 
 /// Times `run[k](BATCH)` for every contender in rotating order, `rounds`
-/// times, and prints ns per operation and per-round ratios to `names[base]`.
+/// times, and prints ns per operation and per-round ratios to `names[base]`
+/// (and to each of `names[also]`).
 fn interleave(
     title: &str,
     names: &[&str],
     run: &mut [Box<dyn FnMut(usize) + '_>],
     base: usize,
+    also: &[usize],
     rounds: usize,
 ) {
     const BATCH: usize = 20_000;
@@ -400,11 +405,25 @@ fn interleave(
             quantile(ratios.clone(), 0.5),
             quantile(ratios, 0.9),
         );
+        for &other in also {
+            let ratios: Vec<f64> = (0..rounds).map(|r| ns[other][r] / ns[k][r]).collect();
+            println!(
+                "  {:14} {:6} {:15}  speed vs {}: p10 {:.2}x median {:.2}x p90 {:.2}x",
+                "",
+                "",
+                "",
+                names[other],
+                quantile(ratios.clone(), 0.1),
+                quantile(ratios.clone(), 0.5),
+                quantile(ratios, 0.9),
+            );
+        }
     }
 }
 
 /// `FDTABLE_INTERLEAVED=<rounds>`: the alloc+release pairs and the lookups
-/// in interleaved batches (see `pathcache`'s mode of the same name for why).
+/// in interleaved batches (see `pathcache`'s mode of the same name for why),
+/// then the two-thread pairs ([`interleave_threads`]).
 fn interleaved(rounds: usize) {
     let mut pairs = pair_contenders();
     interleave(
@@ -412,6 +431,7 @@ fn interleaved(rounds: usize) {
         &pairs.names,
         &mut pairs.run,
         0,
+        &[1],
         rounds,
     );
     let table = FdTable::new(fdtable_config(2));
@@ -450,8 +470,173 @@ fn interleaved(rounds: usize) {
         &["sharded_slab", "fdtable", "floor"],
         &mut run,
         0,
+        &[],
         rounds,
     );
+    if std::env::var_os("FDTABLE_NO_THREADS").is_none() {
+        interleave_threads(rounds.div_ceil(4));
+    }
+}
+
+/// Pairs per thread in one two-thread batch: ~3 ms, so the barriers'
+/// wake-ups (tens of microseconds) stay a small part of each batch.
+const THREAD_BATCH: u64 = 200_000;
+
+/// Two worker threads, each with its own state per contender, driven in
+/// batches: the two-thread contenders of the interleaved mode. Keeping the
+/// threads (and each one's `LocalShard`) for the whole run means a batch
+/// times the pairs, not thread start-up.
+struct ThreadPool {
+    job: Arc<Mutex<(usize, usize)>>,
+    start: Arc<Barrier>,
+    done: Arc<Barrier>,
+    spans: Arc<Mutex<Vec<(Instant, Instant)>>>,
+    handles: Vec<std::thread::JoinHandle<()>>,
+}
+
+/// Contender numbers of the two-thread batches (and `usize::MAX`: exit).
+const POOL_FDTABLE: usize = 0;
+const POOL_MUTEX: usize = 1;
+const POOL_EXIT: usize = usize::MAX;
+
+impl ThreadPool {
+    fn new() -> ThreadPool {
+        let table = Arc::new(FdTable::new(fdtable_config(2)));
+        let locked = Arc::new(Mutex::new(slab::Slab::with_capacity(LIVE * 3)));
+        let job = Arc::new(Mutex::new((POOL_EXIT, 0)));
+        let start = Arc::new(Barrier::new(3));
+        let done = Arc::new(Barrier::new(3));
+        let spans = Arc::new(Mutex::new(Vec::new()));
+        let handles = (0..2)
+            .map(|index| {
+                let (table, locked) = (Arc::clone(&table), Arc::clone(&locked));
+                let (job, start, done) = (Arc::clone(&job), Arc::clone(&start), Arc::clone(&done));
+                let spans = Arc::clone(&spans);
+                std::thread::spawn(move || {
+                    // Each thread must own a shard of its own, or the figure
+                    // would measure the shared shard's lock.
+                    let local = table.local().expect("one shard per thread");
+                    let held: Vec<Fd> = (0..LIVE as u64)
+                        .map(|i| local.insert(Noop(i)).unwrap())
+                        .collect();
+                    let held_keys: Vec<usize> = (0..LIVE as u64)
+                        .map(|i| locked.lock().unwrap().insert(i))
+                        .collect();
+                    loop {
+                        start.wait();
+                        let (which, threads) = *job.lock().unwrap();
+                        if which == POOL_EXIT {
+                            break;
+                        }
+                        if index < threads {
+                            let begin = Instant::now();
+                            if which == POOL_FDTABLE {
+                                for _ in 0..THREAD_BATCH {
+                                    let fd = local.insert(Noop(1)).unwrap();
+                                    local.close(black_box(fd)).unwrap();
+                                }
+                            } else {
+                                for _ in 0..THREAD_BATCH {
+                                    let key = locked.lock().unwrap().insert(1u64);
+                                    locked.lock().unwrap().remove(black_box(key));
+                                }
+                            }
+                            spans.lock().unwrap().push((begin, Instant::now()));
+                        }
+                        done.wait();
+                    }
+                    for fd in held {
+                        local.close(fd).unwrap();
+                    }
+                    for key in held_keys {
+                        locked.lock().unwrap().remove(key);
+                    }
+                })
+            })
+            .collect();
+        ThreadPool {
+            job,
+            start,
+            done,
+            spans,
+            handles,
+        }
+    }
+
+    /// Runs one batch of `which` on `threads` threads; wall ns per pair,
+    /// all threads' pairs together (from the first start to the last end).
+    fn run(&self, which: usize, threads: usize) -> f64 {
+        *self.job.lock().unwrap() = (which, threads);
+        self.start.wait();
+        self.done.wait();
+        let spans = std::mem::take(&mut *self.spans.lock().unwrap());
+        let begin = spans.iter().map(|s| s.0).min().unwrap();
+        let end = spans.iter().map(|s| s.1).max().unwrap();
+        (end - begin).as_nanos() as f64 / (THREAD_BATCH * threads as u64) as f64
+    }
+}
+
+impl Drop for ThreadPool {
+    fn drop(&mut self) {
+        *self.job.lock().unwrap() = (POOL_EXIT, 0);
+        self.start.wait();
+        for handle in self.handles.drain(..) {
+            handle.join().unwrap();
+        }
+    }
+}
+
+/// The two-thread contenders of the interleaved mode, in rotating order:
+/// fdtable on one and on two threads (each thread its own shard, through
+/// `local()`), and one `Mutex<Slab>` used by one and by two threads. Wall
+/// time per pair of all threads together, so `fdtable_1thread /
+/// fdtable_2threads` is the scaling (2.0 = perfect) and `mutex_slab_2threads
+/// / fdtable_2threads` the throughput against the shared mutex.
+fn interleave_threads(rounds: usize) {
+    let pool = ThreadPool::new();
+    let names = [
+        "fdtable_1thread",
+        "fdtable_2threads",
+        "mutex_slab_1thread",
+        "mutex_slab_2threads",
+    ];
+    let jobs = [
+        (POOL_FDTABLE, 1),
+        (POOL_FDTABLE, 2),
+        (POOL_MUTEX, 1),
+        (POOL_MUTEX, 2),
+    ];
+    let mut ns = vec![Vec::with_capacity(rounds); names.len()];
+    for round in 0..rounds {
+        for k in 0..names.len() {
+            let which = (k + round) % names.len();
+            let (contender, threads) = jobs[which];
+            ns[which].push(pool.run(contender, threads));
+        }
+    }
+    println!(
+        "fdtable_2threads interleaved: {rounds} rounds of {THREAD_BATCH} pairs per thread, \
+         wall time per pair of all threads"
+    );
+    for (k, name) in names.iter().enumerate() {
+        println!(
+            "  {name:20} {:6.2} ns/pair (median)",
+            quantile(ns[k].clone(), 0.5)
+        );
+    }
+    let ratio = |over: usize, under: usize, label: &str| {
+        let ratios: Vec<f64> = (0..rounds).map(|r| ns[over][r] / ns[under][r]).collect();
+        println!(
+            "  {label:44} p10 {:.2}x median {:.2}x p90 {:.2}x",
+            quantile(ratios.clone(), 0.1),
+            quantile(ratios.clone(), 0.5),
+            quantile(ratios, 0.9),
+        );
+    };
+    ratio(0, 1, "fdtable 2 threads vs 1 thread (scaling)");
+    ratio(3, 1, "fdtable 2 threads vs Mutex<Slab> 2 threads");
+    ratio(2, 0, "fdtable 1 thread vs Mutex<Slab> 1 thread");
+    ratio(2, 3, "Mutex<Slab> 2 threads vs 1 thread (scaling)");
 }
 
 /// `FDTABLE_CALLGRIND=<contender>:<pairs>`: set every contender up, then
