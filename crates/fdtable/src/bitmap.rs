@@ -8,7 +8,14 @@
 //! full scans `full` for the first word with room.
 //!
 //! Bits of the last word that lie beyond `capacity` are kept set, so neither
-//! level ever reports a slot that does not exist; growth clears them.
+//! level ever reports a slot that does not exist; growth clears them. One
+//! more `open` word, all ones, follows the last one (its `full` bit set), so
+//! the hint's word always exists: `next_free` can equal `capacity`, and
+//! allocation then finds that sentinel full instead of needing a bound
+//! check. With release's index unchecked too (its callers' slots are below
+//! `capacity`), that took the owner's pair from 120 to 115 instructions and
+//! from 3.78-3.81x to 3.83-3.89x sharded-slab (interleaved, 3 alternated
+//! runs; see `implementation`).
 //!
 //! The bitmap is plain memory: exactly one thread (the shard's claim holder)
 //! touches it at a time, so no operation here is atomic.
@@ -26,6 +33,7 @@ pub(crate) enum Found {
 
 #[derive(Debug)]
 pub(crate) struct Bitmap {
+    /// `capacity.div_ceil(64)` words, then the all-ones sentinel.
     open: Vec<u64>,
     full: Vec<u64>,
     next_free: u32,
@@ -91,13 +99,16 @@ impl Bitmap {
     /// `next_free` hint has a zero bit, takes the lowest one (the lowest free
     /// slot, since every slot below the hint is taken) and returns it;
     /// otherwise `None` and nothing changes (then `find_lowest` +
-    /// `take_lowest` do the summary scan). One bounds check, one load, one
-    /// store of the word.
+    /// `take_lowest` do the summary scan). One load and one store of the
+    /// word, no bound check (the sentinel word stands for "past the end").
     #[inline(always)]
     pub(crate) fn take_fast(&mut self) -> Option<u32> {
         let word_index = (self.next_free / 64) as usize;
-        // `next_free` may equal `capacity` (everything taken): a real check.
-        let word = self.open.get_mut(word_index)?;
+        debug_assert!(word_index < self.open.len());
+        // SAFETY: `next_free <= capacity` (it is a taken slot plus one, or
+        // lowered to a freed slot), so `word_index <= capacity / 64`, which
+        // is at most the sentinel's index, the last of `open`.
+        let word = unsafe { self.open.get_unchecked_mut(word_index) };
         let old = *word;
         if old == u64::MAX {
             return None;
@@ -127,11 +138,19 @@ impl Bitmap {
     }
 
     /// Marks `slot` free again.
+    ///
+    /// # Safety
+    /// `slot` must be below `capacity` (every slot the bitmap handed out
+    /// is; callers free only those, or a descriptor's slot checked against
+    /// the shard's published slots, which the claim holder keeps equal to
+    /// `capacity`).
     #[inline]
-    pub(crate) fn release(&mut self, slot: u32) {
+    pub(crate) unsafe fn release(&mut self, slot: u32) {
         let word_index = (slot / 64) as usize;
         debug_assert!(self.is_taken(slot), "releasing free slot {slot}");
-        let word = &mut self.open[word_index];
+        // SAFETY: `slot < capacity` (the caller's promise), so its word is a
+        // real one, below the sentinel.
+        let word = unsafe { self.open.get_unchecked_mut(word_index) };
         let old = *word;
         *word = old & !(1u64 << (slot % 64));
         // A `full` bit is set exactly when its `open` word is all ones, so
@@ -154,8 +173,11 @@ impl Bitmap {
         let old_capacity = self.capacity;
         debug_assert!(new_capacity >= old_capacity);
         let words = new_capacity.div_ceil(64) as usize;
-        self.open.resize(words, u64::MAX);
-        self.full.resize(words.div_ceil(64), 0);
+        // The old sentinel (index `old_capacity.div_ceil(64)`) becomes a real
+        // word below if the capacity reaches into it; the new one is pushed
+        // all ones, and its summary bit is set after the loop.
+        self.open.resize(words + 1, u64::MAX);
+        self.full.resize((words + 1).div_ceil(64), 0);
         for slot_word in (old_capacity / 64) as usize..words {
             let word_start = slot_word as u32 * 64;
             let low = old_capacity.max(word_start) - word_start;
@@ -173,6 +195,8 @@ impl Bitmap {
                 self.full[slot_word / 64] &= !summary_bit;
             }
         }
+        debug_assert_eq!(self.open[words], u64::MAX);
+        self.full[words / 64] |= 1u64 << (words % 64);
         self.capacity = new_capacity;
     }
 }
@@ -180,6 +204,33 @@ impl Bitmap {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn free(bitmap: &mut Bitmap, slot: u32) {
+        assert!(slot < bitmap.capacity());
+        // SAFETY: checked just above.
+        unsafe { bitmap.release(slot) }
+    }
+
+    /// The sentinel word after the last one stays all ones with its
+    /// summary bit set, through growth within a word and across words.
+    #[test]
+    fn sentinel_word_stays_full_through_growth() {
+        let mut bitmap = Bitmap::with_capacity(3);
+        for capacity in [3, 10, 64, 65, 128, 4096, 4097] {
+            bitmap.grow_to(capacity);
+            let words = capacity.div_ceil(64) as usize;
+            assert_eq!(bitmap.open.len(), words + 1);
+            assert_eq!(bitmap.open[words], u64::MAX);
+            assert_ne!(bitmap.full[words / 64] & (1 << (words % 64)), 0);
+        }
+        for slot in 0..4097 {
+            assert_eq!(bitmap.take_fast(), Some(slot));
+        }
+        assert_eq!(bitmap.take_fast(), None);
+        assert_eq!(bitmap.find_lowest(), Found::None);
+        free(&mut bitmap, 4096);
+        assert_eq!(bitmap.take_fast(), Some(4096));
+    }
 
     fn alloc(bitmap: &mut Bitmap) -> Found {
         let found = bitmap.find_lowest();
@@ -198,8 +249,8 @@ mod tests {
             };
             assert_eq!(slot, expected);
         }
-        bitmap.release(130);
-        bitmap.release(7);
+        free(&mut bitmap, 130);
+        free(&mut bitmap, 7);
         assert_eq!(alloc(&mut bitmap), Found::Fast(7));
         // 7 taken again; the hint is 8, its word is full, so the summary finds 130.
         assert_eq!(alloc(&mut bitmap), Found::Slow(130));
@@ -214,8 +265,8 @@ mod tests {
         for round in 0..600u32 {
             if round % 3 == 2 && !taken.is_empty() {
                 let slot = taken.swap_remove((round as usize * 7) % taken.len());
-                fast.release(slot);
-                slow.release(slot);
+                free(&mut fast, slot);
+                free(&mut slow, slot);
                 continue;
             }
             let expected = slow.find_lowest();
@@ -260,8 +311,8 @@ mod tests {
         // Hint 128 is the first bit of word 2.
         assert_eq!(alloc(&mut bitmap), Found::Fast(128));
         // Free 64 (word 1) and 63 (word 0): lowest first.
-        bitmap.release(64);
-        bitmap.release(63);
+        free(&mut bitmap, 64);
+        free(&mut bitmap, 63);
         assert_eq!(alloc(&mut bitmap), Found::Fast(63));
         // Hint 64 is the first bit of word 1, which has room.
         assert_eq!(alloc(&mut bitmap), Found::Fast(64));
@@ -278,8 +329,8 @@ mod tests {
             assert!(!matches!(alloc(&mut bitmap), Found::None));
         }
         assert_eq!(alloc(&mut bitmap), Found::None);
-        bitmap.release(capacity - 1);
-        bitmap.release(capacity - 2);
+        free(&mut bitmap, capacity - 1);
+        free(&mut bitmap, capacity - 2);
         assert_eq!(alloc(&mut bitmap), Found::Fast(capacity - 2));
         assert_eq!(alloc(&mut bitmap), Found::Fast(capacity - 1));
         assert_eq!(alloc(&mut bitmap), Found::None);
@@ -310,9 +361,10 @@ mod tests {
             alloc(&mut bitmap);
         }
         assert_eq!(bitmap.full[0] & 1, 1);
-        bitmap.release(5);
+        free(&mut bitmap, 5);
         assert_eq!(bitmap.full[0] & 1, 0);
-        bitmap.release(6);
-        assert_eq!(bitmap.full[0], 0);
+        free(&mut bitmap, 6);
+        // Only the sentinel's bit (word 2) is left.
+        assert_eq!(bitmap.full[0], 1 << 2);
     }
 }

@@ -755,7 +755,10 @@ impl<T: Release> FdTable<T> {
                 bump_local(&shard.local.release_errors, 1);
             }
             // SAFETY: this thread owns the shard, so it alone writes the
-            // bitmap, and no other borrow of it is alive in this thread.
+            // bitmap, and no other borrow of it is alive in this thread. The
+            // slot is below the shard's `published` (both callers checked),
+            // which for the owner, who grows page and bitmap together, is the
+            // bitmap's capacity.
             shard
                 .bitmap
                 .with_mut(|bitmap| unsafe { (*bitmap).release(fd.slot()) });
@@ -808,7 +811,8 @@ impl<T: Release> FdTable<T> {
             }
             bump_local(&shard.local.deferred_releases, 1);
             // SAFETY: exclusive to the claim holder; no user code runs while
-            // the borrow is alive.
+            // the borrow is alive. The slot was handed out by this bitmap,
+            // so it is below its capacity.
             shard
                 .bitmap
                 .with_mut(|bitmap| unsafe { (*bitmap).release(slot_number) });
@@ -829,7 +833,8 @@ impl<T: Release> FdTable<T> {
                 .slot_ref(shard_index, slot_number)
                 .expect("freed slots lie inside published pages");
             next = slot.link.load(Ordering::Relaxed);
-            // SAFETY: exclusive to the claim holder.
+            // SAFETY: exclusive to the claim holder; the slot was handed
+            // out by this bitmap, so it is below its capacity.
             shard
                 .bitmap
                 .with_mut(|bitmap| unsafe { (*bitmap).release(slot_number) });
