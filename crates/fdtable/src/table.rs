@@ -13,8 +13,8 @@ use crossbeam_utils::CachePadded;
 use crate::bitmap::{Bitmap, Found};
 use crate::local::{self, ClaimFlags};
 use crate::slots::{
-    dead_successor, generation_of, refs_of, Geometry, Pages, SlotRef, ALLOC, GEN_BITS, NO_SLOT,
-    OPEN, REFS_MASK,
+    self, dead_successor, generation_of, refs_of, Geometry, Pages, SlotRef, ALLOC, GEN_BITS,
+    NO_SLOT, OPEN, REFS_MASK,
 };
 use crate::sync::{self, AtomicU32, AtomicU64, Ordering, UnsafeCell};
 use crate::{CloseError, Config, Error, Fd, InsertError, Release, Stats};
@@ -184,7 +184,7 @@ impl<T: Release> FdTable<T> {
             .map(|shard| {
                 let pages = Pages::new();
                 // SAFETY: nobody else can see the shard yet; page 0 first.
-                unsafe { pages.publish(0, 0, geometry.page_len(0)) };
+                unsafe { pages.publish(&geometry, 0) };
                 Shard {
                     bitmap: CachePadded::new(UnsafeCell::new(Bitmap::with_capacity(
                         geometry.page_end(0),
@@ -349,7 +349,7 @@ impl<T: Release> FdTable<T> {
                 None => return Err(InsertError::Full(value)),
             },
         };
-        let page = self.geometry.page_of(slot);
+        let page = slots::entry_of(slot);
         // SAFETY: the claim holder published every page its bitmap covers
         // (growth publishes before it extends the bitmap).
         let (state, cell) =
@@ -424,11 +424,7 @@ impl<T: Release> FdTable<T> {
         debug_assert_eq!(self.geometry.page_len(page), (end - capacity) as usize);
         // SAFETY: the claim holder publishes, once per page, in page order
         // (the bitmap's capacity is the end of the last published page).
-        unsafe {
-            shard
-                .pages
-                .publish(page, capacity, self.geometry.page_len(page))
-        };
+        unsafe { shard.pages.publish(&self.geometry, page) };
         bump_local(&shard.local.growths, 1);
         // SAFETY: exclusive to the claim holder.
         shard.bitmap.with_mut(|bitmap| unsafe {
@@ -448,7 +444,7 @@ impl<T: Release> FdTable<T> {
             return None;
         }
         // SAFETY: `contains` just saw the slot published.
-        Some(unsafe { shard.pages.slot(self.geometry.page_of(slot), slot) })
+        Some(unsafe { shard.pages.slot(slots::entry_of(slot), slot) })
     }
 
     /// Validates `fd` (table tag, shard, slot published) and returns its
@@ -462,7 +458,7 @@ impl<T: Release> FdTable<T> {
         let index = tag_and_shard.wrapping_sub(self.tag_key) as usize;
         match self.shards.get(index) {
             Some(shard) if shard.pages.contains(fd.slot()) => {
-                Ok((shard, self.geometry.page_of(fd.slot())))
+                Ok((shard, slots::entry_of(fd.slot())))
             }
             _ => Err(self.not_found(fd)),
         }
@@ -1054,10 +1050,7 @@ impl<T: Release> Drop for FdTable<T> {
                 }
             }
             let geometry = self.geometry;
-            self.shards[shard_index].pages.free_all(
-                |page| geometry.page_start(page),
-                |page| geometry.page_len(page),
-            );
+            self.shards[shard_index].pages.free_all(&geometry);
         }
     }
 }
