@@ -88,7 +88,8 @@ struct Args {
     h2load: PathBuf,
     /// Scenarios to run (repeatable or comma-separated; default: the peers
     /// and embedded groups): small_random, large, cache_pressure,
-    /// not_modified, range, many_files, cold (fileserver against the peers);
+    /// not_modified, range, many_files, many_files_browser, cold (fileserver
+    /// against the peers);
     /// embedded_small, embedded_large, embedded_range (the embedded group:
     /// servedir and tower-http's ServeDir in an axum app, and fileserver);
     /// tls_small_h1, tls_small_h2, tls_large_h1, tls_large_h2,
@@ -406,7 +407,10 @@ fn run(mut args: Args) -> Result<usize> {
     let root = temp.path.join("root");
     std::fs::create_dir_all(&root)?;
     let extras = tree::Extras {
-        many: args.scenarios.contains(&Scenario::ManyFiles),
+        many: args
+            .scenarios
+            .iter()
+            .any(|s| s.load() == Scenario::ManyFiles),
         cold_files: if args.scenarios.contains(&Scenario::Cold) {
             plan.cold_files
         } else {
@@ -1382,7 +1386,7 @@ mod tests {
     #[test]
     fn scenarios_come_from_names_and_groups_in_report_order() {
         let default = selected_scenarios(&[], &[]);
-        assert_eq!(default, &Scenario::ALL[..10]);
+        assert_eq!(default, &Scenario::ALL[..11]);
         assert!(default.iter().all(|s| s.group().in_default_run()));
         let tls: Vec<_> = Group::Tls.scenarios().collect();
         assert_eq!(tls.len(), 5);
@@ -1397,7 +1401,7 @@ mod tests {
             [Scenario::Large, Scenario::EmbeddedLarge]
         );
         let both = selected_scenarios(&[Scenario::EmbeddedSmall], &[Group::Peers]);
-        assert_eq!(both.len(), 8);
+        assert_eq!(both.len(), 9);
         assert_eq!(both.last(), Some(&Scenario::EmbeddedSmall));
     }
 

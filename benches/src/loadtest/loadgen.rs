@@ -121,6 +121,12 @@ pub fn wrk_script(scenario: Scenario, etags: &[String], cold_files: usize) -> Re
         )?,
         twin => bail!("{twin} has no requests of its own"),
     }
+    if scenario.browser() {
+        writeln!(
+            lua,
+            "wrk.headers[\"Accept-Encoding\"] = \"{BROWSER_ACCEPT_ENCODING}\""
+        )?;
+    }
     lua.push_str(DONE_HOOK);
     Ok(lua)
 }
@@ -757,6 +763,17 @@ mod tests {
         }
         let many = wrk_script(Scenario::ManyFiles, &[], 0).unwrap();
         assert!(many.contains("/many/%05d.bin") && many.contains("math.random(0, 19999)"));
+        assert!(!many.contains("Accept-Encoding"));
+        let browser = wrk_script(Scenario::ManyFilesBrowser, &[], 0).unwrap();
+        assert_eq!(
+            browser,
+            many.replace(
+                DONE_HOOK,
+                &format!(
+                    "wrk.headers[\"Accept-Encoding\"] = \"{BROWSER_ACCEPT_ENCODING}\"\n{DONE_HOOK}"
+                )
+            )
+        );
         assert!(wrk_script(Scenario::Cold, &[], 0).is_err());
         let cold = wrk_script(Scenario::Cold, &[], 8).unwrap();
         assert!(cold.contains("/cold/%d.bin") && cold.contains("math.random(0, 7)"));

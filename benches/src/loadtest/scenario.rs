@@ -73,6 +73,8 @@ pub enum Scenario {
     Range,
     /// GET a random one of 20000 x 4 KiB files, every server at its defaults.
     ManyFiles,
+    /// `many_files` with a browser's `Accept-Encoding` on every request.
+    ManyFilesBrowser,
     /// Large files downloaded from a cold page cache while a second load
     /// generator requests small cached files.
     Cold,
@@ -253,13 +255,14 @@ pub enum Headline {
 
 impl Scenario {
     /// All scenarios in report order.
-    pub const ALL: [Scenario; 16] = [
+    pub const ALL: [Scenario; 17] = [
         Self::SmallRandom,
         Self::Large,
         Self::CachePressure,
         Self::NotModified,
         Self::Range,
         Self::ManyFiles,
+        Self::ManyFilesBrowser,
         Self::Cold,
         Self::EmbeddedSmall,
         Self::EmbeddedLarge,
@@ -308,8 +311,9 @@ impl Scenario {
     }
 
     /// The scenario whose requests (and checks) this one uses: an embedded
-    /// or TLS scenario sends those of its daemon-vs-peers twin; every other
-    /// scenario is its own. A twin is never itself a twin, so whatever
+    /// or TLS scenario sends those of its daemon-vs-peers twin, and
+    /// `many_files_browser` those of `many_files` (plus the header, see
+    /// [`browser`](Self::browser)); every other scenario is its own. A twin is never itself a twin, so whatever
     /// matches on `load()` meets only scenarios that are their own.
     pub fn load(self) -> Scenario {
         match self {
@@ -318,8 +322,15 @@ impl Scenario {
             Self::EmbeddedRange => Self::Range,
             Self::TlsSmallH1 | Self::TlsSmallH2 | Self::TlsHandshakes => Self::SmallRandom,
             Self::TlsLargeH1 | Self::TlsLargeH2 => Self::Large,
+            Self::ManyFilesBrowser => Self::ManyFiles,
             other => other,
         }
+    }
+
+    /// Whether wrk adds a browser's `Accept-Encoding` to its twin's requests
+    /// (oha, which times the latency runs, sends its own on every run).
+    pub fn browser(self) -> bool {
+        self == Self::ManyFilesBrowser
     }
 
     /// Open connections of every run, given the `--connections` setting.
@@ -342,6 +353,7 @@ impl Scenario {
             Self::NotModified => "not_modified",
             Self::Range => "range",
             Self::ManyFiles => "many_files",
+            Self::ManyFilesBrowser => "many_files_browser",
             Self::Cold => "cold",
             Self::EmbeddedSmall => "embedded_small",
             Self::EmbeddedLarge => "embedded_large",
@@ -364,6 +376,10 @@ impl Scenario {
             Self::NotModified => "If-None-Match with the server's ETag, random over 1000 -> 304",
             Self::Range => "random 4 KiB ranges of the 1 MiB file -> 206",
             Self::ManyFiles => "4 KiB files, random over 20000, fileserver at its default settings",
+            Self::ManyFilesBrowser => {
+                "many_files with a browser's Accept-Encoding: gzip, deflate, br, zstd \
+                 (none of the files has a precompressed sibling)"
+            }
             Self::Cold => {
                 "64 MiB files dropped from the page cache before each round, downloaded \
                  while a second load generator requests cached 1 KiB files \
@@ -394,7 +410,7 @@ impl Scenario {
     pub fn cache_entries(self) -> Option<usize> {
         match self {
             Self::CachePressure => Some(PRESSURE_CACHE_ENTRIES),
-            Self::ManyFiles => None,
+            Self::ManyFiles | Self::ManyFilesBrowser => None,
             _ => Some(DEFAULT_CACHE_ENTRIES),
         }
     }
