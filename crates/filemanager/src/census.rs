@@ -36,7 +36,6 @@
 //! can only make it look up more.
 
 use std::os::fd::{AsFd, OwnedFd};
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -143,7 +142,6 @@ impl pathcache::Loader<Census> for CensusLoader<'_> {
         let policy = self.shared.policy;
         let dir = dir.to_owned();
         let suffixes: Box<[Box<str>]> = self.siblings.iter().map(|s| s.suffix.into()).collect();
-        self.shared.census_scans.fetch_add(1, Ordering::Relaxed);
         tokio::task::spawn_blocking(move || take(&root, &dir, policy, suffixes))
             .await
             .map_err(|e| OpenError::Io(std::io::Error::other(e)))?

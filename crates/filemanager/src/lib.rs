@@ -558,7 +558,6 @@ struct Shared {
     compress_slots: tokio::sync::Semaphore,
     /// Which precompressed siblings each recent directory holds.
     census: PathCache<census::Census>,
-    census_scans: AtomicU64,
 }
 
 impl Drop for Shared {
@@ -992,7 +991,6 @@ impl FileManager {
         };
         let shared = Arc::new(Shared {
             census: PathCache::new(census::cache_config(&cache_cfg)),
-            census_scans: AtomicU64::new(0),
             cache: PathCache::new(cache_cfg),
             table,
             backend,
@@ -1223,6 +1221,7 @@ impl FileManager {
     /// Counters of the table, the cache, the backend and this manager.
     pub fn stats(&self) -> Stats {
         let s = &self.shared;
+        let census = s.census.stats();
         Stats {
             backend: s.kind,
             fdtable: s.table.stats(),
@@ -1237,8 +1236,8 @@ impl FileManager {
             reaped: s.reaped.load(Ordering::Relaxed),
             batched_close_errors: s.batched_close_errors.load(Ordering::Relaxed),
             watch: s.watcher.as_ref().map(|w| w.stats()),
-            census_dirs: s.census.len() as u64,
-            census_scans: s.census_scans.load(Ordering::Relaxed),
+            census_dirs: census.entries,
+            census_scans: census.loads,
         }
     }
 
