@@ -92,14 +92,16 @@ impl Census {
         if names.is_empty() {
             return 0;
         }
-        let mut key = String::with_capacity(name.len() + 8);
         let mut present = 0;
         for (i, s) in siblings.iter().enumerate().take(32) {
-            key.clear();
-            key.push_str(name);
-            key.push_str(s.suffix);
-            key.make_ascii_lowercase();
-            if names.binary_search_by(|n| (**n).cmp(key.as_str())).is_ok() {
+            // `name + suffix`, lowercased as the names are, without
+            // building it.
+            let key = || {
+                name.bytes()
+                    .chain(s.suffix.bytes())
+                    .map(|b| b.to_ascii_lowercase())
+            };
+            if names.binary_search_by(|n| n.bytes().cmp(key())).is_ok() {
                 present |= 1 << i;
             }
         }
