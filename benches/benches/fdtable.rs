@@ -373,6 +373,17 @@ fn quantile(mut v: Vec<f64>, q: f64) -> f64 {
     v[((v.len() - 1) as f64 * q) as usize]
 }
 
+/// `p10 ..x median ..x p90 ..x` of the per-round ratios `over[r] / under[r]`.
+fn ratio_spread(over: &[f64], under: &[f64]) -> String {
+    let ratios: Vec<f64> = over.iter().zip(under).map(|(o, u)| o / u).collect();
+    format!(
+        "p10 {:.2}x median {:.2}x p90 {:.2}x",
+        quantile(ratios.clone(), 0.1),
+        quantile(ratios.clone(), 0.5),
+        quantile(ratios, 0.9),
+    )
+}
+
 /// Times `run[k](BATCH)` for every contender in rotating order, `rounds`
 /// times, and prints ns per operation and per-round ratios to `names[base]`
 /// (and to each of `names[also]`).
@@ -396,26 +407,20 @@ fn interleave(
     }
     println!("{title}: {rounds} rounds of {BATCH}, thread CPU time");
     for (k, name) in names.iter().enumerate() {
-        let ratios: Vec<f64> = (0..rounds).map(|r| ns[base][r] / ns[k][r]).collect();
         println!(
-            "  {name:14} {:6.2} ns/op (median)  speed vs {}: p10 {:.2}x median {:.2}x p90 {:.2}x",
+            "  {name:14} {:6.2} ns/op (median)  speed vs {}: {}",
             quantile(ns[k].clone(), 0.5),
             names[base],
-            quantile(ratios.clone(), 0.1),
-            quantile(ratios.clone(), 0.5),
-            quantile(ratios, 0.9),
+            ratio_spread(&ns[base], &ns[k]),
         );
         for &other in also {
-            let ratios: Vec<f64> = (0..rounds).map(|r| ns[other][r] / ns[k][r]).collect();
             println!(
-                "  {:14} {:6} {:15}  speed vs {}: p10 {:.2}x median {:.2}x p90 {:.2}x",
+                "  {:14} {:6} {:15}  speed vs {}: {}",
                 "",
                 "",
                 "",
                 names[other],
-                quantile(ratios.clone(), 0.1),
-                quantile(ratios.clone(), 0.5),
-                quantile(ratios, 0.9),
+                ratio_spread(&ns[other], &ns[k]),
             );
         }
     }
@@ -625,13 +630,7 @@ fn interleave_threads(rounds: usize) {
         );
     }
     let ratio = |over: usize, under: usize, label: &str| {
-        let ratios: Vec<f64> = (0..rounds).map(|r| ns[over][r] / ns[under][r]).collect();
-        println!(
-            "  {label:44} p10 {:.2}x median {:.2}x p90 {:.2}x",
-            quantile(ratios.clone(), 0.1),
-            quantile(ratios.clone(), 0.5),
-            quantile(ratios, 0.9),
-        );
+        println!("  {label:44} {}", ratio_spread(&ns[over], &ns[under]));
     };
     ratio(0, 1, "fdtable 2 threads vs 1 thread (scaling)");
     ratio(3, 1, "fdtable 2 threads vs Mutex<Slab> 2 threads");
