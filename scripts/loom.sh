@@ -12,3 +12,5 @@ for crate in fdtable pathcache; do
     cargo test --release -p "$crate" --test loom -- --test-threads=2
   fi
 done
+# Models kept beside the code they check (crate-private types).
+cargo test --release -p pathcache --lib -- copy::loom_tests

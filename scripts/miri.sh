@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the tests that exercise pathcache's unsafe code under Miri (undefined
 # behaviour, Stacked Borrows, data races): the entry pool's raw pages, the
-# entry cells rewritten on reuse, the index's tagged addresses, pins of
+# entry cells rewritten on reuse, a small file's copy published into a
+# live entry, the index's tagged addresses, pins of
 # entries freed and reused meanwhile (tests/reuse.rs), and the layout and
 # table unit tests; and fdtable's (biased page pointers published by count,
 # value cells moved in and out, guards across threads): its unit tests and
@@ -25,6 +26,6 @@ fi
 export MIRIFLAGS="-Zmiri-permissive-provenance -Zmiri-ignore-leaks ${MIRIFLAGS:-}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-target}/miri"
 cargo +nightly miri test -p pathcache --test reuse
-cargo +nightly miri test -p pathcache --lib -- table:: entry::tests refcount::
+cargo +nightly miri test -p pathcache --lib -- table:: entry::tests refcount:: copy::tests
 cargo +nightly miri test -p fdtable --lib
 cargo +nightly miri test -p fdtable --test api -- --skip os_files

@@ -669,28 +669,7 @@ impl pathcache::Loader<Owned<FileValue>> for CacheLoader<'_> {
         };
         let meta = st.meta;
         let bytes = match read_small {
-            Some(max) if meta.size <= max => {
-                let len = usize::try_from(meta.size).unwrap_or(usize::MAX);
-                // Through the plain descriptor, not a fixed-file slot: the
-                // bytes are read once and then served from the cache, so
-                // registering the file in the ring (one FILES_UPDATE syscall
-                // now, one clear when it is released) would buy nothing; on
-                // a miss-heavy load those were ~1% of the daemon's CPU.
-                let target = Target {
-                    fd: owned.as_fd(),
-                    file: None,
-                };
-                let b = self
-                    .shared
-                    .backend
-                    .read(target, 0, len)
-                    .await
-                    .map_err(OpenError::Io)?;
-                // A file that changed size under us is served by descriptor.
-                // `Vec::from` takes the buffer back without copying when
-                // the `Bytes` is the only owner of the `Vec` it came from.
-                (b.len() as u64 == meta.size).then(|| Vec::from(b))
-            }
+            Some(max) if meta.size <= max => self.read_whole(&owned, meta.size).await?,
             _ => None,
         };
         owned.set_stamp(stamp.filter(|_| st.nlink == 1));
@@ -700,6 +679,17 @@ impl pathcache::Loader<Owned<FileValue>> for CacheLoader<'_> {
             handle: Some(owned),
             bytes,
         })
+    }
+
+    /// The copy a small file's second use takes: read through the entry's
+    /// descriptor (no second open).
+    async fn read(
+        &self,
+        _path: &str,
+        handle: &Owned<FileValue>,
+        len: u64,
+    ) -> Result<Option<Vec<u8>>, OpenError> {
+        self.read_whole(handle, len).await
     }
 
     async fn stat(&self, path: &str) -> Result<Option<FileMeta>, OpenError> {
@@ -775,6 +765,37 @@ impl pathcache::Loader<Owned<FileValue>> for CacheLoader<'_> {
             Ok(_) => Ok(None),
             Err(e) => Err(OpenError::Io(e)),
         }
+    }
+}
+
+impl CacheLoader<'_> {
+    /// The whole of a small file of `size` bytes, read through `owned`.
+    /// `None` when the file's length no longer is `size` (it is then
+    /// served from the descriptor).
+    async fn read_whole(
+        &self,
+        owned: &Owned<FileValue>,
+        size: u64,
+    ) -> Result<Option<Vec<u8>>, OpenError> {
+        let len = usize::try_from(size).unwrap_or(usize::MAX);
+        // Through the plain descriptor, not a fixed-file slot: the bytes
+        // are read once and then served from the cache, so registering the
+        // file in the ring (one FILES_UPDATE syscall now, one clear when it
+        // is released) would buy nothing; on a miss-heavy load those were
+        // ~1% of the daemon's CPU.
+        let target = Target {
+            fd: owned.as_fd(),
+            file: None,
+        };
+        let b = self
+            .shared
+            .backend
+            .read(target, 0, len)
+            .await
+            .map_err(OpenError::Io)?;
+        // `Vec::from` takes the buffer back without copying when the
+        // `Bytes` is the only owner of the `Vec` it came from.
+        Ok((b.len() as u64 == size).then(|| Vec::from(b)))
     }
 }
 

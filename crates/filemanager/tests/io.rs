@@ -420,7 +420,7 @@ fn a_miss_costs_one_open_and_a_hit_costs_no_io() {
 /// the copy is of one version must not walk the path again: one open, two
 /// stats (before and after the read, both of the open descriptor).
 #[test]
-fn a_small_file_miss_costs_one_open_and_two_stats() {
+fn a_small_file_costs_one_open_and_is_copied_on_its_second_use() {
     let t = Tree::create();
     for backend in backends(&t.root) {
         for inline in [false, true] {
@@ -429,12 +429,21 @@ fn a_small_file_miss_costs_one_open_and_two_stats() {
                 let Opened::File(f) = fm.open("inside.txt").await.unwrap() else {
                     panic!()
                 };
-                assert_eq!(f.bytes().map(|b| b.to_vec()), Some(b"inside".to_vec()));
+                assert_eq!(f.bytes(), None, "not copied at the first use");
                 drop(f);
                 let io = fm.stats().io;
                 eprintln!("{backend:?}/inline {inline} after one small miss: {io:?}");
                 assert_eq!(io.ops[0], 1, "opens");
-                assert_eq!(io.ops[1], 2, "stats");
+                assert_eq!(io.ops[1], 1, "stats: the opened descriptor's");
+                assert_eq!(io.ops[2] + io.ops[3], 0, "reads");
+                let Opened::File(f) = fm.open("inside.txt").await.unwrap() else {
+                    panic!()
+                };
+                assert_eq!(f.bytes().map(|b| b.to_vec()), Some(b"inside".to_vec()));
+                let io = fm.stats().io;
+                assert_eq!(io.ops[0], 1, "the copy reads through the cached descriptor");
+                assert_eq!(io.ops[1], 2, "and checks it with one fstat");
+                assert_eq!(io.ops[2] + io.ops[3], 1, "one read");
             });
         }
     }

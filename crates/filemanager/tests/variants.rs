@@ -40,6 +40,8 @@ fn variants_of_cached_and_read_files_round_trip_and_are_made_once() {
             .unwrap();
         rt.block_on(async {
             for (path, body) in [("a.css", small.as_bytes()), ("b.js", large.as_bytes())] {
+                // The second use, which copies a small file into memory.
+                drop(open(&fm, path).await);
                 let f = open(&fm, path).await;
                 assert_eq!(f.bytes().is_some(), path == "a.css", "{backend:?}");
                 // Concurrent first requests: one compression.

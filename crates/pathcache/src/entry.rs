@@ -18,7 +18,7 @@
 //!  104      1    label 16 B, bytes 16 B       (re)use / payload release
 //!  136      2    handle Option<V> <= 24 B     (re)use / payload release
 //!  160      2    path (Box<str>), cache       (re)use / payload release
-//!                (Arc), uses (min_uses)
+//!                (Arc), uses (min_uses, copies)
 //!  256           end (size_of, align 64)
 //!
 //!  reference lanes: outside the entry, one array per lane per page
@@ -46,6 +46,7 @@ use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
 
+use crate::copy::FileCopy;
 use crate::pool::{Pool, Slot};
 use crate::refcount::{self, REF_SHARDS};
 use crate::sync::{AtomicU32, AtomicUsize, Ordering};
@@ -99,7 +100,8 @@ impl RefLayout for Unpadded {
     const INLINE: bool = true;
 }
 
-/// Whether a metadata-only entry should later be reloaded with a handle.
+/// What a later use of an entry should add to it: a handle (a
+/// metadata-only entry reloaded) or a small file's copy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
 pub(crate) enum Upgrade {
@@ -109,6 +111,8 @@ pub(crate) enum Upgrade {
     MinUses = 1,
     /// The open-handle budget was full when it was loaded.
     Denied = 2,
+    /// Has a handle; a small file whose bytes a later use copies.
+    Copy = 3,
 }
 
 /// Longest path compared on line 0; longer ones are compared with the
@@ -165,7 +169,7 @@ struct Key {
 struct Data<V> {
     meta: FileMeta,
     label: &'static str,
-    bytes: Option<Box<[u8]>>,
+    bytes: FileCopy,
     handle: Option<V>,
 }
 
@@ -390,9 +394,16 @@ impl<V, L: RefLayout> Entry<V, L> {
     pub fn handle(&self) -> Option<&V> {
         self.data().handle.as_ref()
     }
-    /// The whole file's bytes when it was small enough and the budget allowed.
+    /// The whole file's bytes when it was small enough and the budget
+    /// allowed (copied at load or on a later use, see
+    /// [`Config::small_file_max`](crate::Config::small_file_max)).
+    #[inline]
     pub fn bytes(&self) -> Option<&[u8]> {
-        self.data().bytes.as_deref()
+        self.data().bytes.get()
+    }
+    /// The slot a later use copies the file's bytes into.
+    pub(crate) fn copy_slot(&self) -> &FileCopy {
+        &self.data().bytes
     }
     /// The variant kept in `slot` (see [`crate::variant`]), if any.
     pub fn variant(&self, slot: usize) -> Option<VariantRef> {
@@ -444,7 +455,7 @@ impl<V, L: RefLayout> Entry<V, L> {
             entry.data.get().write(MaybeUninit::new(Data {
                 meta: new.meta,
                 label: new.label,
-                bytes: new.bytes,
+                bytes: FileCopy::new(new.bytes),
                 handle: new.handle,
             }));
             entry.cold.get().write(MaybeUninit::new(Cold {
@@ -530,7 +541,7 @@ impl<V, L: RefLayout> Entry<V, L> {
         // SAFETY: as for `key_is` (callers hold a reference).
         unsafe { (*self.key.get()).upgrade }
     }
-    /// Counts one use of a metadata-only entry; returns the new count.
+    /// Counts one use of an entry waiting for an upgrade; returns the new count.
     pub(crate) fn count_use(&self) -> u32 {
         self.uses.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1
     }
@@ -560,7 +571,7 @@ unsafe fn release_payload<V, L: RefLayout>(ptr: NonNull<Entry<V, L>>) {
             .open_handles
             .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
     }
-    if let Some(b) = &data.bytes {
+    if let Some(b) = data.bytes.get() {
         shared
             .small_bytes
             .fetch_sub(b.len() as u64, std::sync::atomic::Ordering::Relaxed);

@@ -2,15 +2,16 @@
 //! versions under `--cfg loom`.
 //!
 //! Only the protocol in [`crate::refcount`] (per-lane reference counts and
-//! the entry lifecycle state) goes through this module;
+//! the entry lifecycle state) and the publication of a small file's copy
+//! ([`crate::copy`]) go through this module;
 //! plain statistics counters use `std` atomics directly because their
 //! interleavings cannot break memory safety.
 
 #[cfg(loom)]
-pub(crate) use loom::sync::atomic::{AtomicU32, AtomicUsize};
+pub(crate) use loom::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicUsize};
 
 #[cfg(not(loom))]
-pub(crate) use std::sync::atomic::{AtomicU32, AtomicUsize};
+pub(crate) use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicUsize};
 
 pub(crate) use std::sync::atomic::Ordering;
 

@@ -50,6 +50,8 @@ struct FsLoader {
     loads: AtomicUsize,
     opens: AtomicUsize,
     stats: AtomicUsize,
+    /// Copies read through a handle (`Loader::read`).
+    reads: AtomicUsize,
     drops: Arc<AtomicUsize>,
     /// Number of reads after which the loader rewrites the file (simulating a
     /// concurrent writer between the read and the cache's re-stat).
@@ -62,6 +64,17 @@ impl FsLoader {
             root,
             ..Default::default()
         }
+    }
+
+    /// Plays the writer: after one of the first `torn` reads, replaces the
+    /// content of `path` in place.
+    fn maybe_tear(&self, path: &str, read: &[u8]) -> std::io::Result<()> {
+        if self.torn.load(Ordering::SeqCst) > 0 {
+            self.torn.fetch_sub(1, Ordering::SeqCst);
+            let rewritten = format!("{}-rewritten", String::from_utf8_lossy(read));
+            std::fs::write(self.root.join(path), rewritten)?;
+        }
+        Ok(())
     }
 }
 
@@ -90,14 +103,7 @@ impl Loader<Handle> for FsLoader {
             Some(max) if meta.size <= max => {
                 let mut buf = Vec::new();
                 file.read_to_end(&mut buf)?;
-                if self.torn.load(Ordering::SeqCst) > 0 {
-                    self.torn.fetch_sub(1, Ordering::SeqCst);
-                    // A writer replaces the content in place after our read.
-                    std::fs::write(
-                        &full,
-                        format!("{}-rewritten", String::from_utf8_lossy(&buf)),
-                    )?;
-                }
+                self.maybe_tear(path, &buf)?;
                 Some(buf)
             }
             _ => None,
@@ -117,6 +123,20 @@ impl Loader<Handle> for FsLoader {
             handle,
             bytes,
         })
+    }
+    /// Through the handle, as a loader with descriptors does.
+    async fn read(
+        &self,
+        path: &str,
+        handle: &Handle,
+        len: u64,
+    ) -> std::io::Result<Option<Vec<u8>>> {
+        self.reads.fetch_add(1, Ordering::SeqCst);
+        let mut buf = vec![0; len as usize];
+        let n = std::os::unix::fs::FileExt::read_at(&handle.file, &mut buf, 0)?;
+        buf.truncate(n);
+        self.maybe_tear(path, &buf)?;
+        Ok(Some(buf))
     }
     async fn stat(&self, path: &str) -> std::io::Result<Option<FileMeta>> {
         self.stats.fetch_add(1, Ordering::SeqCst);
@@ -230,6 +250,7 @@ fn revalidation_keeps_unchanged_and_replaces_changed_files() {
         ..config()
     });
     let old = hit(block_on(cache.get_or_load("page.html", &loader)).unwrap());
+    assert_eq!(old.bytes(), None, "copied on the second use, not the first");
     let stats_after_load = loader.stats.load(Ordering::SeqCst);
     let same = hit(block_on(cache.get_or_load("page.html", &loader)).unwrap());
     assert!(
@@ -237,11 +258,27 @@ fn revalidation_keeps_unchanged_and_replaces_changed_files() {
         "unchanged file keeps its entry"
     );
     assert_eq!(
+        old.bytes(),
+        Some(&b"v1"[..]),
+        "a revalidated use copies too"
+    );
+    assert_eq!(loader.reads.load(Ordering::SeqCst), 1);
+    assert_eq!(
         loader.stats.load(Ordering::SeqCst),
-        stats_after_load + 1,
+        stats_after_load + 2,
+        "the revalidation's stat and the copy's recheck"
+    );
+    let stats_after_copy = loader.stats.load(Ordering::SeqCst);
+    drop(hit(
+        block_on(cache.get_or_load("page.html", &loader)).unwrap()
+    ));
+    assert_eq!(
+        loader.stats.load(Ordering::SeqCst),
+        stats_after_copy + 1,
         "one stat per revalidation"
     );
     assert_eq!(loader.loads.load(Ordering::SeqCst), 1);
+    assert_eq!(loader.reads.load(Ordering::SeqCst), 1, "copied once");
     drop(same);
 
     // Replace the file (new inode, new size).
@@ -250,7 +287,11 @@ fn revalidation_keeps_unchanged_and_replaces_changed_files() {
     std::fs::rename(&tmp, dir.path().join("page.html")).unwrap();
     let new = hit(block_on(cache.get_or_load("page.html", &loader)).unwrap());
     assert!(!EntryRef::ptr_eq(&old, &new));
-    assert_eq!(new.bytes(), Some(&b"version two"[..]));
+    assert_eq!(
+        new.bytes(),
+        Some(&b"version two"[..]),
+        "a path used before is copied when its new version loads"
+    );
     assert!(!new.meta().is_same_version(old.meta()));
     // The old user still sees the old version, handle open.
     assert_eq!(old.bytes(), Some(&b"v1"[..]));
@@ -265,7 +306,7 @@ fn revalidation_keeps_unchanged_and_replaces_changed_files() {
     );
     assert_eq!(cache.open_handles(), 1);
     let s = cache.stats();
-    assert_eq!(s.revalidations, 2);
+    assert_eq!(s.revalidations, 3);
     assert_eq!(s.entries, 1);
 }
 
@@ -407,13 +448,31 @@ fn small_files_are_cached_within_budget() {
         small_bytes_budget: 15,
         ..config()
     });
+    let twice = |path| {
+        drop(hit(block_on(cache.get_or_load(path, &loader)).unwrap()));
+        hit(block_on(cache.get_or_load(path, &loader)).unwrap())
+    };
     let s1 = hit(block_on(cache.get_or_load("s1", &loader)).unwrap());
-    assert_eq!(s1.bytes(), Some(&b"0123456789"[..]));
-    let s2 = hit(block_on(cache.get_or_load("s2", &loader)).unwrap());
+    assert_eq!(s1.bytes(), None, "a file is not copied at its first use");
+    assert_eq!(cache.stats().small_bytes, 0);
+    let again = hit(block_on(cache.get_or_load("s1", &loader)).unwrap());
+    assert!(EntryRef::ptr_eq(&s1, &again));
+    assert_eq!(
+        s1.bytes(),
+        Some(&b"0123456789"[..]),
+        "its second use copies it"
+    );
+    drop(again);
+    let s2 = twice("s2");
     assert_eq!(s2.bytes(), None, "budget of 15 bytes holds only one file");
-    let big = hit(block_on(cache.get_or_load("big", &loader)).unwrap());
+    let big = twice("big");
     assert_eq!(big.bytes(), None);
     assert_eq!(cache.stats().small_bytes, 10);
+    assert_eq!(
+        loader.reads.load(Ordering::SeqCst),
+        1,
+        "nothing read beyond the budget"
+    );
     drop(s1);
     assert!(cache.invalidate("s1"));
     assert_eq!(
@@ -424,30 +483,61 @@ fn small_files_are_cached_within_budget() {
 }
 
 #[test]
-fn torn_small_file_read_is_retried_never_mixed() {
+fn torn_copy_on_second_use_is_dropped_never_mixed() {
     let dir = dir_with(&[("t", "version-one")]);
     let loader = FsLoader::new(dir.path().into());
-    loader.torn.store(1, Ordering::SeqCst);
     let cache = PathCache::new(Config {
         small_file_max: 1024,
         small_bytes_budget: 1 << 20,
         ..config()
     });
     let e = hit(block_on(cache.get_or_load("t", &loader)).unwrap());
+    // A writer rewrites the file right after the second use's copy.
+    loader.torn.store(1, Ordering::SeqCst);
+    drop(hit(block_on(cache.get_or_load("t", &loader)).unwrap()));
+    assert_eq!(loader.reads.load(Ordering::SeqCst), 1);
+    assert_eq!(cache.stats().torn_reads, 1);
+    assert_eq!(e.bytes(), None, "a copy of another version is not kept");
+    assert_eq!(e.meta().size, "version-one".len() as u64);
+    assert_eq!(cache.stats().small_bytes, 0, "its budget is given back");
+    drop(hit(block_on(cache.get_or_load("t", &loader)).unwrap()));
+    assert_eq!(
+        loader.reads.load(Ordering::SeqCst),
+        1,
+        "not retried at once"
+    );
+}
+
+#[test]
+fn torn_small_file_read_is_retried_never_mixed() {
+    let dir = dir_with(&[("t", "version-one")]);
+    let loader = FsLoader::new(dir.path().into());
+    // valid = 0: the second use revalidates, finds the file changed and
+    // reloads it, copying at once (the path was used before).
+    let cache = PathCache::new(Config {
+        valid: Duration::ZERO,
+        small_file_max: 1024,
+        small_bytes_budget: 1 << 20,
+        ..config()
+    });
+    drop(hit(block_on(cache.get_or_load("t", &loader)).unwrap()));
+    std::fs::write(dir.path().join("t"), "version-two").unwrap();
+    loader.torn.store(1, Ordering::SeqCst);
+    let e = hit(block_on(cache.get_or_load("t", &loader)).unwrap());
     let on_disk = std::fs::read(dir.path().join("t")).unwrap();
-    assert_eq!(on_disk, b"version-one-rewritten");
+    assert_eq!(on_disk, b"version-two-rewritten");
     assert_eq!(
         e.bytes(),
         Some(&on_disk[..]),
         "cached bytes are the version on disk"
     );
     assert_eq!(e.meta().size, on_disk.len() as u64);
-    assert_eq!(loader.loads.load(Ordering::SeqCst), 2);
+    assert_eq!(loader.loads.load(Ordering::SeqCst), 3);
     assert_eq!(cache.stats().torn_reads, 1);
     assert_eq!(
         loader.drops.load(Ordering::SeqCst),
-        1,
-        "the torn attempt's handle was dropped"
+        2,
+        "the first version's and the torn attempt's handles were dropped"
     );
 }
 
@@ -455,15 +545,18 @@ fn torn_small_file_read_is_retried_never_mixed() {
 fn endlessly_changing_file_is_cached_without_bytes() {
     let dir = dir_with(&[("t", "x")]);
     let loader = FsLoader::new(dir.path().into());
-    loader.torn.store(100, Ordering::SeqCst);
     let cache = PathCache::new(Config {
+        valid: Duration::ZERO,
         small_file_max: 1 << 20,
         small_bytes_budget: 1 << 20,
         ..config()
     });
+    drop(hit(block_on(cache.get_or_load("t", &loader)).unwrap()));
+    std::fs::write(dir.path().join("t"), "y").unwrap();
+    loader.torn.store(100, Ordering::SeqCst);
     let e = hit(block_on(cache.get_or_load("t", &loader)).unwrap());
     assert_eq!(e.bytes(), None);
-    assert_eq!(cache.stats().torn_reads, 4);
+    assert_eq!(cache.stats().torn_reads, 4, "the read and three retries");
     assert_eq!(cache.stats().small_bytes, 0);
 }
 
