@@ -310,7 +310,7 @@ pub struct CachedFile {
     /// descriptor was opened for this request.
     own: Option<FileHandle>,
     /// The descriptor was checked against the metadata during this lookup
-    /// (revalidated, or opened for it): no second `statx` is needed.
+    /// (loaded, revalidated, or opened for it): no second `statx` is needed.
     checked: bool,
 }
 
@@ -631,7 +631,8 @@ fn choose_backend(
 /// The `Loader` the path cache calls on a miss or revalidation.
 struct CacheLoader<'a> {
     shared: &'a Shared,
-    /// This lookup revalidated the entry it returns (see `is_unchanged`).
+    /// This lookup loaded the entry it returns, or revalidated it (see
+    /// `is_unchanged`).
     checked: AtomicBool,
 }
 
@@ -673,6 +674,9 @@ impl pathcache::Loader<Owned<FileValue>> for CacheLoader<'_> {
             _ => None,
         };
         owned.set_stamp(stamp.filter(|_| st.nlink == 1));
+        // Its metadata was taken from this descriptor just now: the request
+        // that loaded it needs no other check.
+        self.checked.store(true, Ordering::Relaxed);
         Ok(Loaded::File {
             meta,
             label: mime,
@@ -1077,6 +1081,7 @@ impl FileManager {
         let mut attempts = 0;
         loop {
             attempts += 1;
+            loader.checked.store(false, Ordering::Relaxed);
             let entry = match self.shared.cache.get_or_load(key, &loader).await {
                 Ok(Lookup::Hit(e)) => e,
                 Ok(Lookup::Negative(Negative::NotFound)) | Err(OpenError::NotFound) => {
@@ -1088,14 +1093,11 @@ impl FileManager {
                 Err(OpenError::IsDir) => return Ok(Opened::IsDir),
                 Err(e) => return Err(e),
             };
-            if let Some(handle) = entry.handle() {
-                let unchanged = |w: &Arc<watch::Watcher>| w.holds(handle.stamp());
-                let checked = loader.checked.load(Ordering::Relaxed)
-                    || self.shared.watcher.as_ref().is_some_and(unchanged);
+            if entry.handle().is_some() {
                 return Ok(Opened::File(CachedFile {
                     entry,
                     own: None,
-                    checked,
+                    checked: loader.checked.load(Ordering::Relaxed),
                 }));
             }
             // Metadata-only entry (not yet used often enough to keep an fd
@@ -1227,8 +1229,17 @@ impl FileManager {
         self.shared.reap_now()
     }
 
-    /// [`CachedFile::is_current`], counted as a stat.
+    /// Whether a file about to be sent from its descriptor is the version
+    /// its metadata describes: the watcher vouches for a cached descriptor
+    /// (no change under the root since it was checked: one `FIONREAD`),
+    /// else [`CachedFile::is_current`] (one `statx`, counted as a stat).
+    /// Asked only of responses sent from a descriptor: a copy in memory
+    /// needs neither, and asking every hit was one ioctl per request.
     pub(crate) fn check_current(&self, f: &CachedFile) -> bool {
+        let vouched = |w: &Arc<watch::Watcher>| f.own.is_none() && w.holds(f.value().stamp());
+        if self.shared.watcher.as_ref().is_some_and(vouched) {
+            return true;
+        }
         self.shared.backend.counters().op(backend::Op::Stat);
         f.is_current()
     }

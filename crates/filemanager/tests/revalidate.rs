@@ -177,6 +177,22 @@ fn an_unchanged_tree_is_not_stated_per_request() {
     }
 }
 
+/// The request that opens a file took its metadata from that descriptor
+/// just now: it is not stat'ed a second time, with or without the watcher.
+#[test]
+fn the_request_that_loads_a_file_stats_it_once() {
+    let t = Tree::create();
+    for watch in [true, false] {
+        let fm = watching(&t, watch);
+        current_thread().block_on(async {
+            let before = stats_ops(&fm);
+            let r = resolved(&fm, "inside.txt").await;
+            assert_eq!(&fm.read_at(&r.file, 0, 100).await.unwrap()[..], b"inside");
+            assert_eq!(stats_ops(&fm) - before, 1, "watch={watch}");
+        });
+    }
+}
+
 /// A file rewritten in place (same size, so only the times tell) while its
 /// descriptor is trusted: the event voids the trust, the next request
 /// stats the descriptor, sees the new version and reloads it.
