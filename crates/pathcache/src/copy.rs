@@ -5,7 +5,8 @@
 //! ```text
 //!   empty ──claim (one winner)──▶ claimed ──publish──▶ copied (until FREED)
 //!     ▲                              │
-//!     └──────── unclaim (the read failed, was torn, or the budget was full)
+//!     └──── unclaim (the budget was full, or the copier was cancelled);
+//!           a failed or torn copy keeps the claim for the entry's life
 //! ```
 //!
 //! A reader sees either no copy or all of one: the copier stores the length,

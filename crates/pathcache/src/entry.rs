@@ -18,7 +18,7 @@
 //!  104      1    label 16 B, bytes 16 B       (re)use / payload release
 //!  136      2    handle Option<V> <= 24 B     (re)use / payload release
 //!  160      2    path (Box<str>), cache       (re)use / payload release
-//!                (Arc), uses (min_uses, copies)
+//!                (Arc), uses (min_uses)
 //!  256           end (size_of, align 64)
 //!
 //!  reference lanes: outside the entry, one array per lane per page
@@ -541,7 +541,7 @@ impl<V, L: RefLayout> Entry<V, L> {
         // SAFETY: as for `key_is` (callers hold a reference).
         unsafe { (*self.key.get()).upgrade }
     }
-    /// Counts one use of an entry waiting for an upgrade; returns the new count.
+    /// Counts one use of a metadata-only entry; returns the new count.
     pub(crate) fn count_use(&self) -> u32 {
         self.uses.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1
     }

@@ -547,10 +547,6 @@ enum CopyAt {
     SecondUse,
 }
 
-/// Uses of a small file's entry between attempts to copy it, after the
-/// first (which is its second use) failed or found the budget full.
-const COPY_RETRY_PERIOD: u32 = 64;
-
 impl<V: Send + Sync + 'static, L: RefLayout> PathCache<V, L> {
     /// An empty cache.
     pub fn new(config: Config) -> Self {
@@ -816,10 +812,10 @@ impl<V: Send + Sync + 'static, L: RefLayout> PathCache<V, L> {
     }
 
     /// Copies a small file cached with a handle into its entry, on the
-    /// entry's first hit (the file's second use; later uses retry every
-    /// `COPY_RETRY_PERIOD` uses while the copy fails or the byte budget is
-    /// full). One use copies at a time; the others are served from the
-    /// handle meanwhile. Any failure leaves the entry as it was.
+    /// entry's first hit (the file's second use; while the byte budget is
+    /// full, the first hit that finds room). One use copies; the others
+    /// are served from the handle meanwhile. A failed or torn copy leaves
+    /// the entry without bytes for the rest of its life.
     ///
     /// Why not at the first load: under a working set larger than the cache
     /// most entries are evicted before a second use, and the copy (a read
@@ -839,47 +835,65 @@ impl<V: Send + Sync + 'static, L: RefLayout> PathCache<V, L> {
         let (Some(handle), size) = (entry.handle(), entry.meta().size) else {
             return;
         };
+        // Reads only, before the claim: while the budget is full a hit of
+        // an uncopied entry writes nothing (a use counter here cost every
+        // such hit a locked add on the entry's line).
+        let budget = self.limits.small_bytes_budget();
         if size > self.limits.small_file_max().min(copy::MAX_COPY)
-            // The load was use 1: copy at use 2, retry at 66, 130, ...
-            || entry.count_use() % COPY_RETRY_PERIOD != 2
+            || self.shared.small_bytes.load(Ordering::Relaxed) + size > budget
             || !entry.copy_slot().claim()
         {
             return;
         }
-        // Gives the claim and the budget back unless the copy lands, also
-        // when the request is cancelled in the middle.
+        if !self.reserve_small_bytes(size) {
+            // The budget was taken meanwhile: a later use may try again.
+            entry.copy_slot().unclaim();
+            return;
+        }
+        // Gives the budget back unless the copy lands; the claim too when
+        // the request is cancelled in the middle (a later use tries again).
+        // A failed or torn copy keeps the claim: this version of the file
+        // is sent from its descriptor, and a changed file's next entry
+        // copies as it loads.
         struct Attempt<'a> {
             slot: &'a copy::FileCopy,
-            small_bytes: Option<(&'a AtomicU64, u64)>,
+            total: &'a AtomicU64,
+            len: u64,
+            done: bool,
         }
         impl Drop for Attempt<'_> {
             fn drop(&mut self) {
-                if let Some((total, len)) = self.small_bytes {
-                    total.fetch_sub(len, Ordering::Relaxed);
+                if !self.done {
+                    self.total.fetch_sub(self.len, Ordering::Relaxed);
                     self.slot.unclaim();
                 }
             }
         }
         let mut attempt = Attempt {
             slot: entry.copy_slot(),
-            small_bytes: None,
+            total: &self.shared.small_bytes,
+            len: size,
+            done: false,
         };
-        if !self.reserve_small_bytes(size) {
-            attempt.slot.unclaim();
-            return;
-        }
-        attempt.small_bytes = Some((&self.shared.small_bytes, size));
-        let Ok(Some(bytes)) = loader.read(entry.path(), handle, size).await else {
-            return;
+        let copied = match loader.read(entry.path(), handle, size).await {
+            Ok(Some(bytes)) => {
+                let same = bytes.len() as u64 == size
+                    && matches!(loader.recheck(entry.path(), Some(handle)).await,
+                                Ok(Some(m)) if m == *entry.meta());
+                if !same {
+                    bump(&self.counters().torn_reads);
+                }
+                same.then_some(bytes)
+            }
+            Ok(None) | Err(_) => None,
         };
-        let consistent = bytes.len() as u64 == size
-            && matches!(loader.recheck(entry.path(), Some(handle)).await, Ok(Some(m)) if m == *entry.meta());
-        if !consistent {
-            bump(&self.counters().torn_reads);
-            return;
+        attempt.done = true;
+        match copied {
+            Some(bytes) => attempt.slot.publish(bytes.into_boxed_slice()),
+            None => {
+                self.shared.small_bytes.fetch_sub(size, Ordering::Relaxed);
+            }
         }
-        attempt.small_bytes = None;
-        attempt.slot.publish(bytes.into_boxed_slice());
     }
 
     /// Single-flight slow path. Returns the lookup and whether it counts as a hit.

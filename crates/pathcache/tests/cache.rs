@@ -480,6 +480,12 @@ fn small_files_are_cached_within_budget() {
         0,
         "bytes are returned to the budget"
     );
+    drop(hit(block_on(cache.get_or_load("s2", &loader)).unwrap()));
+    assert_eq!(
+        s2.bytes(),
+        Some(&b"abcdefghij"[..]),
+        "the first use that finds room copies"
+    );
 }
 
 #[test]
