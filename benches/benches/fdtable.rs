@@ -40,7 +40,7 @@ use cpu_time::{thread_cpu_ns, ThreadCpuTime};
 
 #[path = "support/floor.rs"]
 mod floor;
-use floor::Floor;
+use floor::{Announce, Floor};
 
 /// Entries kept live during every alloc+release benchmark, so no structure
 /// is measured in its trivial empty state.
@@ -302,8 +302,8 @@ fn lookup_cpu(c: &mut Criterion<ThreadCpuTime>) {
 /// The alloc+release contenders, each holding `LIVE` entries, as one
 /// closure per contender that runs `n` pairs.
 struct PairContenders {
-    names: [&'static str; 5],
-    run: [Box<dyn FnMut(usize)>; 5],
+    names: [&'static str; 8],
+    run: [Box<dyn FnMut(usize)>; 8],
 }
 
 fn pair_contenders() -> PairContenders {
@@ -325,6 +325,22 @@ fn pair_contenders() -> PairContenders {
     for i in 0..LIVE as u64 {
         floor.insert(i).unwrap();
     }
+    // The floor pair with a close that checks `n` announcement words (one
+    // per reader thread of a hazard-protected lookup): what a scoped
+    // lookup with one locked instruction would cost the pair.
+    let scanning = |n: usize| -> Box<dyn FnMut(usize)> {
+        let mut floor = Floor::new(LIVE * 2);
+        for i in 0..LIVE as u64 {
+            floor.insert(i).unwrap();
+        }
+        let announced: Vec<Announce> = (0..n).map(|_| Announce::default()).collect();
+        Box::new(move |pairs| {
+            for _ in 0..pairs {
+                let key = floor.insert(1).unwrap();
+                assert!(floor.remove_scanning(black_box(key), &announced));
+            }
+        })
+    };
     PairContenders {
         names: [
             "mutex_slab",
@@ -332,6 +348,9 @@ fn pair_contenders() -> PairContenders {
             "fdtable",
             "fdtable_local",
             "floor",
+            "floor_scan1",
+            "floor_scan4",
+            "floor_scan16",
         ],
         run: [
             Box::new(move |n| {
@@ -364,6 +383,9 @@ fn pair_contenders() -> PairContenders {
                     assert!(floor.remove(black_box(key)));
                 }
             }),
+            scanning(1),
+            scanning(4),
+            scanning(16),
         ],
     }
 }
@@ -449,8 +471,10 @@ fn interleaved(rounds: usize) {
     let floor_keys: Vec<(usize, u64)> =
         (0..LIVE as u64).map(|i| floor.insert(i).unwrap()).collect();
     let floor = &floor;
-    let (mut i, mut j, mut k) = (0, 0, 0);
-    let mut run: [Box<dyn FnMut(usize) + '_>; 3] = [
+    let me = Announce::default();
+    let me = &me;
+    let (mut i, mut j, mut k, mut l, mut m) = (0, 0, 0, 0, 0);
+    let mut run: [Box<dyn FnMut(usize) + '_>; 5] = [
         Box::new(|n| {
             for _ in 0..n {
                 i = (i + 1) % LIVE;
@@ -469,10 +493,32 @@ fn interleaved(rounds: usize) {
                 black_box(floor.get(black_box(floor_keys[k])).unwrap());
             }
         }),
+        Box::new(|n| {
+            for _ in 0..n {
+                l = (l + 1) % LIVE;
+                black_box(floor.get_announced(black_box(floor_keys[l]), me).unwrap());
+            }
+        }),
+        Box::new(|n| {
+            for _ in 0..n {
+                m = (m + 1) % LIVE;
+                black_box(
+                    floor
+                        .get_announced_asym(black_box(floor_keys[m]), me)
+                        .unwrap(),
+                );
+            }
+        }),
     ];
     interleave(
         "fdtable_lookup interleaved",
-        &["sharded_slab", "fdtable", "floor"],
+        &[
+            "sharded_slab",
+            "fdtable",
+            "floor",
+            "floor_xchg",
+            "floor_asym",
+        ],
         &mut run,
         0,
         &[],
@@ -686,6 +732,87 @@ fn callgrind(spec: &str) {
     c.run[k](pairs);
 }
 
+/// `membarrier(2)` commands (linux/membarrier.h).
+const MEMBARRIER_CMD_PRIVATE_EXPEDITED: libc::c_long = 1 << 3;
+const MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED: libc::c_long = 1 << 4;
+
+fn membarrier(cmd: libc::c_long) -> libc::c_long {
+    // SAFETY: membarrier takes (cmd, flags, cpu_id) and touches no memory.
+    unsafe {
+        libc::syscall(
+            libc::SYS_membarrier,
+            cmd,
+            0 as libc::c_long,
+            0 as libc::c_long,
+        )
+    }
+}
+
+/// `FDTABLE_MEMBARRIER=<rounds>`: what one process-wide barrier
+/// (`membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED)`, the reclaiming side of
+/// a lookup that announces with a plain store) costs, in fdtable
+/// alloc+release pairs: per round one batch of barriers with no other
+/// thread of the process running, one with a second thread spinning (so
+/// the kernel must interrupt its CPU), and one batch of pairs. Wall time.
+fn membarrier_cost(rounds: usize) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    const BARRIERS: usize = 200;
+    const PAIRS: usize = 20_000;
+    if membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) != 0 {
+        println!(
+            "membarrier: not available ({})",
+            std::io::Error::last_os_error()
+        );
+        return;
+    }
+    let table = FdTable::new(fdtable_config(2));
+    for i in 0..LIVE as u64 {
+        table.insert(Noop(i)).unwrap();
+    }
+    let barriers = |n: usize| {
+        let start = Instant::now();
+        for _ in 0..n {
+            assert_eq!(membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED), 0);
+        }
+        start.elapsed().as_nanos() as f64 / n as f64
+    };
+    let (mut alone, mut busy, mut pairs) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        alone.push(barriers(BARRIERS));
+        let (running, stop) = (AtomicBool::new(false), AtomicBool::new(false));
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                running.store(true, Ordering::Release);
+                while !stop.load(Ordering::Relaxed) {
+                    std::hint::spin_loop();
+                }
+            });
+            while !running.load(Ordering::Acquire) {
+                std::hint::spin_loop();
+            }
+            busy.push(barriers(BARRIERS));
+            stop.store(true, Ordering::Relaxed);
+        });
+        let start = Instant::now();
+        for _ in 0..PAIRS {
+            let fd = table.insert(Noop(1)).unwrap();
+            table.close(black_box(fd)).unwrap();
+        }
+        pairs.push(start.elapsed().as_nanos() as f64 / PAIRS as f64);
+    }
+    println!("membarrier: {rounds} rounds of {BARRIERS} barriers and {PAIRS} pairs, wall time");
+    println!(
+        "  alone     {:8.1} ns per barrier (median) = fdtable pairs: {}",
+        quantile(alone.clone(), 0.5),
+        ratio_spread(&alone, &pairs)
+    );
+    println!(
+        "  2nd busy  {:8.1} ns per barrier (median) = fdtable pairs: {}",
+        quantile(busy.clone(), 0.5),
+        ratio_spread(&busy, &pairs)
+    );
+}
+
 criterion_group!(wall, alloc_release_wall, lookup_wall, two_threads);
 criterion_group! {
     name = cpu;
@@ -696,6 +823,13 @@ criterion_group! {
 fn main() {
     if let Ok(spec) = std::env::var("FDTABLE_CALLGRIND") {
         callgrind(&spec);
+        return;
+    }
+    if let Some(rounds) = std::env::var("FDTABLE_MEMBARRIER")
+        .ok()
+        .and_then(|r| r.parse().ok())
+    {
+        membarrier_cost(rounds);
         return;
     }
     if let Some(rounds) = std::env::var("FDTABLE_INTERLEAVED")

@@ -9,8 +9,18 @@
 //! ([`Floor::get`]) pins the slot with one `fetch_add` of a reference,
 //! checks the generation, reads the value and unpins with one `fetch_sub`:
 //! the floor of a reference-counted guard.
+//!
+//! The announcement variants are the floors of a scoped lookup protected
+//! by a per-thread announcement word (a hazard) instead of a count:
+//! [`Floor::get_announced`] announces the slot with one `swap` (`xchg`, the
+//! store-load fence), checks the state with a plain load and clears the
+//! announcement with a plain Release store; [`Floor::get_announced_asym`]
+//! announces with a plain store and only a compiler fence (sound only with
+//! a process-wide barrier, `membarrier(2)`, on the reclaiming side before it
+//! reads the announcements). [`Floor::remove_scanning`] is the reclaiming
+//! side's floor: the retiring CAS, then a load of every announcement word.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{compiler_fence, AtomicU64, Ordering};
 
 const OPEN: u64 = 1;
 const GEN_ONE: u64 = 2;
@@ -66,6 +76,70 @@ impl Floor {
         value
     }
 
+    /// A scoped lookup under an announcement: one `swap` announces the
+    /// slot in `me`, a plain load checks it, a plain store clears `me`.
+    #[inline]
+    pub(crate) fn get_announced(
+        &self,
+        (slot, generation): (usize, u64),
+        me: &Announce,
+    ) -> Option<u64> {
+        let state = self.states.get(slot)?;
+        me.0.swap(slot as u64 + 1, Ordering::SeqCst);
+        let value = (state.load(Ordering::SeqCst) == generation | OPEN).then(|| self.values[slot]);
+        me.0.store(0, Ordering::Release);
+        value
+    }
+
+    /// [`get_announced`](Self::get_announced) with a plain store for the
+    /// announcement and a compiler fence: no locked instruction at all.
+    #[inline]
+    pub(crate) fn get_announced_asym(
+        &self,
+        (slot, generation): (usize, u64),
+        me: &Announce,
+    ) -> Option<u64> {
+        let state = self.states.get(slot)?;
+        me.0.store(slot as u64 + 1, Ordering::Relaxed);
+        compiler_fence(Ordering::SeqCst);
+        let value = (state.load(Ordering::Relaxed) == generation | OPEN).then(|| self.values[slot]);
+        me.0.store(0, Ordering::Release);
+        value
+    }
+
+    /// [`remove`](Self::remove), then a load of every word of `announced`
+    /// (the CAS is the store-load fence). A covered slot would have to wait
+    /// for a later scan; here nothing ever covers it, so this is the cost
+    /// of the check alone.
+    #[inline]
+    pub(crate) fn remove_scanning(
+        &mut self,
+        (slot, generation): (usize, u64),
+        announced: &[Announce],
+    ) -> bool {
+        let Some(state) = self.states.get(slot) else {
+            return false;
+        };
+        if state
+            .compare_exchange(
+                generation | OPEN,
+                generation + GEN_ONE,
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            )
+            .is_err()
+        {
+            return false;
+        }
+        let tag = slot as u64 + 1;
+        if announced.iter().any(|a| a.0.load(Ordering::SeqCst) == tag) {
+            return true;
+        }
+        self.bits[slot / 64] &= !(1 << (slot % 64));
+        self.next_free = self.next_free.min(slot);
+        true
+    }
+
     /// Retires `(slot, generation)`: one CAS to the next generation, then
     /// the bit. False for a stale or foreign key.
     #[inline]
@@ -89,3 +163,9 @@ impl Floor {
         true
     }
 }
+
+/// One thread's announcement word, on a cache line of its own (readers
+/// write theirs on every lookup).
+#[derive(Debug, Default)]
+#[repr(align(64))]
+pub(crate) struct Announce(pub(crate) AtomicU64);
