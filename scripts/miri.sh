@@ -3,7 +3,8 @@
 # behaviour, Stacked Borrows, data races): the entry pool's raw pages, the
 # entry cells rewritten on reuse, a small file's copy published into a
 # live entry, the index's tagged addresses, pins of
-# entries freed and reused meanwhile (tests/reuse.rs), and the layout and
+# entries freed and reused meanwhile and borrows whose entry is removed
+# under them (tests/reuse.rs), and the layout and
 # table unit tests; and fdtable's (biased page pointers published by count,
 # value cells moved in and out, guards across threads): its unit tests and
 # API tests, except the one that closes real OS files.

@@ -46,6 +46,7 @@ use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
 
+use crate::announce::{self, Mine};
 use crate::copy::FileCopy;
 use crate::pool::{Pool, Slot};
 use crate::refcount::{self, REF_SHARDS};
@@ -220,7 +221,19 @@ pub(crate) struct Shared<V, L: RefLayout> {
     /// a variant can outlive its entry in a response).
     pub(crate) variant_bytes: Arc<AtomicU64>,
     pub(crate) pool: Pool<Entry<V, L>>,
+    /// Entries whose FREED transition was won while a borrow's
+    /// announcement covered them: their payload waits here (`announce`).
+    pending: std::sync::Mutex<Vec<Deferred<V, L>>>,
+    /// `pending.len()`, read without the lock on every `get_with`.
+    pending_len: std::sync::atomic::AtomicUsize,
 }
+
+/// An entry on the pending list (its payload not yet released).
+struct Deferred<V, L: RefLayout>(NonNull<Entry<V, L>>);
+
+// SAFETY: the pending list owns the entry's payload as the FREED winner
+// would; sending it is sending that `V` (the entry's memory is the pool's).
+unsafe impl<V: Send + Sync, L: RefLayout> Send for Deferred<V, L> {}
 
 impl<V, L: RefLayout> Default for Shared<V, L> {
     fn default() -> Self {
@@ -229,7 +242,60 @@ impl<V, L: RefLayout> Default for Shared<V, L> {
             small_bytes: AtomicU64::new(0),
             variant_bytes: Arc::default(),
             pool: Pool::default(),
+            pending: Default::default(),
+            pending_len: Default::default(),
         }
+    }
+}
+
+impl<V, L: RefLayout> Shared<V, L> {
+    /// Whether payloads wait on the pending list (one relaxed load).
+    #[inline(always)]
+    pub(crate) fn has_pending(&self) -> bool {
+        self.pending_len.load(std::sync::atomic::Ordering::Relaxed) != 0
+    }
+
+    fn pending(&self) -> std::sync::MutexGuard<'_, Vec<Deferred<V, L>>> {
+        self.pending.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Puts an entry whose FREED transition the caller won, and whose
+    /// address an announcement covered, on the pending list.
+    fn defer(&self, ptr: NonNull<Entry<V, L>>) {
+        let mut pending = self.pending();
+        pending.push(Deferred(ptr));
+        self.pending_len
+            .store(pending.len(), std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Releases the pending payloads no announcement covers any more (all
+    /// of them with `all`, when no borrow can exist); returns how many.
+    /// The caller holds an `Arc` of `self` (a release may drop an entry's).
+    pub(crate) fn reclaim(&self, all: bool) -> usize {
+        let ready: Vec<Deferred<V, L>> = {
+            let mut pending = self.pending();
+            let mut ready = Vec::new();
+            pending.retain(|d| {
+                let keep = !all && announce::covered(d.0.as_ptr() as usize);
+                if !keep {
+                    ready.push(Deferred(d.0));
+                }
+                keep
+            });
+            self.pending_len
+                .store(pending.len(), std::sync::atomic::Ordering::Relaxed);
+            ready
+        };
+        let released = ready.len();
+        for d in ready {
+            // SAFETY: on the pending list, the entry's FREED transition was
+            // won and its payload is released by whoever takes it off the
+            // list (we did, under the lock); no announcement covers it now
+            // (or, with `all`, none can exist), and the loads that saw that
+            // read the borrowers' Release clears (see `announce`).
+            unsafe { release_payload(d.0) };
+        }
+        released
     }
 }
 
@@ -340,11 +406,24 @@ impl<V, L: RefLayout> Entry<V, L> {
         }
     }
 
-    /// Whether this (pinned, LIVE) entry is the one for `path`.
+    /// Announces `this` in the thread's `word` for a scoped borrow and
+    /// checks it is LIVE (the caller must still check
+    /// [`key_is`](Self::key_is)). The announcement stays until the caller
+    /// clears the word, also when this returns false.
+    #[inline(always)]
+    pub(crate) fn announce_live(this: NonNull<Self>, word: Mine) -> bool {
+        announce::announce(word, this.as_ptr() as usize);
+        // SAFETY: type-stable memory (see `pin`).
+        let entry = unsafe { this.as_ref() };
+        refcount::phase(entry.state.load(Ordering::SeqCst)) == refcount::LIVE
+    }
+
+    /// Whether this (pinned or announced, LIVE) entry is the one for `path`.
     #[inline(always)]
     pub(crate) fn key_is(&self, path: &str) -> bool {
-        // SAFETY: called with a reference that saw the entry LIVE: the key
-        // was written before that state and is not written until FREED.
+        // SAFETY: called with a reference (or an announcement) that saw the
+        // entry LIVE: the key was written before that state and is not
+        // written until the entry is back in the pool.
         let key = unsafe { &*self.key.get() };
         if (key.len as usize) == path.len() {
             return inline_eq(&key.bytes, path.as_bytes());
@@ -502,7 +581,7 @@ impl<V, L: RefLayout> Entry<V, L> {
         debug_assert_eq!(refcount::phase(live), refcount::LIVE, "killed twice");
         if refcount::kill(entry.counts(), &entry.state, live) {
             // SAFETY: we won FREED.
-            unsafe { release_payload(this) };
+            unsafe { release_or_defer(this) };
         }
     }
 
@@ -547,11 +626,31 @@ impl<V, L: RefLayout> Entry<V, L> {
     }
 }
 
+/// After winning an entry's FREED transition: releases its payload now, or
+/// puts it on the cache's pending list when a borrow's announcement covers
+/// it (`announce`).
+///
+/// # Safety
+/// The caller won FREED for the entry's current generation.
+unsafe fn release_or_defer<V, L: RefLayout>(ptr: NonNull<Entry<V, L>>) {
+    // The FREED CAS the caller just won orders this scan after it.
+    if announce::covered(ptr.as_ptr() as usize) {
+        // SAFETY: type-stable memory; the payload (with `cold`) is ours
+        // and still in place, so `shared` is initialized.
+        let entry = unsafe { ptr.as_ref() };
+        entry.cold().shared.defer(ptr);
+    } else {
+        // SAFETY: forwarded from the caller.
+        unsafe { release_payload(ptr) };
+    }
+}
+
 /// Releases the payload (handle, bytes, path) of an entry whose FREED
 /// transition the caller won, and returns the entry to its pool.
 ///
 /// # Safety
-/// The caller won FREED for the entry's current generation.
+/// The caller won FREED for the entry's current generation (or took it off
+/// the pending list), and no announcement covers it.
 unsafe fn release_payload<V, L: RefLayout>(ptr: NonNull<Entry<V, L>>) {
     // SAFETY: type-stable memory; no reference exists any more, so we are
     // the only accessor of the cells until the entry is back in the pool.
@@ -636,7 +735,7 @@ impl<V, L: RefLayout> Drop for EntryRef<V, L> {
         if let Some(seen) = refcount::drop_ref(entry.lane(self.lane as usize), &entry.state) {
             if refcount::try_claim(entry.counts(), &entry.state, seen) {
                 // SAFETY: we won FREED.
-                unsafe { release_payload(self.ptr) };
+                unsafe { release_or_defer(self.ptr) };
             }
         }
     }

@@ -11,7 +11,7 @@ use loom::sync::atomic::{AtomicUsize, Ordering};
 use loom::sync::Arc;
 use loom::thread;
 use pathcache::testing::{Harness, Slot};
-use pathcache::EntryRef;
+use pathcache::{Entry, EntryRef};
 
 /// The handle: counts its drops, and users check it was not dropped under them.
 struct Handle {
@@ -50,6 +50,19 @@ fn assert_alive(e: &EntryRef<Handle>, path: &str) {
         h.drops.load(Ordering::SeqCst),
         0,
         "handle released while in use"
+    );
+}
+
+/// A borrowed entry in use: its handle must be the one for `path`, not
+/// released.
+fn assert_borrowed(e: &Entry<Handle>, path: &str) {
+    assert_eq!(e.path(), path, "a borrow of another path's entry");
+    let h = e.handle().expect("handle present while borrowed");
+    assert_eq!(h.name, path, "the handle of another path");
+    assert_eq!(
+        h.drops.load(Ordering::SeqCst),
+        0,
+        "handle released while borrowed"
     );
 }
 
@@ -197,6 +210,86 @@ fn stale_claim_cannot_free_the_next_life() {
         assert_alive(&user_b, "b");
         drop(user_b);
         assert_eq!(drops_a.load(Ordering::SeqCst), 1);
+        assert_eq!(drops_b.load(Ordering::SeqCst), 1);
+    });
+}
+
+/// A scoped borrow (`get_with`: an announcement, no count) that races the
+/// removal either sees the handle alive for the whole borrow or backs off;
+/// the killer defers the release while the announcement covers the entry,
+/// and the check after the borrow releases it, exactly once.
+#[test]
+fn borrow_races_removal() {
+    loom::model(|| {
+        let cache = Arc::new(Harness::default());
+        let (h, drops) = handle("a");
+        let (slot, first) = cache.insert("a", h);
+        drop(first);
+        let reader_cache = cache.clone();
+        let reader = thread::spawn(move || {
+            reader_cache.borrow(slot, "a", |e| {
+                assert_borrowed(e, "a");
+                thread::yield_now();
+                assert_borrowed(e, "a");
+            });
+        });
+        cache.kill(slot);
+        reader.join().unwrap();
+        cache.reclaim();
+        assert_eq!(drops.load(Ordering::SeqCst), 1);
+    });
+}
+
+/// The last counted reference drops on one thread (after the removal) while
+/// a borrow announces the entry on another: the claimer that makes the
+/// count zero defers to the announcement or the borrow backs off; never a
+/// release under the borrow, never two.
+#[test]
+fn borrow_races_last_reference_after_removal() {
+    loom::model(|| {
+        let cache = Arc::new(Harness::default());
+        let (h, drops) = handle("a");
+        let (slot, first) = cache.insert("a", h);
+        let reader_cache = cache.clone();
+        let reader = thread::spawn(move || {
+            reader_cache.borrow(slot, "a", |e| assert_borrowed(e, "a"));
+        });
+        let holder = thread::spawn(move || {
+            assert_alive(&first, "a");
+            drop(first);
+        });
+        cache.kill(slot);
+        reader.join().unwrap();
+        holder.join().unwrap();
+        cache.reclaim();
+        assert_eq!(drops.load(Ordering::SeqCst), 1);
+    });
+}
+
+/// A borrow for "a" holds the old address while "a" is removed and its
+/// entry may be reused for "b": the borrow sees "a" alive or nothing, never
+/// "b"; a deferred "a" keeps its entry out of the pool until released.
+#[test]
+fn stale_borrow_races_removal_and_reuse() {
+    loom::model(|| {
+        let cache = Arc::new(Harness::default());
+        let (ha, drops_a) = handle("a");
+        let (slot, first) = cache.insert("a", ha);
+        drop(first);
+        let reader_cache = cache.clone();
+        let reader = thread::spawn(move || {
+            reader_cache.borrow(slot, "a", |e| assert_borrowed(e, "a"));
+        });
+        cache.kill(slot);
+        let (hb, drops_b) = handle("b");
+        let (slot_b, user_b) = cache.insert("b", hb);
+        assert_alive(&user_b, "b");
+        reader.join().unwrap();
+        cache.reclaim();
+        assert_eq!(drops_a.load(Ordering::SeqCst), 1);
+        assert_alive(&user_b, "b");
+        cache.kill(slot_b);
+        drop(user_b);
         assert_eq!(drops_b.load(Ordering::SeqCst), 1);
     });
 }

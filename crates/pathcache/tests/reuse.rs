@@ -2,8 +2,10 @@
 //! (`scripts/miri.sh`), which checks the unsafe code on these paths: the
 //! pool's raw entry pages and lane arrays, the entry cells written on reuse,
 //! the index's tagged addresses, and a pin of an entry that is freed and
-//! reused meanwhile, and the variant scan over indexed entries. Also part
-//! of the normal test run.
+//! reused meanwhile, scoped borrows (`get_with`) whose entry is removed
+//! under them (the release deferred to the pending list, the entry kept out
+//! of the pool until then), and the variant scan over indexed entries. Also
+//! part of the normal test run.
 
 use std::future::Future;
 use std::pin::pin;
@@ -13,7 +15,7 @@ use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use pathcache::testing::Harness;
-use pathcache::{Config, FileMeta, Loaded, Loader, Lookup, PathCache};
+use pathcache::{Borrowed, Config, FileMeta, Loaded, Loader, Lookup, PathCache};
 
 /// A handle that counts its drops (a second drop of one handle fails).
 struct Handle {
@@ -135,6 +137,14 @@ fn reused_entries_serve_only_their_own_path() {
                             if let Some(Lookup::Hit(again)) = cache.get(path) {
                                 assert_eq!(again.path(), path);
                             }
+                            cache.get_with(path, |b| {
+                                let Borrowed::Hit(e) = b else { return };
+                                assert_eq!(e.path(), path);
+                                if let Some(h) = e.handle() {
+                                    assert_eq!(&h.path, path);
+                                    assert_eq!(h.dropped.load(Ordering::SeqCst), 0);
+                                }
+                            });
                         }
                         Lookup::Negative(_) => assert!(path.starts_with("missing")),
                     }
@@ -184,6 +194,38 @@ fn stale_pin_on_a_reused_entry_finds_nothing() {
     assert_eq!(drops.load(Ordering::SeqCst), 1, "one user left");
     drop(again);
     assert_eq!(drops.load(Ordering::SeqCst), 2);
+}
+
+/// A borrow covers an entry that is removed under it: the release waits on
+/// the pending list (and the entry stays out of the pool, so a new insert
+/// gets other memory) until a check after the borrow releases it.
+#[test]
+fn a_removal_under_a_borrow_defers_the_release() {
+    let drops = Arc::new(AtomicUsize::new(0));
+    let handle = |path: &str| Handle {
+        path: path.to_owned(),
+        drops: drops.clone(),
+        dropped: AtomicUsize::new(0),
+    };
+    let cache: Harness<Handle> = Harness::default();
+    let (slot, first) = cache.insert("a", handle("a"));
+    drop(first);
+    let borrowed = cache.borrow(slot, "a", |e| {
+        cache.kill(slot);
+        assert_eq!(drops.load(Ordering::SeqCst), 0, "covered: not released");
+        let (slot_b, b) = cache.insert("b", handle("b"));
+        assert!(slot_b != slot, "the covered entry is not back in the pool");
+        assert_eq!(e.handle().unwrap().path, "a");
+        assert_eq!(cache.reclaim(), 0, "still covered");
+        drop(b);
+        cache.kill(slot_b);
+    });
+    assert!(borrowed);
+    assert_eq!(drops.load(Ordering::SeqCst), 1, "b went at once");
+    assert_eq!(cache.reclaim(), 1);
+    assert_eq!(drops.load(Ordering::SeqCst), 2, "a after the borrow");
+    assert!(!cache.borrow(slot, "a", |_| ()), "a is gone");
+    assert_eq!(cache.reclaim(), 0);
 }
 
 /// Variants on entries that are evicted, invalidated and reused for other
