@@ -20,7 +20,11 @@
 //! (`support/floor.rs`), the steadiest figure on a noisy machine, then
 //! (a quarter as many rounds) the two-thread pairs: fdtable on one and on
 //! two threads, and a shared `Mutex<Slab>` on one and two, in wall time
-//! (`FDTABLE_NO_THREADS=1` skips those).
+//! (`FDTABLE_NO_THREADS=1` skips those). The lookups include
+//! `fdtable_get_with` (the scoped lookup) and the announcement floors;
+//! `FDTABLE_ANNOUNCED=1` gives the thread an announcement word before the
+//! pairs, so every close checks one. `FDTABLE_MEMBARRIER=<rounds>` times
+//! `membarrier(2)` in fdtable pairs instead.
 //! `FDTABLE_CALLGRIND=<contender>:<pairs>` runs one contender's pairs alone,
 //! for `valgrind --tool=callgrind` (`scripts/callgrind-fdtable.sh`).
 
@@ -452,6 +456,14 @@ fn interleave(
 /// in interleaved batches (see `pathcache`'s mode of the same name for why),
 /// then the two-thread pairs ([`interleave_threads`]).
 fn interleaved(rounds: usize) {
+    if std::env::var_os("FDTABLE_ANNOUNCED").is_some() {
+        // Give this thread an announcement word first, so every close
+        // below checks one word, as in a process whose workers use
+        // `get_with` (otherwise the check is one load and compare).
+        let table = FdTable::new(fdtable_config(1));
+        let fd = table.insert(Noop(0)).unwrap();
+        table.get_with(fd, |v| black_box(v.0)).unwrap();
+    }
     let mut pairs = pair_contenders();
     interleave(
         "fdtable_alloc_release interleaved",
@@ -473,8 +485,8 @@ fn interleaved(rounds: usize) {
     let floor = &floor;
     let me = Announce::default();
     let me = &me;
-    let (mut i, mut j, mut k, mut l, mut m) = (0, 0, 0, 0, 0);
-    let mut run: [Box<dyn FnMut(usize) + '_>; 5] = [
+    let (mut i, mut j, mut k, mut l, mut m, mut o) = (0, 0, 0, 0, 0, 0);
+    let mut run: [Box<dyn FnMut(usize) + '_>; 6] = [
         Box::new(|n| {
             for _ in 0..n {
                 i = (i + 1) % LIVE;
@@ -509,6 +521,12 @@ fn interleaved(rounds: usize) {
                 );
             }
         }),
+        Box::new(|n| {
+            for _ in 0..n {
+                o = (o + 1) % LIVE;
+                black_box(table.get_with(black_box(fds[o]), |v| v.0).unwrap());
+            }
+        }),
     ];
     interleave(
         "fdtable_lookup interleaved",
@@ -518,6 +536,7 @@ fn interleaved(rounds: usize) {
             "floor",
             "floor_xchg",
             "floor_asym",
+            "fdtable_get_with",
         ],
         &mut run,
         0,

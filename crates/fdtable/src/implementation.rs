@@ -98,6 +98,43 @@
 //! owner's next insert, or reap() ── swap list head ── release() each ── clear bits
 //! ```
 //!
+//! Every path that takes a value out (close's final CAS, `release_now`,
+//! the drains) first checks the `get_with` announcements (below): a slot a
+//! borrow still reads goes (back) on the deferred list instead, and `close`
+//! returns `Ok(())` as when a guard is out.
+//!
+//! # Scoped lookups: `get_with`
+//!
+//! ```text
+//!  get_with(fd, f)                           close / drain (releasers)
+//!  ----------------------------------------  ------------------------------------
+//!  find(fd): tag, shard, published, page     the ending CAS (SeqCst), or the
+//!  word = fd's slot key (xchg: one locked      SeqCst swap of the deferred list
+//!         instruction, the store-load fence) load the words below `high`:
+//!  state load: OPEN, this generation?          one == slot key: (re)queue
+//!  f(&value)                                   none: release now
+//!  word = 0 (plain Release store)
+//! ```
+//!
+//! A borrow that ends before the call returns needs no reference: the
+//! thread announces the slot (tag, shard, slot; not the generation) in a
+//! word of its own (`announce.rs`: 128 per process, one line each, taken on
+//! first use, given back at thread exit), and every releaser checks the
+//! words after the SeqCst RMW that ends the entry or takes it off the
+//! deferred list. A reader that saw OPEN did its load before the close's
+//! CAS in the SeqCst order, so its announcement is before the releaser's
+//! loads; one that announced later sees the entry closed. The clear is a
+//! plain store, so a covered value waits for the owner's next insert or
+//! `reap` after the borrow (the bound of its release), like a value whose
+//! last guard dropped elsewhere. Nested `get_with`s, and threads without a
+//! word, take a guard. The releasers' check is one load and compare while
+//! no thread ever announced, and one load per word ever taken after that.
+//! Measured side by side (`FDTABLE_INTERLEAVED=200`, `benches/README.md`):
+//! `get_with` 2.05-2.06x sharded-slab (`get` + guard drop 1.49-1.50x); the
+//! pair 4.12x with no word taken, 4.04-4.08x with this thread's word taken
+//! (before: 4.04-4.11x). The loom model `get_with_races_with_close_and_reap`
+//! reports a causality violation if the releasers skip the check.
+//!
 //! # Allocation
 //!
 //! `take_fast` reads the `open` word holding `next_free`; if it has a zero

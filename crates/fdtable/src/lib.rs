@@ -19,6 +19,9 @@
 //!   [`Error::Stale`]; one from another table fails with [`Error::WrongTable`].
 //! - **References.** [`FdTable::get`] takes a reference with one atomic add;
 //!   the returned [`Guard`] keeps the value alive even across a close.
+//!   [`FdTable::get_with`] lends the value to a closure with no reference
+//!   (one `xchg` announcing the slot instead of a guard's two atomic RMWs);
+//!   a close during the closure defers the release until after it.
 //!   [`Owned`] is an owning handle whose drop closes with a deferred release.
 //!
 //! How it is laid out and why: see [`implementation`].
@@ -63,6 +66,7 @@
 //! ```
 #![deny(missing_docs)]
 
+mod announce;
 mod bitmap;
 pub mod implementation;
 mod local;

@@ -11,6 +11,7 @@
 //! compare.
 
 use std::cell::{Cell, RefCell};
+#[cfg(not(loom))]
 use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 
@@ -83,6 +84,7 @@ impl Drop for LocalClaims {
     }
 }
 
+#[cfg(not(loom))]
 static THREAD_NUMBERS: AtomicUsize = AtomicUsize::new(0);
 
 /// Shard bits of `LAST`: 9, so the "owns none" value `LAST_NONE` is
@@ -111,9 +113,27 @@ loom::thread_local! {
 thread_local! {
     static CLAIMS: LocalClaims = LocalClaims {
         entries: RefCell::new(Vec::new()),
-        thread_number: THREAD_NUMBERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+        thread_number: thread_number(),
         pins: Cell::new(0),
     };
+}
+
+/// A number per thread, for the shard it tries to claim first.
+#[cfg(not(loom))]
+fn thread_number() -> usize {
+    THREAD_NUMBERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Under loom: the modeled thread's index, the same in every execution (a
+/// process-wide counter would give a thread another first shard in each
+/// execution, which loom reports as a nondeterministic model).
+#[cfg(loom)]
+fn thread_number() -> usize {
+    let id = format!("{:?}", loom::thread::current().id());
+    id.trim_start_matches("ThreadId(")
+        .trim_end_matches(')')
+        .parse()
+        .expect("a loom thread id")
 }
 
 #[inline(always)]

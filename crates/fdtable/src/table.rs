@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use crossbeam_utils::CachePadded;
 
+use crate::announce;
 use crate::bitmap::{Bitmap, Found};
 use crate::local::{self, ClaimFlags};
 use crate::slots::{
@@ -141,6 +142,10 @@ pub struct FdTable<T: Release> {
     /// `owner_shards` owner shards, then one shared shard used under its lock.
     shards: Box<[Shard<T>]>,
     claims: Arc<ClaimFlags>,
+    /// Under loom the announcement words live in the table (see
+    /// `announce::mine_in`); otherwise they are process-wide.
+    #[cfg(loom)]
+    announcements: announce::Registry,
     _values: PhantomData<T>,
 }
 
@@ -209,6 +214,8 @@ impl<T: Release> FdTable<T> {
             geometry,
             shards,
             claims: Arc::new(ClaimFlags::new(owner_shards + 1)),
+            #[cfg(loom)]
+            announcements: announce::Registry::new(),
             _values: PhantomData,
         }
     }
@@ -538,6 +545,71 @@ impl<T: Release> FdTable<T> {
         Err(self.get_missed(fd, state, old))
     }
 
+    /// Runs `f` on the value of `fd` and returns what it returns, without a
+    /// guard: the thread announces the slot in a word of its own (one
+    /// `xchg`), checks the state with a plain load and clears the word with
+    /// a plain store after `f` (`announce`). A close or last guard drop
+    /// during `f` leaves the value on the shard's deferred list (released
+    /// by the owner's next insert or [`reap`](Self::reap) after `f`
+    /// returned), so `close` then returns `Ok(())` as when a guard is out.
+    ///
+    /// One locked instruction instead of a guard's two (interleaved,
+    /// `benches/README.md`). Inside `f`, or on a thread without a word
+    /// (more than 128 at once), it takes a guard instead. Fails like
+    /// [`get`](Self::get).
+    #[inline]
+    pub fn get_with<R>(&self, fd: Fd, f: impl FnOnce(&T) -> R) -> Result<R, Error> {
+        let (shard, page) = self.find(fd)?;
+        let Some(word) = self.mine() else {
+            return self.get(fd).map(|guard| f(&guard));
+        };
+        // SAFETY: `find` saw the slot published.
+        let state = unsafe { shard.pages.state(page, fd.slot()) };
+        announce::announce(word, announce::key(fd.to_raw()));
+        // Clears the word also when `f` unwinds.
+        let announced = Announced(word);
+        let current = state.load(Ordering::SeqCst);
+        if current & OPEN != 0 && (current ^ fd.to_raw()) & GEN_BITS == 0 {
+            // SAFETY: as above. OPEN after the announcement: every release
+            // of this value follows the close's CAS and checks the words
+            // first, so the value stays initialized until the word clears.
+            let value = unsafe { shard.pages.value(page, fd.slot()) }.with(|cell| cell as *const T);
+            // SAFETY: see above.
+            return Ok(f(unsafe { &*value }));
+        }
+        drop(announced);
+        self.count_stale(fd.shard());
+        Err(Error::Stale)
+    }
+
+    /// The calling thread's announcement word, if it has a free one.
+    #[inline(always)]
+    fn mine(&self) -> Option<announce::Mine<'_>> {
+        #[cfg(not(loom))]
+        return announce::mine();
+        #[cfg(loom)]
+        return announce::mine_in(&self.announcements);
+    }
+
+    /// Whether a `get_with` announcement covers the slot of `key`.
+    #[inline(always)]
+    fn covered(&self, key: u64) -> bool {
+        #[cfg(not(loom))]
+        return announce::covered(announce::registry(), key);
+        #[cfg(loom)]
+        return announce::covered(&self.announcements, key);
+    }
+
+    /// Puts a slot whose value a `get_with` announcement covers on its
+    /// shard's deferred list (the caller ended the entry: the value is ours).
+    #[cold]
+    fn defer_covered(&self, fd: Fd) {
+        let slot = self
+            .slot_ref(fd.shard(), fd.slot())
+            .expect("an ended slot is published");
+        self.push_deferred(fd.shard(), fd.slot(), slot);
+    }
+
     /// A lookup whose +1 landed on a closed entry or a reused slot.
     #[cold]
     fn get_missed(&self, fd: Fd, state: &AtomicU64, old: u64) -> Error {
@@ -630,13 +702,19 @@ impl<T: Release> FdTable<T> {
         // common close is one CAS with no load before it; that CAS both
         // closes the entry and ends it (next generation, free).
         let expected = (fd.to_raw() & GEN_BITS) | ALLOC | OPEN | 1;
+        // SeqCst: a `get_with` that saw the entry open did so before this
+        // CAS in the SeqCst order, so the word check below sees it.
         match state.compare_exchange(
             expected,
             dead_successor(expected),
-            Ordering::AcqRel,
+            Ordering::SeqCst,
             Ordering::Acquire,
         ) {
             Ok(_) => {
+                if self.covered(announce::key(fd.to_raw())) {
+                    self.defer_covered(fd);
+                    return Ok(());
+                }
                 let owner = match token {
                     Some(mine) => mine == fd.shard(),
                     None => self.owns(fd.shard()),
@@ -677,7 +755,7 @@ impl<T: Release> FdTable<T> {
             } else {
                 (current - OPEN - 1, false)
             };
-            match state.compare_exchange(current, next, Ordering::AcqRel, Ordering::Acquire) {
+            match state.compare_exchange(current, next, Ordering::SeqCst, Ordering::Acquire) {
                 Ok(_) if last => {
                     let caller = caller.unwrap_or_else(|| self.caller());
                     let slot = self
@@ -723,8 +801,13 @@ impl<T: Release> FdTable<T> {
         slot: SlotRef<'_, T>,
         caller: Caller,
     ) -> Result<(), CloseError<T::Error>> {
+        if self.covered(announce::key(fd.to_raw())) {
+            self.push_deferred(fd.shard(), fd.slot(), slot);
+            return Ok(());
+        }
         // SAFETY: the final transition succeeded in this thread, so no
-        // reference exists and nobody else will read or take the value.
+        // reference exists and nobody else will read or take the value
+        // (no `get_with` announcement covers it).
         let value = slot
             .value
             .with_mut(|cell| unsafe { ptr::read(cell).assume_init() });
@@ -789,7 +872,9 @@ impl<T: Release> FdTable<T> {
     #[cold]
     unsafe fn drain_deferred_claimed(&self, shard_index: usize) -> usize {
         let shard = &self.shards[shard_index];
-        let mut next = shard.remote.deferred_head.swap(NO_SLOT, Ordering::Acquire);
+        // SeqCst: the word checks below come after every ending CAS of
+        // the slots taken here (see `announce`).
+        let mut next = shard.remote.deferred_head.swap(NO_SLOT, Ordering::SeqCst);
         let mut released = 0;
         while next != NO_SLOT {
             let slot_number = next;
@@ -797,6 +882,12 @@ impl<T: Release> FdTable<T> {
                 .slot_ref(shard_index, slot_number)
                 .expect("deferred slots lie inside published pages");
             next = slot.link.load(Ordering::Relaxed);
+            if self.covered(announce::key(shard.fd_base | u64::from(slot_number))) {
+                // A `get_with` still reads it: back on the list (we hold
+                // the rest of the popped chain in `next`).
+                push(&shard.remote.deferred_head, slot.link, slot_number);
+                continue;
+            }
             // SAFETY: popping the slot from the deferred list makes this
             // thread the only one that may take its value.
             let value = slot
@@ -845,14 +936,20 @@ impl<T: Release> FdTable<T> {
         if remote.deferred_head.load(Ordering::Relaxed) == NO_SLOT {
             return 0;
         }
-        let mut next = remote.deferred_head.swap(NO_SLOT, Ordering::Acquire);
+        // SeqCst: see `drain_deferred_claimed`.
+        let mut next = remote.deferred_head.swap(NO_SLOT, Ordering::SeqCst);
         let mut released = 0;
+        let fd_base = self.shards[shard_index].fd_base;
         while next != NO_SLOT {
             let slot_number = next;
             let slot = self
                 .slot_ref(shard_index, slot_number)
                 .expect("deferred slots lie inside published pages");
             next = slot.link.load(Ordering::Relaxed);
+            if self.covered(announce::key(fd_base | u64::from(slot_number))) {
+                push(&remote.deferred_head, slot.link, slot_number);
+                continue;
+            }
             // SAFETY: popping the slot from the deferred list makes this
             // thread the only one that may take its value.
             let value = slot
@@ -1092,6 +1189,16 @@ fn push(head: &AtomicU32, link: &AtomicU32, slot: u32) -> bool {
                 retried = true;
             }
         }
+    }
+}
+
+/// A thread's announcement for one `get_with`; clears it on drop.
+struct Announced<'a>(announce::Mine<'a>);
+
+impl Drop for Announced<'_> {
+    #[inline(always)]
+    fn drop(&mut self) {
+        announce::clear(self.0);
     }
 }
 

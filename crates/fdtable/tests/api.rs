@@ -448,3 +448,60 @@ fn local_token_is_none_without_a_shard_and_claim_ends_with_its_thread() {
     // Its claim ended with it (the token was dropped first): ours now.
     assert_eq!(table.local().expect("shard freed").shard(), 0);
 }
+
+/// `get_with` lends the value without a guard; a close (here by the reader
+/// itself) during the borrow does not release under it: close returns
+/// `Ok(())`, the value waits on the deferred list and the owner's next
+/// insert releases it once; a nested `get_with` takes a guard; stale and
+/// foreign descriptors fail as with `get`.
+#[test]
+fn get_with_defers_a_release_that_its_borrow_covers() {
+    let ledger = Ledger::new(10);
+    let table = table(1, 64, 1024);
+    let other = self::table(1, 64, 1024);
+    let fd = table.insert(ledger.value(0)).unwrap();
+    assert_eq!(table.get_with(fd, |v| v.id), Ok(0));
+    let nested = table.get_with(fd, |outer| table.get_with(fd, |inner| outer.id + inner.id));
+    assert_eq!(nested, Ok(Ok(0)));
+    let id = table
+        .get_with(fd, |v| {
+            table.close(fd).expect("close under a borrow is Ok");
+            assert_eq!(ledger.releases(0), 0, "not released under the borrow");
+            assert_eq!(table.get(fd).err(), Some(Error::Stale));
+            v.id
+        })
+        .unwrap();
+    assert_eq!(id, 0);
+    assert_eq!(ledger.releases(0), 0, "deferred to the owner");
+    assert_eq!(table.get_with(fd, |v| v.id), Err(Error::Stale));
+    let next = table.insert(ledger.value(1)).unwrap();
+    assert_eq!(ledger.releases(0), 1, "the owner's insert released it");
+    assert_eq!(next.slot(), fd.slot());
+    assert_eq!(other.get_with(next, |v| v.id), Err(Error::WrongTable));
+    // Without a borrow, close releases at once.
+    table.close(next).unwrap();
+    assert_eq!(ledger.releases(1), 1);
+    // From another thread: the borrow holds while the owner closes.
+    let fd = table.insert(ledger.value(2)).unwrap();
+    let (inside, closed) = (Barrier::new(2), Barrier::new(2));
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            table
+                .get_with(fd, |v| {
+                    inside.wait();
+                    closed.wait();
+                    assert_eq!(ledger.releases(2), 0);
+                    assert_eq!(v.id, 2);
+                })
+                .unwrap();
+        });
+        inside.wait();
+        table.close(fd).unwrap();
+        closed.wait();
+    });
+    assert_eq!(table.reap(), 1);
+    assert_eq!(ledger.releases(2), 1);
+    assert_eq!(table.stats().live, 0);
+    drop(table);
+    assert_eq!(ledger.leaks(), 0);
+}

@@ -287,3 +287,63 @@ fn lookup_races_with_growth() {
         assert_eq!(fixture.leaks(), 0);
     });
 }
+
+/// A `get_with` (an announcement, no reference) races with close: the
+/// value is never released while the borrow runs, and exactly once after
+/// (by close, or by the reap that drains the covered slot).
+#[test]
+fn get_with_races_with_close() {
+    loom::model(|| {
+        let fixture = Arc::new(Fixture::new());
+        let table = small_table(2);
+        let fd = table.insert(fixture.value(0)).unwrap();
+        let reader = {
+            let (table, fixture) = (Arc::clone(&table), Arc::clone(&fixture));
+            loom::thread::spawn(move || {
+                let seen = table.get_with(fd, |v| {
+                    assert_eq!(fixture.released(0), 0, "released under a borrow");
+                    loom::thread::yield_now();
+                    assert_eq!(fixture.released(0), 0, "released under a borrow");
+                    v.id
+                });
+                assert!(matches!(seen, Ok(0) | Err(Error::Stale)));
+            })
+        };
+        table.close(fd).unwrap();
+        reader.join().unwrap();
+        table.reap();
+        assert_eq!(fixture.released(0), 1);
+        assert_eq!(table.stats().live, 0);
+        drop(table);
+        assert_eq!(fixture.leaks(), 0);
+    });
+}
+
+/// A close defers the value of a slot a `get_with` on another thread may
+/// still read, and the owner reaps at once: a covered slot goes back on the
+/// deferred list, and the value is released exactly once, never under the
+/// borrow.
+#[test]
+fn get_with_races_with_close_and_reap() {
+    loom::model(|| {
+        let fixture = Arc::new(Fixture::new());
+        let table = small_table(2);
+        let fd = table.insert(fixture.value(0)).unwrap();
+        let reader = {
+            let (table, fixture) = (Arc::clone(&table), Arc::clone(&fixture));
+            loom::thread::spawn(move || {
+                let _ = table.get_with(fd, |v| {
+                    assert_eq!(fixture.released(0), 0, "released under a borrow");
+                    v.id
+                });
+            })
+        };
+        table.close(fd).unwrap();
+        table.reap();
+        reader.join().unwrap();
+        table.reap();
+        assert_eq!(fixture.released(0), 1);
+        drop(table);
+        assert_eq!(fixture.leaks(), 0);
+    });
+}
