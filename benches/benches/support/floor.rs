@@ -117,26 +117,13 @@ impl Floor {
         (slot, generation): (usize, u64),
         announced: &[Announce],
     ) -> bool {
-        let Some(state) = self.states.get(slot) else {
-            return false;
-        };
-        if state
-            .compare_exchange(
-                generation | OPEN,
-                generation + GEN_ONE,
-                Ordering::AcqRel,
-                Ordering::Relaxed,
-            )
-            .is_err()
-        {
+        if !self.retire(slot, generation) {
             return false;
         }
         let tag = slot as u64 + 1;
-        if announced.iter().any(|a| a.0.load(Ordering::SeqCst) == tag) {
-            return true;
+        if !announced.iter().any(|a| a.0.load(Ordering::SeqCst) == tag) {
+            self.free(slot);
         }
-        self.bits[slot / 64] &= !(1 << (slot % 64));
-        self.next_free = self.next_free.min(slot);
         true
     }
 
@@ -144,23 +131,33 @@ impl Floor {
     /// the bit. False for a stale or foreign key.
     #[inline]
     pub(crate) fn remove(&mut self, (slot, generation): (usize, u64)) -> bool {
-        let Some(state) = self.states.get(slot) else {
-            return false;
-        };
-        if state
-            .compare_exchange(
-                generation | OPEN,
-                generation + GEN_ONE,
-                Ordering::AcqRel,
-                Ordering::Relaxed,
-            )
-            .is_err()
-        {
+        if !self.retire(slot, generation) {
             return false;
         }
+        self.free(slot);
+        true
+    }
+
+    /// The CAS that ends `(slot, generation)`; false for a stale or foreign key.
+    #[inline(always)]
+    fn retire(&self, slot: usize, generation: u64) -> bool {
+        self.states.get(slot).is_some_and(|state| {
+            state
+                .compare_exchange(
+                    generation | OPEN,
+                    generation + GEN_ONE,
+                    Ordering::AcqRel,
+                    Ordering::Relaxed,
+                )
+                .is_ok()
+        })
+    }
+
+    /// Clears the slot's bit and lowers the hint.
+    #[inline(always)]
+    fn free(&mut self, slot: usize) {
         self.bits[slot / 64] &= !(1 << (slot % 64));
         self.next_free = self.next_free.min(slot);
-        true
     }
 }
 
