@@ -957,21 +957,24 @@ impl<V: Send + Sync + 'static, L: RefLayout> PathCache<V, L> {
             entry.copy_slot().unclaim();
             return;
         }
-        // Gives the budget back unless the copy lands; the claim too when
-        // the request is cancelled in the middle (a later use tries again).
-        // A failed or torn copy keeps the claim: this version of the file
-        // is sent from its descriptor, and a changed file's next entry
-        // copies as it loads.
+        // Gives the budget back unless the copy lands, and the claim unless
+        // the attempt finished: a request cancelled in the middle lets a
+        // later use try again, while a failed or torn copy keeps the claim
+        // (this version of the file is sent from its descriptor, and a
+        // changed file's next entry copies as it loads).
         struct Attempt<'a> {
             slot: &'a copy::FileCopy,
             total: &'a AtomicU64,
             len: u64,
-            done: bool,
+            finished: bool,
+            published: bool,
         }
         impl Drop for Attempt<'_> {
             fn drop(&mut self) {
-                if !self.done {
+                if !self.published {
                     self.total.fetch_sub(self.len, Ordering::Relaxed);
+                }
+                if !self.finished {
                     self.slot.unclaim();
                 }
             }
@@ -980,7 +983,8 @@ impl<V: Send + Sync + 'static, L: RefLayout> PathCache<V, L> {
             slot: entry.copy_slot(),
             total: &self.shared.small_bytes,
             len: size,
-            done: false,
+            finished: false,
+            published: false,
         };
         let copied = match loader.read(entry.path(), handle, size).await {
             Ok(Some(bytes)) => {
@@ -994,12 +998,10 @@ impl<V: Send + Sync + 'static, L: RefLayout> PathCache<V, L> {
             }
             Ok(None) | Err(_) => None,
         };
-        attempt.done = true;
-        match copied {
-            Some(bytes) => attempt.slot.publish(bytes.into_boxed_slice()),
-            None => {
-                self.shared.small_bytes.fetch_sub(size, Ordering::Relaxed);
-            }
+        attempt.finished = true;
+        if let Some(bytes) = copied {
+            attempt.slot.publish(bytes.into_boxed_slice());
+            attempt.published = true;
         }
     }
 
