@@ -24,7 +24,7 @@ use benches::loadtest::scenario::{
     COLD_SMALL_CONNECTIONS, COLD_SMALL_RATE, COLD_TIMEOUT_S, OHA_RANGE, RANGE_LEN,
 };
 use benches::loadtest::servers::{
-    self, find_binary, Embedded, Features, Peer, Running, FILESERVER,
+    self, find_binary, Embedded, Features, Peer, Running, CEILING, FILESERVER,
 };
 use benches::loadtest::tls::{self, TestCert};
 use benches::loadtest::tree::{
@@ -45,6 +45,17 @@ struct Args {
     /// instead of building it (`cargo build --release -p benches --bin embedded-server`).
     #[arg(long, value_name = "PATH")]
     embedded_server_bin: Option<PathBuf>,
+    /// Use this ceiling-server binary (the reference server that does no
+    /// work) instead of building it (`cargo build --release -p benches --bin
+    /// ceiling-server`).
+    #[arg(long, value_name = "PATH")]
+    ceiling_server_bin: Option<PathBuf>,
+    /// Leave out the ceiling server: by default it runs beside the peers in
+    /// small_random, large, cache_pressure, not_modified and many_files*, and
+    /// fileserver / ceiling shows how much of the load generator's capacity
+    /// is left to win.
+    #[arg(long)]
+    no_ceiling: bool,
     /// Extra argument for fileserver (repeatable), e.g. `--fileserver-arg=--io-backend=blocking`.
     #[arg(
         long = "fileserver-arg",
@@ -243,6 +254,8 @@ struct Ctx<'a> {
     nginx_for_a: Option<&'a Path>,
     /// The embedded group's axum app (`None` when no embedded scenario runs).
     embedded_bin: Option<&'a Path>,
+    /// The reference server that does no work (`None`: not run).
+    ceiling_bin: Option<&'a Path>,
     peers: &'a [(Peer, PathBuf)],
     temp: &'a Path,
     root: &'a Path,
@@ -384,6 +397,13 @@ fn run(mut args: Args) -> Result<usize> {
         (Some(bin), false) => Some(bin.clone()),
         (None, false) => Some(cargo_build("fileserver", "fileserver")?),
     };
+    let runs_ceiling =
+        !args.no_ceiling && !args.nginx_vs_nginx && args.scenarios.iter().any(|s| s.has_ceiling());
+    let ceiling_bin = match (&args.ceiling_server_bin, runs_ceiling) {
+        (_, false) => None,
+        (Some(bin), true) => Some(bin.clone()),
+        (None, true) => Some(cargo_build("benches", "ceiling-server")?),
+    };
     let embedded_bin = match (&args.embedded_server_bin, runs_embedded) {
         (_, false) => None,
         (Some(bin), true) => Some(bin.clone()),
@@ -497,6 +517,7 @@ fn run(mut args: Args) -> Result<usize> {
         fileserver_bin: fileserver_bin.as_deref(),
         nginx_for_a: nginx_for_a.as_deref(),
         embedded_bin: embedded_bin.as_deref(),
+        ceiling_bin: ceiling_bin.as_deref(),
         peers: &peers,
         temp: &temp.path,
         root: &root,
@@ -823,6 +844,12 @@ fn start_peers_group(
         );
         let result = verified(scenario, ctx, running);
         keep_or_leave_out(peer.name(), result, &mut started, left_out)?;
+    }
+    if let Some(bin) = ctx.ceiling_bin.filter(|_| scenario.has_ceiling()) {
+        check_interrupted()?;
+        let running = servers::start_ceiling(bin, &dir.join(CEILING), ctx.root, workers);
+        let result = verified(scenario, ctx, running);
+        keep_or_leave_out(CEILING, result, &mut started, left_out)?;
     }
     Ok(started)
 }

@@ -20,6 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::loadtest::loadgen::RunResult;
 use crate::loadtest::scenario::{Group, Headline, Scenario};
+use crate::loadtest::servers::CEILING;
 use crate::loadtest::stats::{median, paired_ratio, ratio, RatioSpread};
 
 /// Everything one harness run measured.
@@ -269,6 +270,7 @@ impl ScenarioReport {
         let fs = self.servers.first()?;
         let best = self.servers[1..]
             .iter()
+            .filter(|s| s.name != CEILING)
             .filter(|s| figure(s).is_finite() && figure(s) > 0.0)
             .max_by(|a, b| {
                 let order = figure(a).total_cmp(&figure(b));
@@ -574,10 +576,15 @@ fn headline_label(h: Headline) -> &'static str {
 /// The headline table: per scenario, fileserver against the best peer
 /// (the daemon-vs-peers scenarios; the `embedded` group has [`group_table`]).
 pub fn headline_table(report: &Report) -> String {
+    let ceiling = in_group(report, Group::Peers).any(|s| s.server(CEILING).is_some());
     let mut out = String::from(
-        "| scenario | judged by | fileserver | best peer | best peer's | fileserver / best peer |\n\
-         |---|---|---|---|---|---|\n",
+        "| scenario | judged by | fileserver | best peer | best peer's | fileserver / best peer |",
     );
+    out.push_str(if ceiling {
+        " fileserver / ceiling | best peer / ceiling |\n|---|---|---|---|---|---|---|---|\n"
+    } else {
+        "\n|---|---|---|---|---|---|\n"
+    });
     for s in in_group(report, Group::Peers) {
         let fs = s.fileserver();
         let figure = |x: &ServerSummary| match s.headline {
@@ -593,7 +600,7 @@ pub fn headline_table(report: &Report) -> String {
             None => ("-", "-".to_string(), "-".to_string()),
         };
         out.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {} |\n",
+            "| {} | {} | {} | {} | {} | {} |",
             s.name,
             headline_label(s.headline),
             fs.map_or("-".to_string(), |f| human(figure(f))),
@@ -601,6 +608,19 @@ pub fn headline_table(report: &Report) -> String {
             value,
             ratio,
         ));
+        if ceiling {
+            // Shares of what the load generator can drive: req/s only (the
+            // ceiling's latency is no bound on a file server's).
+            let share = |x: Option<&ServerSummary>| match (x, s.server(CEILING)) {
+                (Some(x), Some(c)) if s.headline == Headline::ReqPerS && c.req_per_s > 0.0 => {
+                    format!("{:.2}", x.req_per_s / c.req_per_s)
+                }
+                _ => "-".to_string(),
+            };
+            let best = s.headline_best().and_then(|b| s.server(&b.peer));
+            out.push_str(&format!(" {} | {} |", share(fs), share(best)));
+        }
+        out.push('\n');
     }
     out
 }
@@ -971,6 +991,15 @@ fn peers_markdown(report: &Report, out: &mut String) {
          parentheses). Above 1 is better for req/s and MB/s, below 1 is better for latency, RSS \
          and CPU.\n",
     );
+    if in_group(report, Group::Peers).any(|s| s.server(CEILING).is_some()) {
+        out.push_str(
+            "\n`ceiling` is no peer: a reference server that answers from memory with one recv \
+             and one send per request and does nothing else (`benches/src/bin/ceiling-server.rs`). \
+             Its req/s is what the load generator can drive on this machine; a server's req/s over \
+             it (the ratio of the medians) is the share of that capacity it reaches, and no server \
+             should pass 1 beyond the run-to-run spread.\n",
+        );
+    }
     type Table = (
         &'static str,
         fn(&ServerSummary) -> f64,
@@ -1549,6 +1578,46 @@ mod tests {
             vec![],
         );
         assert!(alone.headline_best().is_none() && alone.ratios.is_empty());
+    }
+
+    #[test]
+    fn the_ceiling_is_never_the_best_peer_and_gives_shares_of_itself() {
+        let mut r = sample_report();
+        let s = &mut r.scenarios[0];
+        let ceiling = summarize(
+            CEILING,
+            vec![run(80_000.0, 0.0), run(80_000.0, 0.0), run(80_000.0, 0.0)],
+            vec![run(0.0, 1.0), run(0.0, 1.0), run(0.0, 1.0)],
+            1 << 20,
+            1.0,
+            Some(1.0),
+        );
+        let mut servers = s.servers.clone();
+        servers.push(ceiling);
+        *s = ScenarioReport::new(
+            "small_random",
+            "1 KiB files",
+            0.0,
+            Headline::ReqPerS,
+            servers,
+            vec![],
+        );
+        // Fastest and lowest p99, yet the best peers stay lighttpd and nginx.
+        assert_eq!(s.best_req_per_s.as_ref().unwrap().peer, "lighttpd");
+        assert_eq!(s.best_p99.as_ref().unwrap().peer, "nginx");
+        let table = headline_table(&r);
+        assert!(
+            table.contains("| fileserver / ceiling | best peer / ceiling |"),
+            "{table}"
+        );
+        // 40k / 80k and lighttpd's 45k / 80k.
+        assert!(
+            table.contains("**0.89 (0.82-0.97)** | 0.50 | 0.56 |"),
+            "{table}"
+        );
+        // Without a ceiling the headline keeps its six columns.
+        let plain = headline_table(&sample_report());
+        assert!(!plain.contains("ceiling"), "{plain}");
     }
 
     #[test]

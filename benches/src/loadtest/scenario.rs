@@ -327,6 +327,21 @@ impl Scenario {
         }
     }
 
+    /// Whether the ceiling server ([`CEILING`](crate::loadtest::servers::CEILING))
+    /// runs beside the peers: the plain-HTTP scenarios whose answers it can
+    /// give (no ranges, no second load generator as in `cold`).
+    pub fn has_ceiling(self) -> bool {
+        matches!(
+            self,
+            Self::SmallRandom
+                | Self::Large
+                | Self::CachePressure
+                | Self::NotModified
+                | Self::ManyFiles
+                | Self::ManyFilesBrowser
+        )
+    }
+
     /// Whether wrk adds a browser's `Accept-Encoding` to its twin's requests
     /// (oha, which times the latency runs, sends its own on every run).
     pub fn browser(self) -> bool {

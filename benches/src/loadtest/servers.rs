@@ -197,6 +197,30 @@ pub fn start_embedded(
     Ok(running)
 }
 
+/// The name of the reference server that does no work
+/// (`src/bin/ceiling-server.rs`) in reports: what the load generator can
+/// drive here, never a peer (it is no file server: no ranges, no
+/// revalidation, a fixed `Date`).
+pub const CEILING: &str = "ceiling";
+
+/// Starts the ceiling server (binary `bin`) with `workers` threads serving
+/// `root`; its output goes in `dir`.
+pub fn start_ceiling(bin: &Path, dir: &Path, root: &Path, workers: usize) -> Result<Running> {
+    fs::create_dir_all(dir)?;
+    let port = free_port()?;
+    let mut command = Command::new(bin);
+    command
+        .arg("--root")
+        .arg(root)
+        .arg("--listen")
+        .arg(format!("127.0.0.1:{port}"))
+        .arg("--workers")
+        .arg(workers.to_string());
+    let mut running = Running::spawn(CEILING, command, port, dir)?;
+    wait_until_accepting(&mut running)?;
+    Ok(running)
+}
+
 /// A running server.
 #[derive(Debug)]
 pub struct Running {
