@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Instructions per alloc+release pair of each fdtable contender, and per
-# lookup (get + guard drop) of fdtable, sharded-slab and the floor, counted by
+# Instructions per alloc+release pair of each fdtable contender, per
+# lookup (get + guard drop) of fdtable, sharded-slab and the floor, and per
+# scoped lookup (fdtable's get_with and its announcing floor), counted by
 # valgrind's callgrind: repeatable whatever the machine's load, unlike time.
 # Each contender runs N and 2N pairs after the same set-up; the difference
 # divided by N is the pair's cost, set-up and process start cancelled out.
@@ -17,4 +18,8 @@ done
 printf '%-14s %s\n' contender "instructions per lookup, get + guard drop (N=$n)"
 for c in sharded_slab fdtable floor; do
   v=$(per_op "$bin" FDTABLE_CALLGRIND "get_$c" "$n"); printf '%-14s %s\n' "$c" "$v"
+done
+printf '%-14s %s\n' contender "instructions per scoped lookup, get_with (N=$n)"
+for c in fdtable floor_xchg; do
+  v=$(per_op "$bin" FDTABLE_CALLGRIND "get_with_$c" "$n"); printf '%-14s %s\n' "$c" "$v"
 done

@@ -706,7 +706,9 @@ fn interleave_threads(rounds: usize) {
 /// `FDTABLE_CALLGRIND=<contender>:<pairs>`: set every contender up, then
 /// run one contender's pairs alone (instruction counts need no timing).
 /// `get_fdtable`, `get_sharded_slab` and `get_floor` run lookups (get +
-/// guard drop) of `LIVE` entries in turn instead.
+/// guard drop) of `LIVE` entries in turn instead; `get_with_fdtable` and
+/// `get_with_floor_xchg` the scoped lookups (`get_with`, and its floor: an
+/// `xchg` announcement, a plain load, a plain Release clear).
 fn callgrind(spec: &str) {
     let (name, pairs) = spec
         .split_once(':')
@@ -720,6 +722,26 @@ fn callgrind(spec: &str) {
                 .collect();
             for j in 0..pairs {
                 black_box(&*table.get(black_box(fds[j % LIVE])).unwrap());
+            }
+            return;
+        }
+        "get_with_fdtable" => {
+            let table = FdTable::new(fdtable_config(2));
+            let fds: Vec<Fd> = (0..LIVE as u64)
+                .map(|i| table.insert(Noop(i)).unwrap())
+                .collect();
+            for j in 0..pairs {
+                black_box(table.get_with(black_box(fds[j % LIVE]), |v| v.0).unwrap());
+            }
+            return;
+        }
+        "get_with_floor_xchg" => {
+            let mut floor = Floor::new(LIVE);
+            let keys: Vec<(usize, u64)> =
+                (0..LIVE as u64).map(|i| floor.insert(i).unwrap()).collect();
+            let me = Announce::default();
+            for j in 0..pairs {
+                black_box(floor.get_announced(black_box(keys[j % LIVE]), &me).unwrap());
             }
             return;
         }
