@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 export RUSTFLAGS="--cfg loom ${RUSTFLAGS:-}"
 export LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-3}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-target}/loom"
-for crate in fdtable pathcache; do
+for crate in announce fdtable pathcache; do
   if [ -f "crates/$crate/tests/loom.rs" ]; then
     cargo test --release -p "$crate" --test loom -- --test-threads=2
   fi

@@ -7,7 +7,9 @@
 # under them (tests/reuse.rs), and the layout and
 # table unit tests; and fdtable's (biased page pointers published by count,
 # value cells moved in and out, guards across threads): its unit tests and
-# API tests, except the one that closes real OS files.
+# API tests, except the one that closes real OS files; and announce's unit
+# tests (the thread's word read through a thread-local pointer into the
+# registry, leases given back by thread-local destructors).
 #
 # Needs a nightly toolchain with the miri component; installs it with rustup
 # when missing. Where that download is not possible the check is skipped
@@ -30,3 +32,4 @@ cargo +nightly miri test -p pathcache --test reuse
 cargo +nightly miri test -p pathcache --lib -- table:: entry::tests refcount:: copy::tests
 cargo +nightly miri test -p fdtable --lib
 cargo +nightly miri test -p fdtable --test api -- --skip os_files
+cargo +nightly miri test -p announce --lib

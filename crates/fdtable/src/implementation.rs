@@ -118,16 +118,18 @@
 //!
 //! A borrow that ends before the call returns needs no reference: the
 //! thread announces the slot (tag, shard, slot; not the generation) in a
-//! word of its own (`announce.rs`: 128 per process, one line each, taken on
-//! first use, given back at thread exit), and every releaser checks the
+//! word of its own (the `announce` crate, whose registry pathcache's
+//! borrows share: 128 per process, one line each, taken on first use,
+//! given back at thread exit; the key has bit 63 set, which no entry
+//! address of pathcache's has), and every releaser checks the
 //! words after the SeqCst RMW that ends the entry or takes it off the
 //! deferred list. A reader that saw OPEN did its load before the close's
 //! CAS in the SeqCst order, so its announcement is before the releaser's
 //! loads; one that announced later sees the entry closed. The clear is a
 //! plain store, so a covered value waits for the owner's next insert or
 //! `reap` after the borrow (the bound of its release), like a value whose
-//! last guard dropped elsewhere. Nested `get_with`s, and threads without a
-//! word, take a guard. The releasers' check is one load and compare while
+//! last guard dropped elsewhere. Nested `get_with`s (also inside a
+//! pathcache `get_with`), and threads without a word, take a guard. The releasers' check is one load and compare while
 //! no thread ever announced, and one load per word ever taken after that.
 //! Measured side by side (`FDTABLE_INTERLEAVED=200`, `benches/README.md`):
 //! `get_with` 2.05-2.06x sharded-slab (`get` + guard drop 1.49-1.50x); the

@@ -66,7 +66,6 @@
 //! ```
 #![deny(missing_docs)]
 
-mod announce;
 mod bitmap;
 pub mod implementation;
 mod local;

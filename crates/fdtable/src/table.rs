@@ -10,7 +10,6 @@ use std::sync::Arc;
 
 use crossbeam_utils::CachePadded;
 
-use crate::announce;
 use crate::bitmap::{Bitmap, Found};
 use crate::local::{self, ClaimFlags};
 use crate::slots::{
@@ -142,10 +141,6 @@ pub struct FdTable<T: Release> {
     /// `owner_shards` owner shards, then one shared shard used under its lock.
     shards: Box<[Shard<T>]>,
     claims: Arc<ClaimFlags>,
-    /// Under loom the announcement words live in the table (see
-    /// `announce::mine_in`); otherwise they are process-wide.
-    #[cfg(loom)]
-    announcements: announce::Registry,
     _values: PhantomData<T>,
 }
 
@@ -214,8 +209,6 @@ impl<T: Release> FdTable<T> {
             geometry,
             shards,
             claims: Arc::new(ClaimFlags::new(owner_shards + 1)),
-            #[cfg(loom)]
-            announcements: announce::Registry::new(),
             _values: PhantomData,
         }
     }
@@ -548,10 +541,11 @@ impl<T: Release> FdTable<T> {
     /// Runs `f` on the value of `fd` and returns what it returns, without a
     /// guard: the thread announces the slot in a word of its own (one
     /// `xchg`), checks the state with a plain load and clears the word with
-    /// a plain store after `f` (`announce`). A close or last guard drop
-    /// during `f` leaves the value on the shard's deferred list (released
-    /// by the owner's next insert or [`reap`](Self::reap) after `f`
-    /// returned), so `close` then returns `Ok(())` as when a guard is out.
+    /// a plain store after `f` (the `announce` crate). A close or last
+    /// guard drop during `f` leaves the value on the shard's deferred list
+    /// (released by the owner's next insert or [`reap`](Self::reap) after
+    /// `f` returned), so `close` then returns `Ok(())` as when a guard is
+    /// out.
     ///
     /// One locked instruction instead of a guard's two (interleaved,
     /// `benches/README.md`). Inside `f`, or on a thread without a word
@@ -560,14 +554,13 @@ impl<T: Release> FdTable<T> {
     #[inline]
     pub fn get_with<R>(&self, fd: Fd, f: impl FnOnce(&T) -> R) -> Result<R, Error> {
         let (shard, page) = self.find(fd)?;
-        let Some(word) = self.mine() else {
+        // Clears the word when dropped, also when `f` unwinds.
+        let Some(word) = announce::mine() else {
             return self.get(fd).map(|guard| f(&guard));
         };
         // SAFETY: `find` saw the slot published.
         let state = unsafe { shard.pages.state(page, fd.slot()) };
-        announce::announce(word, announce::key(fd.to_raw()));
-        // Clears the word also when `f` unwinds.
-        let announced = Announced(word);
+        word.announce(announce_key(fd.to_raw()));
         let current = state.load(Ordering::SeqCst);
         if current & OPEN != 0 && (current ^ fd.to_raw()) & GEN_BITS == 0 {
             // SAFETY: as above. OPEN after the announcement: every release
@@ -577,27 +570,18 @@ impl<T: Release> FdTable<T> {
             // SAFETY: see above.
             return Ok(f(unsafe { &*value }));
         }
-        drop(announced);
+        drop(word);
         self.count_stale(fd.shard());
         Err(Error::Stale)
     }
 
-    /// The calling thread's announcement word, if it has a free one.
+    /// Whether a `get_with` announcement covers the slot of `fd_raw` (a
+    /// descriptor, or a shard's `fd_base` with a slot number). The caller
+    /// has just ended the entry or taken it off the deferred list (a SeqCst
+    /// RMW). One load and compare while no thread ever announced.
     #[inline(always)]
-    fn mine(&self) -> Option<announce::Mine<'_>> {
-        #[cfg(not(loom))]
-        return announce::mine();
-        #[cfg(loom)]
-        return announce::mine_in(&self.announcements);
-    }
-
-    /// Whether a `get_with` announcement covers the slot of `key`.
-    #[inline(always)]
-    fn covered(&self, key: u64) -> bool {
-        #[cfg(not(loom))]
-        return announce::covered(announce::registry(), key);
-        #[cfg(loom)]
-        return announce::covered(&self.announcements, key);
+    fn covered(&self, fd_raw: u64) -> bool {
+        announce::covered(announce_key(fd_raw))
     }
 
     /// Puts a slot whose value a `get_with` announcement covers on its
@@ -711,7 +695,7 @@ impl<T: Release> FdTable<T> {
             Ordering::Acquire,
         ) {
             Ok(_) => {
-                if self.covered(announce::key(fd.to_raw())) {
+                if self.covered(fd.to_raw()) {
                     self.defer_covered(fd);
                     return Ok(());
                 }
@@ -801,7 +785,7 @@ impl<T: Release> FdTable<T> {
         slot: SlotRef<'_, T>,
         caller: Caller,
     ) -> Result<(), CloseError<T::Error>> {
-        if self.covered(announce::key(fd.to_raw())) {
+        if self.covered(fd.to_raw()) {
             self.push_deferred(fd.shard(), fd.slot(), slot);
             return Ok(());
         }
@@ -873,7 +857,7 @@ impl<T: Release> FdTable<T> {
     unsafe fn drain_deferred_claimed(&self, shard_index: usize) -> usize {
         let shard = &self.shards[shard_index];
         // SeqCst: the word checks below come after every ending CAS of
-        // the slots taken here (see `announce`).
+        // the slots taken here (see the `announce` crate).
         let mut next = shard.remote.deferred_head.swap(NO_SLOT, Ordering::SeqCst);
         let mut released = 0;
         while next != NO_SLOT {
@@ -882,7 +866,7 @@ impl<T: Release> FdTable<T> {
                 .slot_ref(shard_index, slot_number)
                 .expect("deferred slots lie inside published pages");
             next = slot.link.load(Ordering::Relaxed);
-            if self.covered(announce::key(shard.fd_base | u64::from(slot_number))) {
+            if self.covered(shard.fd_base | u64::from(slot_number)) {
                 // A `get_with` still reads it: back on the list (we hold
                 // the rest of the popped chain in `next`).
                 push(&shard.remote.deferred_head, slot.link, slot_number);
@@ -946,7 +930,7 @@ impl<T: Release> FdTable<T> {
                 .slot_ref(shard_index, slot_number)
                 .expect("deferred slots lie inside published pages");
             next = slot.link.load(Ordering::Relaxed);
-            if self.covered(announce::key(fd_base | u64::from(slot_number))) {
+            if self.covered(fd_base | u64::from(slot_number)) {
                 push(&remote.deferred_head, slot.link, slot_number);
                 continue;
             }
@@ -1192,14 +1176,13 @@ fn push(head: &AtomicU32, link: &AtomicU32, slot: u32) -> bool {
     }
 }
 
-/// A thread's announcement for one `get_with`; clears it on drop.
-struct Announced<'a>(announce::Mine<'a>);
-
-impl Drop for Announced<'_> {
-    #[inline(always)]
-    fn drop(&mut self) {
-        announce::clear(self.0);
-    }
+/// The key a `get_with` of `fd_raw` announces: tag, shard and slot, not
+/// the generation (a reader with a stale descriptor of the slot only delays
+/// a release); bit 63 keeps it non-zero and apart from pathcache's keys
+/// (entry addresses) in the shared registry of the `announce` crate.
+#[inline(always)]
+fn announce_key(fd_raw: u64) -> u64 {
+    (fd_raw & !GEN_BITS) | 1 << 63
 }
 
 /// Holds a shard's claim flag for the locked path; clears it on drop.

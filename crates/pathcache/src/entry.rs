@@ -46,7 +46,6 @@ use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
 
-use crate::announce::{self, Mine};
 use crate::copy::FileCopy;
 use crate::pool::{Pool, Slot};
 use crate::refcount::{self, REF_SHARDS};
@@ -222,7 +221,8 @@ pub(crate) struct Shared<V, L: RefLayout> {
     pub(crate) variant_bytes: Arc<AtomicU64>,
     pub(crate) pool: Pool<Entry<V, L>>,
     /// Entries whose FREED transition was won while a borrow's
-    /// announcement covered them: their payload waits here (`announce`).
+    /// announcement covered them: their payload waits here (the
+    /// `announce` crate).
     pending: std::sync::Mutex<Vec<Deferred<V, L>>>,
     /// `pending.len()`, read without the lock on every `get_with`.
     pending_len: std::sync::atomic::AtomicUsize,
@@ -276,7 +276,7 @@ impl<V, L: RefLayout> Shared<V, L> {
             let mut pending = self.pending();
             let mut ready = Vec::new();
             pending.retain(|d| {
-                let keep = !all && announce::covered(d.0.as_ptr() as usize);
+                let keep = !all && announce::covered(announce_key(d.0));
                 if !keep {
                     ready.push(Deferred(d.0));
                 }
@@ -292,7 +292,7 @@ impl<V, L: RefLayout> Shared<V, L> {
             // won and its payload is released by whoever takes it off the
             // list (we did, under the lock); no announcement covers it now
             // (or, with `all`, none can exist), and the loads that saw that
-            // read the borrowers' Release clears (see `announce`).
+            // read the borrowers' Release clears (see the `announce` crate).
             unsafe { release_payload(d.0) };
         }
         released
@@ -411,8 +411,8 @@ impl<V, L: RefLayout> Entry<V, L> {
     /// [`key_is`](Self::key_is)). The announcement stays until the caller
     /// clears the word, also when this returns false.
     #[inline(always)]
-    pub(crate) fn announce_live(this: NonNull<Self>, word: Mine) -> bool {
-        announce::announce(word, this.as_ptr() as usize);
+    pub(crate) fn announce_live(this: NonNull<Self>, word: &announce::Word) -> bool {
+        word.announce(announce_key(this));
         // SAFETY: type-stable memory (see `pin`).
         let entry = unsafe { this.as_ref() };
         refcount::phase(entry.state.load(Ordering::SeqCst)) == refcount::LIVE
@@ -626,15 +626,23 @@ impl<V, L: RefLayout> Entry<V, L> {
     }
 }
 
+/// The key a borrow of `entry` announces: its address (non-zero; bit 63
+/// clear in user space, apart from fdtable's keys in the shared registry
+/// of the `announce` crate).
+#[inline(always)]
+fn announce_key<V, L: RefLayout>(entry: NonNull<Entry<V, L>>) -> u64 {
+    entry.as_ptr() as usize as u64
+}
+
 /// After winning an entry's FREED transition: releases its payload now, or
 /// puts it on the cache's pending list when a borrow's announcement covers
-/// it (`announce`).
+/// it (the `announce` crate).
 ///
 /// # Safety
 /// The caller won FREED for the entry's current generation.
 unsafe fn release_or_defer<V, L: RefLayout>(ptr: NonNull<Entry<V, L>>) {
     // The FREED CAS the caller just won orders this scan after it.
-    if announce::covered(ptr.as_ptr() as usize) {
+    if announce::covered(announce_key(ptr)) {
         // SAFETY: type-stable memory; the payload (with `cold`) is ours
         // and still in place, so `shared` is initialized.
         let entry = unsafe { ptr.as_ref() };

@@ -46,8 +46,9 @@
 //!   takes no reference: the thread announces the entry's address in a
 //!   word of its own (one `xchg`) and clears it with a plain store after
 //!   the closure; whoever frees the entry checks the words and leaves a
-//!   covered payload on a pending list until the borrow is over (`announce`,
-//!   a hazard pointer with one locked instruction per hit instead of two).
+//!   covered payload on a pending list until the borrow is over (the
+//!   `announce` crate: a hazard pointer with one locked instruction per
+//!   hit instead of two).
 //! * Freshness is checked against a millisecond clock a ticker thread keeps
 //!   in one atomic (`clock`): a vDSO read of the coarse clock cost 11 ns per
 //!   hit here, a third of the hit.
@@ -138,7 +139,6 @@ use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 use std::time::Duration;
 
-mod announce;
 mod clock;
 mod copy;
 pub mod entry;
@@ -591,7 +591,7 @@ impl<V: Send + Sync + 'static, L: RefLayout> PathCache<V, L> {
     }
 
     /// The writer lock (waiting on it counts as contention). Also releases
-    /// payloads that waited for borrows to end (`announce`).
+    /// payloads that waited for borrows to end (the `announce` crate).
     fn lock_writer(&self) -> MutexGuard<'_, WriterState<V, L>> {
         if self.shared.has_pending() {
             self.reclaim();
@@ -757,7 +757,7 @@ impl<V: Send + Sync + 'static, L: RefLayout> PathCache<V, L> {
     ///
     /// The borrow takes no reference: the thread announces the entry in a
     /// word of its own with one `xchg` and clears it with a plain store
-    /// (`announce.rs`), so a hit has one locked instruction instead of the
+    /// (the `announce` crate), so a hit has one locked instruction instead of the
     /// counted reference's two (interleaved, 2.89-2.95x dashmap against
     /// 1.91-1.92x for [`get`](Self::get); `benches/README.md`). A payload
     /// whose entry leaves the cache during the borrow is released after
@@ -767,18 +767,17 @@ impl<V: Send + Sync + 'static, L: RefLayout> PathCache<V, L> {
     /// takes a counted reference instead.
     #[inline(always)]
     pub fn get_with<R>(&self, path: &str, f: impl FnOnce(Borrowed<'_, V, L>) -> R) -> Option<R> {
+        // Clears the word when dropped, also when `f` unwinds.
         let Some(word) = announce::mine() else {
             return self.get_with_counted(path, f);
         };
         let now_ms = clock::now_ms();
         let hash = self.hash(path);
-        // Clears the word also when `f` unwinds.
-        let announced = Announced(word);
         let found = self
             .index
             .table()
             .candidates(hash)
-            .find_map(|p| self.announce_candidate(p, hash, path, word));
+            .find_map(|p| self.announce_candidate(p, hash, path, &word));
         let counters = self.counters();
         let result = match found {
             None => {
@@ -809,7 +808,7 @@ impl<V: Send + Sync + 'static, L: RefLayout> PathCache<V, L> {
                 }
             }
         };
-        drop(announced);
+        drop(word);
         if self.shared.has_pending() {
             self.reclaim();
         }
@@ -837,7 +836,7 @@ impl<V: Send + Sync + 'static, L: RefLayout> PathCache<V, L> {
         p: NonNull<Entry<V, L>>,
         hash: u64,
         path: &str,
-        word: announce::Mine,
+        word: &announce::Word,
     ) -> Option<&'a Entry<V, L>> {
         // SAFETY: entries are type-stable while the cache lives (`pool`).
         let entry = unsafe { p.as_ref() };
@@ -1615,16 +1614,6 @@ impl<V, L: RefLayout> Drop for PathCache<V, L> {
     }
 }
 
-/// A thread's announcement for one `get_with`; clears it on drop.
-struct Announced(announce::Mine);
-
-impl Drop for Announced {
-    #[inline(always)]
-    fn drop(&mut self) {
-        announce::clear(self.0);
-    }
-}
-
 /// The entry protocol without the index, for the loom models in
 /// `tests/loom.rs` (which cannot run the index's real threads and tables):
 /// entries from a pool, pinned by address as a lookup pins what it found
@@ -1704,14 +1693,13 @@ pub mod testing {
         /// when `f` did not run. Panics if the thread has no free word.
         pub fn borrow(&self, slot: Slot<V>, path: &str, f: impl FnOnce(&Entry<V>)) -> bool {
             let word = announce::mine().expect("a free announcement word");
-            let announced = Announced(word);
             // SAFETY: entries are type-stable while the pool lives.
             let entry = unsafe { slot.0.as_ref() };
-            let live = Entry::announce_live(slot.0, word) && entry.key_is(path);
+            let live = Entry::announce_live(slot.0, &word) && entry.key_is(path);
             if live {
                 f(entry);
             }
-            drop(announced);
+            drop(word);
             live
         }
 

@@ -2,9 +2,9 @@
 //! versions under `--cfg loom`.
 //!
 //! Only the protocol in [`crate::refcount`] (per-lane reference counts and
-//! the entry lifecycle state), the borrow announcements of
-//! [`crate::announce`] and the publication of a small file's copy
-//! ([`crate::copy`]) go through this module;
+//! the entry lifecycle state) and the publication of a small file's copy
+//! ([`crate::copy`]) go through this module (the borrow announcements are
+//! the `announce` crate's, which has the same switch);
 //! plain statistics counters use `std` atomics directly because their
 //! interleavings cannot break memory safety.
 
