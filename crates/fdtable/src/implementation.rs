@@ -211,6 +211,16 @@
 //! | lookup, sharded-slab       | 130                          | 20.8-21.7   | |
 //! | two threads, pair          |                              | 7.1-7.3 aggregate | 1.97-1.98x -> 1.96-1.97x the one-thread rate; 9.4-13.5x -> 5.3-12.4x one shared `Mutex<Slab>` on two threads |
 //!
+//! Since then (`scripts/callgrind-fdtable.sh 100000`, 2 Dec 2026, the same
+//! before and after the announcement words moved to the `announce`
+//! crate): pair 109, through `local()` 100, lookup (`get` + drop) 53, and
+//! the scoped lookup `get_with` 70 against its floor's 29 (an `xchg`
+//! announcement, a plain load, a plain clear). `get_with`'s extra
+//! instructions over `get` (the thread-local word pointer and the check
+//! that the word is free, the generation compare after the announcement)
+//! are not what its time follows: it has one locked instruction where
+//! `get` + drop has two (`benches/README.md`, "Announced lookups").
+//!
 //! The two-thread targets (1.8x the one-thread rate, 4x a shared
 //! `Mutex<Slab>`) were already met on main: each thread owns its shard, so
 //! nothing is shared on the pair's path; the mutex's two-thread figure
