@@ -188,6 +188,10 @@
 //!
 //! ## Where the remaining nanoseconds go (fourth pass, 1 Dec 2026)
 //!
+//! On an AMD EPYC VM, where an uncontended mutex costs less, the same
+//! pair measures 0.74-0.95x `Mutex<Slab>` against the floor's 1.7-1.8x:
+//! `benches/README.md`, "The same groups on an AMD EPYC host".
+//!
 //! Measured on a 2-vCPU Intel Xeon VM shared with other work, two ways:
 //! instruction counts, the same on any machine and under any load
 //! (`scripts/callgrind-fdtable.sh 100000`; for the annotated hot loop,
