@@ -65,7 +65,8 @@ pub enum Scenario {
     SmallRandom,
     /// GET the 1 MiB file.
     Large,
-    /// GET a random one of 10000 x 4 KiB files with both caches bounded to 2000 entries.
+    /// GET a random one of 10000 x 4 KiB files, fileserver's and nginx's caches
+    /// bounded to 2000 entries (lighttpd, h2o and Caddy have no such bound).
     CachePressure,
     /// GET a random 1 KiB file with `If-None-Match` set to the server's own ETag (304).
     NotModified,
@@ -387,7 +388,10 @@ impl Scenario {
         match self {
             Self::SmallRandom => "1 KiB files, random over 1000",
             Self::Large => "one 1 MiB file",
-            Self::CachePressure => "4 KiB files, random over 10000, caches bounded to 2000 entries",
+            Self::CachePressure => {
+                "4 KiB files, random over 10000, fileserver's and nginx's caches bounded to 2000 \
+                 entries (lighttpd's stat cache has no bound and reuses open descriptors)"
+            }
             Self::NotModified => "If-None-Match with the server's ETag, random over 1000 -> 304",
             Self::Range => "random 4 KiB ranges of the 1 MiB file -> 206",
             Self::ManyFiles => "4 KiB files, random over 20000, fileserver at its default settings",
