@@ -268,15 +268,18 @@ impl Worker {
     }
 
     fn read_and_answer(&mut self, fd: RawFd, buf: &mut Vec<u8>) -> bool {
+        // Into the spare capacity, not a zero-filled resize: a memset of the
+        // whole buffer per read would be work no server needs.
         let have = buf.len();
-        buf.resize(HEAD_MAX, 0);
-        // SAFETY: the spare part of `buf` is writable for the length given.
-        let n = unsafe { libc::recv(fd, buf[have..].as_mut_ptr().cast(), HEAD_MAX - have, 0) };
+        let spare = buf.spare_capacity_mut();
+        let room = spare.len().min(HEAD_MAX - have);
+        // SAFETY: `spare` is writable for `room` bytes.
+        let n = unsafe { libc::recv(fd, spare.as_mut_ptr().cast(), room, 0) };
         if n <= 0 {
-            buf.truncate(have);
             return n < 0 && io::Error::last_os_error().kind() == io::ErrorKind::WouldBlock;
         }
-        buf.truncate(have + n as usize);
+        // SAFETY: recv initialized the `n` bytes after the first `have`.
+        unsafe { buf.set_len(have + n as usize) };
         let mut start = 0;
         while let Some(end) = find_head_end(&buf[start..]) {
             let head = &buf[start..start + end];
