@@ -161,7 +161,9 @@ struct Worker {
     root: PathBuf,
     listener: RawFd,
     epoll: RawFd,
-    conns: HashMap<RawFd, Vec<u8>>,
+    /// Each open connection's unparsed bytes, indexed by its descriptor
+    /// (small integers: no hashing per request).
+    conns: Vec<Option<Vec<u8>>>,
     files: HashMap<Vec<u8>, Option<Rc<Entry>>>,
     out: Vec<u8>,
 }
@@ -174,7 +176,7 @@ impl Worker {
             root,
             listener,
             epoll,
-            conns: HashMap::new(),
+            conns: Vec::new(),
             files: HashMap::new(),
             out: Vec::with_capacity(64 * 1024),
         };
@@ -211,7 +213,9 @@ impl Worker {
                 if fd == self.listener {
                     self.accept();
                 } else if !self.serve(fd) {
-                    self.conns.remove(&fd);
+                    if let Some(slot) = self.conns.get_mut(fd as usize) {
+                        *slot = None;
+                    }
                     // SAFETY: the connection's descriptor, closed once.
                     unsafe { libc::close(fd) };
                 }
@@ -245,7 +249,11 @@ impl Worker {
                 )
             };
             if self.watch(fd).is_ok() {
-                self.conns.insert(fd, Vec::with_capacity(HEAD_MAX));
+                let index = fd as usize;
+                if self.conns.len() <= index {
+                    self.conns.resize_with(index + 1, || None);
+                }
+                self.conns[index] = Some(Vec::with_capacity(HEAD_MAX));
             } else {
                 // SAFETY: the connection just accepted, closed once.
                 unsafe { libc::close(fd) };
@@ -256,13 +264,13 @@ impl Worker {
     /// Reads what `fd` sent and answers every complete head (a
     /// `Connection: close` one last); false closes.
     fn serve(&mut self, fd: RawFd) -> bool {
-        let Some(mut buf) = self.conns.remove(&fd) else {
+        let Some(mut buf) = self.conns.get_mut(fd as usize).and_then(Option::take) else {
             return false;
         };
         let keep = self.read_and_answer(fd, &mut buf);
         self.out.clear();
         if keep {
-            self.conns.insert(fd, buf);
+            self.conns[fd as usize] = Some(buf);
         }
         keep
     }
