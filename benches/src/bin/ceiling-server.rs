@@ -151,7 +151,7 @@ enum Answer {
     /// Nothing: the batch goes out when the read's heads are answered.
     Batched,
     /// The batch, then this file's bytes by sendfile.
-    SendFile(Rc<Entry>, u64),
+    SendFile(Rc<Entry>),
     /// Not a GET or HEAD this server understands: close.
     Close,
 }
@@ -301,8 +301,8 @@ impl Worker {
                     return false;
                 }
                 Answer::Batched => {}
-                Answer::SendFile(file, len) => {
-                    if !send_all(fd, &self.out, libc::MSG_MORE) || !send_file(fd, &file, len) {
+                Answer::SendFile(entry) => {
+                    if !send_all(fd, &self.out, libc::MSG_MORE) || !send_file(fd, &entry) {
                         return false;
                     }
                     self.out.clear();
@@ -343,7 +343,7 @@ impl Worker {
                 self.out.extend_from_slice(bytes);
                 Answer::Batched
             }
-            (&Body::File(_, len), false) => Answer::SendFile(entry, len),
+            (Body::File(..), false) => Answer::SendFile(entry),
         }
     }
 
@@ -465,8 +465,9 @@ fn send_all(fd: RawFd, mut bytes: &[u8], flags: libc::c_int) -> bool {
     true
 }
 
-fn send_file(fd: RawFd, entry: &Entry, len: u64) -> bool {
-    let Body::File(file, _) = &entry.body else {
+/// Sends `entry`'s open file by sendfile (false for a body in memory).
+fn send_file(fd: RawFd, entry: &Entry) -> bool {
+    let &Body::File(ref file, len) = &entry.body else {
         return false;
     };
     let mut off: libc::off_t = 0;
