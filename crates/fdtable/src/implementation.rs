@@ -129,8 +129,9 @@
 //! plain store, so a covered value waits for the owner's next insert or
 //! `reap` after the borrow (the bound of its release), like a value whose
 //! last guard dropped elsewhere. Nested `get_with`s (also inside a
-//! pathcache `get_with`), and threads without a word, take a guard. The releasers' check is one load and compare while
-//! no thread ever announced, and one load per word ever taken after that.
+//! pathcache `get_with`), and threads without a word, take a guard. The
+//! releasers' check is one load and compare while no thread ever
+//! announced, and one load per word ever taken after that.
 //! Measured side by side (`FDTABLE_INTERLEAVED=200`, `benches/README.md`):
 //! `get_with` 2.05-2.06x sharded-slab (`get` + guard drop 1.49-1.50x); the
 //! pair 4.12x with no word taken, 4.04-4.08x with this thread's word taken

@@ -757,9 +757,10 @@ impl<V: Send + Sync + 'static, L: RefLayout> PathCache<V, L> {
     ///
     /// The borrow takes no reference: the thread announces the entry in a
     /// word of its own with one `xchg` and clears it with a plain store
-    /// (the `announce` crate), so a hit has one locked instruction instead of the
-    /// counted reference's two (interleaved, 2.89-2.95x dashmap against
-    /// 1.91-1.92x for [`get`](Self::get); `benches/README.md`). A payload
+    /// (the `announce` crate), so a hit has one locked instruction instead of
+    /// the counted reference's two (interleaved: 2.89-2.95x dashmap against
+    /// 1.91-1.92x for [`get`](Self::get) on an Intel Xeon VM, 2.56x against
+    /// 2.28x on an AMD EPYC one; `benches/README.md`). A payload
     /// whose entry leaves the cache during the borrow is released after
     /// it: by the next `get_with` or writer operation of the cache, by
     /// [`reclaim`](Self::reclaim), or when the cache drops. A borrow

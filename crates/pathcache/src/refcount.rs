@@ -47,11 +47,11 @@
 //! descriptors immediately, and returns the entry to the pool, unless a
 //! scoped borrow covers the entry: `get_with` takes no count but announces
 //! the entry's address in a word of the thread's own (one `xchg`, cleared
-//! with a plain store; the `announce` crate), and the FREED winner, whose CAS
-//! orders its loads after the kill as above, checks every word before it
-//! releases; a borrow that announced after the kill sees a phase other
-//! than LIVE and never reads the payload. A covered payload waits on the cache's pending list until a
-//! later check (after the next `get_with`, before the next writer
+//! with a plain store; the `announce` crate), and the FREED winner, whose
+//! CAS orders its loads after the kill as above, checks every word before
+//! it releases; a borrow that announced after the kill sees a phase other
+//! than LIVE and never reads the payload. A covered payload waits on the
+//! cache's pending list until a later check (after the next `get_with`, before the next writer
 //! operation, at the latest when the cache drops) finds no word holding
 //! the address; the entry stays out of the pool until then.
 
