@@ -573,10 +573,15 @@ fn headline_label(h: Headline) -> &'static str {
     }
 }
 
+/// Whether any daemon-vs-peers scenario ran the ceiling server.
+fn has_ceiling(report: &Report) -> bool {
+    in_group(report, Group::Peers).any(|s| s.server(CEILING).is_some())
+}
+
 /// The headline table: per scenario, fileserver against the best peer
 /// (the daemon-vs-peers scenarios; the `embedded` group has [`group_table`]).
 pub fn headline_table(report: &Report) -> String {
-    let ceiling = in_group(report, Group::Peers).any(|s| s.server(CEILING).is_some());
+    let ceiling = has_ceiling(report);
     let mut out = String::from(
         "| scenario | judged by | fileserver | best peer | best peer's | fileserver / best peer |",
     );
@@ -991,7 +996,7 @@ fn peers_markdown(report: &Report, out: &mut String) {
          parentheses). Above 1 is better for req/s and MB/s, below 1 is better for latency, RSS \
          and CPU.\n",
     );
-    if in_group(report, Group::Peers).any(|s| s.server(CEILING).is_some()) {
+    if has_ceiling(report) {
         out.push_str(
             "\n`ceiling` is no peer: a reference server that answers from memory with one recv \
              and one send per request and does nothing else (`benches/src/bin/ceiling-server.rs`). \
