@@ -17,7 +17,9 @@
 //! `FDTABLE_INTERLEAVED=<rounds> cargo bench -p benches --bench fdtable`
 //! skips criterion and prints per-round ratios of interleaved batches of
 //! alloc+release pairs and lookups, with the floor contender
-//! (`support/floor.rs`), the steadiest figure on a noisy machine, then
+//! (`support/floor.rs`), the steadiest figure on a noisy machine, and
+//! `floor_shared`, the same floor reached through a shared `&'static`
+//! as a table several threads can use is, then
 //! (a quarter as many rounds) the two-thread pairs: fdtable on one and on
 //! two threads, and a shared `Mutex<Slab>` on one and two, in wall time
 //! (`FDTABLE_NO_THREADS=1` skips those). The lookups include
@@ -44,7 +46,7 @@ use cpu_time::{thread_cpu_ns, ThreadCpuTime};
 
 #[path = "support/floor.rs"]
 mod floor;
-use floor::{Announce, Floor};
+use floor::{Announce, Floor, SharedFloor};
 
 /// Entries kept live during every alloc+release benchmark, so no structure
 /// is measured in its trivial empty state.
@@ -306,8 +308,8 @@ fn lookup_cpu(c: &mut Criterion<ThreadCpuTime>) {
 /// The alloc+release contenders, each holding `LIVE` entries, as one
 /// closure per contender that runs `n` pairs.
 struct PairContenders {
-    names: [&'static str; 8],
-    run: [Box<dyn FnMut(usize)>; 8],
+    names: [&'static str; 9],
+    run: [Box<dyn FnMut(usize)>; 9],
 }
 
 fn pair_contenders() -> PairContenders {
@@ -328,6 +330,10 @@ fn pair_contenders() -> PairContenders {
     let mut floor = Floor::new(LIVE * 2);
     for i in 0..LIVE as u64 {
         floor.insert(i).unwrap();
+    }
+    let shared: &'static SharedFloor = Box::leak(Box::new(SharedFloor::new(LIVE * 2)));
+    for i in 0..LIVE as u64 {
+        shared.insert(i).unwrap();
     }
     // The floor pair with a close that checks `n` announcement words (one
     // per reader thread of a hazard-protected lookup): what a scoped
@@ -352,6 +358,7 @@ fn pair_contenders() -> PairContenders {
             "fdtable",
             "fdtable_local",
             "floor",
+            "floor_shared",
             "floor_scan1",
             "floor_scan4",
             "floor_scan16",
@@ -385,6 +392,12 @@ fn pair_contenders() -> PairContenders {
                 for _ in 0..n {
                     let key = floor.insert(1).unwrap();
                     assert!(floor.remove(black_box(key)));
+                }
+            }),
+            Box::new(move |n| {
+                for _ in 0..n {
+                    let key = shared.insert(1).unwrap();
+                    assert!(shared.remove(black_box(key)));
                 }
             }),
             scanning(1),

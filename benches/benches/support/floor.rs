@@ -161,6 +161,32 @@ impl Floor {
     }
 }
 
+/// The floor behind `&self` and reached through a `&'static` (leaked), as
+/// a table that several threads can reach is: the compiler then cannot
+/// keep `next_free` or the bitmap word in a register from one call to the
+/// next across the CAS, and loads them back from memory, as fdtable's
+/// owner does. Only the owning thread calls it (`!Sync`).
+#[derive(Debug)]
+pub(crate) struct SharedFloor(std::cell::UnsafeCell<Floor>);
+
+impl SharedFloor {
+    pub(crate) fn new(capacity: usize) -> SharedFloor {
+        SharedFloor(std::cell::UnsafeCell::new(Floor::new(capacity)))
+    }
+
+    #[inline]
+    pub(crate) fn insert(&self, value: u64) -> Option<(usize, u64)> {
+        // SAFETY: `!Sync` and no borrow of the floor outlives a call.
+        unsafe { (*self.0.get()).insert(value) }
+    }
+
+    #[inline]
+    pub(crate) fn remove(&self, key: (usize, u64)) -> bool {
+        // SAFETY: as in `insert`.
+        unsafe { (*self.0.get()).remove(key) }
+    }
+}
+
 /// One thread's announcement word, on a cache line of its own (readers
 /// write theirs on every lookup).
 #[derive(Debug, Default)]

@@ -18,19 +18,16 @@
 //! │     next_free     every slot below it is taken (lowest-free lower bound)
 //! │     capacity      bits past it, inside the last word, are kept set
 //! ├── fd_base ......... tag << 28 | shard << 20: an insert's Fd is this | gen bits | slot
-//! ├── pages: Pages<T>
-//! │     published: AtomicU32   slots in published pages (Release by the grower)
-//! │     three arrays of MAX_PAGES (21) page pointers, one per kind, indexed
-//! │     by directory entry e = bit length of the slot, each BIASED by the
-//! │     first slot of the page it points to:
-//! │     states[e] ──► [AtomicU64; len(p)]   state word per slot  (written by every lookup)
-//! │     values[e] ──► [MaybeUninit<T>; len(p)]                   (written once per insert)
-//! │     links[e]  ──► [AtomicU32; len(p)]   deferred-list link   (written on release only)
-//! │     len(0) = initial (a power of two), len(p) = initial << (p-1): doubling;
-//! │     page 0 fills entries 0..=log2 initial, page p >= 1 entry log2 initial + p,
-//! │     so slot s's state is states[ilog2(2s + 1)].wrapping_add(s) (one lea,
-//! │     one bsr, one load): no page size to shift by, no offset to subtract,
-//! │     no stride to multiply; pages never move
+//! ├── slots: Slots<T>
+//! │     published: AtomicU32   slots usable so far (Release by the grower)
+//! │     three pointers into one reservation of max_slots slots per array:
+//! │     states ──► [AtomicU64; max_slots]   state word per slot  (written by every lookup)
+//! │     links  ──► [AtomicU32; max_slots]   deferred-list link   (written on release only)
+//! │     values ──► [MaybeUninit<T>; max_slots]                   (written once per insert)
+//! │     slot s is states + s: no directory, nothing loaded on the way;
+//! │     the reservation is PROT_NONE address space, and growth makes the
+//! │     next range (initial, then doubling) readable and writable before
+//! │     it raises `published`
 //! ├── local: CachePadded<Counters>   claim holder only: relaxed load + store, no RMW
 //! └── remote: CachePadded<Remote>    what other threads hand to the owner
 //!       deferred_head: AtomicU32     Treiber stack of slots whose value awaits release
@@ -65,13 +62,18 @@
 //!   registry holds its claim: the registry's destructor clears `LAST`
 //!   before it releases the flags (and leaves both alone when it leaks the
 //!   claims for a live `LocalShard` token). Any miss goes to the registry.
-//! * **Page pointers**: written once per page by the claim holder that
+//! * **Slot memory**: made usable (`mprotect`) by the claim holder that
 //!   grows the shard, before the Release store of `published` that makes
-//!   the page's slots exist; read for a descriptor's slot only after an
-//!   Acquire load of `published` saw the slot below it (`find`), or by the
-//!   claim holder itself. Under loom they are checked cells, and the model
-//!   `lookup_races_with_growth` reports a causality violation if that
-//!   store or load is weakened to Relaxed.
+//!   the slots exist; touched for a descriptor's slot only after an
+//!   Acquire load of `published` saw the slot below it (`find`, or the
+//!   owner's close comparing with its own shard), or by the claim holder
+//!   itself. A slot at or past `published` is address space with no
+//!   access: touching it would fault, which is why every path that starts
+//!   from a descriptor checks the count first (the test
+//!   `forged_descriptor_past_the_published_slots_of_the_owners_shard_is_stale`
+//!   faults without that check). Under loom the arrays are model cells
+//!   built up front, and the model `lookup_races_with_growth` checks that a
+//!   lookup racing with growth never reads a value before its publication.
 //! * **State word**: any thread, atomically. `insert` stores
 //!   `gen | ALLOC | OPEN | refs` (a plain store, see below); `get` adds 1
 //!   and checks `OPEN` and the generation; on a mismatch it gives the
@@ -108,7 +110,7 @@
 //! ```text
 //!  get_with(fd, f)                           close / drain (releasers)
 //!  ----------------------------------------  ------------------------------------
-//!  find(fd): tag, shard, published, page     the ending CAS (SeqCst), or the
+//!  find(fd): tag, shard, published          the ending CAS (SeqCst), or the
 //!  word = fd's slot key (xchg: one locked      SeqCst swap of the deferred list
 //!         instruction, the store-load fence) load the words below `high`:
 //!  state load: OPEN, this generation?          one == slot key: (re)queue
@@ -147,8 +149,10 @@
 //! sentinel after the last one), since every slot below `next_free` is
 //! taken, so the first zero in that word is the lowest free slot. Otherwise (cold) `find_lowest` scans
 //! `full` from the next word for a zero bit, and if there is none the shard
-//! grows by publishing the next page and extending the bitmap, up to
-//! `max_slots`, after which insert returns `Full(value)`. Release clears the
+//! grows by making the next range of slots usable (the first `initial`,
+//! then as many again as it has: doubling) and extending the bitmap, up to
+//! `max_slots`, after which insert returns `Full(value)` (also when the
+//! kernel will not commit the memory). Release clears the
 //! `open` bit and lowers `next_free`; it clears the `full` bit only if the
 //! word was all ones before (the bit is set exactly then), so the summary
 //! word is not even read otherwise; its index is not bound-checked either
@@ -162,32 +166,100 @@
 //! # The owner's pair, instruction by instruction
 //!
 //! `insert` then `close` of the same entry on the shard's owner thread is
-//! 107 instructions (the floor contender: 61), all inline, with no call on
-//! the path. `insert`: one load and compare of `LAST`; two loads of the
-//! deferred and freed list heads; `take_fast`; one counter bump; the
-//! directory entry (`lea`, `bsr`) and its two pointers; the value write; the
-//! state load and the Release store; the Fd from `fd_base`. `close`: tag
-//! and shard in one subtract and compare, the slot against `published`
-//! (one Acquire load), the entry; one CAS from the guessed state (open, only
+//! 107 instructions (through `local()`: 94; the floor contender: 61), all
+//! inline, with no call on the path. `insert`: one load and compare of
+//! `LAST`; two loads of the deferred and freed list heads; `take_fast`;
+//! one counter bump; the value write; the state load and the Release store
+//! (both at `base + slot`); the Fd from `fd_base`. `close`: `LAST` again,
+//! which names the caller's shard before the descriptor is looked at; the
+//! descriptor's tag and shard bits against that shard's `fd_base` and its
+//! slot against `published` (predicted branches, off the CAS's chain); one
+//! CAS at that shard's `states + slot` from the guessed state (open, only
 //! the table's reference, the descriptor's generation) straight to the next
 //! generation, free (`(state & GEN_BITS) + GEN_ONE`, which wraps the 24-bit
-//! generation with no mask); `release()`; the ownership test against
-//! `LAST`; one counter bump; the bit clear. Everything else (wrong guess,
-//! guards out, stale, foreign close, drains, growth) is a `#[cold]`
-//! function.
+//! generation with no mask); the announcement check; `release()`; one
+//! counter bump; the bit clear. Everything else (wrong guess, guards out,
+//! stale, another shard's or table's descriptor, drains, growth) is a
+//! `#[cold]` function.
 //!
 //! # Memory per slot
 //!
 //! Beyond the value itself (`MaybeUninit<T>`, no padding added):
 //! state 8 B + link 4 B + one `open` bit (1/8 B) + 1/64 of a `full` bit
-//! (1/512 B) = **12.13 bytes** per slot, within the 16-byte budget. Per shard
-//! there is a fixed ~1.4 KiB (page pointers, padded counters, bitmap
-//! headers, the bitmap's sentinel word). A unit test computes the figure
-//! from the `size_of`s.
+//! (1/512 B) = **12.13 bytes** per slot, within the 16-byte budget, for the
+//! slots the shard has grown to (committed a page at a time as it grows).
+//! Per shard there is a fixed ~0.9 KiB: the shard itself, 512 B (padded
+//! counters, bitmap headers, the three array pointers; 1 KiB with the page
+//! directory it replaced), its padded claim flag, the bitmap's sentinel
+//! words. A unit test computes
+//! the figure from the `size_of`s. Address space, not memory: each shard
+//! reserves `max_slots * (12 + size_of::<T>())` bytes with no access (with
+//! the defaults and a 16-byte value, 28 MiB per shard), which the kernel
+//! counts in the process's virtual size but not as committed memory under
+//! any overcommit policy (test `reserved_slots_cost_no_memory_until_used`).
 //!
 //! # Choices and their measurements
 //!
-//! ## Where the remaining nanoseconds go (fourth pass, 1 Dec 2026)
+//! ## Where the remaining nanoseconds go (fifth pass, 2 Dec 2026)
+//!
+//! The fourth pass (below) found both the pair and the lookup bound by the
+//! chain from a descriptor to its state word, not by their instruction
+//! counts, and named what would cut it: a state word reachable with no
+//! dependent load. This pass did that, in two parts that only pay
+//! together:
+//! * one array per kind per shard at a fixed address (`slots.rs`): slot
+//!   `s` is `states + s`, with no `bsr` and no page-pointer load on the
+//!   way. The arrays are reserved for `max_slots` as address space with no
+//!   access and made usable as the shard grows, so memory use is what the
+//!   doubling pages had.
+//! * the owner's close starts from the shard the caller owns (`LAST`, or
+//!   the `local()` token), known before the descriptor is read, and only
+//!   compares the descriptor with it: the CAS's address no longer waits
+//!   for a shard index decoded from the descriptor and a load through it.
+//!
+//! Measured on the 2-vCPU AMD EPYC VM (`FDTABLE_INTERLEAVED=200 cargo
+//! bench -p benches --bench fdtable`, before and after binaries alternated,
+//! two runs each; medians of 200 rounds of 20000, thread CPU time;
+//! instruction counts by `scripts/callgrind-fdtable.sh 100000`):
+//!
+//! | per op                  | instructions | ns before -> after | ratio before -> after |
+//! |-------------------------|--------------|--------------------|-----------------------|
+//! | pair, `insert` + `close` | 109 -> 107  | 10.5 -> 8.3        | 0.84-0.94x -> 1.07x `Mutex<Slab>`; 1.91-2.72x -> 2.40-2.44x sharded-slab |
+//! | pair through `local()`  | 100 -> 94    | 10.3-10.6 -> 8.2-8.7 | 0.84-0.98x -> 1.01-1.09x `Mutex<Slab>` |
+//! | pair, floor             | 61           | 4.8-5.8            | 1.74-1.82x `Mutex<Slab>`, 4.1-5.0x sharded-slab |
+//! | lookup, `get` + drop    | 53 -> 50     | 5.1-6.6 -> 4.5     | 2.97-3.31x -> 3.43-3.45x sharded-slab (floor: 3.46-3.48x) |
+//! | lookup, `get_with`      | 70 -> 66     | 4.5-5.9 -> 3.9     | 3.34-3.73x -> 3.93-3.94x sharded-slab |
+//! | two threads             |              | 5.6-5.8 per pair   | 1.95-1.96x the one-thread rate; 11.8-12.4x a shared `Mutex<Slab>` |
+//!
+//! Each part alone, measured with the other hacked in or out in the same
+//! session: the address from the caller's shard alone left `local()` at
+//! 10.3 ns (the page directory still sat on the chain); a flat array
+//! alone (the directory entry forced to 0 in a table of one page) left it
+//! at 9.1-9.2 ns; both together 7.4-8.3 ns. Dropping instructions did not
+//! move it: without the counters, the list-head checks and the
+//! announcement check the pair stayed at 9.2-9.3 ns before this pass and
+//! at 8.3-9.3 after it (the floor at 4.8-5.8 in the same runs), and
+//! without the descriptor's validation in close it stayed at 8.3-8.5.
+//!
+//! The lookup is now at its floor (`get` + guard 1.01x the floor's time:
+//! the `lock xadd` address comes from the descriptor with one load, the
+//! shard's array pointer, as the floor's does).
+//!
+//! The pair is still 1.6-1.7x the floor's time, and issue #18's 1.5x
+//! `Mutex<Slab>` asks for 1.2x on this CPU, where the floor itself is only
+//! 1.8x the mutex. What the floor does not have, each measured away above
+//! without a change: the counters, the list checks, the announcement
+//! check, the descriptor checks, the claim lookup (`local()` is no
+//! faster). Nor is it the floor's advantage of holding its table by
+//! `&mut`: `floor_shared`, the same floor behind `&self` through a leaked
+//! `&'static` (so nothing stays in a register across the CAS), measures
+//! the same as the floor (4.81 against 4.82 ns). Not explained: with no
+//! PMU in this VM, which of the remaining ~35 instructions (the state
+//! layout's packing, the value's move out and `release()`, the `full`
+//! summary test, the `Result` plumbing) or which store-to-load forward
+//! carries the last 3 ns.
+//!
+//! ## Fourth pass (1 Dec 2026)
 //!
 //! On an AMD EPYC VM, where an uncontended mutex costs less, the same
 //! pair measures 0.74-0.95x `Mutex<Slab>` against the floor's 1.7-1.8x:
@@ -281,8 +353,7 @@
 //! CPU, and reaching even the floor needs a state word reachable with no
 //! dependent load, i.e. one flat array per shard at a fixed address
 //! (reserving `max_slots` of address space per shard up front instead of
-//! growing by pages). That changes the memory model of the table
-//! (overcommit, Miri) and is not done here.
+//! growing by pages): the fifth pass, above.
 //!
 //! One run of the first step's build (of 21) had the non-local pair at
 //! 22-25 ns for the whole process, also with ASLR off, while the other

@@ -171,6 +171,13 @@ impl Fd {
         (self.0 >> TAG_SHIFT) & TAG_MASK
     }
 
+    /// The table tag and the shard in place (bits 20..40), to compare
+    /// with a shard's `fd_base` in one step.
+    #[inline(always)]
+    pub(crate) fn tag_and_shard_bits(&self) -> u64 {
+        self.0 & (TAG_MASK << TAG_SHIFT | SHARD_MASK << SHARD_SHIFT)
+    }
+
     /// The shard the entry lives in.
     pub fn shard(&self) -> usize {
         ((self.0 >> SHARD_SHIFT) & SHARD_MASK) as usize

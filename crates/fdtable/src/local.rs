@@ -171,22 +171,6 @@ pub(crate) fn cached_shard(cache_key: u64) -> Option<usize> {
     (distance < LAST_NONE).then_some(distance as usize)
 }
 
-/// Whether this thread owns shard `shard` of table `table_id`, if the fast
-/// cache knows (it does for the last table the thread used): a thread owns
-/// at most one shard per table, so a cached entry for the table answers
-/// for every shard.
-#[inline(always)]
-pub(crate) fn cached_owns(cache_key: u64, shard: usize) -> Option<bool> {
-    let distance = last() ^ cache_key;
-    if distance == shard as u64 {
-        Some(true)
-    } else if distance <= LAST_NONE {
-        Some(false)
-    } else {
-        None
-    }
-}
-
 /// The shard of table `table_id` this thread owns, claiming one on first use.
 /// `None` if every owner shard is taken or the thread is exiting.
 #[inline]

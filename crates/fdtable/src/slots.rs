@@ -1,18 +1,22 @@
-//! Slot storage: pages that never move, and the per-slot state word.
+//! Slot storage: arrays that never move, and the per-slot state word.
 //!
-//! A shard's slots live in pages of doubling size (page 0 holds
-//! `initial` slots, page `p >= 1` holds `initial << (p - 1)`), so slot `s`
-//! maps to a fixed (page, offset) and a page, once published, stays at its
-//! address until the table is dropped. Readers on other threads can therefore
-//! follow a descriptor while the owner grows the shard.
+//! A shard's slots are three parallel arrays at fixed addresses, reserved
+//! for the shard's maximum up front and made usable as it grows (in steps
+//! that double: `initial` slots, then as many again, and so on). Readers on
+//! other threads can therefore follow a descriptor while the owner grows
+//! the shard, and slot `s` is the `s`th element of each array.
 //!
-//! Each page keeps three parallel arrays: the state words (written by every
-//! lookup), the deferred-list links (written only on release), and the values
-//! (written once per insert, read by lookups), so the reference counting
-//! traffic never dirties the lines that hold the values.
+//! The three arrays are the state words (written by every lookup), the
+//! deferred-list links (written only on release), and the values (written
+//! once per insert, read by lookups), so the reference counting traffic
+//! never dirties the lines that hold the values.
 
+#[cfg(not(loom))]
+use std::alloc::Layout;
+#[cfg(not(loom))]
+use std::marker::PhantomData;
 use std::mem::MaybeUninit;
-use std::ptr;
+use std::ptr::NonNull;
 
 use crate::sync::{AtomicU32, AtomicU64, Ordering, UnsafeCell};
 
@@ -49,225 +53,365 @@ pub(crate) fn dead_successor(state: u64) -> u64 {
 /// Sentinel for "no slot" in the deferred lists.
 pub(crate) const NO_SLOT: u32 = u32::MAX;
 
-/// Entries of a shard's page directory: one per bit length of a slot
-/// number, 0 to 20 (`MAX_SLOTS_PER_SHARD` is 2^20). Also the most pages a
-/// shard can have (page 0 of one slot, then doubling).
-pub(crate) const MAX_PAGES: usize = 21;
-
-/// The page directory entry of `slot`: its bit length, `ilog2(2 slot + 1)`
-/// (no zero case, so one `lea` and one `bsr`). It needs nothing from the
-/// geometry: page 0 (slots below `initial`, bit lengths up to
-/// `log2 initial`) fills every entry up to that one, page `p >= 1` (bit
-/// length `log2 initial + p`) one entry each. `slot` must be below 2^20.
-/// (Indexing by page number took a load of that size and a shift on every
-/// access; this one took the pair from 115 to 109 instructions and from
-/// 3.84-3.89x to 3.87-3.92x sharded-slab, through `local()` 3.82-3.88x to
-/// 3.97-4.01x, interleaved, 3 alternated runs.)
-#[inline(always)]
-pub(crate) fn entry_of(slot: u32) -> usize {
-    debug_assert!(slot < 1 << 20);
-    ((slot << 1) | 1).ilog2() as usize
-}
-
-/// A shard's pages: the pointers inline in the shard, so reaching a slot's
-/// state word is one load (the page pointer) plus an index, with no chain of
-/// boxes in between (a profile showed the chained loads dominating lookup).
-/// The pointers are indexed by [`entry_of`] (the slot's bit length), not by
-/// page number, so finding them takes no shift by the geometry's page 0
-/// size: page 0's pointers are repeated in entries `0..=log2 initial`.
+/// A shard's slots: three arrays (state words, deferred-list links,
+/// values) at addresses fixed for the life of the table, each long enough
+/// for the shard's `max_slots`, so slot `s` is `base + s` in each: no page
+/// directory, and nothing about the slot to load before its state word.
+/// The reason is the owner's close: a directory entry chosen by the slot
+/// (`bsr`, then a load of the page pointer) sat between the descriptor and
+/// the close's CAS, and that chain, not the instruction count, was what
+/// kept the pair at twice the floor's time.
 ///
-/// Each page pointer is stored *biased* by the page's first slot
-/// (`array.wrapping_sub(page_start)`), so slot `s` of page `p` is
-/// `pointer[p].wrapping_add(s)`: no offset arithmetic, no page start to
-/// look up. Whether a slot exists is one compare against `published`, the
-/// number of slots in published pages, which also bounds the slot by the
-/// shard's maximum (published never exceeds it).
-///
-/// Each page is published once, by the shard's claim holder, and freed only
-/// when the table is dropped. The pointers are plain memory: written once,
-/// before the Release store of `published` that makes their slots
-/// reachable, and read only for slots below a `published` value the reader
-/// loaded with Acquire (or by the claim holder that wrote them).
-pub(crate) struct Pages<T> {
+/// The arrays are one reservation of address space, with no access and no
+/// memory behind it ([`Reservation`]); `publish` makes the next range of
+/// slots readable and writable before the Release store of `published`
+/// that lets other threads reach them, so memory is committed as the shard
+/// grows, as the doubling pages before it were, and a slot at or past
+/// `published` is never touched. Whether a slot exists is one compare
+/// against `published`, which also bounds the slot by the shard's maximum
+/// (published never exceeds it).
+pub(crate) struct Slots<T> {
     published: AtomicU32,
-    pages: PagePointers<T>,
+    states: NonNull<AtomicU64>,
+    links: NonNull<AtomicU32>,
+    values: NonNull<UnsafeCell<MaybeUninit<T>>>,
+    memory: Memory<T>,
 }
 
-/// The three arrays of every directory entry, biased (see [`Pages`]), one
-/// array of pointers per kind, so an entry's pointer is at `entry * 8`: an
-/// index the address mode scales, with no multiply by a 24-byte stride on
-/// the way to the state word. Under loom the cells are checked cells, so a
-/// lookup that read a page pointer without seeing its publication would be
-/// reported as a race. (Against one 24-byte struct of three pointers per
-/// entry: pair 3.88-3.89x -> 4.03-4.07x sharded-slab, lookup 1.45-1.48x ->
-/// 1.47-1.49x, interleaved, 3 alternated runs; 109 -> 107 instructions per
-/// pair, 54 -> 52 per lookup.)
-struct PagePointers<T> {
-    states: [UnsafeCell<*mut AtomicU64>; MAX_PAGES],
-    values: [UnsafeCell<*mut UnsafeCell<MaybeUninit<T>>>; MAX_PAGES],
-    links: [UnsafeCell<*mut AtomicU32>; MAX_PAGES],
-}
+// SAFETY: the pointers are into memory the shard owns (`memory`); what is
+// shared through them is atomics and value cells whose access the table's
+// protocol orders (see `FdTable`'s `Sync` impl).
+unsafe impl<T: Send> Send for Slots<T> {}
+// SAFETY: as for `Send`.
+unsafe impl<T: Send> Sync for Slots<T> {}
 
-impl<T> Pages<T> {
-    pub(crate) fn new() -> Self {
-        Pages {
+impl<T> Slots<T> {
+    /// Reserves the arrays for `max_slots` slots and publishes the first
+    /// `initial`. Fails only when the address space or, under a strict
+    /// overcommit policy, memory for the initial slots runs out.
+    pub(crate) fn new(max_slots: u32, initial: u32) -> std::io::Result<Self> {
+        let (memory, states, links, values) = Memory::new(max_slots as usize)?;
+        let slots = Slots {
             published: AtomicU32::new(0),
-            pages: PagePointers {
-                states: std::array::from_fn(|_| UnsafeCell::new(ptr::null_mut())),
-                values: std::array::from_fn(|_| UnsafeCell::new(ptr::null_mut())),
-                links: std::array::from_fn(|_| UnsafeCell::new(ptr::null_mut())),
-            },
-        }
+            states,
+            links,
+            values,
+            memory,
+        };
+        slots.publish(0, initial)?;
+        Ok(slots)
     }
 
-    /// Allocates page `page` of `geometry` free and publishes it: its
-    /// pointers go to every directory entry of its slots.
+    /// Makes slots `from..to` usable and publishes them (Release: a thread
+    /// that sees the new count can use them). Slots start free with
+    /// generation 0 (a zero state word).
     ///
-    /// # Safety
-    /// Only the shard's claim holder may call this (or the constructor),
-    /// once per page, in page order.
-    pub(crate) unsafe fn publish(&self, geometry: &Geometry, page: usize) {
-        let start = geometry.page_start(page);
-        let len = geometry.page_len(page);
-        let states: Box<[AtomicU64]> = (0..len).map(|_| AtomicU64::new(0)).collect();
-        let links: Box<[AtomicU32]> = (0..len).map(|_| AtomicU32::new(NO_SLOT)).collect();
-        let values: Box<[UnsafeCell<MaybeUninit<T>>]> = (0..len)
-            .map(|_| UnsafeCell::new(MaybeUninit::uninit()))
-            .collect();
-        let start_index = start as usize;
-        // Biased by the page start; `wrapping_*` keeps the provenance and
-        // every pointer actually dereferenced lands back inside the array.
-        let states = Box::into_raw(states)
-            .cast::<AtomicU64>()
-            .wrapping_sub(start_index);
-        let links = Box::into_raw(links)
-            .cast::<AtomicU32>()
-            .wrapping_sub(start_index);
-        let values = Box::into_raw(values)
-            .cast::<UnsafeCell<MaybeUninit<T>>>()
-            .wrapping_sub(start_index);
-        for entry in geometry.entries(page) {
-            let pointers = &self.pages;
-            // SAFETY: nobody reads this page's cells before the store below
-            // publishes the page, and only the claim holder writes them, once
-            // (each entry belongs to one page).
-            unsafe {
-                pointers.states[entry].with_mut(|cell| *cell = states);
-                pointers.links[entry].with_mut(|cell| *cell = links);
-                pointers.values[entry].with_mut(|cell| *cell = values);
-            }
-        }
-        // Last: a reader that sees the new count (Acquire) sees the pointers.
-        self.published.store(start + len as u32, Ordering::Release);
+    /// Only the shard's claim holder (or the constructor) calls this, with
+    /// `from` the current count.
+    pub(crate) fn publish(&self, from: u32, to: u32) -> std::io::Result<()> {
+        debug_assert_eq!(from, self.published.load(Ordering::Relaxed));
+        self.memory.commit(from as usize, to as usize)?;
+        self.published.store(to, Ordering::Release);
+        Ok(())
     }
 
-    /// Whether `slot` lies in a published page, for a slot number that came
-    /// from outside (a descriptor). One Acquire load and one compare.
+    /// Whether `slot` is published, for a slot number that came from
+    /// outside (a descriptor). One Acquire load and one compare.
     #[inline(always)]
     pub(crate) fn contains(&self, slot: u32) -> bool {
         slot < self.published.load(Ordering::Acquire)
     }
 
-    /// Slot `slot`'s state word; `entry` is [`entry_of`]`(slot)`.
+    /// The number of published slots, as the claim holder knows it.
+    pub(crate) fn published(&self) -> u32 {
+        self.published.load(Ordering::Acquire)
+    }
+
+    /// Slot `slot`'s state word.
     ///
     /// # Safety
-    /// `slot` must lie in a published page, as seen by this thread: it is
-    /// below a `published` value this thread loaded ([`Pages::contains`]),
-    /// or this thread is the claim holder that published it.
+    /// `slot` must be published, as seen by this thread: below a
+    /// `published` value this thread loaded ([`Slots::contains`]), or this
+    /// thread is the claim holder that published it.
     #[inline(always)]
-    pub(crate) unsafe fn state(&self, entry: usize, slot: u32) -> &AtomicU64 {
-        // SAFETY: `entry` < MAX_PAGES for every slot below 2^20, and the
-        // published page's biased pointer plus `slot` is inside its array,
-        // which lives until `free_all` (`&mut self`).
-        unsafe {
-            let base = self.pages.states.get_unchecked(entry).with(|cell| *cell);
-            &*base.wrapping_add(slot as usize)
-        }
+    pub(crate) unsafe fn state(&self, slot: u32) -> &AtomicU64 {
+        // SAFETY: a published slot is inside the array and its memory is
+        // committed; it lives until the shard is dropped (`&self`).
+        unsafe { self.states.add(slot as usize).as_ref() }
     }
 
-    /// Slot `slot`'s value cell. Safety: as for [`Pages::state`].
+    /// Slot `slot`'s value cell. Safety: as for [`Slots::state`].
     #[inline(always)]
-    pub(crate) unsafe fn value(&self, entry: usize, slot: u32) -> &UnsafeCell<MaybeUninit<T>> {
+    pub(crate) unsafe fn value(&self, slot: u32) -> &UnsafeCell<MaybeUninit<T>> {
         // SAFETY: as in `state`.
-        unsafe {
-            let base = self.pages.values.get_unchecked(entry).with(|cell| *cell);
-            &*base.wrapping_add(slot as usize)
-        }
+        unsafe { self.values.add(slot as usize).as_ref() }
     }
 
-    /// Slot `slot`'s deferred-list link. Safety: as for [`Pages::state`].
+    /// Slot `slot`'s deferred-list link. Safety: as for [`Slots::state`].
     #[inline(always)]
-    pub(crate) unsafe fn link(&self, entry: usize, slot: u32) -> &AtomicU32 {
+    pub(crate) unsafe fn link(&self, slot: u32) -> &AtomicU32 {
         // SAFETY: as in `state`.
-        unsafe {
-            let base = self.pages.links.get_unchecked(entry).with(|cell| *cell);
-            &*base.wrapping_add(slot as usize)
-        }
+        unsafe { self.links.add(slot as usize).as_ref() }
     }
 
-    /// All three parts of slot `slot`. Safety: as for [`Pages::state`].
+    /// All three parts of slot `slot`. Safety: as for [`Slots::state`].
     #[inline(always)]
-    pub(crate) unsafe fn slot(&self, entry: usize, slot: u32) -> SlotRef<'_, T> {
+    pub(crate) unsafe fn slot(&self, slot: u32) -> SlotRef<'_, T> {
         // SAFETY: forwarded.
         unsafe {
             SlotRef {
-                state: self.state(entry, slot),
-                link: self.link(entry, slot),
-                value: self.value(entry, slot),
-            }
-        }
-    }
-
-    /// Frees every published page; `geometry` must be the one every page
-    /// was published with.
-    pub(crate) fn free_all(&mut self, geometry: &Geometry) {
-        self.published.store(0, Ordering::Relaxed);
-        for page in 0..geometry.pages() {
-            let mut entries = geometry.entries(page);
-            let first = *entries.start();
-            let pointers = &mut self.pages;
-            let states = take(&mut pointers.states[first]);
-            if states.is_null() {
-                continue;
-            }
-            let start = geometry.page_start(page) as usize;
-            let len = geometry.page_len(page);
-            let links = take(&mut pointers.links[first]);
-            let values = take(&mut pointers.values[first]);
-            // The repeats of page 0's pointers are not freed again.
-            entries.next();
-            for entry in entries {
-                take(&mut pointers.states[entry]);
-                take(&mut pointers.links[entry]);
-                take(&mut pointers.values[entry]);
-            }
-            // SAFETY: unbiased, the pointers are the `Box::into_raw` results
-            // of boxed slices of `len` elements from `publish`, taken out once.
-            unsafe {
-                drop(Box::from_raw(ptr::slice_from_raw_parts_mut(
-                    states.wrapping_add(start),
-                    len,
-                )));
-                drop(Box::from_raw(ptr::slice_from_raw_parts_mut(
-                    links.wrapping_add(start),
-                    len,
-                )));
-                drop(Box::from_raw(ptr::slice_from_raw_parts_mut(
-                    values.wrapping_add(start),
-                    len,
-                )));
+                state: self.state(slot),
+                link: self.link(slot),
+                value: self.value(slot),
             }
         }
     }
 }
 
-/// Empties a page-pointer cell.
-fn take<P>(cell: &mut UnsafeCell<*mut P>) -> *mut P {
-    // SAFETY: `&mut`: no other access to the cell.
-    cell.with_mut(|cell| unsafe { ptr::replace(cell, ptr::null_mut()) })
+/// The memory behind a shard's three arrays.
+///
+/// In a normal build, one private anonymous mapping with no access
+/// (`PROT_NONE`): address space only, not counted as committed memory
+/// under any overcommit policy. `commit` turns the byte ranges of a range
+/// of slots readable and writable (`mprotect`), which is when the kernel
+/// counts them, and they read as zeros until written: a zero state word
+/// is a free slot of generation 0, and links and values are written
+/// before they are read. Under Miri (no `mprotect`) it is one zeroed
+/// allocation; under loom, whose atomics and cells carry model state and
+/// cannot be zero bytes, three boxed slices built element by element (the
+/// models use tables of two slots).
+#[cfg(not(loom))]
+struct Memory<T> {
+    reservation: Reservation,
+    links_offset: usize,
+    values_offset: usize,
+    _values: PhantomData<T>,
 }
 
-/// One slot's three parts, borrowed from its page.
+#[cfg(not(loom))]
+type Parts<T> = (
+    Memory<T>,
+    NonNull<AtomicU64>,
+    NonNull<AtomicU32>,
+    NonNull<UnsafeCell<MaybeUninit<T>>>,
+);
+
+#[cfg(not(loom))]
+impl<T> Memory<T> {
+    fn new(slots: usize) -> std::io::Result<Parts<T>> {
+        const {
+            assert!(
+                std::mem::align_of::<T>() <= 4096,
+                "fdtable: values aligned to more than a page"
+            )
+        };
+        let too_big = |_| std::io::Error::from(std::io::ErrorKind::OutOfMemory);
+        let states = Layout::array::<AtomicU64>(slots).map_err(too_big)?;
+        let (layout, links_offset) = states
+            .extend(Layout::array::<AtomicU32>(slots).map_err(too_big)?)
+            .map_err(too_big)?;
+        let (layout, values_offset) = layout
+            .extend(Layout::array::<UnsafeCell<MaybeUninit<T>>>(slots).map_err(too_big)?)
+            .map_err(too_big)?;
+        let reservation = Reservation::new(layout.size())?;
+        let base = reservation.base;
+        // SAFETY: the offsets come from the layout the reservation is as
+        // large as, and each is aligned for its array (the base is
+        // page-aligned, which no array's alignment exceeds: checked above).
+        let (states, links, values) = unsafe {
+            (
+                base.cast::<AtomicU64>(),
+                base.add(links_offset).cast::<AtomicU32>(),
+                base.add(values_offset).cast::<UnsafeCell<MaybeUninit<T>>>(),
+            )
+        };
+        let memory = Memory {
+            reservation,
+            links_offset,
+            values_offset,
+            _values: PhantomData,
+        };
+        Ok((memory, states, links, values))
+    }
+
+    /// Makes the memory of slots `from..to` of every array usable.
+    fn commit(&self, from: usize, to: usize) -> std::io::Result<()> {
+        let value = std::mem::size_of::<UnsafeCell<MaybeUninit<T>>>();
+        self.reservation.commit(from * 8, to * 8)?;
+        self.reservation
+            .commit(self.links_offset + from * 4, self.links_offset + to * 4)?;
+        self.reservation.commit(
+            self.values_offset + from * value,
+            self.values_offset + to * value,
+        )
+    }
+}
+
+/// Address space reserved with no access; see [`Memory`].
+#[cfg(not(any(loom, miri)))]
+struct Reservation {
+    base: NonNull<u8>,
+    len: usize,
+}
+
+#[cfg(not(any(loom, miri)))]
+impl Reservation {
+    fn new(len: usize) -> std::io::Result<Self> {
+        if len == 0 {
+            return Ok(Reservation {
+                base: NonNull::dangling(),
+                len,
+            });
+        }
+        // SAFETY: a new private anonymous mapping; no existing memory is
+        // affected.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_NONE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error());
+        }
+        let base = NonNull::new(base.cast::<u8>()).expect("mmap returned null");
+        Ok(Reservation { base, len })
+    }
+
+    /// Makes bytes `from..to` (widened to whole pages) readable and writable.
+    fn commit(&self, from: usize, to: usize) -> std::io::Result<()> {
+        if from >= to {
+            return Ok(());
+        }
+        let page = page_size();
+        let start = from / page * page;
+        let end = to.div_ceil(page).saturating_mul(page).min(self.len);
+        // SAFETY: `start..end` lies inside the mapping (`to <= len`, and
+        // `end` is capped by it); changing its protection affects no memory
+        // anyone else owns.
+        let result = unsafe {
+            libc::mprotect(
+                self.base.as_ptr().add(start).cast(),
+                end - start,
+                libc::PROT_READ | libc::PROT_WRITE,
+            )
+        };
+        if result != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(())
+    }
+}
+
+#[cfg(not(any(loom, miri)))]
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        if self.len > 0 {
+            // SAFETY: the mapping made in `new`, unmapped once; nothing points
+            // into it any more (the shard that used it is being dropped).
+            unsafe { libc::munmap(self.base.as_ptr().cast(), self.len) };
+        }
+    }
+}
+
+#[cfg(not(any(loom, miri)))]
+fn page_size() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    usize::try_from(size).unwrap_or(4096).max(1)
+}
+
+/// Under Miri, which has no `mprotect`: one zeroed allocation, all usable.
+#[cfg(all(miri, not(loom)))]
+struct Reservation {
+    base: NonNull<u8>,
+    layout: Layout,
+}
+
+#[cfg(all(miri, not(loom)))]
+impl Reservation {
+    fn new(len: usize) -> std::io::Result<Self> {
+        let layout = Layout::from_size_align(len.max(1), 4096)
+            .map_err(|_| std::io::Error::from(std::io::ErrorKind::OutOfMemory))?;
+        // SAFETY: the layout has a non-zero size.
+        let base = NonNull::new(unsafe { std::alloc::alloc_zeroed(layout) })
+            .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::OutOfMemory))?;
+        Ok(Reservation { base, layout })
+    }
+
+    fn commit(&self, _from: usize, _to: usize) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[cfg(all(miri, not(loom)))]
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `new` with this layout, freed once.
+        unsafe { std::alloc::dealloc(self.base.as_ptr(), self.layout) };
+    }
+}
+
+/// Under loom: three boxed slices of model atomics and cells.
+#[cfg(loom)]
+struct Memory<T> {
+    states: NonNull<[AtomicU64]>,
+    links: NonNull<[AtomicU32]>,
+    values: NonNull<[UnsafeCell<MaybeUninit<T>>]>,
+}
+
+#[cfg(loom)]
+type Parts<T> = (
+    Memory<T>,
+    NonNull<AtomicU64>,
+    NonNull<AtomicU32>,
+    NonNull<UnsafeCell<MaybeUninit<T>>>,
+);
+
+#[cfg(loom)]
+impl<T> Memory<T> {
+    fn new(slots: usize) -> std::io::Result<Parts<T>> {
+        let states: Box<[AtomicU64]> = (0..slots).map(|_| AtomicU64::new(0)).collect();
+        let links: Box<[AtomicU32]> = (0..slots).map(|_| AtomicU32::new(NO_SLOT)).collect();
+        let values: Box<[UnsafeCell<MaybeUninit<T>>]> = (0..slots)
+            .map(|_| UnsafeCell::new(MaybeUninit::uninit()))
+            .collect();
+        let memory = Memory {
+            states: NonNull::from(Box::leak(states)),
+            links: NonNull::from(Box::leak(links)),
+            values: NonNull::from(Box::leak(values)),
+        };
+        let parts = (
+            memory.states.cast(),
+            memory.links.cast(),
+            memory.values.cast(),
+        );
+        Ok((memory, parts.0, parts.1, parts.2))
+    }
+
+    fn commit(&self, _from: usize, _to: usize) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[cfg(loom)]
+impl<T> Drop for Memory<T> {
+    fn drop(&mut self) {
+        // SAFETY: leaked in `new`, freed once; the values are moved out (or
+        // were never written) by the table's drop before the shard goes.
+        unsafe {
+            drop(Box::from_raw(self.states.as_ptr()));
+            drop(Box::from_raw(self.links.as_ptr()));
+            drop(Box::from_raw(self.values.as_ptr()));
+        }
+    }
+}
+
+/// One slot's three parts, borrowed from its shard.
 pub(crate) struct SlotRef<'a, T> {
     pub(crate) state: &'a AtomicU64,
     pub(crate) link: &'a AtomicU32,
@@ -282,30 +426,29 @@ impl<T> Clone for SlotRef<'_, T> {
 
 impl<T> Copy for SlotRef<'_, T> {}
 
-/// Page layout of one shard, the same for every shard of a table.
+/// How a shard grows (the same for every shard of a table): "page" `p`
+/// is the `p`th step, `initial` slots first, then doubling.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Geometry {
     /// log2 of the page 0 size.
     shift: u32,
     max_slots: u32,
-    pages: usize,
 }
 
 impl Geometry {
     pub(crate) fn new(initial_slots: u32, max_slots: u32) -> Self {
         let max_slots = max_slots.max(1);
         let initial = initial_slots.clamp(1, max_slots).next_power_of_two();
-        let mut geometry = Geometry {
+        Geometry {
             shift: initial.trailing_zeros(),
             max_slots,
-            pages: 0,
-        };
-        geometry.pages = geometry.page_of(max_slots - 1) + 1;
-        geometry
+        }
     }
 
+    /// How many growth steps reach `max_slots`.
+    #[cfg(test)]
     pub(crate) fn pages(&self) -> usize {
-        self.pages
+        self.page_of(self.max_slots - 1) + 1
     }
 
     pub(crate) fn max_slots(&self) -> u32 {
@@ -346,17 +489,6 @@ impl Geometry {
         }
         let page = self.page_of(slot);
         Some((page, (slot - self.page_start(page)) as usize))
-    }
-
-    /// The directory entries of page `page`: `0..=log2 initial` for page 0,
-    /// the one `log2 initial + page` for the others (see [`entry_of`]).
-    pub(crate) fn entries(&self, page: usize) -> std::ops::RangeInclusive<usize> {
-        if page == 0 {
-            0..=self.shift as usize
-        } else {
-            let entry = self.shift as usize + page;
-            entry..=entry
-        }
     }
 
     /// The page that starts at `capacity`, i.e. the one growth allocates next.
@@ -409,29 +541,6 @@ mod tests {
             size_of::<MaybeUninit<std::fs::File>>(),
             size_of::<std::fs::File>()
         );
-    }
-
-    /// Every slot's directory entry belongs to its page, and the pages'
-    /// entries tile `0..MAX_PAGES` from 0 without gaps, for every page 0 size.
-    #[test]
-    fn directory_entries_match_pages() {
-        for shift in 0..=20 {
-            let geometry = Geometry::new(1 << shift, 1 << 20);
-            let mut next_entry = 0;
-            for page in 0..geometry.pages() {
-                let entries = geometry.entries(page);
-                assert_eq!(*entries.start(), next_entry);
-                next_entry = entries.end() + 1;
-                let (start, end) = (geometry.page_start(page), geometry.page_end(page));
-                for slot in [start, (start + end) / 2, end - 1] {
-                    assert!(entries.contains(&entry_of(slot)), "slot {slot}");
-                }
-            }
-            assert_eq!(next_entry, MAX_PAGES);
-        }
-        let geometry = Geometry::new(16, 10);
-        assert_eq!(geometry.entries(0), 0..=4);
-        assert_eq!(entry_of(9), 4);
     }
 
     #[test]

@@ -13,8 +13,8 @@ use crossbeam_utils::CachePadded;
 use crate::bitmap::{Bitmap, Found};
 use crate::local::{self, ClaimFlags};
 use crate::slots::{
-    self, dead_successor, generation_of, refs_of, Geometry, Pages, SlotRef, ALLOC, GEN_BITS,
-    NO_SLOT, OPEN, REFS_MASK,
+    dead_successor, generation_of, refs_of, Geometry, SlotRef, Slots, ALLOC, GEN_BITS, NO_SLOT,
+    OPEN, REFS_MASK,
 };
 use crate::sync::{self, AtomicU32, AtomicU64, Ordering, UnsafeCell};
 use crate::{CloseError, Config, Error, Fd, InsertError, Release, Stats};
@@ -108,14 +108,14 @@ struct Remote {
 
 struct Shard<T> {
     /// Written only by the thread holding this shard's claim flag, on every
-    /// operation (`next_free`), so padded away from the page pointers that
-    /// lookups on other threads read.
+    /// operation (`next_free`), so padded away from the slot array
+    /// pointers that lookups on other threads read.
     bitmap: CachePadded<UnsafeCell<Bitmap>>,
     /// `tag << TAG_SHIFT | shard << SHARD_SHIFT`: an insert's descriptor is
     /// this, or-ed with the slot and the generation bits of the state word
     /// (which sit where the descriptor has them).
     fd_base: u64,
-    pages: Pages<T>,
+    slots: Slots<T>,
     local: CachePadded<Counters>,
     remote: CachePadded<Remote>,
 }
@@ -152,8 +152,8 @@ unsafe impl<T: Release> Send for FdTable<T> {}
 // SAFETY: sharing the table lets several threads hold `&T` at once through
 // guards (needs `T: Sync`) and insert/release values from any thread (needs
 // `T: Send`, part of `Release`). Bitmaps are only written by the claim holder;
-// page pointers (plain cells) only by the claim holder before the Release
-// store that publishes their slots, and read only after seeing it.
+// slots are made usable only by the claim holder, before the Release store
+// that publishes them, and touched by others only after seeing it.
 unsafe impl<T: Release + Sync> Sync for FdTable<T> {}
 
 impl<T: Release> fmt::Debug for FdTable<T> {
@@ -182,15 +182,15 @@ impl<T: Release> FdTable<T> {
         let tag = id & crate::TAG_MASK;
         let shards = (0..=owner_shards)
             .map(|shard| {
-                let pages = Pages::new();
-                // SAFETY: nobody else can see the shard yet; page 0 first.
-                unsafe { pages.publish(&geometry, 0) };
+                let slots = Slots::new(max_slots, geometry.page_end(0)).unwrap_or_else(|error| {
+                    panic!("fdtable: cannot reserve {max_slots} slots for a shard: {error}")
+                });
                 Shard {
                     bitmap: CachePadded::new(UnsafeCell::new(Bitmap::with_capacity(
                         geometry.page_end(0),
                     ))),
                     fd_base: Fd::pack(tag, shard, 0, 0).to_raw(),
-                    pages,
+                    slots,
                     local: CachePadded::new(Counters::new()),
                     remote: CachePadded::new(Remote {
                         deferred_head: AtomicU32::new(NO_SLOT),
@@ -349,11 +349,9 @@ impl<T: Release> FdTable<T> {
                 None => return Err(InsertError::Full(value)),
             },
         };
-        let page = slots::entry_of(slot);
-        // SAFETY: the claim holder published every page its bitmap covers
+        // SAFETY: the claim holder published every slot its bitmap covers
         // (growth publishes before it extends the bitmap).
-        let (state, cell) =
-            unsafe { (shard.pages.state(page, slot), shard.pages.value(page, slot)) };
+        let (state, cell) = unsafe { (shard.slots.state(slot), shard.slots.value(slot)) };
         // SAFETY: the slot's bit was free, so no value is stored and no
         // reference can read the cell (ALLOC/OPEN are clear until the
         // store below publishes the value with Release ordering).
@@ -406,7 +404,9 @@ impl<T: Release> FdTable<T> {
         Some(slot)
     }
 
-    /// Allocates the next page of `shard` and returns the new lowest free slot.
+    /// Publishes the next range of `shard`'s slots and returns the new
+    /// lowest free slot; `None` when the shard is at `max_slots` or the
+    /// kernel will not commit the memory.
     ///
     /// # Safety
     /// The calling thread must hold `shard`'s claim flag.
@@ -422,9 +422,10 @@ impl<T: Release> FdTable<T> {
         let end = self.geometry.page_end(page);
         debug_assert_eq!(self.geometry.page_start(page), capacity);
         debug_assert_eq!(self.geometry.page_len(page), (end - capacity) as usize);
-        // SAFETY: the claim holder publishes, once per page, in page order
-        // (the bitmap's capacity is the end of the last published page).
-        unsafe { shard.pages.publish(&self.geometry, page) };
+        // The claim holder publishes, in order: the bitmap's capacity is the
+        // end of the last published range. Memory the kernel will not give
+        // is a full shard, like `max_slots`.
+        shard.slots.publish(capacity, end).ok()?;
         bump_local(&shard.local.growths, 1);
         // SAFETY: exclusive to the claim holder.
         shard.bitmap.with_mut(|bitmap| unsafe {
@@ -440,26 +441,24 @@ impl<T: Release> FdTable<T> {
     /// such slot is published (for paths where speed does not matter).
     fn slot_ref(&self, shard: usize, slot: u32) -> Option<SlotRef<'_, T>> {
         let shard = self.shards.get(shard)?;
-        if !shard.pages.contains(slot) {
+        if !shard.slots.contains(slot) {
             return None;
         }
         // SAFETY: `contains` just saw the slot published.
-        Some(unsafe { shard.pages.slot(slots::entry_of(slot), slot) })
+        Some(unsafe { shard.slots.slot(slot) })
     }
 
     /// Validates `fd` (table tag, shard, slot published) and returns its
-    /// shard and page: a tag compare, a shard bound, one Acquire load and
+    /// shard: a tag compare, a shard bound, one Acquire load and
     /// compare. Everything about the entry itself (open, generation) is the
     /// caller's one atomic operation on the state word.
     #[inline(always)]
-    fn find(&self, fd: Fd) -> Result<(&Shard<T>, usize), Error> {
+    fn find(&self, fd: Fd) -> Result<&Shard<T>, Error> {
         // Tag and shard in one compare (see `tag_key`).
         let tag_and_shard = (fd.to_raw() >> crate::SHARD_SHIFT) & 0xF_FFFF;
         let index = tag_and_shard.wrapping_sub(self.tag_key) as usize;
         match self.shards.get(index) {
-            Some(shard) if shard.pages.contains(fd.slot()) => {
-                Ok((shard, slots::entry_of(fd.slot())))
-            }
+            Some(shard) if shard.slots.contains(fd.slot()) => Ok(shard),
             _ => Err(self.not_found(fd)),
         }
     }
@@ -496,22 +495,6 @@ impl<T: Release> FdTable<T> {
         }
     }
 
-    /// Whether the calling thread owns shard `shard` (and so may write its
-    /// bitmap). One thread-local load and compare when this table is the
-    /// last one the thread used.
-    #[inline(always)]
-    fn owns(&self, shard: usize) -> bool {
-        match local::cached_owns(self.cache_key, shard) {
-            Some(owns) => owns,
-            None => self.owns_uncached(shard),
-        }
-    }
-
-    #[cold]
-    fn owns_uncached(&self, shard: usize) -> bool {
-        self.caller().owned == Some(shard)
-    }
-
     /// Takes a reference to the entry of `fd`: one atomic add, no lock.
     ///
     /// Fails with [`Error::Stale`] if `fd` was closed (its slot may have been
@@ -519,15 +502,15 @@ impl<T: Release> FdTable<T> {
     /// [`Error::WrongTable`] if `fd` came from another table.
     #[inline]
     pub fn get(&self, fd: Fd) -> Result<Guard<'_, T>, Error> {
-        let (shard, page) = self.find(fd)?;
+        let shard = self.find(fd)?;
         // SAFETY: `find` saw the slot published.
-        let state = unsafe { shard.pages.state(page, fd.slot()) };
+        let state = unsafe { shard.slots.state(fd.slot()) };
         let old = state.fetch_add(1, Ordering::Acquire);
         // Open, and the generation the descriptor carries (same bits in both).
         if old & OPEN != 0 && (old ^ fd.to_raw()) & GEN_BITS == 0 {
             // SAFETY: as above. OPEN means the table's own reference is still
             // held, so the value is initialized and our reference keeps it so.
-            let value = unsafe { shard.pages.value(page, fd.slot()) }.with(|cell| cell as *const T);
+            let value = unsafe { shard.slots.value(fd.slot()) }.with(|cell| cell as *const T);
             return Ok(Guard {
                 table: self,
                 fd,
@@ -553,20 +536,20 @@ impl<T: Release> FdTable<T> {
     /// [`get`](Self::get).
     #[inline]
     pub fn get_with<R>(&self, fd: Fd, f: impl FnOnce(&T) -> R) -> Result<R, Error> {
-        let (shard, page) = self.find(fd)?;
+        let shard = self.find(fd)?;
         // Clears the word when dropped, also when `f` unwinds.
         let Some(word) = announce::mine() else {
             return self.get(fd).map(|guard| f(&guard));
         };
         // SAFETY: `find` saw the slot published.
-        let state = unsafe { shard.pages.state(page, fd.slot()) };
+        let state = unsafe { shard.slots.state(fd.slot()) };
         word.announce(announce_key(fd.to_raw()));
         let current = state.load(Ordering::SeqCst);
         if current & OPEN != 0 && (current ^ fd.to_raw()) & GEN_BITS == 0 {
             // SAFETY: as above. OPEN after the announcement: every release
             // of this value follows the close's CAS and checks the words
             // first, so the value stays initialized until the word clears.
-            let value = unsafe { shard.pages.value(page, fd.slot()) }.with(|cell| cell as *const T);
+            let value = unsafe { shard.slots.value(fd.slot()) }.with(|cell| cell as *const T);
             // SAFETY: see above.
             return Ok(f(unsafe { &*value }));
         }
@@ -677,11 +660,57 @@ impl<T: Release> FdTable<T> {
 
     /// `close`; `token` is the shard of the caller's `LocalShard`, if any
     /// (then ownership needs no thread-local lookup at all).
+    ///
+    /// The common close is the owner's, of a descriptor of its own shard,
+    /// so the state word's address is computed from the shard the caller
+    /// owns (known before the descriptor is looked at) and the descriptor
+    /// is only compared with it: the CAS does not wait for a shard index
+    /// decoded from the descriptor and a load through it. Every other close
+    /// (another shard's descriptor, another table's, a thread that owns no
+    /// shard) takes `close_found`, which decodes the descriptor.
     #[inline(always)]
     fn close_as(&self, fd: Fd, token: Option<usize>) -> Result<(), CloseError<T::Error>> {
-        let (shard, page) = self.find(fd)?;
+        let mine = match token {
+            Some(mine) => Some(mine),
+            None => local::cached_shard(self.cache_key),
+        };
+        if let Some(mine) = mine {
+            debug_assert!(mine < self.shards.len());
+            // SAFETY: tokens and the claim cache name only shards of this table.
+            let shard = unsafe { self.shards.get_unchecked(mine) };
+            if fd.tag_and_shard_bits() == shard.fd_base && shard.slots.contains(fd.slot()) {
+                // SAFETY: `contains` just saw the slot published.
+                let state = unsafe { shard.slots.state(fd.slot()) };
+                return self.close_in(shard, fd, state, Some(mine));
+            }
+        }
+        self.close_found(fd, token)
+    }
+
+    /// `close` of a descriptor decoded from its own bits: another shard's,
+    /// another table's, or by a thread the claim cache knows nothing about.
+    #[cold]
+    fn close_found(&self, fd: Fd, token: Option<usize>) -> Result<(), CloseError<T::Error>> {
+        let shard = self.find(fd)?;
         // SAFETY: `find` saw the slot published.
-        let state = unsafe { shard.pages.state(page, fd.slot()) };
+        let state = unsafe { shard.slots.state(fd.slot()) };
+        let owned = match token {
+            Some(mine) => Some(mine),
+            None => self.caller().owned,
+        };
+        self.close_in(shard, fd, state, owned)
+    }
+
+    /// The close itself, on `fd`'s validated `state`; `owned` is the shard
+    /// the calling thread owns, if any.
+    #[inline(always)]
+    fn close_in(
+        &self,
+        shard: &Shard<T>,
+        fd: Fd,
+        state: &AtomicU64,
+        owned: Option<usize>,
+    ) -> Result<(), CloseError<T::Error>> {
         // Guess the usual state (open, only the table's reference) so the
         // common close is one CAS with no load before it; that CAS both
         // closes the entry and ends it (next generation, free).
@@ -699,18 +728,14 @@ impl<T: Release> FdTable<T> {
                     self.defer_covered(fd);
                     return Ok(());
                 }
-                let owner = match token {
-                    Some(mine) => mine == fd.shard(),
-                    None => self.owns(fd.shard()),
-                };
                 // SAFETY: the final transition succeeded in this thread, so no
                 // reference exists and nobody else will read or take the value;
-                // `find` saw the slot published.
-                let value = unsafe { shard.pages.value(page, fd.slot()) }
+                // the caller saw the slot published.
+                let value = unsafe { shard.slots.value(fd.slot()) }
                     .with_mut(|cell| unsafe { ptr::read(cell).assume_init() });
-                self.free_released(shard, fd, owner, value.release())
+                self.free_released(shard, fd, owned == Some(fd.shard()), value.release())
             }
-            Err(actual) => self.close_contended(fd, state, actual, token),
+            Err(actual) => self.close_contended(fd, state, actual, owned),
         }
     }
 
@@ -820,7 +845,7 @@ impl<T: Release> FdTable<T> {
             // SAFETY: this thread owns the shard, so it alone writes the
             // bitmap, and no other borrow of it is alive in this thread. The
             // slot is below the shard's `published` (both callers checked),
-            // which for the owner, who grows page and bitmap together, is the
+            // which for the owner, who grows slots and bitmap together, is the
             // bitmap's capacity.
             shard
                 .bitmap
@@ -864,7 +889,7 @@ impl<T: Release> FdTable<T> {
             let slot_number = next;
             let slot = self
                 .slot_ref(shard_index, slot_number)
-                .expect("deferred slots lie inside published pages");
+                .expect("deferred slots are published");
             next = slot.link.load(Ordering::Relaxed);
             if self.covered(shard.fd_base | u64::from(slot_number)) {
                 // A `get_with` still reads it: back on the list (we hold
@@ -902,7 +927,7 @@ impl<T: Release> FdTable<T> {
             let slot_number = next;
             let slot = self
                 .slot_ref(shard_index, slot_number)
-                .expect("freed slots lie inside published pages");
+                .expect("freed slots are published");
             next = slot.link.load(Ordering::Relaxed);
             // SAFETY: exclusive to the claim holder; the slot was handed
             // out by this bitmap, so it is below its capacity.
@@ -928,7 +953,7 @@ impl<T: Release> FdTable<T> {
             let slot_number = next;
             let slot = self
                 .slot_ref(shard_index, slot_number)
-                .expect("deferred slots lie inside published pages");
+                .expect("deferred slots are published");
             next = slot.link.load(Ordering::Relaxed);
             if self.covered(fd_base | u64::from(slot_number)) {
                 push(&remote.deferred_head, slot.link, slot_number);
@@ -1114,24 +1139,19 @@ impl<T: Release> Drop for FdTable<T> {
                     .with_mut(|cell| unsafe { ptr::read(cell).assume_init() });
                 let _ = value.release();
             }
-            for page in 0..self.geometry.pages() {
-                let start = self.geometry.page_start(page);
-                for slot_number in start..self.geometry.page_end(page) {
-                    let Some(slot) = self.slot_ref(shard_index, slot_number) else {
-                        break;
-                    };
-                    if slot.state.load(Ordering::Acquire) & ALLOC != 0 {
-                        // SAFETY: ALLOC with no handle left means an open
-                        // entry whose value nobody else will take.
-                        let value = slot
-                            .value
-                            .with_mut(|cell| unsafe { ptr::read(cell).assume_init() });
-                        let _ = value.release();
-                    }
+            for slot_number in 0..self.shards[shard_index].slots.published() {
+                let slot = self
+                    .slot_ref(shard_index, slot_number)
+                    .expect("a slot below the count is published");
+                if slot.state.load(Ordering::Acquire) & ALLOC != 0 {
+                    // SAFETY: ALLOC with no handle left means an open
+                    // entry whose value nobody else will take.
+                    let value = slot
+                        .value
+                        .with_mut(|cell| unsafe { ptr::read(cell).assume_init() });
+                    let _ = value.release();
                 }
             }
-            let geometry = self.geometry;
-            self.shards[shard_index].pages.free_all(&geometry);
         }
     }
 }
