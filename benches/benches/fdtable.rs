@@ -896,6 +896,7 @@ fn main() {
         interleaved(rounds);
         return;
     }
+    benches::plot_font::register_or_exit();
     wall();
     cpu();
     Criterion::default().configure_from_args().final_summary();

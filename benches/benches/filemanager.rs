@@ -19,7 +19,7 @@ use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use criterion::{criterion_group, criterion_main, Criterion};
+use criterion::{criterion_group, Criterion};
 use filemanager::{BackendKind, Config, FileManager, Opened};
 use tokio::io::{AsyncReadExt, AsyncSeekExt};
 
@@ -232,4 +232,8 @@ criterion_group! {
     config = Criterion::default().measurement_time(Duration::from_secs(2)).warm_up_time(Duration::from_millis(500));
     targets = read_4k, open_cached, open_uncached
 }
-criterion_main!(benches);
+fn main() {
+    benches::plot_font::register_or_exit();
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}

@@ -453,6 +453,7 @@ fn main() {
         interleaved(rounds);
         return;
     }
+    benches::plot_font::register_or_exit();
     wall_clock();
     cpu_time();
     Criterion::default().configure_from_args().final_summary();

@@ -20,3 +20,4 @@
 #![deny(missing_docs)]
 
 pub mod loadtest;
+pub mod plot_font;

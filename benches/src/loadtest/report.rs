@@ -1211,28 +1211,6 @@ pub mod chart {
         b
     }
 
-    /// Where the chart's font comes from: Debian's `fonts-dejavu-core`, read
-    /// at run time by plotters' pure-Rust `ab_glyph` text backend, so the
-    /// build links no fontconfig or freetype.
-    const FONT: &str = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf";
-
-    /// Registers [`FONT`] as plotters' "sans-serif" once per process.
-    fn register_font() -> Result<()> {
-        static REGISTERED: std::sync::OnceLock<std::result::Result<(), String>> =
-            std::sync::OnceLock::new();
-        REGISTERED
-            .get_or_init(|| {
-                let bytes = std::fs::read(FONT)
-                    .map_err(|e| format!("{FONT}: {e} (install fonts-dejavu-core)"))?;
-                // Registered fonts live as long as the process.
-                let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
-                plotters::style::register_font("sans-serif", FontStyle::Normal, bytes)
-                    .map_err(|_| format!("{FONT} is not a usable TrueType font"))
-            })
-            .clone()
-            .map_err(|e| anyhow!(e))
-    }
-
     /// The chart's size for `report`: wide enough that every server's bar
     /// in every scenario has room for its label.
     pub fn size_for(report: &Report) -> (u32, u32) {
@@ -1267,7 +1245,7 @@ pub mod chart {
     /// [`draw`] at another size in pixels (the tests draw small: plotters
     /// fills pixel by pixel and is slow in debug builds).
     pub fn draw_sized(report: &Report, path: &Path, size: (u32, u32)) -> Result<()> {
-        register_font()?;
+        crate::plot_font::register().map_err(|e| anyhow!(e))?;
         let names: Vec<String> = report.scenarios.iter().map(|s| s.name.clone()).collect();
         let n = names.len().max(1);
         let servers = server_names(report).len().max(1);
