@@ -135,6 +135,11 @@ pub struct Config {
     /// Slots each shard starts with (rounded up to a power of two). Default 64.
     pub initial_slots: usize,
     /// Slots a shard may grow to by doubling. Default and limit: `1 << 20`.
+    ///
+    /// Each shard reserves address space for this many slots up front,
+    /// `max_slots * (12 + size_of::<T>())` bytes, with no memory behind it
+    /// until the shard grows into it; under an address-space limit
+    /// (`RLIMIT_AS`, `ulimit -v`) size it to the descriptors you expect.
     pub max_slots: usize,
 }
 

@@ -172,6 +172,11 @@ impl<T: Release> FdTable<T> {
     /// `1..=`[`MAX_SHARDS`](crate::MAX_SHARDS), `max_slots` to
     /// `1..=`[`MAX_SLOTS_PER_SHARD`](crate::MAX_SLOTS_PER_SHARD), and
     /// `initial_slots` to `1..=max_slots`, rounded up to a power of two.
+    ///
+    /// # Panics
+    /// When the address space for `max_slots` slots per shard cannot be
+    /// reserved, or the memory for `initial_slots` not committed (see
+    /// [`Config::max_slots`]).
     pub fn new(config: Config) -> Self {
         let owner_shards = config.shards.clamp(1, crate::MAX_SHARDS);
         let max_slots = config.max_slots.clamp(1, crate::MAX_SLOTS_PER_SHARD) as u32;
