@@ -200,13 +200,49 @@
 //!
 //! # Choices and their measurements
 //!
-//! ## Where the remaining nanoseconds go (fifth pass, 2 Dec 2026)
+//! What each choice measured, pass by pass, with the commands that
+//! reproduce it, is in `benches/README.md` (the fdtable sections, "The
+//! passes that got the pair here" for the history); this section keeps
+//! what those measurements concluded.
 //!
-//! The fourth pass (below) found both the pair and the lookup bound by the
-//! chain from a descriptor to its state word, not by their instruction
-//! counts, and named what would cut it: a state word reachable with no
-//! dependent load. This pass did that, in two parts that only pay
-//! together:
+//! Standing choices, each kept because it removed work from the owner's
+//! path or a locked instruction from a lookup:
+//! * `insert` publishes with a plain Release store, not a `fetch_add`,
+//!   made sound by failed lookups keeping their junk +1 on free slots (see
+//!   "Who writes what"); under loom the store is a `swap`
+//!   (`sync::store_against_rmw`, tokio-rs/loom#254).
+//! * `close` tries one CAS from the state it expects (open, one reference,
+//!   the descriptor's generation) straight to the next generation, with
+//!   no load first.
+//! * One counter bump per insert and per owner close; allocations and
+//!   occupied slots are derived in `stats()`.
+//! * Lookups pin with `fetch_add` (never a CAS loop), as Linux's
+//!   `file_ref_t` does, so lookups of one hot descriptor never retry;
+//!   `get_with` has one locked instruction (the announcement's `xchg`)
+//!   where `get` + guard has two.
+//! * The bitmap keeps only the bound checks correctness needs (a sentinel
+//!   word, an unchecked release index; see "Allocation").
+//! * Every path but the common one is a `#[cold]` function, so the pair
+//!   is one straight line with no call.
+//! * The owner token (`FdTable::local`) skips the claim lookup: 107 -> 94
+//!   instructions per pair, no measurable time (the `LAST` load is off the
+//!   chain).
+//!
+//! Tried and dropped, because they measured no better: testing "the cache
+//! names me as the owner" first in `close` with the rest in a cold call;
+//! both remote list heads in one `AtomicU64`; the lookup's "open, and this
+//! generation" as one compare against a per-table key. Each removed
+//! instructions that were not on the chain below.
+//!
+//! ## Where the remaining nanoseconds go (2 Dec 2026)
+//!
+//! Both the pair and the lookup are bound by the chain of dependent
+//! operations from a descriptor to its state word, not by their
+//! instruction counts. Until this pass that chain held the shard index
+//! decoded from the descriptor, a load through it, then `bsr` and the
+//! page-pointer load of the slot's page, all before the close's CAS or
+//! the lookup's `lock xadd` could issue. It was cut in two parts that
+//! only pay together:
 //! * one array per kind per shard at a fixed address (`slots.rs`): slot
 //!   `s` is `states + s`, with no `bsr` and no page-pointer load on the
 //!   way. The arrays are reserved for `max_slots` as address space with no
@@ -217,284 +253,41 @@
 //!   compares the descriptor with it: the CAS's address no longer waits
 //!   for a shard index decoded from the descriptor and a load through it.
 //!
-//! Measured on the 2-vCPU AMD EPYC VM (`FDTABLE_INTERLEAVED=200 cargo
-//! bench -p benches --bench fdtable`, before and after binaries alternated,
-//! two runs each; medians of 200 rounds of 20000, thread CPU time;
-//! instruction counts by `scripts/callgrind-fdtable.sh 100000`):
-//!
-//! | per op                  | instructions | ns before -> after | ratio before -> after |
-//! |-------------------------|--------------|--------------------|-----------------------|
-//! | pair, `insert` + `close` | 109 -> 107  | 10.5 -> 8.3        | 0.84-0.94x -> 1.07x `Mutex<Slab>`; 1.91-2.72x -> 2.40-2.44x sharded-slab |
-//! | pair through `local()`  | 100 -> 94    | 10.3-10.6 -> 8.2-8.7 | 0.84-0.98x -> 1.01-1.09x `Mutex<Slab>` |
-//! | pair, floor             | 61           | 4.8-5.8            | 1.74-1.82x `Mutex<Slab>`, 4.1-5.0x sharded-slab |
-//! | lookup, `get` + drop    | 53 -> 50     | 5.1-6.6 -> 4.5     | 2.97-3.31x -> 3.43-3.45x sharded-slab (floor: 3.46-3.48x) |
-//! | lookup, `get_with`      | 70 -> 66     | 4.5-5.9 -> 3.9     | 3.34-3.73x -> 3.93-3.94x sharded-slab |
-//! | two threads             |              | 5.6-5.8 per pair   | 1.95-1.96x the one-thread rate; 11.8-12.4x a shared `Mutex<Slab>` |
-//!
-//! Each part alone, measured with the other hacked in or out in the same
-//! session: the address from the caller's shard alone left `local()` at
-//! 10.3 ns (the page directory still sat on the chain); a flat array
-//! alone (the directory entry forced to 0 in a table of one page) left it
-//! at 9.1-9.2 ns; both together 7.4-8.3 ns. Dropping instructions did not
-//! move it: without the counters, the list-head checks and the
-//! announcement check the pair stayed at 9.2-9.3 ns before this pass and
-//! at 8.3-9.3 after it (the floor at 4.8-5.8 in the same runs), and
-//! without the descriptor's validation in close it stayed at 8.3-8.5.
+//! Measured with `FDTABLE_INTERLEAVED=200 cargo bench -p benches --bench
+//! fdtable` (interleaved batches, medians, thread CPU time; before and
+//! after binaries alternated) and `scripts/callgrind-fdtable.sh 100000`
+//! (instructions): on a 2-vCPU AMD EPYC VM the pair went from 0.84-0.94x
+//! to 1.07x `Mutex<Slab>` (109 -> 107 instructions; through `local()` 100
+//! -> 94), `get` + guard from 2.97-3.31x to 3.43-3.45x sharded-slab,
+//! `get_with` from 3.34-3.73x to 3.93-3.94x (the table:
+//! `benches/README.md`, "One array per shard"). Each part alone, hacked in
+//! or out in the same session: the address from the caller's shard alone
+//! left `local()` at 10.3 ns (the page directory still sat on the chain),
+//! a flat array alone at 9.1-9.2 ns, both together 7.4-8.3 ns.
 //!
 //! The lookup is now at its floor (`get` + guard 1.01x the floor's time:
-//! the `lock xadd` address comes from the descriptor with one load, the
-//! shard's array pointer, as the floor's does).
+//! the `lock xadd` address comes from the descriptor through one load,
+//! the shard's array pointer, as the floor's does).
 //!
-//! The pair is still 1.6-1.7x the floor's time, and issue #18's 1.5x
-//! `Mutex<Slab>` asks for 1.2x on this CPU, where the floor itself is only
-//! 1.8x the mutex. What the floor does not have, each measured away above
-//! without a change: the counters, the list checks, the announcement
-//! check, the descriptor checks, the claim lookup (`local()` is no
-//! faster). Nor is it the floor's advantage of holding its table by
-//! `&mut`: `floor_shared`, the same floor behind `&self` through a leaked
-//! `&'static` (so nothing stays in a register across the CAS), measures
-//! the same as the floor (4.81 against 4.82 ns). Not explained: with no
-//! PMU in this VM, which of the remaining ~35 instructions (the state
-//! layout's packing, the value's move out and `release()`, the `full`
-//! summary test, the `Result` plumbing) or which store-to-load forward
-//! carries the last 3 ns.
-//!
-//! ## Fourth pass (1 Dec 2026)
-//!
-//! On an AMD EPYC VM, where an uncontended mutex costs less, the same
-//! pair measures 0.74-0.95x `Mutex<Slab>` against the floor's 1.7-1.8x:
-//! `benches/README.md`, "The same groups on an AMD EPYC host".
-//!
-//! Measured on a 2-vCPU Intel Xeon VM shared with other work, two ways:
-//! instruction counts, the same on any machine and under any load
-//! (`scripts/callgrind-fdtable.sh 100000`; for the annotated hot loop,
-//! `FDTABLE_CALLGRIND=fdtable:200000 valgrind --tool=callgrind
-//! --dump-instr=yes <the fdtable bench binary>`, then `callgrind_annotate
-//! --auto=yes`), and thread CPU time of interleaved batches
-//! (`FDTABLE_INTERLEAVED=200 cargo bench -p benches --bench fdtable`:
-//! medians of 200 rounds of 20000 per contender; the two-thread part is
-//! wall time, 50 rounds of 200000 pairs per thread). 1000 live entries, a
-//! no-op `release`. Ranges are over 3 runs; "before" is main at 58989fe.
-//!
-//! | per op                     | instructions before -> after | ns after    | ratio before -> after |
-//! |----------------------------|------------------------------|-------------|-----------------------|
-//! | pair, `insert` + `close`   | 120 -> 107                   | 13.6-13.9   | 3.77-3.81x -> 4.04-4.11x sharded-slab; 1.72-1.76x -> 1.84-1.85x `Mutex<Slab>` |
-//! | pair through `local()`     | 109 -> 105                   | 13.3-13.7   | 3.79-3.83x -> 4.12-4.19x sharded-slab; 1.74x -> 1.87-1.88x `Mutex<Slab>` |
-//! | pair, floor                | 61                           | 10.3-10.6   | 5.3-5.4x sharded-slab, 2.41-2.42x `Mutex<Slab>` |
-//! | pair, `Mutex<Slab>`        | 78                           | 25.5        | |
-//! | pair, sharded-slab         | 273                          | 55.8-56.7   | |
-//! | lookup, `get` + drop       | 56 -> 52                     | 14.2-14.5   | 1.43-1.44x -> 1.46-1.49x sharded-slab |
-//! | lookup, floor              | 29                           | 10.7-11.1   | 1.93-1.96x sharded-slab |
-//! | lookup, sharded-slab       | 130                          | 20.8-21.7   | |
-//! | two threads, pair          |                              | 7.1-7.3 aggregate | 1.97-1.98x -> 1.96-1.97x the one-thread rate; 9.4-13.5x -> 5.3-12.4x one shared `Mutex<Slab>` on two threads |
-//!
-//! Since then (`scripts/callgrind-fdtable.sh 100000`, 2 Dec 2026, the same
-//! before and after the announcement words moved to the `announce`
-//! crate): pair 109, through `local()` 100, lookup (`get` + drop) 53, and
-//! the scoped lookup `get_with` 70 against its floor's 29 (an `xchg`
-//! announcement, a plain load, a plain clear). `get_with`'s extra
-//! instructions over `get` (the thread-local word pointer and the check
-//! that the word is free, the generation compare after the announcement)
-//! are not what its time follows: it has one locked instruction where
-//! `get` + drop has two (`benches/README.md`, "Announced lookups").
-//!
-//! The two-thread targets (1.8x the one-thread rate, 4x a shared
-//! `Mutex<Slab>`) were already met on main: each thread owns its shard, so
-//! nothing is shared on the pair's path; the mutex's two-thread figure
-//! (39-102 ns per pair) swings with whatever else the machine runs, the
-//! table's does not.
-//!
-//! What this pass cut, each step measured against the one before
-//! (interleaved, 3 alternated runs):
-//! * the bitmap's bound checks (a sentinel word after the last one, an
-//!   unchecked release index): 120 -> 115 instructions, 3.78-3.81x ->
-//!   3.83-3.89x sharded-slab;
-//! * page pointers indexed by the slot's bit length instead of its page
-//!   number (no load of the page 0 size, no shift): 115 -> 109, lookup 56
-//!   -> 54; through `local()` 3.82-3.88x -> 3.97-4.01x;
-//! * one array of page pointers per kind instead of a 24-byte struct per
-//!   page (no multiply by 3 on the way to the state word): 109 -> 107,
-//!   lookup 54 -> 52; 3.88-3.89x -> 4.03-4.07x sharded-slab.
-//!
-//! Tried and dropped, because they did not measure better:
-//! * testing "the cache names me as the owner" first in `close`, the rest
-//!   in a cold call: 109 -> 107 instructions, but 3.86-3.93x -> 3.89-3.93x
-//!   sharded-slab and through `local()` 3.95-4.02x -> 3.94-3.98x;
-//! * both remote list heads in one `AtomicU64` (one load and compare per
-//!   insert instead of two, `fetch_or`/`swap` to take a list): 107 -> 105
-//!   instructions, through `local()` 105 -> 95, but 4.04-4.05x ->
-//!   4.05-4.11x, and through `local()` 4.11-4.13x -> 4.07-4.10x (13.5 ->
-//!   13.7 ns). The two loads are off the dependent chain and their
-//!   branches are predicted.
-//! * the lookup's "open, and this generation" as one compare of
-//!   `(state ^ fd) & (GEN_BITS | OPEN)` against a per-table key (bit 33 of
-//!   a descriptor is a tag bit): 52 -> 51 instructions, 1.47-1.50x ->
-//!   1.47-1.48x sharded-slab. Those tests are predicted branches after the
-//!   `lock xadd`, not on its chain.
-//!
-//! Where the rest goes. Both paths are bound by a chain of dependent
-//! operations, not by their instruction count. The pair is 3.3 ns (~10
-//! cycles) above the floor: from a slot number to its state word the table
-//! does `lea`, `bsr`, and the load of the page pointer before the state
-//! access, where the floor indexes one flat array; the pair does that
-//! twice (insert's state store, close's CAS), and the close also checks the
-//! descriptor's tag, shard and `published` (off the chain: predicted
-//! branches). The other 46 instructions above the floor (`LAST`, the two
-//! list checks, the counters, the Fd packing, the ownership test) cost
-//! little time: dropping 10 of them from the `local()` pair (the list-head
-//! merge above) measured nothing.
-//!
-//! The lookup is ~3.6 ns above the floor, and that is the same chain: the
-//! floor's `fetch_add` address comes straight from the key, fdtable's
-//! waits for `lea`, `bsr` and the page-pointer load (~11 cycles: the
-//! locked RMW before it blocks later loads from starting early). The floor
-//! itself, the two locked read-modify-writes and nothing else, is
-//! 1.93-1.96x sharded-slab: the 2x target is below a counted guard on this
-//! CPU, and reaching even the floor needs a state word reachable with no
-//! dependent load, i.e. one flat array per shard at a fixed address
-//! (reserving `max_slots` of address space per shard up front instead of
-//! growing by pages): the fifth pass, above.
-//!
-//! One run of the first step's build (of 21) had the non-local pair at
-//! 22-25 ns for the whole process, also with ASLR off, while the other
-//! contenders were normal; it did not recur after the later steps (0 of
-//! 11, 8 processes of 20M pairs each measured 278-282 ms). Without a PMU
-//! in this VM the cause was not found; a run far off the others is worth
-//! repeating before it is believed.
-//!
-//! ## Third pass (1 Dec 2026): the instructions
-//!
-//! Measured with instruction counts, which are the same on any machine and
-//! under any load (`scripts/callgrind-fdtable.sh 100000`), and with thread
-//! CPU time of interleaved batches (`FDTABLE_INTERLEAVED=200 cargo bench -p
-//! benches --bench fdtable`, medians of 200 rounds of 20000; 2-vCPU AMD
-//! EPYC VM). 1000 live entries, one thread, a no-op `release`.
-//!
-//! | per op                     | instructions before -> after | CPU ns after | ratio after |
-//! |----------------------------|------------------------------|--------------|-------------|
-//! | pair, `insert` + `close`   | 262 -> 120                   | 14.4-14.5    | 1.72-1.75x `Mutex<Slab>`, 3.8-3.9x sharded-slab (3 runs) |
-//! | pair through `local()`     | 237 -> 109                   | 14.4         | 1.76x `Mutex<Slab>` |
-//! | pair, floor                | 61                           | 10.5         | 2.40x `Mutex<Slab>` |
-//! | pair, `Mutex<Slab>`        | 78                           | 25.2         | 1.00x |
-//! | pair, sharded-slab         | 273                          | 54.7         | 0.46x `Mutex<Slab>` |
-//! | lookup, `get` + drop       | 100 -> 56                    | 14.6         | 1.42x sharded-slab |
-//! | lookup, floor              | 29                           | 10.7         | 1.93x sharded-slab |
-//! | lookup, sharded-slab       | 130                          | 20.7         | 1.00x |
-//!
-//! Where the pair's ~200 instructions above the floor went (callgrind
-//! annotate of the pair benchmark), and what replaced them:
-//! * `insert_claimed` and `close_as` were out-of-line calls, ~30 in
-//!   register saves and restores: now everything on the path is inline and
-//!   every uncommon branch is a `#[cold]` function.
-//! * every slot access ran `Geometry::locate` (a `max_slots` check, a
-//!   branch for page 0, the page start to subtract), a null check and three
-//!   pointer loads, ~47 per pair: now biased page pointers, `published` as
-//!   the one existence check (it also bounds `max_slots`), and a branch-free
-//!   `page_of`.
-//! * the bitmap found and then took the bit (two bound checks) and read
-//!   the summary word on every release, ~35: now `take_fast` and the
-//!   "was the word full" test.
-//! * Fd packing and unpacking, ~20: `fd_base`, the shared generation bits,
-//!   one compare for tag and shard.
-//! * two lazy thread-local lookups with a liveness check, ~15: `LAST`.
-//!
-//! What is left above the floor is what the guarantees cost: validating a
-//! descriptor that may be forged or from another table (tag, shard,
-//! `published`), the reference and generation bits, the deferred and freed
-//! list checks that make foreign drops cheap, the ownership test that
-//! decides between clearing the bit and handing it to the owner, the
-//! summary bit, two counters. In time, fdtable's pair was then 4 ns above
-//! the floor, 0.8 ns from the 4x-sharded-slab target (met by the fourth
-//! pass, above).
-//!
-//! The lookup is bound by its two locked read-modify-writes, not by its
-//! instructions: cutting 100 to 56 instructions left it at 14.6 ns, and
-//! the floor, which does nothing but the `fetch_add`, the generation check,
-//! the value read and the `fetch_sub`, takes 10.7 ns = 1.93x sharded-slab:
-//! the 2x target is below a reference-counted guard on this CPU. fdtable's
-//! path is the floor's plus one dependent load (the page pointer), the
-//! `bsr` of the page, and the descriptor checks.
-//!
-//! ## First and second passes
-//!
-//! Machine: 2-vCPU AMD EPYC VM, shared with other builds (load average
-//! 14-16 during the runs), so the figures below are thread CPU time from the
-//! `_cpu` groups of `benches/benches/fdtable.rs` (`--quick`, one run), at
-//! the first pass:
-//!
-//! | per op (CPU ns)        | fdtable | sharded_slab | mutex_slab | dup+close |
-//! |------------------------|---------|--------------|------------|-----------|
-//! | alloc+release pair     | 32.1    | 37.7         | 12.8       | 537       |
-//! | lookup (get hit)       | 10.2    | 19.1         |            |           |
-//!
-//! So: lookups are 1.9x faster than sharded-slab; the alloc+release pair is
-//! 1.2x faster than sharded-slab and 17x faster than dup+close, but 2.5x
-//! SLOWER than an uncontended `Mutex<Slab>`, which on this CPU costs only
-//! two ~6 ns lock/unlock pairs. The targets (10x / 1.5x / 20x) are not met.
-//!
-//! Where the pair's time goes (second pass, 2026-11-30, on a quiet
-//! machine): not the atomics. A stripped-down pair in a scratch program
-//! (one `Vec<u64>` bitmap word scan + `next_free` hint, a value store, the
-//! state store, then the state CAS and the bit clear; no table, no
-//! counters) costs 10.6 ns with the CAS and 9.0 ns with two plain stores
-//! instead, against 10.5-12 ns for `Mutex<Slab>` in the same session. The
-//! floor is the loop-carried chain through memory: close stores
-//! `next_free` and the bitmap word, the next insert loads both back
-//! (store-to-load forwarding, ~7 cycles each here), derives the slot from
-//! them, and close reads what insert stored. Lowest-free allocation cannot
-//! avoid that chain, so "1.5x faster than an uncontended mutex" (7 ns per
-//! pair here) is below this design's floor on this CPU; the issue's figure
-//! assumed a 50 ns mutex pair. The full table adds ~10-20 ns over the
-//! floor (thread-local claim, deferred-list checks, page lookup, counters,
-//! generation packing), and that part swings between ~20 and ~35 ns with
-//! the machine's phase (the same binary and addresses, CPU time; other
-//! tenants' activity), which is larger than any one change below.
-//!
-//! Two threads (`fdtable_2threads`, wall time, three runs at load average
-//! 1.6-1.8): fdtable 28.8-31.6 ns per pair on one thread and 14.7-17.5 ns
-//! aggregate on two, a 1.81-1.97x scaling (each thread owns its shard, so
-//! nothing is shared on the pair's path). The same pairs on one shared
-//! `Mutex<Slab>`: 10.6-12.8 ns on one thread, 64-75 ns aggregate on two
-//! (the lock's line bounces), so with two workers allocating at once the
-//! table does 4.3-5x the mutex's throughput.
-//!
-//! Changes of this pass, each kept because it removes work, none of them
-//! separable from the noise on its own (interleaved A/B against the
-//! previous commit: 28-30 vs 29-31 ns CPU, min of 30 rounds):
-//! * insert publishes with a plain store instead of `fetch_add` (one RMW
-//!   fewer), made sound by failed lookups keeping their junk +1 on free
-//!   slots (above). Loom 0.7 cannot check a plain store racing an RMW
-//!   (tokio-rs/loom#254), so under loom the store is a `swap`
-//!   (`sync::store_against_rmw`); two models cover the race, and one of
-//!   them crashes if lookups undo their +1 on free slots.
-//! * close tries one CAS from the state it expects (open, one reference,
-//!   the descriptor's generation) instead of a load first.
-//! * one counter bump per insert and per owner close (allocations and
-//!   occupied slots are derived in `stats()`), down from five per pair.
-//! * a page's three pointers share a cache line.
-//!
-//! * Owner token (`FdTable::local` -> `LocalShard`, `!Send`): resolves the
-//!   claimed shard once, so `insert`/`close` skip the thread-local claim
-//!   lookup (since the third pass that lookup is one load and compare of
-//!   `LAST`, and the token saves 11 of 120 instructions per pair). A
-//!   thread-local destructor keeps (leaks) the thread's claims while a
-//!   token is still alive, so a token can never outlive its claim.
-//!   Measured side by side (`--quick`, `_cpu` groups, load average 6-12,
-//!   three runs): `fdtable` 20.8 / 35.3 / 20.4 ns, `fdtable_local`
-//!   29.3 / 19.6 / 30.5 ns, `mutex_slab` 10.4 / 10.4 / 11.2 ns. Both
-//!   fdtable variants jump between ~20 and ~30-35 ns from run to run
-//!   independently of the path, so the saving from the skipped lookup
-//!   (a few ns at most) is below this machine's noise; it is kept because
-//!   it removes work from the pair and lets the 2-thread bench prove that
-//!   each thread owns its own shard (`local()` is `None` otherwise).
-//! * An uncontended atomic RMW costs ~1.5-3 ns here and a `std` mutex
-//!   lock+unlock ~6 ns. An alloc+release pair does one RMW (the CAS in
-//!   close) and no lock.
-//! * A first version reached a slot through `Box<[AtomicPtr<Page>]>` and a
-//!   page struct of boxed slices; the profile showed the chained loads in
-//!   `close`, so the page pointers now sit inline in the shard.
-//! * Lookups use `fetch_add` (never a CAS loop), as Linux's `file_ref_t`
-//!   does, so concurrent lookups of one hot descriptor never retry.
+//! The pair is still 1.4-1.7x the floor's time, and on this CPU the floor
+//! itself is only 1.8x `Mutex<Slab>` and 4.0-4.2x sharded-slab. What the
+//! floor does not have was taken out of the pair in one experiment, all at
+//! once: the counters, the list-head checks, the announcement check, the
+//! descriptor's validation in close, the value's move out and `release()`,
+//! the `full` summary updates. The owner pair through `local()` still took
+//! 7.6 ns against the floor's 5.5 (1.40x) in the same run; each of those
+//! alone had measured as nothing. Nor is the floor's lead that it holds
+//! its table by `&mut`: `floor_shared`, the same floor behind `&self`
+//! through a leaked `&'static` (so nothing stays in a register across the
+//! CAS), measures the same as the floor (4.81 against 4.82 ns). Not
+//! explained, with no PMU in this VM: what is left is the table's shape
+//! itself (the state word's packing, the descriptor built from `fd_base`,
+//! the shard reached through the table's shard array, the `Result`s).
+//! By callgrind (`--cache-sim=yes --branch-sim=yes` on the
+//! `FDTABLE_CALLGRIND=fdtable_local:200000` run against `floor:200000`),
+//! the whole `local()` pair runs 33 instructions, 9 loads and 4
+//! conditional branches more than the floor's, and neither loop
+//! mispredicts a branch.
 //!
 //! # Limits
 //!
