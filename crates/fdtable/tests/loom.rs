@@ -247,16 +247,16 @@ fn threads_without_a_shard_share_the_locked_shard() {
     });
 }
 
-/// Growth publishes a page (its slot count, Release) while another thread
-/// looks up a descriptor of the first slot of that page (forged, so the
+/// Growth publishes the next slots (their count, Release) while another
+/// thread looks up a descriptor of the first new slot (forged, so the
 /// lookup can run before, during or after the growth): the lookup either
 /// fails as stale or finds exactly the new entry, fully written; it never
-/// reads a page pointer or a value before their publication.
+/// reads a value before its publication.
 #[test]
 fn lookup_races_with_growth() {
     loom::model(|| {
         let fixture = Fixture::new();
-        // Page 0 holds slot 0, page 1 (allocated by the second insert) slot 1.
+        // The shard starts with slot 0; the second insert grows it to slot 1.
         let table = Arc::new(FdTable::new(Config {
             shards: 1,
             initial_slots: 1,
