@@ -15,6 +15,9 @@
 //! `PATHCACHE_INTERLEAVED=300 cargo bench -p benches --bench pathcache`
 //! skips criterion and prints per-round hit ratios of interleaved batches
 //! (see `interleaved`), the steadiest figure on a noisy machine.
+//! `PATHCACHE_ENTRIES=<n>` (default 1000) sets how many paths every
+//! contender holds there: 1000000 makes a cache far larger than the CPU's
+//! caches, where what a hit costs is its dependent cache misses.
 //!
 //! `PATHCACHE_CALLGRIND=<contender>:<lookups>` runs one contender's hits
 //! alone, for `valgrind --tool=callgrind` (`scripts/callgrind-pathcache.sh`).
@@ -89,9 +92,11 @@ impl Loader<u64> for MemLoader {
 }
 
 fn keys() -> Vec<String> {
-    (0..ENTRIES)
-        .map(|i| format!("static/asset-{i}.js"))
-        .collect()
+    keys_n(ENTRIES)
+}
+
+fn keys_n(n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("static/asset-{i}.js")).collect()
 }
 
 fn meta_value(n: usize) -> Arc<Meta> {
@@ -111,7 +116,7 @@ fn dashmap_filled(keys: &[String]) -> DashMap<String, Arc<Meta>> {
 }
 
 fn quick_cache_filled(keys: &[String]) -> quick_cache::sync::Cache<String, Arc<Meta>> {
-    let quick = quick_cache::sync::Cache::new(ENTRIES * 2);
+    let quick = quick_cache::sync::Cache::new(keys.len() * 2);
     for (n, k) in keys.iter().enumerate() {
         quick.insert(k.clone(), meta_value(n));
     }
@@ -124,6 +129,8 @@ fn filled_cache<L: RefLayout>(keys: &[String]) -> PathCache<u64, L> {
     let config = Config {
         valid: Duration::from_secs(3600),
         small_file_max: 0,
+        max_entries: keys.len().max(Config::default().max_entries),
+        max_open: keys.len().max(Config::default().max_open),
         ..Config::default()
     };
     let cache = PathCache::<u64, L>::new(config);
@@ -355,7 +362,11 @@ fn cpu(c: &mut Criterion<ThreadCpuTime>) {
 /// inherit that drift, while ratios taken within one round mostly cancel it.
 fn interleaved(rounds: usize) {
     const BATCH: usize = 20_000;
-    let keys = keys();
+    let entries = std::env::var("PATHCACHE_ENTRIES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(ENTRIES);
+    let keys = keys_n(entries);
     let cache = filled_cache::<pathcache::Padded>(&keys);
     let dash = dashmap_filled(&keys);
     let quick = quick_cache_filled(&keys);
@@ -367,7 +378,7 @@ fn interleaved(rounds: usize) {
             let which = (k + round) % names.len();
             let start = thread_cpu_ns();
             for _ in 0..BATCH {
-                i = (i + 1) % ENTRIES;
+                i = (i + 1) % entries;
                 let key = keys[i].as_str();
                 match which {
                     0 => black_box(dash.get(key).map(|r| r.value().clone()).unwrap().meta.size),
@@ -389,7 +400,7 @@ fn interleaved(rounds: usize) {
         v.sort_by(f64::total_cmp);
         v[((v.len() - 1) as f64 * q) as usize]
     };
-    println!("pathcache_hit interleaved, {rounds} rounds of {BATCH} lookups, thread CPU time");
+    println!("pathcache_hit interleaved, {entries} cached paths, {rounds} rounds of {BATCH} lookups, thread CPU time");
     for (k, name) in names.iter().enumerate() {
         let ratios: Vec<f64> = (0..rounds)
             .map(|r| ns_per_op[0][r] / ns_per_op[k][r])
