@@ -78,13 +78,6 @@ pub(crate) struct Slots<T> {
     memory: Memory<T>,
 }
 
-// SAFETY: the pointers are into memory the shard owns (`memory`); what is
-// shared through them is atomics and value cells whose access the table's
-// protocol orders (see `FdTable`'s `Sync` impl).
-unsafe impl<T: Send> Send for Slots<T> {}
-// SAFETY: as for `Send`.
-unsafe impl<T: Send> Sync for Slots<T> {}
-
 impl<T> Slots<T> {
     /// Reserves the arrays for `max_slots` slots and publishes the first
     /// `initial`. Fails only when the address space or, under a strict
