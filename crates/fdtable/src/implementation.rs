@@ -25,6 +25,8 @@
 //! │     links  ──► [AtomicU32; max_slots]   deferred-list link   (written on release only)
 //! │     values ──► [MaybeUninit<T>; max_slots]                   (written once per insert)
 //! │     slot s is states + s: no directory, nothing loaded on the way;
+//! │     17 cache lines between the arrays, so a slot's three parts never
+//! │     share their offset in a page (4K aliasing, below);
 //! │     the reservation is PROT_NONE address space, and growth makes the
 //! │     next range (initial, then doubling) readable and writable before
 //! │     it raises `published`
@@ -269,25 +271,36 @@
 //! the `lock xadd` address comes from the descriptor through one load,
 //! the shard's array pointer, as the floor's does).
 //!
-//! The pair is still 1.4-1.7x the floor's time, and on this CPU the floor
-//! itself is only 1.8x `Mutex<Slab>` and 4.0-4.2x sharded-slab. What the
-//! floor does not have was taken out of the pair in one experiment, all at
-//! once: the counters, the list-head checks, the announcement check, the
-//! descriptor's validation in close, the value's move out and `release()`,
-//! the `full` summary updates. The owner pair through `local()` still took
-//! 7.6 ns against the floor's 5.5 (1.40x) in the same run; each of those
-//! alone had measured as nothing. Nor is the floor's lead that it holds
-//! its table by `&mut`: `floor_shared`, the same floor behind `&self`
-//! through a leaked `&'static` (so nothing stays in a register across the
-//! CAS), measures the same as the floor (4.81 against 4.82 ns). Not
-//! explained, with no PMU in this VM: what is left is the table's shape
-//! itself (the state word's packing, the descriptor built from `fd_base`,
-//! the shard reached through the table's shard array, the `Result`s).
-//! By callgrind (`--cache-sim=yes --branch-sim=yes` on the
+//! With the arrays in one reservation, the last 2 ns were 4K aliasing:
+//! `max_slots` of states is a whole number of pages, so the three arrays
+//! started page-aligned, and slot `s`'s state word and (8-byte) value had
+//! the same low 12 address bits. `insert` stores the value and then loads
+//! the state word; the CPU took the load for one that depends on the
+//! store and held it back. 17 cache lines between the arrays
+//! (`SLOT_ARRAY_GAP`) took the pair from 8.2 to 6.3-6.5 ns: 1.07x ->
+//! 1.37-1.39x `Mutex<Slab>` and 2.37-2.42x -> 2.98-3.07x sharded-slab in
+//! three of five alternated runs (the other two were a slow phase of the
+//! machine for both binaries, 1.08x and 1.25x). The unit test
+//! `a_slots_three_parts_sit_at_different_page_offsets` fails without the
+//! gaps.
+//!
+//! The pair is now 1.31-1.35x the floor's time. Before the gaps were
+//! found, everything else the floor does not have was taken out of the
+//! pair in one experiment: the counters, the list-head checks, the
+//! announcement check, the descriptor's validation in close, the value's
+//! move out and `release()`, the `full` summary updates; the `local()`
+//! pair still took 7.6 ns against the floor's 5.5 in the same run, and
+//! each of those parts alone had measured as nothing. Nor is the floor's
+//! lead that it holds its table by `&mut`: `floor_shared`, the same floor
+//! behind `&self` through a leaked `&'static` (so nothing stays in a
+//! register across the CAS), measures the same as the floor (4.81 against
+//! 4.82 ns). By callgrind (`--cache-sim=yes --branch-sim=yes` on the
 //! `FDTABLE_CALLGRIND=fdtable_local:200000` run against `floor:200000`),
 //! the whole `local()` pair runs 33 instructions, 9 loads and 4
 //! conditional branches more than the floor's, and neither loop
-//! mispredicts a branch.
+//! mispredicts a branch. On this CPU the floor itself is only 1.8x
+//! `Mutex<Slab>` and 4.0-4.2x sharded-slab, so the targets of 1.5x and 4x
+//! ask the pair for 0.82 and 0.96-0.99 of the floor's speed.
 //!
 //! # Limits
 //!

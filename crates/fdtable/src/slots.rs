@@ -181,6 +181,11 @@ struct Memory<T> {
     _values: PhantomData<T>,
 }
 
+/// Bytes between a shard's slot arrays (see `Memory::new`): 17 cache
+/// lines, so consecutive arrays also start in different L1 sets.
+#[cfg(not(loom))]
+const SLOT_ARRAY_GAP: usize = 17 * 64;
+
 #[cfg(not(loom))]
 type Parts<T> = (
     Memory<T>,
@@ -199,12 +204,24 @@ impl<T> Memory<T> {
             )
         };
         let too_big = |_| std::io::Error::from(std::io::ErrorKind::OutOfMemory);
+        // A gap before the links and another before the values, so that
+        // the arrays do not all start at the same offset in a page. Slot
+        // `s`'s state word and value would otherwise share their low 12
+        // address bits whenever the arrays' element sizes are equal, and a
+        // load that matches a pending store's low bits waits for it as if
+        // it depended on it (4K aliasing): insert stores the value, then
+        // loads the state word.
+        let gap = Layout::from_size_align(SLOT_ARRAY_GAP, 1).map_err(too_big)?;
         let states = Layout::array::<AtomicU64>(slots).map_err(too_big)?;
         let (layout, links_offset) = states
-            .extend(Layout::array::<AtomicU32>(slots).map_err(too_big)?)
+            .extend(gap)
+            .and_then(|(layout, _)| layout.extend(Layout::array::<AtomicU32>(slots)?))
             .map_err(too_big)?;
         let (layout, values_offset) = layout
-            .extend(Layout::array::<UnsafeCell<MaybeUninit<T>>>(slots).map_err(too_big)?)
+            .extend(gap)
+            .and_then(|(layout, _)| {
+                layout.extend(Layout::array::<UnsafeCell<MaybeUninit<T>>>(slots)?)
+            })
             .map_err(too_big)?;
         let reservation = Reservation::new(layout.size())?;
         let base = reservation.base;
@@ -493,6 +510,29 @@ impl Geometry {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A slot's state word, link and value never share their offset in a
+    /// page (4K aliasing, see `Memory::new`), for values of the state
+    /// word's size and for the maximum and a small shard. Without the gaps
+    /// the three arrays of a 2^20-slot shard all start page-aligned.
+    #[test]
+    #[cfg(not(loom))]
+    fn a_slots_three_parts_sit_at_different_page_offsets() {
+        for max_slots in [1 << 20, 512, 64] {
+            let slots = Slots::<u64>::new(max_slots, 64).unwrap();
+            for slot in [0, 1, 63] {
+                // SAFETY: slots below 64 are published.
+                let part = unsafe { slots.slot(slot) };
+                let offset = |p: *const u8| p.addr() % 4096;
+                let state = offset((part.state as *const AtomicU64).cast());
+                let link = offset((part.link as *const AtomicU32).cast());
+                let value = offset((part.value as *const UnsafeCell<MaybeUninit<u64>>).cast());
+                assert_ne!(state, value, "max {max_slots}, slot {slot}");
+                assert_ne!(state, link, "max {max_slots}, slot {slot}");
+                assert_ne!(link, value, "max {max_slots}, slot {slot}");
+            }
+        }
+    }
 
     #[test]
     fn pages_double_and_cover_every_slot_once() {
