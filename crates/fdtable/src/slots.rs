@@ -436,74 +436,38 @@ impl<T> Clone for SlotRef<'_, T> {
 
 impl<T> Copy for SlotRef<'_, T> {}
 
-/// How a shard grows (the same for every shard of a table): "page" `p`
-/// is the `p`th step, `initial` slots first, then doubling.
+/// How a shard grows (the same for every shard of a table): `initial`
+/// slots (a power of two), then doubling, the last step cut at
+/// `max_slots`.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Geometry {
-    /// log2 of the page 0 size.
-    shift: u32,
+pub(crate) struct Growth {
+    initial: u32,
     max_slots: u32,
 }
 
-impl Geometry {
+impl Growth {
     pub(crate) fn new(initial_slots: u32, max_slots: u32) -> Self {
         let max_slots = max_slots.max(1);
         let initial = initial_slots.clamp(1, max_slots).next_power_of_two();
-        Geometry {
-            shift: initial.trailing_zeros(),
+        Growth {
+            initial: initial.min(max_slots),
             max_slots,
         }
     }
 
-    /// How many growth steps reach `max_slots`.
-    #[cfg(test)]
-    pub(crate) fn pages(&self) -> usize {
-        self.page_of(self.max_slots - 1) + 1
+    /// The slots a shard starts with.
+    pub(crate) fn initial(&self) -> u32 {
+        self.initial
     }
 
     pub(crate) fn max_slots(&self) -> u32 {
         self.max_slots
     }
 
-    /// The page of `slot`: the bit length of `slot >> shift` (page 0 is
-    /// `0..initial`, page `p >= 1` is `initial << (p - 1) .. initial << p`).
-    #[inline(always)]
-    pub(crate) fn page_of(&self, slot: u32) -> usize {
-        // bit_length(q) == ilog2(2q + 1): no zero case, so one `bsr`.
-        (((slot >> self.shift) << 1) | 1).ilog2() as usize
-    }
-
-    #[inline(always)]
-    pub(crate) fn page_start(&self, page: usize) -> u32 {
-        if page == 0 {
-            0
-        } else {
-            1 << (self.shift + page as u32 - 1)
-        }
-    }
-
-    pub(crate) fn page_len(&self, page: usize) -> usize {
-        (self.page_end(page) - self.page_start(page)) as usize
-    }
-
-    pub(crate) fn page_end(&self, page: usize) -> u32 {
-        let end = 1u64 << (self.shift + page as u32);
-        end.min(u64::from(self.max_slots)) as u32
-    }
-
-    /// (page, offset) of `slot`, or `None` past the configured maximum.
-    #[cfg(test)]
-    pub(crate) fn locate(&self, slot: u32) -> Option<(usize, usize)> {
-        if slot >= self.max_slots {
-            return None;
-        }
-        let page = self.page_of(slot);
-        Some((page, (slot - self.page_start(page)) as usize))
-    }
-
-    /// The page that starts at `capacity`, i.e. the one growth allocates next.
-    pub(crate) fn next_page(&self, capacity: u32) -> usize {
-        self.page_of(capacity)
+    /// The capacity the step from `capacity` grows to, or `None` at
+    /// `max_slots`.
+    pub(crate) fn next(&self, capacity: u32) -> Option<u32> {
+        (capacity < self.max_slots).then(|| capacity.saturating_mul(2).min(self.max_slots))
     }
 }
 
@@ -534,25 +498,18 @@ mod tests {
         }
     }
 
+    /// The capacities a shard passes through, from its first to the last.
+    fn steps(growth: Growth) -> Vec<u32> {
+        std::iter::successors(Some(growth.initial()), |&c| growth.next(c)).collect()
+    }
+
     #[test]
-    fn pages_double_and_cover_every_slot_once() {
-        let geometry = Geometry::new(64, 1 << 20);
-        assert_eq!(geometry.locate(0), Some((0, 0)));
-        assert_eq!(geometry.locate(63), Some((0, 63)));
-        assert_eq!(geometry.locate(64), Some((1, 0)));
-        assert_eq!(geometry.locate(127), Some((1, 63)));
-        assert_eq!(geometry.locate(128), Some((2, 0)));
-        assert_eq!(geometry.locate(255), Some((2, 127)));
-        assert_eq!(geometry.locate(256), Some((3, 0)));
-        assert_eq!(geometry.locate((1 << 20) - 1), Some((14, (1 << 19) - 1)));
-        assert_eq!(geometry.locate(1 << 20), None);
-        assert_eq!(geometry.pages(), 15);
-        let mut next = 0;
-        for page in 0..geometry.pages() {
-            assert_eq!(geometry.page_start(page), next);
-            next = geometry.page_end(page);
-        }
-        assert_eq!(next, 1 << 20);
+    fn steps_double_from_the_initial_slots_to_the_maximum() {
+        let steps = steps(Growth::new(64, 1 << 20));
+        assert_eq!(steps.len(), 15);
+        assert_eq!(&steps[..4], &[64, 128, 256, 512]);
+        assert_eq!(steps.last(), Some(&(1 << 20)));
+        assert!(steps.windows(2).all(|w| w[1] == 2 * w[0]));
     }
 
     /// Table bytes per slot beyond the value, in 1/512 byte units: the state
@@ -577,13 +534,9 @@ mod tests {
     }
 
     #[test]
-    fn odd_maximum_truncates_the_last_page() {
-        let geometry = Geometry::new(4, 10);
-        assert_eq!(geometry.pages(), 3);
-        assert_eq!(geometry.page_end(0), 4);
-        assert_eq!(geometry.page_end(1), 8);
-        assert_eq!(geometry.page_end(2), 10);
-        assert_eq!(geometry.locate(9), Some((2, 1)));
-        assert_eq!(geometry.locate(10), None);
+    fn odd_maximum_truncates_the_last_step() {
+        assert_eq!(steps(Growth::new(4, 10)), vec![4, 8, 10]);
+        // An initial size past the maximum starts at the maximum.
+        assert_eq!(steps(Growth::new(9, 10)), vec![10]);
     }
 }

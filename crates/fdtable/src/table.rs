@@ -13,8 +13,8 @@ use crossbeam_utils::CachePadded;
 use crate::bitmap::{Bitmap, Found};
 use crate::local::{self, ClaimFlags};
 use crate::slots::{
-    dead_successor, generation_of, refs_of, Geometry, SlotRef, Slots, ALLOC, GEN_BITS, NO_SLOT,
-    OPEN, REFS_MASK,
+    dead_successor, generation_of, refs_of, Growth, SlotRef, Slots, ALLOC, GEN_BITS, NO_SLOT, OPEN,
+    REFS_MASK,
 };
 use crate::sync::{self, AtomicU32, AtomicU64, Ordering, UnsafeCell};
 use crate::{CloseError, Config, Error, Fd, InsertError, Release, Stats};
@@ -137,7 +137,7 @@ pub struct FdTable<T: Release> {
     /// are its shard index when the tag matches, and >= 256 (or wrapped)
     /// when it does not, so one bound check covers both.
     tag_key: u64,
-    geometry: Geometry,
+    growth: Growth,
     /// `owner_shards` owner shards, then one shared shard used under its lock.
     shards: Box<[Shard<T>]>,
     claims: Arc<ClaimFlags>,
@@ -161,7 +161,7 @@ impl<T: Release> fmt::Debug for FdTable<T> {
         f.debug_struct("FdTable")
             .field("id", &self.id)
             .field("owner_shards", &(self.shards.len() - 1))
-            .field("max_slots", &self.geometry.max_slots())
+            .field("max_slots", &self.growth.max_slots())
             .field("stats", &self.stats())
             .finish()
     }
@@ -181,18 +181,18 @@ impl<T: Release> FdTable<T> {
         let owner_shards = config.shards.clamp(1, crate::MAX_SHARDS);
         let max_slots = config.max_slots.clamp(1, crate::MAX_SLOTS_PER_SHARD) as u32;
         let initial = config.initial_slots.clamp(1, max_slots as usize) as u32;
-        let geometry = Geometry::new(initial, max_slots);
+        let growth = Growth::new(initial, max_slots);
         let id = TABLE_IDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         assert!(id <= local::MAX_TABLE_ID, "fdtable: table ids exhausted");
         let tag = id & crate::TAG_MASK;
         let shards = (0..=owner_shards)
             .map(|shard| {
-                let slots = Slots::new(max_slots, geometry.page_end(0)).unwrap_or_else(|error| {
+                let slots = Slots::new(max_slots, growth.initial()).unwrap_or_else(|error| {
                     panic!("fdtable: cannot reserve {max_slots} slots for a shard: {error}")
                 });
                 Shard {
                     bitmap: CachePadded::new(UnsafeCell::new(Bitmap::with_capacity(
-                        geometry.page_end(0),
+                        growth.initial(),
                     ))),
                     fd_base: Fd::pack(tag, shard, 0, 0).to_raw(),
                     slots,
@@ -211,7 +211,7 @@ impl<T: Release> FdTable<T> {
             cache_key: local::cache_key(id),
             tag,
             tag_key: tag << 8,
-            geometry,
+            growth,
             shards,
             claims: Arc::new(ClaimFlags::new(owner_shards + 1)),
             _values: PhantomData,
@@ -420,13 +420,7 @@ impl<T: Release> FdTable<T> {
         let shard = &self.shards[shard_index];
         // SAFETY: exclusive to the claim holder.
         let capacity = shard.bitmap.with(|bitmap| unsafe { (*bitmap).capacity() });
-        if capacity >= self.geometry.max_slots() {
-            return None;
-        }
-        let page = self.geometry.next_page(capacity);
-        let end = self.geometry.page_end(page);
-        debug_assert_eq!(self.geometry.page_start(page), capacity);
-        debug_assert_eq!(self.geometry.page_len(page), (end - capacity) as usize);
+        let end = self.growth.next(capacity)?;
         // The claim holder publishes, in order: the bitmap's capacity is the
         // end of the last published range. Memory the kernel will not give
         // is a full shard, like `max_slots`.
