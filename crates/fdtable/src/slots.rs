@@ -246,14 +246,14 @@ impl<T> Memory<T> {
 
     /// Makes the memory of slots `from..to` of every array usable.
     fn commit(&self, from: usize, to: usize) -> std::io::Result<()> {
-        let value = std::mem::size_of::<UnsafeCell<MaybeUninit<T>>>();
-        self.reservation.commit(from * 8, to * 8)?;
-        self.reservation
-            .commit(self.links_offset + from * 4, self.links_offset + to * 4)?;
-        self.reservation.commit(
-            self.values_offset + from * value,
-            self.values_offset + to * value,
-        )
+        use std::mem::size_of;
+        let part = |offset: usize, size: usize| {
+            self.reservation
+                .commit(offset + from * size, offset + to * size)
+        };
+        part(0, size_of::<AtomicU64>())?;
+        part(self.links_offset, size_of::<AtomicU32>())?;
+        part(self.values_offset, size_of::<UnsafeCell<MaybeUninit<T>>>())
     }
 }
 
