@@ -39,7 +39,6 @@
 //! can only make it look up more.
 
 use std::os::fd::{AsFd, OwnedFd};
-use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use pathcache::{FileMeta, Loaded, Negative};
@@ -132,6 +131,29 @@ pub(crate) fn cache_config(files: &pathcache::Config) -> pathcache::Config {
 pub(crate) struct CensusLoader<'a> {
     pub(crate) shared: &'a Shared,
     pub(crate) siblings: &'a [Sibling<'a>],
+    /// The watcher's epoch before this lookup listed or re-checked the
+    /// directory; 0 when it did neither.
+    pub(crate) epoch: std::sync::atomic::AtomicU64,
+}
+
+impl CensusLoader<'_> {
+    fn note_epoch(&self) {
+        if let Some(w) = &self.shared.watcher {
+            self.epoch
+                .store(w.epoch(), std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    /// After the lookup: drops a census that a name added or removed while
+    /// it was taken made out of date (see `watch.rs`).
+    pub(crate) fn drop_if_raced(&self, dir: &str) {
+        let epoch = self.epoch.swap(0, std::sync::atomic::Ordering::Relaxed);
+        if let Some(w) = self.shared.watcher.as_ref().filter(|_| epoch != 0) {
+            if w.changed_since(if dir == "." { "" } else { dir }, epoch) {
+                self.shared.census.invalidate(dir);
+            }
+        }
+    }
 }
 
 impl pathcache::Loader<Census> for CensusLoader<'_> {
@@ -143,7 +165,8 @@ impl pathcache::Loader<Census> for CensusLoader<'_> {
         _open: bool,
         _read_small: Option<u64>,
     ) -> Result<Loaded<Census>, OpenError> {
-        let root = Arc::clone(&self.shared.root);
+        self.note_epoch();
+        let root = self.shared.root();
         let policy = self.shared.policy;
         let dir = dir.to_owned();
         let suffixes: Box<[Box<str>]> = self.siblings.iter().map(|s| s.suffix.into()).collect();
@@ -169,6 +192,7 @@ impl pathcache::Loader<Census> for CensusLoader<'_> {
         if census.is_none_or(|c| c.racy) {
             return Ok(false);
         }
+        self.note_epoch();
         Ok(self
             .stat(dir)
             .await?

@@ -102,7 +102,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -223,12 +223,19 @@ pub struct Config {
     /// off, the embedder calls [`FileManager::reap`] now and then (a timer
     /// task); exhaustion still reaps inline before it refuses an open.
     pub reaper_thread: bool,
-    /// Watch the directories of cached files with inotify (on by default;
-    /// see `watch.rs`): while nothing under the root changed since a
-    /// descriptor was checked, a request sends from it without the
-    /// per-request `statx`. Off, or where inotify or `/proc` is not
-    /// available, every request checks its descriptor. Either way entries
-    /// are revalidated every `cache.valid`.
+    /// Watch the directories of cached paths with inotify (on by default;
+    /// see `watch.rs`): a change seen drops exactly the cached answers it
+    /// affects (a file's entry, its small-file copy and variants, a
+    /// negative answer, every path below a directory or link that moved,
+    /// a directory's sibling census), so the next request gets the new
+    /// answer; and while nothing under the root changed since a
+    /// descriptor was checked, a request sends from it without a `statx`.
+    /// A root path that is (or passes through) a symlink is followed when
+    /// the link is re-pointed. Off, or where inotify or `/proc` is not
+    /// available, entries are revalidated every `cache.valid` (negative
+    /// answers every `negative_ttl`), a re-pointed root is found by the
+    /// reaper thread's next tick, and every request sent from a
+    /// descriptor checks it.
     pub watch_changes: bool,
 }
 
@@ -491,6 +498,9 @@ pub struct Stats {
     pub batched_close_errors: u64,
     /// The change watcher's counters, when it runs.
     pub watch: Option<WatchStats>,
+    /// Times the root path, a symlink re-pointed, was followed to a new
+    /// directory.
+    pub root_switches: u64,
     /// Directories whose precompressed siblings are known (`census.rs`).
     pub census_dirs: u64,
     /// Directory listings taken for that census.
@@ -530,8 +540,15 @@ struct Shared {
     cache: PathCache<Owned<FileValue>>,
     table: Arc<FdTable<FileValue>>,
     backend: Backend,
-    root: Arc<OwnedFd>,
+    /// The root directory every open is confined beneath. Replaced when
+    /// the root path is a symlink (or passes through one) and it is
+    /// re-pointed: see [`Shared::follow_root`].
+    root: RwLock<Arc<OwnedFd>>,
     root_path: PathBuf,
+    /// Where the root path passes through symlinks: the directories
+    /// holding them and their names (empty for a plain root path).
+    root_links: Vec<(PathBuf, std::ffi::OsString)>,
+    root_switches: AtomicU64,
     policy: SymlinkPolicy,
     /// `Config::inline_cached_opens`.
     inline_cached_opens: bool,
@@ -634,6 +651,39 @@ struct CacheLoader<'a> {
     /// This lookup loaded the entry it returns, or revalidated it (see
     /// `is_unchanged`).
     checked: AtomicBool,
+    /// The watcher's epoch before this lookup's load or revalidation
+    /// looked at the file; 0 when it did neither (`watch.rs`).
+    epoch: AtomicU64,
+}
+
+impl<'a> CacheLoader<'a> {
+    fn new(shared: &'a Shared) -> Self {
+        CacheLoader {
+            shared,
+            checked: AtomicBool::new(false),
+            epoch: AtomicU64::new(0),
+        }
+    }
+
+    /// Puts watches on `path`'s directories and notes the epoch before
+    /// the check that follows; the stamp for a descriptor it vouches for.
+    fn prepare(&self, path: &str) -> Option<u64> {
+        let w = self.shared.watcher.as_ref()?;
+        self.epoch.store(w.epoch(), Ordering::Relaxed);
+        w.prepare(path)
+    }
+
+    /// After the lookup: drops what this lookup's load indexed if an
+    /// event about `path` was handled while it loaded, so the next
+    /// request loads the new version (this one keeps what it has).
+    fn drop_if_raced(&self, path: &str) {
+        let epoch = self.epoch.swap(0, Ordering::Relaxed);
+        if let Some(w) = self.shared.watcher.as_ref().filter(|_| epoch != 0) {
+            if w.changed_since(path, epoch) {
+                self.shared.cache.invalidate(path);
+            }
+        }
+    }
 }
 
 impl pathcache::Loader<Owned<FileValue>> for CacheLoader<'_> {
@@ -648,6 +698,7 @@ impl pathcache::Loader<Owned<FileValue>> for CacheLoader<'_> {
         let mime = mime_guess::from_path(path)
             .first_raw()
             .unwrap_or("application/octet-stream");
+        let stamp = self.prepare(path);
         if !open {
             return match self.shared.stat_path(path).await {
                 Ok(meta) => Ok(Loaded::File {
@@ -661,7 +712,6 @@ impl pathcache::Loader<Owned<FileValue>> for CacheLoader<'_> {
                 Err(e) => Err(e),
             };
         }
-        let stamp = self.shared.watcher.as_ref().and_then(|w| w.prepare(path));
         let (owned, st) = match self.shared.open_owned(path).await {
             Ok(v) => v,
             Err(OpenError::NotFound) => return Ok(Loaded::Negative(Negative::NotFound)),
@@ -731,10 +781,10 @@ impl pathcache::Loader<Owned<FileValue>> for CacheLoader<'_> {
         cached: &FileMeta,
         handle: Option<&Owned<FileValue>>,
     ) -> Result<bool, OpenError> {
+        let stamp = self.prepare(path);
         if let Some(handle) = handle.filter(|_| self.shared.policy != SymlinkPolicy::Deny) {
-            let stamp = self.shared.watcher.as_ref().and_then(|w| w.prepare(path));
             self.shared.backend.counters().op(backend::Op::Stat);
-            if let Ok(st) = resolve::stat_unconfined(&*self.shared.root, path) {
+            if let Ok(st) = resolve::stat_unconfined(&*self.shared.root(), path) {
                 if st.kind == Kind::Regular && st.meta.is_same_version(cached) {
                     handle.set_stamp(stamp.filter(|_| st.nlink == 1));
                     self.checked.store(true, Ordering::Relaxed);
@@ -808,6 +858,73 @@ fn cache_key(rel_path: &str) -> &str {
 }
 
 impl Shared {
+    /// The root directory now (one uncontended read lock: misses only).
+    fn root(&self) -> Arc<OwnedFd> {
+        Arc::clone(&self.root.read().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Opens the root path again and, when it now leads to another
+    /// directory (a release switch: `current -> releases/N` re-pointed),
+    /// serves from that one: new lookups resolve beneath it and every
+    /// cached answer is dropped, while responses already started finish
+    /// from the descriptors they hold. True when the root changed.
+    fn follow_root(&self) -> bool {
+        let flags = rustix::fs::OFlags::RDONLY
+            | rustix::fs::OFlags::DIRECTORY
+            | rustix::fs::OFlags::CLOEXEC;
+        let new = match rustix::fs::open(&self.root_path, flags, rustix::fs::Mode::empty()) {
+            Ok(fd) => fd,
+            Err(e) => {
+                tracing::warn!(root = %self.root_path.display(), "root path not reachable ({e}); still serving the directory it led to");
+                return false;
+            }
+        };
+        let same = |a: &rustix::fs::Stat, b: &rustix::fs::Stat| {
+            (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+        };
+        match (rustix::fs::fstat(&new), rustix::fs::fstat(&*self.root())) {
+            (Ok(a), Ok(b)) if !same(&a, &b) => {}
+            _ => return false,
+        }
+        if let Err(e) = resolve::probe_openat2(&new, self.policy) {
+            tracing::warn!(root = %self.root_path.display(), "new root refused: {e}");
+            return false;
+        }
+        let new = Arc::new(new);
+        *self.root.write().unwrap_or_else(|e| e.into_inner()) = Arc::clone(&new);
+        if let Some(w) = &self.watcher {
+            w.rebase(&new);
+        }
+        self.cache.invalidate_under("");
+        self.census.invalidate_under("");
+        self.root_switches.fetch_add(1, Ordering::Relaxed);
+        let target = std::fs::canonicalize(&self.root_path).unwrap_or_default();
+        tracing::info!(root = %self.root_path.display(), now = %target.display(), "root re-pointed: serving the new target");
+        true
+    }
+
+    /// Drops what a change the watcher saw makes out of date: the path's
+    /// entry (a negative one too, and the variants kept in it), a tree of
+    /// entries, or a directory's sibling census.
+    fn apply(&self, change: watch::Change<'_>) {
+        match change {
+            watch::Change::Path(path) => {
+                self.cache.invalidate(path);
+            }
+            watch::Change::Tree(path) => {
+                self.cache.invalidate_under(path);
+                self.census.invalidate_under(path);
+            }
+            watch::Change::Root => {
+                self.follow_root();
+            }
+            watch::Change::Names(dir) => {
+                self.census
+                    .invalidate(if dir.is_empty() { "." } else { dir });
+            }
+        }
+    }
+
     /// Makes room: evicts cold cache entries, then reaps deferred releases
     /// and clears fixed slots. Returns descriptors released.
     fn relieve(&self) -> usize {
@@ -867,7 +984,7 @@ impl Shared {
         let res = match self
             .backend
             .open(
-                &self.root,
+                &self.root(),
                 c.clone(),
                 oflags,
                 self.policy,
@@ -880,7 +997,13 @@ impl Shared {
                 recovered = true;
                 match self
                     .backend
-                    .open(&self.root, c, oflags, self.policy, self.inline_cached_opens)
+                    .open(
+                        &self.root(),
+                        c,
+                        oflags,
+                        self.policy,
+                        self.inline_cached_opens,
+                    )
                     .await
                 {
                     Err(e) if is_exhausted(&e) => {
@@ -940,6 +1063,25 @@ impl Shared {
     }
 }
 
+/// The symlinks an absolute form of `root` passes through, as (directory
+/// holding the link, link name): the places whose change re-points it.
+fn links_on_the_way(root: &Path) -> Vec<(PathBuf, std::ffi::OsString)> {
+    let Ok(abs) = std::path::absolute(root) else {
+        return Vec::new();
+    };
+    let mut links = Vec::new();
+    let mut at = PathBuf::new();
+    for part in abs.components() {
+        at.push(part);
+        if std::fs::symlink_metadata(&at).is_ok_and(|m| m.file_type().is_symlink()) {
+            if let (Some(dir), Some(name)) = (at.parent(), at.file_name()) {
+                links.push((dir.to_path_buf(), name.to_owned()));
+            }
+        }
+    }
+    links
+}
+
 fn spawn_reaper(weak: Weak<Shared>) -> io::Result<()> {
     std::thread::Builder::new()
         .name("filemanager-reaper".into())
@@ -950,6 +1092,10 @@ fn spawn_reaper(weak: Weak<Shared>) -> io::Result<()> {
                 let Some(shared) = weak.upgrade() else { return };
                 if shared.reaper_stop.load(Ordering::Acquire) {
                     return;
+                }
+                // Without events, a re-pointed root is found by looking.
+                if shared.watcher.is_none() && !shared.root_links.is_empty() {
+                    shared.follow_root();
                 }
                 tick = if shared.reap_now() > 0 {
                     REAP_TICK
@@ -1005,10 +1151,13 @@ impl FileManager {
         }));
         let mut cache_cfg = config.cache.clone();
         cache_cfg.max_open = cache_cfg.max_open.min(budget);
+        let root_links = links_on_the_way(&config.root);
         let watcher = if config.watch_changes {
-            watch::Watcher::start(&root)
+            watch::Watcher::new(&root, &root_links)
                 .inspect_err(|e| {
-                    tracing::warn!("not watching for changes ({e}): every request stats its file")
+                    tracing::warn!(
+                        "not watching for changes ({e}): changes are seen within cache.valid"
+                    )
                 })
                 .ok()
         } else {
@@ -1019,8 +1168,10 @@ impl FileManager {
             cache: PathCache::new(cache_cfg),
             table,
             backend,
-            root: Arc::new(root),
+            root: RwLock::new(Arc::new(root)),
             root_path: config.root.clone(),
+            root_links,
+            root_switches: AtomicU64::new(0),
             policy: config.symlinks,
             inline_cached_opens: config.inline_cached_opens,
             kind,
@@ -1048,6 +1199,14 @@ impl FileManager {
         if config.reaper_thread {
             spawn_reaper(Arc::downgrade(&shared))?;
         }
+        if let Some(w) = &shared.watcher {
+            let weak = Arc::downgrade(&shared);
+            watch::spawn(w, move |change| {
+                if let Some(shared) = weak.upgrade() {
+                    shared.apply(change);
+                }
+            })?;
+        }
         Ok(FileManager { shared })
     }
 
@@ -1074,15 +1233,14 @@ impl FileManager {
     /// Opens `rel_path` through the path cache.
     pub async fn open(&self, rel_path: &str) -> Result<Opened, OpenError> {
         let key = cache_key(rel_path);
-        let loader = CacheLoader {
-            shared: &self.shared,
-            checked: AtomicBool::new(false),
-        };
+        let loader = CacheLoader::new(&self.shared);
         let mut attempts = 0;
         loop {
             attempts += 1;
             loader.checked.store(false, Ordering::Relaxed);
-            let entry = match self.shared.cache.get_or_load(key, &loader).await {
+            let lookup = self.shared.cache.get_or_load(key, &loader).await;
+            loader.drop_if_raced(key);
+            let entry = match lookup {
                 Ok(Lookup::Hit(e)) => e,
                 Ok(Lookup::Negative(Negative::NotFound)) | Err(OpenError::NotFound) => {
                     return Ok(Opened::NotFound)
@@ -1129,7 +1287,7 @@ impl FileManager {
     /// an entry shows what a request for it would get. Runs on tokio's
     /// blocking pool. A path that is a file is [`OpenError::NotFound`].
     pub async fn list_dir(&self, rel_path: &str, opts: ListOptions) -> Result<Listing, OpenError> {
-        let root = self.shared.root.clone();
+        let root = self.shared.root();
         let policy = self.shared.policy;
         let rel = rel_path.to_owned();
         tokio::task::spawn_blocking(move || listing::read_dir(&root, &rel, policy, opts))
@@ -1268,6 +1426,7 @@ impl FileManager {
             reaped: s.reaped.load(Ordering::Relaxed),
             batched_close_errors: s.batched_close_errors.load(Ordering::Relaxed),
             watch: s.watcher.as_ref().map(|w| w.stats()),
+            root_switches: s.root_switches.load(Ordering::Relaxed),
             census_dirs: census.entries,
             census_scans: census.loads,
         }
@@ -1322,6 +1481,14 @@ impl FileManager {
         metrics::gauge!(n("watch_dirs")).set(w.dirs as f64);
         metrics::counter!(n("watch_events_total")).absolute(w.events);
         metrics::counter!(n("watch_resets_total")).absolute(w.resets);
+        metrics::counter!(n("root_switches_total")).absolute(st.root_switches);
+        for (cause, count) in [
+            ("path", w.paths_dropped),
+            ("tree", w.trees_dropped),
+            ("load_race", w.races),
+        ] {
+            metrics::counter!(n("watch_invalidations_total"), "cause" => cause).absolute(count);
+        }
         metrics::gauge!(n("census_dirs")).set(st.census_dirs as f64);
         metrics::counter!(n("census_scans_total")).absolute(st.census_scans);
     }
@@ -1352,7 +1519,15 @@ impl FileManager {
         );
         describe_counter!(
             n("watch_resets_total"),
-            "Times every watch was dropped (a directory moved or deleted, an event overflow)."
+            "Times every watch and every cache entry was dropped (an event queue overflow)."
+        );
+        describe_counter!(
+            n("root_switches_total"),
+            "Times the root path (a symlink, re-pointed) was followed to a new directory; every cached answer was dropped."
+        );
+        describe_counter!(
+            n("watch_invalidations_total"),
+            "Cache invalidations by change events, by cause: path (one file changed), tree (a directory or a link to one moved, created or deleted; an overflow), load_race (an entry dropped right after its load, which an event overtook)."
         );
         describe_gauge!(
             n("census_dirs"),

@@ -213,8 +213,11 @@ impl FileManager {
         let loader = census::CensusLoader {
             shared: &self.shared,
             siblings,
+            epoch: Default::default(),
         };
-        match self.shared.census.get_or_load(dir, &loader).await {
+        let lookup = self.shared.census.get_or_load(dir, &loader).await;
+        loader.drop_if_raced(dir);
+        match lookup {
             Ok(Lookup::Hit(entry)) => entry
                 .handle()
                 .map_or(u32::MAX, |c| c.may_exist(name, siblings)),

@@ -1299,6 +1299,38 @@ impl<V: Send + Sync + 'static, L: RefLayout> PathCache<V, L> {
         true
     }
 
+    /// Drops the entry for `prefix` and every entry below it (`prefix/...`);
+    /// `""` drops everything. For a change that moves what a whole subtree
+    /// of paths leads to: a directory renamed, a symlink re-pointed, an
+    /// event queue overflow. Walks the whole index under the writer lock, so
+    /// it is for rare events, not per request. Returns the entries dropped.
+    pub fn invalidate_under(&self, prefix: &str) -> usize {
+        let mut w = self.lock_writer();
+        let mut dropped = 0;
+        for at in 0..w.table.capacity() {
+            let Some(p) = w.table.get(at) else {
+                continue;
+            };
+            // SAFETY: indexed entries are LIVE and stable under the writer
+            // lock (see `find_locked`).
+            let path = unsafe { p.as_ref() }.path();
+            let below = prefix.is_empty()
+                || path
+                    .strip_prefix(prefix)
+                    .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'));
+            if below {
+                w.table.remove(&self.index, at);
+                Entry::kill(p);
+                dropped += 1;
+            }
+        }
+        if dropped > 0 {
+            w.table.maybe_shrink(&self.index, Self::hash_of);
+            add(&self.counters().invalidations, dropped as u64);
+        }
+        dropped
+    }
+
     /// Drops up to `n` entries that hold a handle and have no users, releasing
     /// their handles now (EMFILE recovery). Returns how many were dropped.
     pub fn evict_unused(&self, n: usize) -> usize {

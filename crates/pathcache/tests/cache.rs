@@ -172,7 +172,9 @@ fn hit(l: Lookup<Handle>) -> EntryRef<Handle> {
 fn dir_with(files: &[(&str, &str)]) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     for (name, body) in files {
-        std::fs::write(dir.path().join(name), body).unwrap();
+        let path = dir.path().join(name);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, body).unwrap();
     }
     dir
 }
@@ -326,6 +328,30 @@ fn invalidate_drops_the_entry_but_not_its_users() {
     assert_eq!(cache.stats().invalidations, 1);
     hit(block_on(cache.get_or_load("x", &loader)).unwrap());
     assert_eq!(loader.loads.load(Ordering::SeqCst), 2);
+}
+
+#[test]
+fn invalidate_under_drops_a_subtree_and_nothing_beside_it() {
+    let dir = dir_with(&[("a/x", "1"), ("a/b/y", "2"), ("ab", "3"), ("c", "4")]);
+    let loader = FsLoader::new(dir.path().into());
+    let cache: PathCache<Handle> = PathCache::new(config());
+    for p in ["a/x", "a/b/y", "ab", "c", "a/missing"] {
+        drop(block_on(cache.get_or_load(p, &loader)).unwrap());
+    }
+    assert_eq!(cache.len(), 5);
+    assert_eq!(
+        cache.invalidate_under("a"),
+        3,
+        "a/x, a/b/y and the negative a/missing"
+    );
+    assert!(!cache.invalidate("a/x"));
+    assert!(
+        cache.invalidate("ab"),
+        "a sibling sharing the prefix's letters stays"
+    );
+    assert_eq!(cache.invalidate_under(""), 1, "everything: c");
+    assert_eq!(cache.len(), 0);
+    assert_eq!(cache.stats().invalidations, 5);
 }
 
 #[test]

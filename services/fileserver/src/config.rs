@@ -41,7 +41,8 @@ pub struct CacheConfig {
     pub small_bytes_budget: u64,
     /// Uses of a path before its descriptor is kept open.
     pub min_uses: u64,
-    /// Watch the directories of cached files for changes (inotify).
+    /// Watch the directories of cached paths for changes (inotify): a change
+    /// drops the cached answers it affects at once.
     pub watch: bool,
 }
 
