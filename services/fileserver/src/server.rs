@@ -133,6 +133,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
         log_threads: Mutex::new(log_thread.into_iter().collect()),
         heartbeats: (0..s.workers).map(|_| AtomicU64::new(0)).collect(),
         watchdog: args.watchdog,
+        h2_send_budget: Arc::new(tokio::sync::Semaphore::new(s.http2.send_budget as usize)),
     });
 
     let handle = crate::admin::install_recorder()?;
@@ -149,6 +150,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
     let offload = tls_addr.map(|_| crate::tls::offload_reason());
     if let Some(reason) = offload {
         crate::tls::describe();
+        crate::h2guard::describe();
         metrics::gauge!("fileserver_tls_offload_info", "mode" => "userspace", "reason" => reason)
             .set(1.0);
     }
