@@ -410,6 +410,10 @@ fn reload(
         ("cache.watch", new.cache.watch != started.cache.watch),
         ("log_format", new.log_format != started.log_format),
         (
+            "http2.send_budget",
+            new.http2.send_budget != started.http2.send_budget,
+        ),
+        (
             "tls_listen",
             new.tls.as_ref().map(|t| t.listen) != started.tls.as_ref().map(|t| t.listen),
         ),
@@ -430,6 +434,8 @@ fn reload(
     new.fd_headroom = started.fd_headroom;
     new.inline_opens = started.inline_opens;
     new.cache.watch = started.cache.watch;
+    // The process-wide semaphore was sized at start.
+    new.http2.send_budget = started.http2.send_budget;
     // The HTTPS listener stays as it started; its certificate and key are
     // read again, and a pair that does not load rejects the whole reload.
     new.tls = match (&started.tls, new.tls.take()) {
