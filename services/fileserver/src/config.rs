@@ -82,6 +82,21 @@ pub struct Http2Config {
     /// Streams the server reset for protocol errors per connection, at
     /// most; more and the connection is closed.
     pub max_local_error_resets: u64,
+    /// Bytes h2 may buffer for sending on one stream (hyper's
+    /// `max_send_buf_size`).
+    pub max_send_buffer: u64,
+    /// Bytes of file data read for sending and not yet written, at most,
+    /// on one connection; its streams wait for more.
+    pub send_budget_per_connection: u64,
+    /// The same across all connections of the process (each connection
+    /// may still hold one 16 KiB read beyond it, so none starves).
+    pub send_budget: u64,
+    /// Frames that ask the server for no response data (PRIORITY,
+    /// SETTINGS, PING, empty DATA, WINDOW_UPDATE, unknown types) a client
+    /// may send ahead of the server's work; each HEADERS or non-empty
+    /// DATA frame the server sends earns two back, up to this. Beyond it:
+    /// GOAWAY with ENHANCE_YOUR_CALM.
+    pub control_frame_budget: u64,
 }
 
 impl Default for Http2Config {
@@ -94,6 +109,10 @@ impl Default for Http2Config {
             initial_connection_window: 2 << 20,
             max_pending_reset_streams: 20,
             max_local_error_resets: 256,
+            max_send_buffer: 128 << 10,
+            send_budget_per_connection: 512 << 10,
+            send_budget: 16 << 20,
+            control_frame_budget: 1000,
         }
     }
 }
@@ -361,6 +380,10 @@ pub struct Http2Settings {
     pub initial_connection_window: u32,
     pub max_pending_reset_streams: usize,
     pub max_local_error_resets: usize,
+    pub max_send_buffer: usize,
+    pub send_budget_per_connection: u32,
+    pub send_budget: u32,
+    pub control_frame_budget: u32,
 }
 
 /// Connection and request limits (reloadable).
@@ -981,6 +1004,37 @@ impl Config {
                 100_000,
                 &mut e,
             ),
+            max_send_buffer: range(
+                "http2.max_send_buffer",
+                h.max_send_buffer,
+                16 << 10,
+                16 << 20,
+                &mut e,
+            ),
+            // At least one 16 KiB read, so a stream can always send; at
+            // most 1 GiB (tokio's semaphore counts in u32 and below
+            // `usize::MAX >> 3`).
+            send_budget_per_connection: range(
+                "http2.send_budget_per_connection",
+                h.send_budget_per_connection,
+                16 << 10,
+                1 << 30,
+                &mut e,
+            ) as u32,
+            send_budget: range(
+                "http2.send_budget",
+                h.send_budget,
+                16 << 10,
+                1 << 30,
+                &mut e,
+            ) as u32,
+            control_frame_budget: range(
+                "http2.control_frame_budget",
+                h.control_frame_budget,
+                10,
+                1_000_000,
+                &mut e,
+            ) as u32,
         };
         if c.small_file_max > 1 << 30 {
             e.push(err("cache.small_file_max", "must be at most 1 GiB"));

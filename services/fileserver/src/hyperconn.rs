@@ -18,6 +18,7 @@
 //! ```
 
 use crate::accesslog::{Entry, RequestLine};
+use crate::h2guard::{Closing, Guard};
 use crate::state::{ConnContext, Live};
 use crate::stats::MethodLabel;
 use bytes::Bytes;
@@ -34,10 +35,12 @@ use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::rc::Rc;
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 use std::task::{ready, Context, Poll};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tower_service::Service as _;
 
 /// The protocol a hyper connection speaks.
@@ -77,8 +80,24 @@ where
 #[derive(Debug)]
 struct Activity {
     last: Cell<Instant>,
+    /// When the connection last made send progress: for HTTP/1.1 any byte
+    /// moved, for HTTP/2 a HEADERS or DATA frame written (a client that
+    /// pings while it holds every window at zero makes none).
+    progress: Cell<Instant>,
     in_flight: Cell<usize>,
+    /// HTTP/2: a GOAWAY code the serve loop asks the guard to send.
+    abort: Cell<Option<u32>>,
+    /// HTTP/2: when the guard began closing (the linger runs from here).
+    closing_at: Cell<Option<Instant>>,
+    /// Woken when the first response of a quiet spell starts, so the serve
+    /// loop swaps the keepalive deadline for the send timeout at once.
+    busy: tokio::sync::Notify,
 }
+
+/// How long a closing HTTP/2 connection reads and drops input after its
+/// GOAWAY, so that the GOAWAY is read before the close (a close with
+/// unread input sends a reset, which may discard it).
+const LINGER: Duration = Duration::from_secs(1);
 
 /// One response in flight; dropping it (body done, or the request future
 /// cancelled by a stream reset) ends it.
@@ -87,6 +106,10 @@ struct InFlight(Rc<Activity>);
 
 impl InFlight {
     fn new(a: &Rc<Activity>) -> InFlight {
+        if a.in_flight.get() == 0 {
+            a.progress.set(Instant::now());
+            a.busy.notify_one();
+        }
         a.in_flight.set(a.in_flight.get() + 1);
         InFlight(a.clone())
     }
@@ -115,15 +138,30 @@ pub async fn serve<I>(
     let builder = builder(&live.0.s, protocol);
     let activity = Rc::new(Activity {
         last: Cell::new(Instant::now()),
+        progress: Cell::new(Instant::now()),
         in_flight: Cell::new(0),
+        abort: Cell::new(None),
+        closing_at: Cell::new(None),
+        busy: tokio::sync::Notify::new(),
     });
+    let h2 = protocol == Protocol::Http2;
+    let h2_settings = &live.0.s.http2;
     let io = Watched {
         read_ahead,
         pos: 0,
         inner: io,
         activity: activity.clone(),
-        coalesce: (protocol == Protocol::Http2).then(Coalesce::default),
+        coalesce: h2.then(Coalesce::default),
+        guard: h2.then(|| Guard::new(h2_settings.control_frame_budget)),
     };
+    let budget = h2.then(|| {
+        let per_conn = h2_settings.send_budget_per_connection as usize;
+        Rc::new(SendBudget {
+            conn: Arc::new(Semaphore::new(per_conn)),
+            global: ctx.h2_send_budget().clone(),
+            max: per_conn.min(h2_settings.send_budget as usize),
+        })
+    });
     let responder = Responder {
         ctx: ctx.clone(),
         live: RefCell::new(live),
@@ -133,6 +171,7 @@ pub async fn serve<I>(
             Protocol::Http2 => "HTTP/2.0",
         },
         activity: activity.clone(),
+        budget,
     };
     let conn = builder.serve_connection(TokioIo::new(io), responder);
     tokio::pin!(conn);
@@ -142,12 +181,13 @@ pub async fn serve<I>(
         conn.as_mut().graceful_shutdown();
     }
     loop {
-        let idle_for = if activity.in_flight.get() > 0 {
-            limits.send_timeout
+        let deadline = if let Some(at) = activity.closing_at.get() {
+            at + LINGER
+        } else if activity.in_flight.get() > 0 {
+            activity.progress.get() + limits.send_timeout
         } else {
-            limits.keepalive_timeout
+            activity.last.get() + limits.keepalive_timeout
         };
-        let deadline = activity.last.get() + idle_for;
         tokio::select! {
             r = conn.as_mut() => {
                 if let Err(e) = r {
@@ -156,11 +196,29 @@ pub async fn serve<I>(
                 return;
             }
             _ = tokio::time::sleep_until(deadline.into()) => {
-                if activity.last.get() + idle_for <= Instant::now() {
+                let now = Instant::now();
+                if let Some(at) = activity.closing_at.get() {
+                    if at + LINGER <= now {
+                        return;
+                    }
+                } else if activity.in_flight.get() > 0 {
+                    if activity.progress.get() + limits.send_timeout <= now {
+                        tracing::debug!(%peer, "no send progress for send_timeout");
+                        if !h2 {
+                            return;
+                        }
+                        // The guard sends GOAWAY at the next frame
+                        // boundary when hyper polls the connection next
+                        // (this loop does, now).
+                        activity.abort.set(Some(crate::h2guard::ENHANCE_YOUR_CALM));
+                        activity.closing_at.set(Some(now));
+                    }
+                } else if activity.last.get() + limits.keepalive_timeout <= now {
                     tracing::debug!(%peer, "closing idle connection");
                     return;
                 }
             }
+            _ = activity.busy.notified() => {}
             _ = shutdown.changed(), if !stop_seen => {
                 stop_seen = true;
                 conn.as_mut().graceful_shutdown();
@@ -189,7 +247,8 @@ fn builder(s: &crate::config::Settings, protocol: Protocol) -> auto::Builder<Loc
         .initial_stream_window_size(h.initial_stream_window)
         .initial_connection_window_size(h.initial_connection_window)
         .max_pending_accept_reset_streams(h.max_pending_reset_streams)
-        .max_local_error_reset_streams(h.max_local_error_resets);
+        .max_local_error_reset_streams(h.max_local_error_resets)
+        .max_send_buf_size(h.max_send_buffer);
     match protocol {
         Protocol::Http1 => b.http1_only(),
         Protocol::Http2 => b.http2_only(),
@@ -208,6 +267,8 @@ struct Responder {
     peer: SocketAddr,
     version: &'static str,
     activity: Rc<Activity>,
+    /// HTTP/2: what its file bodies may hold read and not yet written.
+    budget: Option<Rc<SendBudget>>,
 }
 
 impl Responder {
@@ -243,6 +304,7 @@ impl hyper::service::Service<Request<Incoming>> for Responder {
         let mut files = live.files.clone();
         let (ctx, peer, version) = (self.ctx.clone(), self.peer, self.version);
         let logger = fields.is_some().then_some(live);
+        let gate = self.budget.clone().map(Gate::new);
         Box::pin(async move {
             let response = match files.call(req).await {
                 Ok(r) => r,
@@ -257,6 +319,7 @@ impl hyper::service::Service<Request<Incoming>> for Responder {
                 body,
                 sent: 0,
                 ended: false,
+                gate,
                 done: Some(Done {
                     ctx,
                     peer,
@@ -333,6 +396,8 @@ pub struct Logged {
     body: servedir::Body,
     sent: u64,
     ended: bool,
+    /// HTTP/2: the send budget file reads wait for.
+    gate: Option<Gate>,
     done: Option<Done>,
 }
 
@@ -345,11 +410,20 @@ impl HttpBody for Logged {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
         let this = self.get_mut();
-        let polled = Pin::new(&mut this.body).poll_frame(cx);
-        match &polled {
+        if let Some(gate) = &mut this.gate {
+            if this.body.reads_file() {
+                let want = ready!(gate.poll_reserve(cx));
+                this.body.limit_next_read(want);
+            }
+        }
+        let mut polled = Pin::new(&mut this.body).poll_frame(cx);
+        match &mut polled {
             Poll::Ready(Some(Ok(frame))) => {
-                if let Some(data) = frame.data_ref() {
+                if let Some(data) = frame.data_mut() {
                     this.sent += data.len() as u64;
+                    if let Some(gate) = &mut this.gate {
+                        gate.hold(data);
+                    }
                 }
             }
             Poll::Ready(None) => this.ended = true,
@@ -410,6 +484,8 @@ struct Watched<I> {
     /// HTTP/2 only (None for HTTP/1.1, whose one response per request
     /// gains nothing from waiting).
     coalesce: Option<Coalesce>,
+    /// HTTP/2 only: frame accounting, checks and our own GOAWAY.
+    guard: Option<Guard>,
 }
 
 /// HTTP/2 write coalescing. hyper answers each stream in its own task and
@@ -445,29 +521,169 @@ impl Coalesce {
 impl<I> Watched<I> {
     fn moved(&self, n: usize) {
         if n > 0 {
-            self.activity.last.set(Instant::now());
+            let now = Instant::now();
+            self.activity.last.set(now);
+            if self.guard.is_none() {
+                self.activity.progress.set(now);
+            }
         }
+    }
+
+    /// Notes `n` bytes of `bufs` the server wrote (the guard's frame
+    /// boundaries and send progress).
+    fn wrote(&mut self, bufs: &[io::IoSlice<'_>], mut n: usize) {
+        self.moved(n);
+        let Some(g) = &mut self.guard else {
+            return;
+        };
+        let mut progress = false;
+        for b in bufs {
+            if n == 0 {
+                break;
+            }
+            let k = b.len().min(n);
+            progress |= g.scan_write(&b[..k]);
+            n -= k;
+        }
+        if progress {
+            self.activity.progress.set(Instant::now());
+        }
+    }
+
+    /// Takes a close the serve loop asked for.
+    fn take_abort(&mut self) {
+        if let Some(code) = self.activity.abort.take() {
+            if let Some(g) = &mut self.guard {
+                g.close(code);
+            }
+        }
+    }
+
+    fn closing(&self) -> bool {
+        self.guard
+            .as_ref()
+            .is_some_and(|g| g.closing != Closing::No)
     }
 }
 
-impl<I: AsyncRead + Unpin> AsyncRead for Watched<I> {
+impl<I: AsyncRead + AsyncWrite + Unpin> AsyncRead for Watched<I> {
     fn poll_read(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
+        this.take_abort();
+        if this.closing() {
+            return this.poll_read_closing(cx);
+        }
+        let before = buf.filled().len();
         if this.pos < this.read_ahead.len() {
             let rest = &this.read_ahead[this.pos..];
             let n = rest.len().min(buf.remaining());
             buf.put_slice(&rest[..n]);
             this.pos += n;
-            return Poll::Ready(Ok(()));
+        } else {
+            ready!(Pin::new(&mut this.inner).poll_read(cx, buf))?;
+            this.moved(buf.filled().len() - before);
         }
-        let before = buf.filled().len();
-        let r = Pin::new(&mut this.inner).poll_read(cx, buf);
-        this.moved(buf.filled().len() - before);
-        r
+        if let Some(g) = &mut this.guard {
+            if let Some((at, code)) = g.scan_read(&buf.filled()[before..]) {
+                // hyper gets the bytes before the offending frame's end
+                // (an incomplete frame, which h2 does not act on); the
+                // GOAWAY follows on its next read.
+                buf.set_filled(before + at);
+                g.close(code);
+                this.activity.closing_at.set(Some(Instant::now()));
+                if at == 0 {
+                    return this.poll_read_closing(cx);
+                }
+            }
+        }
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl<I: AsyncRead + AsyncWrite + Unpin> Watched<I> {
+    /// Reading while closing: send the GOAWAY, then drop input until the
+    /// client closes (hyper then sees the end).
+    fn poll_read_closing(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        if self.activity.closing_at.get().is_none() {
+            self.activity.closing_at.set(Some(Instant::now()));
+        }
+        ready!(self.poll_goaway(cx));
+        let mut scratch = [0u8; 2048];
+        loop {
+            let mut b = ReadBuf::new(&mut scratch);
+            match ready!(Pin::new(&mut self.inner).poll_read(cx, &mut b)) {
+                Ok(()) if b.filled().is_empty() => return Poll::Ready(Ok(())),
+                Ok(()) => continue,
+                Err(e) => return Poll::Ready(Err(e)),
+            }
+        }
+    }
+
+    /// Writes our GOAWAY after the last whole frame, flushes, and shuts
+    /// the write side; Ready once done (or once the peer is gone).
+    fn poll_goaway(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        loop {
+            let Some(g) = &mut self.guard else {
+                return Poll::Ready(());
+            };
+            match g.closing {
+                Closing::No | Closing::Done => return Poll::Ready(()),
+                Closing::Requested(code) => {
+                    if !g.at_boundary() {
+                        // hyper is mid-frame: its next write ends the frame.
+                        return Poll::Pending;
+                    }
+                    let frame = g.goaway(code);
+                    g.closing = Closing::Queued;
+                    if let Some(c) = &mut self.coalesce {
+                        c.out.extend_from_slice(&frame);
+                    }
+                }
+                Closing::Queued => {
+                    let done = match self.poll_drain(cx) {
+                        Poll::Pending => return Poll::Pending,
+                        Poll::Ready(Err(_)) => true,
+                        Poll::Ready(Ok(())) => false,
+                    };
+                    if !done {
+                        let _ = ready!(Pin::new(&mut self.inner).poll_flush(cx));
+                        let _ = ready!(Pin::new(&mut self.inner).poll_shutdown(cx));
+                    }
+                    if let Some(g) = &mut self.guard {
+                        g.closing = Closing::Done;
+                    }
+                }
+            }
+        }
+    }
+
+    /// A write while closing: the bytes that finish the frame in progress,
+    /// then nothing (Pending: the serve loop ends the connection).
+    fn poll_write_closing(
+        &mut self,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let len = bufs.iter().map(|b| b.len()).sum();
+        let n = self.guard.as_ref().map_or(0, |g| g.until_boundary(len));
+        if n == 0 {
+            ready!(self.poll_goaway(cx));
+            return Poll::Pending;
+        }
+        let mut left = n;
+        if let Some(c) = &mut self.coalesce {
+            for b in bufs {
+                let k = b.len().min(left);
+                c.out.extend_from_slice(&b[..k]);
+                left -= k;
+            }
+        }
+        self.wrote(bufs, n);
+        Poll::Ready(Ok(n))
     }
 }
 
@@ -489,23 +705,29 @@ impl<I: AsyncWrite + Unpin> Watched<I> {
     }
 }
 
-impl<I: AsyncWrite + Unpin> AsyncWrite for Watched<I> {
+impl<I: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Watched<I> {
     fn poll_write(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
+        this.take_abort();
+        let bufs = [io::IoSlice::new(buf)];
+        if this.closing() {
+            return this.poll_write_closing(cx, &bufs);
+        }
         if let Some(c) = &mut this.coalesce {
             if c.take(buf.len()) {
                 c.out.extend_from_slice(buf);
+                this.wrote(&bufs, buf.len());
                 return Poll::Ready(Ok(buf.len()));
             }
             ready!(this.poll_drain(cx))?;
         }
         let r = Pin::new(&mut this.inner).poll_write(cx, buf);
         if let Poll::Ready(Ok(n)) = r {
-            this.moved(n);
+            this.wrote(&bufs, n);
         }
         r
     }
@@ -516,19 +738,24 @@ impl<I: AsyncWrite + Unpin> AsyncWrite for Watched<I> {
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
+        this.take_abort();
+        if this.closing() {
+            return this.poll_write_closing(cx, bufs);
+        }
         if let Some(c) = &mut this.coalesce {
             let len = bufs.iter().map(|b| b.len()).sum();
             if c.take(len) {
                 for b in bufs {
                     c.out.extend_from_slice(b);
                 }
+                this.wrote(bufs, len);
                 return Poll::Ready(Ok(len));
             }
             ready!(this.poll_drain(cx))?;
         }
         let r = Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
         if let Poll::Ready(Ok(n)) = r {
-            this.moved(n);
+            this.wrote(bufs, n);
         }
         r
     }
@@ -539,6 +766,10 @@ impl<I: AsyncWrite + Unpin> AsyncWrite for Watched<I> {
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
+        if this.closing() {
+            ready!(this.poll_goaway(cx));
+            return Poll::Ready(Ok(()));
+        }
         if let Some(c) = &mut this.coalesce {
             // Let the streams woken in this turn add their frames first;
             // again while each turn added some (a stream's DATA follows its
@@ -561,7 +792,163 @@ impl<I: AsyncWrite + Unpin> AsyncWrite for Watched<I> {
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
+        if this.closing() {
+            ready!(this.poll_goaway(cx));
+            return Poll::Ready(Ok(()));
+        }
         ready!(this.poll_drain(cx))?;
         Pin::new(&mut this.inner).poll_shutdown(cx)
+    }
+}
+
+/// The bytes HTTP/2 file bodies of one connection may hold read and not
+/// yet written, and the process-wide pool they also draw from.
+#[derive(Debug)]
+struct SendBudget {
+    conn: Arc<Semaphore>,
+    global: Arc<Semaphore>,
+    /// The most one read may ask for (the smaller of the two budgets).
+    max: usize,
+}
+
+/// A read's share of the budgets, released when hyper drops its bytes
+/// (after they were written, or with the stream).
+type Permits = (Option<OwnedSemaphorePermit>, Option<OwnedSemaphorePermit>);
+
+type Acquire = Pin<Box<dyn Future<Output = Permits>>>;
+
+/// One stream's reads: each waits for budget first, and is sized by how
+/// well the client keeps up. The first read is [`Gate::MIN_READ`]; the
+/// next doubles (up to the service's read chunk) while what was read
+/// before is written, holds while a read waits to be written, and falls
+/// back to the minimum once more waits: a stream whose window is closed
+/// holds one small read.
+struct Gate {
+    budget: Rc<SendBudget>,
+    /// Size of the last read (0: none yet).
+    last: usize,
+    /// Bytes this stream read that hyper has not dropped yet.
+    outstanding: Arc<AtomicUsize>,
+    /// Permits for the next read, and its size.
+    ready: Option<(Permits, usize)>,
+    waiting: Option<(Acquire, usize)>,
+}
+
+impl std::fmt::Debug for Gate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gate")
+            .field("last", &self.last)
+            .field("outstanding", &self.outstanding.load(Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
+impl Gate {
+    /// One HTTP/2 DATA frame at the default SETTINGS_MAX_FRAME_SIZE.
+    const MIN_READ: usize = 16 * 1024;
+
+    fn new(budget: Rc<SendBudget>) -> Gate {
+        Gate {
+            budget,
+            last: 0,
+            outstanding: Arc::new(AtomicUsize::new(0)),
+            ready: None,
+            waiting: None,
+        }
+    }
+
+    fn next_size(&self) -> usize {
+        let out = self.outstanding.load(Relaxed);
+        let size = if self.last == 0 || out > 2 * self.last {
+            Self::MIN_READ
+        } else if out <= self.last {
+            2 * self.last
+        } else {
+            self.last
+        };
+        size.min(self.budget.max).max(1)
+    }
+
+    /// Ready with the size of the next read once its permits are held.
+    fn poll_reserve(&mut self, cx: &mut Context<'_>) -> Poll<usize> {
+        if let Some((_, size)) = &self.ready {
+            return Poll::Ready(*size);
+        }
+        if let Some((acquire, size)) = &mut self.waiting {
+            let permits = ready!(acquire.as_mut().poll(cx));
+            let size = *size;
+            self.waiting = None;
+            self.ready = Some((permits, size));
+            return Poll::Ready(size);
+        }
+        let mut size = self.next_size();
+        let b = &self.budget;
+        let Ok(conn) = b.conn.clone().try_acquire_many_owned(size as u32) else {
+            let (conn, global) = (b.conn.clone(), b.global.clone());
+            let acquire = async move {
+                let c = conn.acquire_many_owned(size as u32).await.ok();
+                let g = global.acquire_many_owned(size as u32).await.ok();
+                (c, g)
+            };
+            self.waiting = Some((Box::pin(acquire), size));
+            return self.poll_reserve(cx);
+        };
+        let global = match b.global.clone().try_acquire_many_owned(size as u32) {
+            Ok(g) => Some(g),
+            // A connection that holds nothing may read one small chunk
+            // beyond the process budget, so no client starves behind others.
+            Err(_) if b.conn.available_permits() + size >= b.max => {
+                drop(conn);
+                size = Self::MIN_READ.min(b.max);
+                let conn = b.conn.clone().try_acquire_many_owned(size as u32).ok();
+                self.ready = Some(((conn, None), size));
+                return Poll::Ready(size);
+            }
+            Err(_) => {
+                let global = b.global.clone();
+                let acquire = async move {
+                    let g = global.acquire_many_owned(size as u32).await.ok();
+                    (Some(conn), g)
+                };
+                self.waiting = Some((Box::pin(acquire), size));
+                return self.poll_reserve(cx);
+            }
+        };
+        self.ready = Some(((Some(conn), global), size));
+        Poll::Ready(size)
+    }
+
+    /// Hands the reserved permits to `data`: they go back when hyper drops it.
+    fn hold(&mut self, data: &mut Bytes) {
+        let Some((permits, size)) = self.ready.take() else {
+            return;
+        };
+        self.last = size;
+        self.outstanding.fetch_add(data.len(), Relaxed);
+        let bytes = std::mem::take(data);
+        *data = Bytes::from_owner(Held {
+            bytes,
+            outstanding: self.outstanding.clone(),
+            _permits: permits,
+        });
+    }
+}
+
+/// A read's bytes with their share of the send budget.
+struct Held {
+    bytes: Bytes,
+    outstanding: Arc<AtomicUsize>,
+    _permits: Permits,
+}
+
+impl AsRef<[u8]> for Held {
+    fn as_ref(&self) -> &[u8] {
+        &self.bytes
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.outstanding.fetch_sub(self.bytes.len(), Relaxed);
     }
 }

@@ -22,6 +22,7 @@ pub mod admin;
 pub mod config;
 pub mod conn;
 pub mod files;
+pub mod h2guard;
 pub mod http;
 pub mod hyperconn;
 pub mod server;

@@ -133,6 +133,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
         log_threads: Mutex::new(log_thread.into_iter().collect()),
         heartbeats: (0..s.workers).map(|_| AtomicU64::new(0)).collect(),
         watchdog: args.watchdog,
+        h2_send_budget: Arc::new(tokio::sync::Semaphore::new(s.http2.send_budget as usize)),
     });
 
     let handle = crate::admin::install_recorder()?;
@@ -149,6 +150,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
     let offload = tls_addr.map(|_| crate::tls::offload_reason());
     if let Some(reason) = offload {
         crate::tls::describe();
+        crate::h2guard::describe();
         metrics::gauge!("fileserver_tls_offload_info", "mode" => "userspace", "reason" => reason)
             .set(1.0);
     }
@@ -408,6 +410,10 @@ fn reload(
         ("cache.watch", new.cache.watch != started.cache.watch),
         ("log_format", new.log_format != started.log_format),
         (
+            "http2.send_budget",
+            new.http2.send_budget != started.http2.send_budget,
+        ),
+        (
             "tls_listen",
             new.tls.as_ref().map(|t| t.listen) != started.tls.as_ref().map(|t| t.listen),
         ),
@@ -428,6 +434,8 @@ fn reload(
     new.fd_headroom = started.fd_headroom;
     new.inline_opens = started.inline_opens;
     new.cache.watch = started.cache.watch;
+    // The process-wide semaphore was sized at start.
+    new.http2.send_budget = started.http2.send_budget;
     // The HTTPS listener stays as it started; its certificate and key are
     // read again, and a pair that does not load rejects the whole reload.
     new.tls = match (&started.tls, new.tls.take()) {

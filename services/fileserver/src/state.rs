@@ -53,6 +53,9 @@ pub struct Shared {
     pub(crate) heartbeats: Vec<AtomicU64>,
     /// systemd's watchdog period (`WATCHDOG_USEC`), if any.
     pub(crate) watchdog: Option<Duration>,
+    /// Bytes of file data HTTP/2 streams may hold read and not yet
+    /// written, across connections (`[http2] send_budget`, sized at start).
+    pub(crate) h2_send_budget: Arc<tokio::sync::Semaphore>,
 }
 
 impl Shared {
@@ -135,6 +138,11 @@ impl ConnContext {
     /// The file layer.
     pub fn files(&self) -> &Files {
         &self.shared.files
+    }
+
+    /// The process-wide HTTP/2 send budget (`[http2] send_budget`).
+    pub(crate) fn h2_send_budget(&self) -> &Arc<tokio::sync::Semaphore> {
+        &self.shared.h2_send_budget
     }
 
     /// Queues one request duration (flushed to the histogram in batches).
