@@ -689,10 +689,14 @@ fn finish(
 pub fn load(sources: &Sources) -> Result<(Config, Settings), Vec<ConfigError>> {
     let mut errors = Vec::new();
     let mut table = defaults_table();
+    let mut admin_in_file = false;
     if let Some(path) = &sources.file {
         match std::fs::read_to_string(path) {
             Ok(text) => match text.parse::<toml::Table>() {
-                Ok(file) => overlay(&mut table, file, "", &mut errors),
+                Ok(file) => {
+                    admin_in_file = file.contains_key("admin_listen");
+                    overlay(&mut table, file, "", &mut errors)
+                }
                 Err(e) => errors.push(err(
                     "file",
                     format!(
@@ -708,6 +712,12 @@ pub fn load(sources: &Sources) -> Result<(Config, Settings), Vec<ConfigError>> {
             )),
         }
     }
+    let admin_set = admin_in_file
+        || sources
+            .env
+            .iter()
+            .any(|(k, _)| k == &env_name("admin_listen"))
+        || sources.flags.iter().any(|(k, _)| k == "admin_listen");
     let keys = all_keys();
     for (name, value) in &sources.env {
         if name == "FILESERVER_CONFIG" {
@@ -723,8 +733,34 @@ pub fn load(sources: &Sources) -> Result<(Config, Settings), Vec<ConfigError>> {
     if let (Some(port), Some(toml::Value::String(listen))) = (sources.port, table.get("listen")) {
         let listen = with_port(listen, port);
         table.insert("listen".into(), toml::Value::String(listen));
+        if !admin_set {
+            // `-p 9000` beside a running instance should not collide on
+            // the admin port: it follows, one above (8080 and 8081 by default).
+            if let Some(toml::Value::String(admin)) = table.get("admin_listen") {
+                match admin_port_for(port) {
+                    Some(p) => {
+                        let admin = with_port(admin, p);
+                        table.insert("admin_listen".into(), toml::Value::String(admin));
+                    }
+                    None => errors.push(err(
+                        "admin_listen",
+                        "-p 65535 leaves no port above it for the admin listener: set admin_listen",
+                    )),
+                }
+            }
+        }
     }
     finish(table, errors)
+}
+
+/// The admin port `-p PORT` implies: the next one (`0` stays `0`, any free
+/// port); `None` for 65535.
+pub fn admin_port_for(port: u16) -> Option<u16> {
+    if port == 0 {
+        Some(0)
+    } else {
+        port.checked_add(1)
+    }
 }
 
 /// Environment variables named `FILESERVER_*` that match no key (reported as warnings).
