@@ -815,6 +815,54 @@ pub fn parse_listen(v: &str) -> Result<SocketAddr, String> {
     }
 }
 
+/// The levels `log_level` takes alone or after `target=`.
+const LOG_LEVELS: [&str; 6] = ["off", "error", "warn", "info", "debug", "trace"];
+
+/// Checks a `log_level`: a level, or a tracing filter whose directives each
+/// end in a level (`info,fileserver=debug`). tracing reads a bare unknown
+/// word (`warning`, `verbose`) as a target name, which silences every line
+/// of the daemon's own; that is refused here with the nearest level.
+pub fn check_log_level(v: &str) -> Result<(), String> {
+    let levels = "error, warn, info, debug, trace, off, or target=level directives";
+    if v.trim().is_empty() {
+        return Err(format!("must not be empty (use {levels})"));
+    }
+    for directive in v.split(',').map(str::trim).filter(|d| !d.is_empty()) {
+        let level = match directive.rsplit_once('=') {
+            Some((_, level)) => level,
+            // `target[span]` or `target` alone means "every level of that
+            // target" to tracing; a word that is not a level is a typo far
+            // more often than a target name.
+            None => directive,
+        };
+        if !LOG_LEVELS
+            .iter()
+            .any(|l| l.eq_ignore_ascii_case(level.trim()))
+        {
+            let hint = match level.to_ascii_lowercase().as_str() {
+                "warning" | "warnings" => Some("warn"),
+                "verbose" | "debugging" | "all" => Some("debug"),
+                "err" | "errors" | "critical" | "crit" | "fatal" | "panic" => Some("error"),
+                "information" | "notice" | "normal" | "default" => Some("info"),
+                "quiet" | "silent" | "none" => Some("off"),
+                l => LOG_LEVELS
+                    .iter()
+                    .map(|k| (edit_distance(l, k), *k))
+                    .min()
+                    .filter(|(d, _)| *d <= 2)
+                    .map(|(_, k)| k),
+            };
+            let hint = hint.map_or(String::new(), |h| format!(" (did you mean `{h}`?)"));
+            return Err(format!(
+                "`{level}` in `{v}` is not a log level{hint}; use {levels}"
+            ));
+        }
+    }
+    tracing_subscriber::EnvFilter::try_new(v)
+        .map(|_| ())
+        .map_err(|e| format!("`{v}` is not a tracing filter: {e}"))
+}
+
 fn parse_addr(key: &str, v: &str, errors: &mut Vec<ConfigError>) -> SocketAddr {
     parse_listen(v).unwrap_or_else(|e| {
         errors.push(err(key, e));
@@ -860,16 +908,8 @@ impl Config {
             ));
             BackendKind::Auto
         });
-        if tracing_subscriber::EnvFilter::try_new(&self.log_level).is_err()
-            || self.log_level.is_empty()
-        {
-            e.push(err(
-                "log_level",
-                format!(
-                    "`{}` is not a level (error, warn, info, debug, trace) or filter",
-                    self.log_level
-                ),
-            ));
+        if let Err(m) = check_log_level(&self.log_level) {
+            e.push(err("log_level", m));
         }
         let access_log = match self.access_log.as_str() {
             "off" => AccessLog::Off,
@@ -1332,6 +1372,23 @@ mod tests {
         assert!(msg.contains("known keys here: max_ranges"), "{msg}");
         assert_eq!(edit_distance("wokers", "workers"), 1);
         assert_eq!(edit_distance("", "abc"), 3);
+    }
+
+    #[test]
+    fn log_levels_are_levels() {
+        for ok in ["info", "WARN", "off", "info,fileserver=debug", "hyper=warn"] {
+            assert_eq!(check_log_level(ok), Ok(()), "{ok}");
+        }
+        for (bad, hint) in [
+            ("warning", "`warn`"),
+            ("verbose", "`debug`"),
+            ("infp", "`info`"),
+            ("info,hyper=loud", ""),
+            ("", ""),
+        ] {
+            let m = check_log_level(bad).unwrap_err();
+            assert!(m.contains(hint), "{bad}: {m}");
+        }
     }
 
     #[test]

@@ -24,6 +24,7 @@ pub mod conn;
 pub mod files;
 pub mod http;
 pub mod hyperconn;
+pub mod preflight;
 pub mod server;
 pub mod state;
 pub mod stats;
@@ -98,10 +99,16 @@ pub struct Cli {
 /// Subcommands.
 #[derive(Subcommand, Debug)]
 pub enum Cmd {
-    /// Validate a config file: exit 0 if valid, else print each error with its key and exit 2.
+    /// Validate a config file and what a start would open with it (root,
+    /// certificate and key, access log): exit 0 if all is well, else print
+    /// each error with its key and exit 2. Free ports are not checked.
     CheckConfig {
         /// The TOML file.
         file: PathBuf,
+        /// Check the values only, not the files they name (for a config
+        /// checked away from the host it runs on: an image build, CI).
+        #[arg(long)]
+        values_only: bool,
     },
     /// Print every config key with its environment variable name.
     Keys,
@@ -189,15 +196,33 @@ pub fn main_entry() -> i32 {
     let systemd = sysd::take_env();
     let cli = Cli::parse();
     match &cli.cmd {
-        Some(Cmd::CheckConfig { file }) => {
-            return match config::check_file(file) {
+        Some(Cmd::CheckConfig { file, values_only }) => {
+            // The values first, then what a start would open with them.
+            let checked = config::check_file(file).and_then(|s| {
+                let problems = if *values_only {
+                    Vec::new()
+                } else {
+                    preflight::check(&s)
+                };
+                if problems.is_empty() {
+                    Ok(s)
+                } else {
+                    Err(problems)
+                }
+            });
+            return match checked {
                 Ok(s) => {
+                    let not_checked = if *values_only {
+                        preflight::NOT_CHECKED_VALUES_ONLY
+                    } else {
+                        preflight::NOT_CHECKED
+                    };
                     println!(
-                        "{}: ok (root {}, listen {}, {} workers)",
+                        "{}: ok (root {}, listen {}, {} workers; {not_checked})",
                         file.display(),
                         s.root.display(),
                         s.listen,
-                        s.workers
+                        s.workers,
                     );
                     0
                 }

@@ -533,8 +533,8 @@ fn reload(
             Ok(())
         }
         Err(e) => {
-            tracing::error!("reload rejected, keeping the running config: access_log: {e}");
-            Err(format!("access_log: {e}"))
+            tracing::error!("reload rejected, keeping the running config: {e}");
+            Err(e.to_string())
         }
     }
 }

@@ -212,3 +212,130 @@ fn log_has_no_colour_off_a_terminal_and_can_be_json() {
     }
     assert!(events >= 2, "{text}");
 }
+
+/// Runs `fileserver check-config` on `text`; (exit code, stdout, stderr).
+fn check_config(text: &str) -> (Option<i32>, String, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("c.toml");
+    std::fs::write(&file, text).unwrap();
+    let out = Command::new(bin())
+        .arg("check-config")
+        .arg(&file)
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn log_level_typos_are_refused_with_the_nearest_level() {
+    // tracing reads `warning` as a target name: it passed and silenced
+    // every line of the daemon's own log.
+    for (level, hint) in [("warning", "warn"), ("verbose", "debug")] {
+        let (code, _, err) = check_config(&format!("log_level = \"{level}\"\n"));
+        assert_eq!(code, Some(2), "{level}: {err}");
+        assert!(
+            err.contains("`log_level`") && err.contains(&format!("did you mean `{hint}`?")),
+            "{err}"
+        );
+        let out = Command::new(bin())
+            .args([
+                "--log-level",
+                level,
+                "-p",
+                "0",
+                "--admin-listen",
+                "127.0.0.1:0",
+            ])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains(&format!("did you mean `{hint}`?")), "{err}");
+    }
+    let (code, _, err) = check_config("log_level = \"info,fileserver=debug\"\n");
+    assert_eq!(code, Some(0), "{err}");
+}
+
+#[test]
+fn check_config_checks_what_a_start_opens() {
+    let tree = Tree::new();
+    let file = tree.write("a-file.txt", b"x");
+    let dir = tree.dir.path();
+    let (code, _, err) = check_config(&format!(
+        "root = \"{}\"\ntls_listen = \"127.0.0.1:0\"\ntls_cert = \"{}/no-cert.pem\"\ntls_key = \"{}/no-key.pem\"\naccess_log = \"{}/no-dir/access.log\"\n",
+        file.display(),
+        dir.display(),
+        dir.display(),
+        dir.display()
+    ));
+    assert_eq!(code, Some(2), "{err}");
+    for want in [
+        "`root`: ",
+        "is not a directory",
+        "`tls_cert`: cannot read",
+        "no-cert.pem",
+        "`access_log`: cannot create",
+        "no-dir/access.log",
+    ] {
+        assert!(err.contains(want), "missing {want:?} in:\n{err}");
+    }
+    let (code, _, err) = check_config(&format!("root = \"{}/missing\"\n", dir.display()));
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("`root`: cannot open") && err.contains("missing"),
+        "{err}"
+    );
+    // What it cannot check it says on its `ok` line.
+    let (code, out, err) = check_config(&format!(
+        "root = \"{}\"\naccess_log = \"{}/access.log\"\n",
+        tree.root.display(),
+        dir.display()
+    ));
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        out.contains("ok") && out.contains("not checked: whether listen"),
+        "{out}"
+    );
+    assert!(
+        !dir.join("access.log").exists(),
+        "check-config created the log"
+    );
+    // --values-only: for a config checked away from its host.
+    let missing = format!("root = \"{}/missing\"\n", dir.display());
+    let cfg = dir.join("values.toml");
+    std::fs::write(&cfg, missing).unwrap();
+    let out = Command::new(bin())
+        .args(["check-config", "--values-only"])
+        .arg(&cfg)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("values only: not checked"));
+}
+
+#[test]
+fn an_access_log_that_cannot_open_names_the_key_and_path() {
+    let tree = Tree::new();
+    let bad = tree.dir.path().join("no-dir/access.log");
+    let out = Command::new(bin())
+        .args(common::base_args(&tree.root))
+        .arg("--access-log")
+        .arg(&bad)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    let last = err.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("fileserver: access_log: cannot open ")
+            && last.contains(&bad.display().to_string())
+            && last.contains("No such file or directory"),
+        "{err}"
+    );
+}
