@@ -258,16 +258,36 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
         _ => String::new(),
     };
     tracing::info!(%http_addr, %admin_addr, root = %root.display(), workers = s.workers, backend, why, fd_limit, "starting");
-    // On stderr, beside the log: stdout may carry the access log.
+    // On stderr, beside the log: stdout may carry the access log. With
+    // log_format = json it is one JSON object too, shaped like the log's
+    // events, so every stderr line parses.
     {
         use std::io::Write;
+        let line = match s.log_format {
+            crate::config::LogFormat::Text => format!(
+                "listening http={http_addr}{tls_part} admin={admin_addr} workers={} backend={backend} fd_limit={fd_limit} root={}",
+                s.workers,
+                root.display()
+            ),
+            crate::config::LogFormat::Json => serde_json::json!({
+                "timestamp": humantime::format_rfc3339_micros(std::time::SystemTime::now()).to_string(),
+                "level": "INFO",
+                "fields": {
+                    "message": "listening",
+                    "http": http_addr.to_string(),
+                    "https": tls_addr.map(|a| a.to_string()),
+                    "tls_offload_off": offload,
+                    "admin": admin_addr.to_string(),
+                    "workers": s.workers,
+                    "backend": backend,
+                    "fd_limit": fd_limit,
+                    "root": root.display().to_string(),
+                },
+            })
+            .to_string(),
+        };
         let mut out = std::io::stderr().lock();
-        let _ = writeln!(
-            out,
-            "listening http={http_addr}{tls_part} admin={admin_addr} workers={} backend={backend} fd_limit={fd_limit} root={}",
-            s.workers,
-            root.display()
-        );
+        let _ = writeln!(out, "{line}");
         let _ = out.flush();
     }
 
