@@ -242,7 +242,11 @@ fn metrics_names_help_and_counts_move() {
             "{process}:\n{before}"
         );
     }
-    assert!(metric(&before, "process_cpu_seconds_total").is_some());
+    // CPU time keeps its fraction (it was cut to whole seconds: 0 for a
+    // daemon that just started) and is typed a counter.
+    let cpu = metric(&before, "process_cpu_seconds_total").unwrap();
+    assert!(cpu > 0.0 && cpu.fract() != 0.0, "{cpu}");
+    assert!(before.contains("# TYPE process_cpu_seconds_total counter\n"));
     assert!(before.contains("fileserver_io_backend_info{backend="));
     assert!(before.contains("fileserver_contention_total{component=\"fdtable\"}"));
     assert!(before.contains("fileserver_contention_total{component=\"pathcache\"}"));
