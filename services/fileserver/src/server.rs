@@ -615,6 +615,7 @@ fn worker_main(
         shared,
         conn: Rc::new(conn),
         local_conns: Cell::new(0),
+        conn_fds: Default::default(),
     });
     local.block_on(&rt, run_worker(worker, listeners, ready));
 }
@@ -692,7 +693,21 @@ async fn run_worker(w: Rc<Worker>, listeners: WorkerListeners, ready: std::sync:
             "shutdown timeout: closing {} connection(s) mid-response",
             w.local_conns.get()
         );
-        // Those connections are dropped with the runtime; keep the global count right.
+        for &fd in w.conn_fds.borrow().iter() {
+            // SAFETY: a descriptor is in the set only while the task that
+            // owns its stream runs (inserted after accept, removed right
+            // after the stream is dropped, with no await between), and
+            // this thread is the only one that runs those tasks: the
+            // descriptor is open and is that connection's socket.
+            let sock = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+            let _ = rustix::net::shutdown(sock, rustix::net::Shutdown::Both);
+        }
+        // Their writes fail now; let them count and log the abort.
+        let grace = Instant::now() + Duration::from_millis(500);
+        while w.local_conns.get() > 0 && Instant::now() < grace {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        // Any still left are dropped with the runtime; keep the global count right.
         w.shared.open_conns.fetch_sub(w.local_conns.get(), Relaxed);
     }
     flush_samples(&mut w.conn.samples.borrow_mut());
@@ -720,6 +735,8 @@ async fn accept_loop(w: &Rc<Worker>, listener: tokio::net::TcpListener, kind: Li
                     w.shared.open_conns.fetch_add(1, Relaxed);
                     w.local_conns.set(w.local_conns.get() + 1);
                     let w2 = w.clone();
+                    let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
+                    w.conn_fds.borrow_mut().insert(fd);
                     tokio::task::spawn_local(async move {
                         // Every worker may be parked in accept() when the
                         // limit is reached, so up to `workers - 1` extra
@@ -735,6 +752,9 @@ async fn accept_loop(w: &Rc<Worker>, listener: tokio::net::TcpListener, kind: Li
                             }
                             w2.shared.active_conns.fetch_sub(1, Relaxed);
                         }
+                        // The stream was dropped (closed) inside; no
+                        // await since, so the number is not reused yet.
+                        w2.conn_fds.borrow_mut().remove(&fd);
                         w2.local_conns.set(w2.local_conns.get() - 1);
                         w2.shared.open_conns.fetch_sub(1, Relaxed);
                     });

@@ -493,6 +493,41 @@ fn shutdown_timeout_bounds_a_stalled_client() {
 }
 
 #[test]
+fn a_download_cut_by_shutdown_timeout_is_in_the_access_log() {
+    let tree = Tree::new();
+    tree.write("big.bin", &vec![7u8; 32 << 20]);
+    let mut d = Daemon::start(
+        &tree.root,
+        &[
+            "--set",
+            "shutdown_timeout=300ms",
+            "--access-log",
+            "stdout",
+            "--set",
+            "access_log_format=json",
+        ],
+    );
+    let mut s = TcpStream::connect(d.http).unwrap();
+    s.write_all(b"GET /big.bin HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut buf = [0u8; 1024];
+    let _ = s.read(&mut buf).unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    d.signal(libc::SIGTERM);
+    assert!(d
+        .wait_exit(Duration::from_secs(10))
+        .expect("exit")
+        .success());
+    // Logged like an abandoned download: status, the bytes that went out,
+    // and not completed.
+    let line = d.json_log_line("target", &serde_json::json!("/big.bin"));
+    assert_eq!(line["status"], 200, "{line}");
+    assert_eq!(line["completed"], false, "{line}");
+    let sent = line["bytes"].as_u64().unwrap();
+    assert!(sent < 32 << 20, "{line}");
+}
+
+#[test]
 fn sighup_reload_valid_and_invalid() {
     let tree = Tree::new();
     tree.write("a.txt", b"x");
