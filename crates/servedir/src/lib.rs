@@ -404,7 +404,10 @@ impl Inner {
             Ok(Resolved::NotFound) | Err(OpenError::NotFound) | Err(OpenError::IsDir) => {
                 return None
             }
-            Ok(Resolved::Forbidden) | Err(OpenError::Forbidden) => plan::error(method, 403, ""),
+            Ok(Resolved::Forbidden) | Err(OpenError::Forbidden) => {
+                let why = stages::forbidden_reason(&self.fm, path.rel).await;
+                plan::error(method, 403, why)
+            }
             Err(OpenError::Exhausted) => plan::exhausted(method),
             Err(OpenError::Io(e)) => {
                 tracing::warn!("servedir: open failed: {e}");

@@ -216,3 +216,26 @@ pub fn listing_page(listing: &Listing, format: ListingFormat, path: &str) -> Pag
     });
     Page::render(format, path, entries, listing.truncated)
 }
+
+/// The reason a 403 for `rel` gives in its body: asked of the file layer
+/// again (a 403 is rare; this is never a hit's cost) and logged, at most one
+/// line a second for the process so a client cannot flood the log. Neither
+/// names anything outside the root. Empty when no reason is known.
+pub async fn forbidden_reason(fm: &FileManager, rel: &str) -> &'static str {
+    use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+    static LAST_LOGGED: AtomicU64 = AtomicU64::new(0);
+    let reason = fm.why_forbidden(rel).await;
+    let why = reason.describe();
+    if !why.is_empty() {
+        let now = httpfile::date::now_secs();
+        let last = LAST_LOGGED.load(Relaxed);
+        if now > last
+            && LAST_LOGGED
+                .compare_exchange(last, now, Relaxed, Relaxed)
+                .is_ok()
+        {
+            tracing::warn!(path = %format_args!("/{}", rel.trim_start_matches('/')), "403 forbidden: {why}");
+        }
+    }
+    why
+}

@@ -413,7 +413,10 @@ impl Conn {
             }
             Ok(Resolved::Directory) => plan::redirect_to_directory(&req.head, "", path.rel),
             Ok(Resolved::NotFound) => plan::error(method, 404, ""),
-            Ok(Resolved::Forbidden) => plan::error(method, 403, ""),
+            Ok(Resolved::Forbidden) | Err(OpenError::Forbidden) => {
+                let why = stages::forbidden_reason(ctx.files().manager(), path.rel).await;
+                plan::error(method, 403, why)
+            }
             Err(e) => open_error(method, e),
         };
         self.out.write_head(&plan, *framing);

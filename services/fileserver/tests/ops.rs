@@ -851,3 +851,41 @@ GET /big.bin HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
         .collect();
     assert_eq!(sent, [(200, 10_000), (206, 4096), (200, 1 << 20)]);
 }
+
+#[test]
+fn a_403_for_a_symlink_out_of_the_root_says_why_and_logs_it() {
+    let tree = Tree::new();
+    std::os::unix::fs::symlink(&tree.canary, tree.root.join("out")).unwrap();
+    let d = Daemon::start(&tree.root, &[]);
+    // The target's path (the root's own path is in the start line).
+    let outside = tree.canary.display().to_string();
+    let h2c = reqwest::blocking::Client::builder()
+        .http2_prior_knowledge()
+        .no_proxy()
+        .build()
+        .unwrap();
+    // The engine of its own and servedir's (h2c) say the same.
+    for c in [client(), h2c] {
+        let r = c.get(d.url("/out")).send().unwrap();
+        assert_eq!(r.status(), 403);
+        let body = r.text().unwrap();
+        assert!(
+            body.contains("a symlink on this path leads outside the served directory"),
+            "{body:?}"
+        );
+        assert!(
+            !body.contains(&outside) && !body.contains("secret"),
+            "{body}"
+        );
+    }
+    // One log line at the default level, naming the request, not the target.
+    assert!(
+        d.wait_stderr("403 forbidden", Duration::from_secs(5)),
+        "{}",
+        d.stderr_text()
+    );
+    let log = d.stderr_text();
+    let line = log.lines().find(|l| l.contains("403 forbidden")).unwrap();
+    assert!(line.contains("/out") && line.contains("WARN"), "{line}");
+    assert!(!log.contains(&outside) && !log.contains("secret"), "{log}");
+}
