@@ -18,7 +18,6 @@ use crate::stats::MethodLabel;
 use filemanager::{CachedFile, OpenError, Query, Resolved, ResolvedFile};
 use httpfile::date::{with_now, HTTP_DATE_LEN};
 use httpfile::encode::{encode_head, Framing};
-use httpfile::listing::ListingFormat;
 use httpfile::path::normalize_path;
 use httpfile::plan::{self, Body, Plan, Policy, Route};
 use httpfile::status::reason;
@@ -402,7 +401,7 @@ impl Conn {
                     .await;
             }
             Ok(Resolved::Listing(listing)) => {
-                let page = stages::listing_page(&listing, ListingFormat::of(&req.head), path.rel);
+                let page = stages::listing_page(&listing, &req.head, path.rel);
                 let plan = plan::listing(&req.head, &page, &policy);
                 self.out.write_head(&plan, *framing);
                 if let Body::Bytes(bytes) = plan.body {
