@@ -198,7 +198,11 @@ fn log_has_no_colour_off_a_terminal_and_can_be_json() {
     );
     drop(d);
     let d = serve(root, &["--set", "log_format=json"]);
-    assert!(d.wait_stderr("starting", std::time::Duration::from_secs(5)));
+    // The start line comes after the "starting" event: wait for it itself.
+    assert!(d.wait_stderr(
+        "\"message\":\"listening\"",
+        std::time::Duration::from_secs(5)
+    ));
     let text = d.stderr_text();
     // Every line, the start line included, is one JSON object (`jq` reads
     // the whole of stderr).
