@@ -601,7 +601,7 @@ fn set_from_str(
                 return;
             }
         },
-        toml::Value::Boolean(_) => match value.trim() {
+        toml::Value::Boolean(_) => match value.trim().to_ascii_lowercase().as_str() {
             "true" | "1" | "yes" | "on" => toml::Value::Boolean(true),
             "false" | "0" | "no" | "off" => toml::Value::Boolean(false),
             _ => {

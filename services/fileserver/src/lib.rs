@@ -169,7 +169,7 @@ fn init_logging(level: &str, format: config::LogFormat) -> LogHandle {
     let registry = tracing_subscriber::registry().with(layer);
     let _ = match format {
         config::LogFormat::Text => registry
-            .with(fmt.with_ansi(std::io::stderr().is_terminal()))
+            .with(fmt.with_ansi(std::io::stderr().is_terminal() && !no_color()))
             .try_init(),
         config::LogFormat::Json => registry.with(fmt.json().with_ansi(false)).try_init(),
     };
@@ -177,6 +177,11 @@ fn init_logging(level: &str, format: config::LogFormat) -> LogHandle {
 }
 
 /// Writes `text` to stdout; a closed pipe ends quietly (exit 0, as `head` expects).
+/// `NO_COLOR` set and not empty (no-color.org): no colour even on a terminal.
+fn no_color() -> bool {
+    std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty())
+}
+
 fn print_all(text: &[u8]) -> i32 {
     use std::io::Write;
     match std::io::stdout().lock().write_all(text) {

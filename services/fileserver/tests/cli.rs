@@ -347,3 +347,45 @@ fn an_access_log_that_cannot_open_names_the_key_and_path() {
         "{err}"
     );
 }
+
+#[test]
+fn booleans_take_any_case_and_no_color_is_honoured() {
+    let tree = Tree::new();
+    tree.write("d/a.txt", b"a");
+    let root = tree.root.to_str().unwrap();
+    // `TRUE` as `true`, `yes`, `on` and `1` are.
+    let d = serve(root, &["--set", "directory_listing=TRUE"]);
+    assert!(d.get_text("/d/").contains("a.txt"));
+    drop(d);
+    // On a terminal (script(1) gives one) the text log is coloured unless
+    // NO_COLOR is set.
+    let run = |no_color: bool| -> String {
+        let cmd = format!(
+            "{} {root} -p 0 --admin-listen 127.0.0.1:0 --workers 1",
+            bin().display()
+        );
+        let mut c = Command::new("timeout");
+        c.args(["-s", "INT", "2", "script", "-qfec", &cmd, "/dev/null"]);
+        c.env_remove("NO_COLOR");
+        if no_color {
+            c.env("NO_COLOR", "1");
+        }
+        let out = c
+            .stdin(Stdio::null())
+            .output()
+            .expect("script (util-linux)");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let coloured = run(false);
+    assert!(coloured.contains("starting"), "{coloured}");
+    assert!(
+        coloured.contains('\x1b'),
+        "no colour on a terminal: {coloured:?}"
+    );
+    let plain = run(true);
+    assert!(plain.contains("starting"), "{plain}");
+    assert!(
+        !plain.contains('\x1b'),
+        "colour despite NO_COLOR: {plain:?}"
+    );
+}
