@@ -24,6 +24,7 @@ pub mod conn;
 pub mod files;
 pub mod http;
 pub mod hyperconn;
+pub mod manual;
 pub mod preflight;
 pub mod server;
 pub mod state;
@@ -110,7 +111,7 @@ pub enum Cmd {
         #[arg(long)]
         values_only: bool,
     },
-    /// Print every config key with its environment variable name.
+    /// Print every config key with its default, environment variable and meaning.
     Keys,
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions {
@@ -176,12 +177,12 @@ fn init_logging(level: &str, format: config::LogFormat) -> LogHandle {
     handle
 }
 
-/// Writes `text` to stdout; a closed pipe ends quietly (exit 0, as `head` expects).
 /// `NO_COLOR` set and not empty (no-color.org): no colour even on a terminal.
 fn no_color() -> bool {
     std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty())
 }
 
+/// Writes `text` to stdout; a closed pipe ends quietly (exit 0, as `head` expects).
 fn print_all(text: &[u8]) -> i32 {
     use std::io::Write;
     match std::io::stdout().lock().write_all(text) {
@@ -240,12 +241,7 @@ pub fn main_entry() -> i32 {
                 }
             };
         }
-        Some(Cmd::Keys) => {
-            for k in config::all_keys() {
-                println!("{k}\t{}", config::env_name(&k));
-            }
-            return 0;
-        }
+        Some(Cmd::Keys) => return print_all(manual::keys_text().as_bytes()),
         Some(Cmd::Completions { shell }) => {
             use clap::CommandFactory;
             // Rendered into memory first: clap_complete panics on a write
@@ -256,12 +252,13 @@ pub fn main_entry() -> i32 {
         }
         Some(Cmd::Man) => {
             use clap::CommandFactory;
-            let mut text = Vec::new();
-            if let Err(e) = clap_mangen::Man::new(Cli::command()).render(&mut text) {
-                eprintln!("fileserver: {e}");
-                return 1;
-            }
-            return print_all(&text);
+            return match manual::man_page(Cli::command()) {
+                Ok(text) => print_all(&text),
+                Err(e) => {
+                    eprintln!("fileserver: {e}");
+                    1
+                }
+            };
         }
         None => {}
     }

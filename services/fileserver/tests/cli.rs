@@ -349,6 +349,79 @@ fn an_access_log_that_cannot_open_names_the_key_and_path() {
 }
 
 #[test]
+fn keys_show_each_default_and_meaning() {
+    let out = Command::new(bin()).arg("keys").output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    for want in [
+        "listen = \"127.0.0.1:8080\"  (FILESERVER_LISTEN)\n    HTTP listener",
+        "cache.max_entries = 65536  (FILESERVER_CACHE_MAX_ENTRIES)\n    Paths kept",
+        "compression.levels.gzip = ",
+    ] {
+        assert!(text.contains(want), "missing {want:?} in:\n{text}");
+    }
+    // Every key has a line and a meaning under it.
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len() % 2, 0);
+    for pair in lines.chunks(2) {
+        assert!(
+            pair[0].contains(" = ") && pair[0].ends_with(')'),
+            "{pair:?}"
+        );
+        assert!(pair[1].trim().len() > 10, "no meaning: {pair:?}");
+    }
+}
+
+#[test]
+fn the_man_page_documents_keys_environment_signals_files_and_exits() {
+    let out = Command::new(bin()).arg("man").output().unwrap();
+    assert!(out.status.success());
+    let man = String::from_utf8_lossy(&out.stdout);
+    for section in [
+        ".SH COMMANDS",
+        ".SH CONFIGURATION",
+        ".SH ENVIRONMENT",
+        ".SH SIGNALS",
+        ".SH FILES",
+        ".SH EXIT STATUS",
+        ".SH ADMIN ENDPOINTS",
+        ".SH EXAMPLES",
+    ] {
+        assert!(man.contains(section), "no {section}");
+    }
+    for key in [
+        "shutdown_timeout = \"30s\"",
+        "cache.watch = true",
+        "http2.h2c = true",
+    ] {
+        assert!(man.contains(&key.replace('-', "\\-")), "{key}");
+    }
+    for topic in [
+        "SIGHUP",
+        "NOTIFY_SOCKET",
+        "FILESERVER_CONFIG",
+        "/readyz",
+        "/etc/fileserver",
+    ] {
+        assert!(man.contains(topic), "{topic}");
+    }
+    // It points at no page that does not exist.
+    assert!(!man.contains("fileserver\\-keys(1)"), "{man}");
+    // groff reads it without a warning.
+    let mut groff = Command::new("groff")
+        .args(["-man", "-Tutf8", "-ww", "-z"])
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("groff");
+    use std::io::Write;
+    groff.stdin.take().unwrap().write_all(&out.stdout).unwrap();
+    let g = groff.wait_with_output().unwrap();
+    let warnings = String::from_utf8_lossy(&g.stderr);
+    assert!(g.status.success() && warnings.is_empty(), "{warnings}");
+}
+
+#[test]
 fn booleans_take_any_case_and_no_color_is_honoured() {
     let tree = Tree::new();
     tree.write("d/a.txt", b"a");
