@@ -104,8 +104,9 @@ k8s_validate() {
 check "kubernetes-validate --strict deploy/k8s (offline schemas, k8s 1.37)" k8s_validate
 check "ServiceMonitor JSON schema + manifests agree (ports, probes, selectors, grace, job label)" \
   "$PY" deploy/checks/check_manifests.py --deploy deploy --write-config "$WORK"
-check "ConfigMap fileserver.toml passes fileserver check-config" "$BIN" check-config "$WORK/configmap.toml"
-check "deploy/container.toml (image default) passes fileserver check-config" "$BIN" check-config deploy/container.toml
+# --values-only: their root (/srv/www) is the pod's and the image's, not this host's.
+check "ConfigMap fileserver.toml passes fileserver check-config" "$BIN" check-config --values-only "$WORK/configmap.toml"
+check "deploy/container.toml (image default) passes fileserver check-config" "$BIN" check-config --values-only deploy/container.toml
 
 # ----------------------------------------------------------- Dockerfile ---
 # No Docker engine runs here, so the image is not built; hadolint lints it and

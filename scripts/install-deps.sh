@@ -11,7 +11,8 @@ SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 # lighttpd-mod-openssl, lighttpd-mod-deflate: lighttpd's TLS and compression in
 # the harness's tls and compression groups (nghttp2-client gives them h2load).
 # python3-httpx + python3-h2, chromium: real HTTP/2 clients for the HTTPS tests
-# (services/fileserver/tests/tls_http2.rs).
+# (services/fileserver/tests/tls_http2.rs); chromium also screenshots the
+# directory listing (tests/listing.rs, into target/tmp/listing-*.png).
 pkgs=(prometheus nginx-light wrk curl wfuzz systemd nghttp2-client strace python3-venv util-linux
       fonts-dejavu-core valgrind lighttpd lighttpd-mod-openssl lighttpd-mod-deflate h2o caddy
       python3-httpx python3-h2 chromium openssl)

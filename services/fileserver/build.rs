@@ -26,7 +26,13 @@ fn main() {
         watched.push(git(&["rev-parse", "--git-path", &branch]));
     }
     watched.push(git(&["rev-parse", "--git-path", "packed-refs"]));
+    // Only files that exist: cargo takes a missing one as changed, and a
+    // repository without packed refs (a fresh clone's worktree, before
+    // `git gc`) then reran this script and relinked the daemon every build.
+    // When git packs a ref, its loose file goes: that is a change seen.
     for path in watched.into_iter().flatten() {
-        println!("cargo:rerun-if-changed={path}");
+        if std::path::Path::new(&path).exists() {
+            println!("cargo:rerun-if-changed={path}");
+        }
     }
 }

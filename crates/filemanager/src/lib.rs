@@ -119,6 +119,7 @@ pub use listing::{DirEntry, EntryKind, ListOptions, Listing};
 pub use pathcache::FileMeta;
 pub use query::{Query, Resolved, ResolvedFile, Sibling};
 pub use residency::{is_resident, read_resident};
+pub use resolve::ForbiddenReason;
 use resolve::{c_path, is_exhausted, map_open_error, Kind};
 pub use watch::WatchStats;
 /// The crates whose types appear in this one's API (`Config::cache`,
@@ -1293,6 +1294,22 @@ impl FileManager {
         tokio::task::spawn_blocking(move || listing::read_dir(&root, &rel, policy, opts))
             .await
             .map_err(|e| OpenError::Io(io::Error::other(e)))?
+    }
+
+    /// Why `rel_path` is refused, found by resolving it again (once, on the
+    /// blocking pool): for the 403 body and the log line, after
+    /// [`resolve`](Self::resolve) answered `Forbidden`. It never looks at
+    /// what a symlink points to beyond whether the kernel let it stay
+    /// beneath the root, so nothing outside the root is named. A path that
+    /// is no longer refused (it changed meanwhile) is
+    /// [`ForbiddenReason::Other`].
+    pub async fn why_forbidden(&self, rel_path: &str) -> ForbiddenReason {
+        let root = self.shared.root.clone();
+        let policy = self.shared.policy;
+        let rel = cache_key(rel_path).to_owned();
+        tokio::task::spawn_blocking(move || resolve::why_forbidden(&root, &rel, policy))
+            .await
+            .unwrap_or(ForbiddenReason::Other)
     }
 
     /// Opens `rel_path` without the cache (regular files only).

@@ -237,6 +237,64 @@ pub(crate) fn map_open_error(err: io::Error) -> OpenError {
     }
 }
 
+/// Why a path was refused ([`FileManager::why_forbidden`](crate::FileManager::why_forbidden)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ForbiddenReason {
+    /// A symlink on the path leads outside the root (`within_root` refuses
+    /// absolute and escaping links).
+    LeavesRoot,
+    /// A symlink on the path, and the policy is `deny`.
+    Symlink,
+    /// Symlinks that loop, or too many of them.
+    SymlinkLoop,
+    /// File or directory permissions (the server's user may not read it).
+    Permission,
+    /// Neither a regular file nor a directory (a device, socket or FIFO).
+    NotRegular,
+    /// Another refusal, or the path is no longer refused.
+    Other,
+}
+
+impl ForbiddenReason {
+    /// One sentence for a 403 body or a log line; it names no path.
+    pub fn describe(self) -> &'static str {
+        match self {
+            ForbiddenReason::LeavesRoot => {
+                "a symlink on this path leads outside the served directory (symlinks = within_root)"
+            }
+            ForbiddenReason::Symlink => "a symlink on this path is not followed (symlinks = deny)",
+            ForbiddenReason::SymlinkLoop => "the symlinks on this path loop",
+            ForbiddenReason::Permission => "the server may not read this file",
+            ForbiddenReason::NotRegular => "not a regular file",
+            ForbiddenReason::Other => "",
+        }
+    }
+}
+
+/// Resolves `rel` again as a read would, and says what refused it.
+pub(crate) fn why_forbidden(root: &OwnedFd, rel: &str, policy: SymlinkPolicy) -> ForbiddenReason {
+    let Ok(path) = c_path(rel) else {
+        return ForbiddenReason::Other;
+    };
+    // NONBLOCK: a FIFO must not block the open; NOCTTY: nor a terminal
+    // become ours.
+    let oflags = OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NONBLOCK | OFlags::NOCTTY;
+    match open_beneath(root.as_fd(), &path, oflags, policy) {
+        Ok(fd) => match stat_fd(&fd) {
+            Ok(st) if st.kind == Kind::Other => ForbiddenReason::NotRegular,
+            _ => ForbiddenReason::Other,
+        },
+        Err(e) => match e.raw_os_error() {
+            Some(libc::EXDEV) => ForbiddenReason::LeavesRoot,
+            Some(libc::ELOOP) if policy == SymlinkPolicy::Deny => ForbiddenReason::Symlink,
+            Some(libc::ELOOP) => ForbiddenReason::SymlinkLoop,
+            Some(libc::EACCES) | Some(libc::EPERM) => ForbiddenReason::Permission,
+            Some(libc::ENXIO) => ForbiddenReason::NotRegular,
+            _ => ForbiddenReason::Other,
+        },
+    }
+}
+
 /// Whether an error means "out of descriptors".
 pub(crate) fn is_exhausted(err: &io::Error) -> bool {
     matches!(err.raw_os_error(), Some(libc::EMFILE) | Some(libc::ENFILE))

@@ -41,7 +41,6 @@ use filemanager::{ListOptions, OpenError, Query, Resolved, ResolvedFile};
 use http::header::{HeaderName, HeaderValue};
 use http::request::Parts;
 use http::{Request, Response, StatusCode};
-use httpfile::listing::ListingFormat;
 use httpfile::plan::{self, Body as PlanBody, Plan, Policy, Route};
 use httpfile::{ByteRange, Method, RequestHead};
 use std::collections::VecDeque;
@@ -391,7 +390,7 @@ impl Inner {
                 return Some(self.file(&head, f, &policy));
             }
             Ok(Resolved::Listing(listing)) => {
-                let page = stages::listing_page(&listing, ListingFormat::of(&head), path.rel);
+                let page = stages::listing_page(&listing, &head, path.rel);
                 let p = plan::listing(&head, &page, &policy);
                 let has_body = matches!(p.body, PlanBody::Bytes(_));
                 let mut response = respond(&p, Body::empty());
@@ -404,7 +403,10 @@ impl Inner {
             Ok(Resolved::NotFound) | Err(OpenError::NotFound) | Err(OpenError::IsDir) => {
                 return None
             }
-            Ok(Resolved::Forbidden) | Err(OpenError::Forbidden) => plan::error(method, 403, ""),
+            Ok(Resolved::Forbidden) | Err(OpenError::Forbidden) => {
+                let why = stages::forbidden_reason(&self.fm, path.rel).await;
+                plan::error(method, 403, why)
+            }
             Err(OpenError::Exhausted) => plan::exhausted(method),
             Err(OpenError::Io(e)) => {
                 tracing::warn!("servedir: open failed: {e}");

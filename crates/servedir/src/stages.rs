@@ -18,7 +18,7 @@
 
 use filemanager::{Codec, FileManager, Listing, ResolvedFile, Sibling};
 use httpfile::conditional::{evaluate, Precondition};
-use httpfile::listing::{ListingEntry, ListingFormat, Page};
+use httpfile::listing::{ListingEntry, ListingFormat, ListingView, Page};
 use httpfile::mime::{type_matches, AcceptEncoding, ContentCoding, COMPRESSIBLE_TYPES};
 use httpfile::plan::{Body, FileInfo, MediaType, Plan};
 use httpfile::{EntityTag, RequestHead};
@@ -206,13 +206,44 @@ pub fn entity_tag(f: &ResolvedFile) -> EntityTag {
     }
 }
 
-/// `listing` of the directory at URL path `/{path}/`, rendered in `format`.
-pub fn listing_page(listing: &Listing, format: ListingFormat, path: &str) -> Page {
+/// `listing` of the directory at URL path `/{path}/`, rendered in the
+/// form `req` asks for (HTML or JSON), filtered and sorted as its query says.
+pub fn listing_page(listing: &Listing, req: &RequestHead<'_>, path: &str) -> Page {
     let entries = listing.entries.iter().map(|e| ListingEntry {
         name: &e.name,
         is_dir: e.is_dir(),
         size: e.size,
         mtime_secs: e.mtime_secs(),
     });
-    Page::render(format, path, entries, listing.truncated)
+    let view = ListingView::of(req);
+    Page::render(
+        ListingFormat::of(req),
+        &view,
+        path,
+        entries,
+        listing.truncated,
+    )
+}
+
+/// The reason a 403 for `rel` gives in its body: asked of the file layer
+/// again (a 403 is rare; this is never a hit's cost) and logged, at most one
+/// line a second for the process so a client cannot flood the log. Neither
+/// names anything outside the root. Empty when no reason is known.
+pub async fn forbidden_reason(fm: &FileManager, rel: &str) -> &'static str {
+    use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+    static LAST_LOGGED: AtomicU64 = AtomicU64::new(0);
+    let reason = fm.why_forbidden(rel).await;
+    let why = reason.describe();
+    if !why.is_empty() {
+        let now = httpfile::date::now_secs();
+        let last = LAST_LOGGED.load(Relaxed);
+        if now > last
+            && LAST_LOGGED
+                .compare_exchange(last, now, Relaxed, Relaxed)
+                .is_ok()
+        {
+            tracing::warn!(path = %format_args!("/{}", rel.trim_start_matches('/')), "403 forbidden: {why}");
+        }
+    }
+    why
 }

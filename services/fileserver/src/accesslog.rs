@@ -71,12 +71,7 @@ impl AccessLogger {
         let out: Box<dyn Write + Send> = match target {
             AccessLog::Off => return Ok(None),
             AccessLog::Stdout => Box::new(std::io::stdout()),
-            AccessLog::File(p) => Box::new(
-                std::fs::OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(p)?,
-            ),
+            AccessLog::File(p) => Box::new(open_file(p)?),
         };
         let (tx, rx) = sync_channel(65536);
         let handle = std::thread::Builder::new()
@@ -105,6 +100,21 @@ impl AccessLogger {
             }
         }
     }
+}
+
+/// Opens (creates) the access log file for appending; the error names the
+/// key and the path, as the start and a reload report it.
+pub fn open_file(p: &std::path::Path) -> std::io::Result<std::fs::File> {
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(p)
+        .map_err(|e| {
+            std::io::Error::new(
+                e.kind(),
+                format!("access_log: cannot open {}: {e}", p.display()),
+            )
+        })
 }
 
 fn writer(rx: Receiver<String>, out: Box<dyn Write + Send>) {

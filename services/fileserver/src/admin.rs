@@ -53,7 +53,20 @@ pub fn render(shared: &Shared, handle: &PrometheusHandle) -> String {
     shared.files.export_metrics("fileserver");
     process_metrics().collect();
     handle.run_upkeep();
-    handle.render()
+    cpu_seconds_as_counter(handle.render())
+}
+
+/// `process_cpu_seconds_total` is recorded as a gauge so it keeps its
+/// fraction (a `metrics` counter holds whole numbers, which turned every
+/// scrape's CPU time into whole seconds); it is a counter, and Prometheus'
+/// client libraries type it so.
+fn cpu_seconds_as_counter(text: String) -> String {
+    const GAUGE: &str = "# TYPE process_cpu_seconds_total gauge\n";
+    if text.contains(GAUGE) {
+        text.replacen(GAUGE, "# TYPE process_cpu_seconds_total counter\n", 1)
+    } else {
+        text
+    }
 }
 
 /// Serves the admin listener until aborted.

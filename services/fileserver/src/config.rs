@@ -625,7 +625,7 @@ fn set_from_str(
                 return;
             }
         },
-        toml::Value::Boolean(_) => match value.trim() {
+        toml::Value::Boolean(_) => match value.trim().to_ascii_lowercase().as_str() {
             "true" | "1" | "yes" | "on" => toml::Value::Boolean(true),
             "false" | "0" | "no" | "off" => toml::Value::Boolean(false),
             _ => {
@@ -713,10 +713,14 @@ fn finish(
 pub fn load(sources: &Sources) -> Result<(Config, Settings), Vec<ConfigError>> {
     let mut errors = Vec::new();
     let mut table = defaults_table();
+    let mut admin_in_file = false;
     if let Some(path) = &sources.file {
         match std::fs::read_to_string(path) {
             Ok(text) => match text.parse::<toml::Table>() {
-                Ok(file) => overlay(&mut table, file, "", &mut errors),
+                Ok(file) => {
+                    admin_in_file = file.contains_key("admin_listen");
+                    overlay(&mut table, file, "", &mut errors)
+                }
                 Err(e) => errors.push(err(
                     "file",
                     format!(
@@ -732,6 +736,12 @@ pub fn load(sources: &Sources) -> Result<(Config, Settings), Vec<ConfigError>> {
             )),
         }
     }
+    let admin_set = admin_in_file
+        || sources
+            .env
+            .iter()
+            .any(|(k, _)| k == &env_name("admin_listen"))
+        || sources.flags.iter().any(|(k, _)| k == "admin_listen");
     let keys = all_keys();
     for (name, value) in &sources.env {
         if name == "FILESERVER_CONFIG" {
@@ -747,8 +757,34 @@ pub fn load(sources: &Sources) -> Result<(Config, Settings), Vec<ConfigError>> {
     if let (Some(port), Some(toml::Value::String(listen))) = (sources.port, table.get("listen")) {
         let listen = with_port(listen, port);
         table.insert("listen".into(), toml::Value::String(listen));
+        if !admin_set {
+            // `-p 9000` beside a running instance should not collide on
+            // the admin port: it follows, one above (8080 and 8081 by default).
+            if let Some(toml::Value::String(admin)) = table.get("admin_listen") {
+                match admin_port_for(port) {
+                    Some(p) => {
+                        let admin = with_port(admin, p);
+                        table.insert("admin_listen".into(), toml::Value::String(admin));
+                    }
+                    None => errors.push(err(
+                        "admin_listen",
+                        "-p 65535 leaves no port above it for the admin listener: set admin_listen",
+                    )),
+                }
+            }
+        }
     }
     finish(table, errors)
+}
+
+/// The admin port `-p PORT` implies: the next one (`0` stays `0`, any free
+/// port); `None` for 65535.
+pub fn admin_port_for(port: u16) -> Option<u16> {
+    if port == 0 {
+        Some(0)
+    } else {
+        port.checked_add(1)
+    }
 }
 
 /// Environment variables named `FILESERVER_*` that match no key (reported as warnings).
@@ -803,6 +839,54 @@ pub fn parse_listen(v: &str) -> Result<SocketAddr, String> {
     }
 }
 
+/// The levels `log_level` takes alone or after `target=`.
+const LOG_LEVELS: [&str; 6] = ["off", "error", "warn", "info", "debug", "trace"];
+
+/// Checks a `log_level`: a level, or a tracing filter whose directives each
+/// end in a level (`info,fileserver=debug`). tracing reads a bare unknown
+/// word (`warning`, `verbose`) as a target name, which silences every line
+/// of the daemon's own; that is refused here with the nearest level.
+pub fn check_log_level(v: &str) -> Result<(), String> {
+    let levels = "error, warn, info, debug, trace, off, or target=level directives";
+    if v.trim().is_empty() {
+        return Err(format!("must not be empty (use {levels})"));
+    }
+    for directive in v.split(',').map(str::trim).filter(|d| !d.is_empty()) {
+        let level = match directive.rsplit_once('=') {
+            Some((_, level)) => level,
+            // `target[span]` or `target` alone means "every level of that
+            // target" to tracing; a word that is not a level is a typo far
+            // more often than a target name.
+            None => directive,
+        };
+        if !LOG_LEVELS
+            .iter()
+            .any(|l| l.eq_ignore_ascii_case(level.trim()))
+        {
+            let hint = match level.to_ascii_lowercase().as_str() {
+                "warning" | "warnings" => Some("warn"),
+                "verbose" | "debugging" | "all" => Some("debug"),
+                "err" | "errors" | "critical" | "crit" | "fatal" | "panic" => Some("error"),
+                "information" | "notice" | "normal" | "default" => Some("info"),
+                "quiet" | "silent" | "none" => Some("off"),
+                l => LOG_LEVELS
+                    .iter()
+                    .map(|k| (edit_distance(l, k), *k))
+                    .min()
+                    .filter(|(d, _)| *d <= 2)
+                    .map(|(_, k)| k),
+            };
+            let hint = hint.map_or(String::new(), |h| format!(" (did you mean `{h}`?)"));
+            return Err(format!(
+                "`{level}` in `{v}` is not a log level{hint}; use {levels}"
+            ));
+        }
+    }
+    tracing_subscriber::EnvFilter::try_new(v)
+        .map(|_| ())
+        .map_err(|e| format!("`{v}` is not a tracing filter: {e}"))
+}
+
 fn parse_addr(key: &str, v: &str, errors: &mut Vec<ConfigError>) -> SocketAddr {
     parse_listen(v).unwrap_or_else(|e| {
         errors.push(err(key, e));
@@ -848,16 +932,8 @@ impl Config {
             ));
             BackendKind::Auto
         });
-        if tracing_subscriber::EnvFilter::try_new(&self.log_level).is_err()
-            || self.log_level.is_empty()
-        {
-            e.push(err(
-                "log_level",
-                format!(
-                    "`{}` is not a level (error, warn, info, debug, trace) or filter",
-                    self.log_level
-                ),
-            ));
+        if let Err(m) = check_log_level(&self.log_level) {
+            e.push(err("log_level", m));
         }
         let access_log = match self.access_log.as_str() {
             "off" => AccessLog::Off,
@@ -1351,6 +1427,23 @@ mod tests {
         assert!(msg.contains("known keys here: max_ranges"), "{msg}");
         assert_eq!(edit_distance("wokers", "workers"), 1);
         assert_eq!(edit_distance("", "abc"), 3);
+    }
+
+    #[test]
+    fn log_levels_are_levels() {
+        for ok in ["info", "WARN", "off", "info,fileserver=debug", "hyper=warn"] {
+            assert_eq!(check_log_level(ok), Ok(()), "{ok}");
+        }
+        for (bad, hint) in [
+            ("warning", "`warn`"),
+            ("verbose", "`debug`"),
+            ("infp", "`info`"),
+            ("info,hyper=loud", ""),
+            ("", ""),
+        ] {
+            let m = check_log_level(bad).unwrap_err();
+            assert!(m.contains(hint), "{bad}: {m}");
+        }
     }
 
     #[test]

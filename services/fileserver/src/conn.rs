@@ -18,7 +18,6 @@ use crate::stats::MethodLabel;
 use filemanager::{CachedFile, OpenError, Query, Resolved, ResolvedFile};
 use httpfile::date::{with_now, HTTP_DATE_LEN};
 use httpfile::encode::{encode_head, Framing};
-use httpfile::listing::ListingFormat;
 use httpfile::path::normalize_path;
 use httpfile::plan::{self, Body, Plan, Policy, Route};
 use httpfile::status::reason;
@@ -402,7 +401,7 @@ impl Conn {
                     .await;
             }
             Ok(Resolved::Listing(listing)) => {
-                let page = stages::listing_page(&listing, ListingFormat::of(&req.head), path.rel);
+                let page = stages::listing_page(&listing, &req.head, path.rel);
                 let plan = plan::listing(&req.head, &page, &policy);
                 self.out.write_head(&plan, *framing);
                 if let Body::Bytes(bytes) = plan.body {
@@ -413,7 +412,10 @@ impl Conn {
             }
             Ok(Resolved::Directory) => plan::redirect_to_directory(&req.head, "", path.rel),
             Ok(Resolved::NotFound) => plan::error(method, 404, ""),
-            Ok(Resolved::Forbidden) => plan::error(method, 403, ""),
+            Ok(Resolved::Forbidden) | Err(OpenError::Forbidden) => {
+                let why = stages::forbidden_reason(ctx.files().manager(), path.rel).await;
+                plan::error(method, 403, why)
+            }
             Err(e) => open_error(method, e),
         };
         self.out.write_head(&plan, *framing);

@@ -25,6 +25,8 @@ pub mod files;
 pub mod h2guard;
 pub mod http;
 pub mod hyperconn;
+pub mod manual;
+pub mod preflight;
 pub mod server;
 pub mod state;
 pub mod stats;
@@ -99,12 +101,18 @@ pub struct Cli {
 /// Subcommands.
 #[derive(Subcommand, Debug)]
 pub enum Cmd {
-    /// Validate a config file: exit 0 if valid, else print each error with its key and exit 2.
+    /// Validate a config file and what a start would open with it (root,
+    /// certificate and key, access log): exit 0 if all is well, else print
+    /// each error with its key and exit 2. Free ports are not checked.
     CheckConfig {
         /// The TOML file.
         file: PathBuf,
+        /// Check the values only, not the files they name (for a config
+        /// checked away from the host it runs on: an image build, CI).
+        #[arg(long)]
+        values_only: bool,
     },
-    /// Print every config key with its environment variable name.
+    /// Print every config key with its default, environment variable and meaning.
     Keys,
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions {
@@ -163,11 +171,16 @@ fn init_logging(level: &str, format: config::LogFormat) -> LogHandle {
     let registry = tracing_subscriber::registry().with(layer);
     let _ = match format {
         config::LogFormat::Text => registry
-            .with(fmt.with_ansi(std::io::stderr().is_terminal()))
+            .with(fmt.with_ansi(std::io::stderr().is_terminal() && !no_color()))
             .try_init(),
         config::LogFormat::Json => registry.with(fmt.json().with_ansi(false)).try_init(),
     };
     handle
+}
+
+/// `NO_COLOR` set and not empty (no-color.org): no colour even on a terminal.
+fn no_color() -> bool {
+    std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty())
 }
 
 /// Writes `text` to stdout; a closed pipe ends quietly (exit 0, as `head` expects).
@@ -190,15 +203,33 @@ pub fn main_entry() -> i32 {
     let systemd = sysd::take_env();
     let cli = Cli::parse();
     match &cli.cmd {
-        Some(Cmd::CheckConfig { file }) => {
-            return match config::check_file(file) {
+        Some(Cmd::CheckConfig { file, values_only }) => {
+            // The values first, then what a start would open with them.
+            let checked = config::check_file(file).and_then(|s| {
+                let problems = if *values_only {
+                    Vec::new()
+                } else {
+                    preflight::check(&s)
+                };
+                if problems.is_empty() {
+                    Ok(s)
+                } else {
+                    Err(problems)
+                }
+            });
+            return match checked {
                 Ok(s) => {
+                    let not_checked = if *values_only {
+                        preflight::NOT_CHECKED_VALUES_ONLY
+                    } else {
+                        preflight::NOT_CHECKED
+                    };
                     println!(
-                        "{}: ok (root {}, listen {}, {} workers)",
+                        "{}: ok (root {}, listen {}, {} workers; {not_checked})",
                         file.display(),
                         s.root.display(),
                         s.listen,
-                        s.workers
+                        s.workers,
                     );
                     0
                 }
@@ -211,12 +242,7 @@ pub fn main_entry() -> i32 {
                 }
             };
         }
-        Some(Cmd::Keys) => {
-            for k in config::all_keys() {
-                println!("{k}\t{}", config::env_name(&k));
-            }
-            return 0;
-        }
+        Some(Cmd::Keys) => return print_all(manual::keys_text().as_bytes()),
         Some(Cmd::Completions { shell }) => {
             use clap::CommandFactory;
             // Rendered into memory first: clap_complete panics on a write
@@ -227,12 +253,13 @@ pub fn main_entry() -> i32 {
         }
         Some(Cmd::Man) => {
             use clap::CommandFactory;
-            let mut text = Vec::new();
-            if let Err(e) = clap_mangen::Man::new(Cli::command()).render(&mut text) {
-                eprintln!("fileserver: {e}");
-                return 1;
-            }
-            return print_all(&text);
+            return match manual::man_page(Cli::command()) {
+                Ok(text) => print_all(&text),
+                Err(e) => {
+                    eprintln!("fileserver: {e}");
+                    1
+                }
+            };
         }
         None => {}
     }

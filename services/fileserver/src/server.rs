@@ -26,8 +26,17 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
-/// Creates a non-blocking listener with SO_REUSEPORT so each worker can bind its own.
-fn bind_reuseport(addr: SocketAddr) -> std::io::Result<std::net::TcpListener> {
+/// Creates a non-blocking listener for one worker. Every worker's socket
+/// carries SO_REUSEPORT (the kernel spreads connections over them), but the
+/// first one (`claim`) is bound before the option is set: that bind is
+/// exclusive, so it fails with `EADDRINUSE` while any other socket, another
+/// fileserver's SO_REUSEPORT group included, holds the address. Setting the
+/// option between bind and listen lets the other workers join the group.
+/// The claim is the socket itself: the kernel drops it when the process
+/// ends, crash or not, so there is no lock file to go stale, and a restart
+/// binds as soon as the old process closed its listeners (SO_REUSEADDR
+/// covers its connections still in TIME_WAIT).
+fn bind_worker_socket(addr: SocketAddr, claim: bool) -> std::io::Result<std::net::TcpListener> {
     use rustix::net::{sockopt, AddressFamily, SocketFlags, SocketType};
     let family = if addr.is_ipv4() {
         AddressFamily::INET
@@ -41,8 +50,13 @@ fn bind_reuseport(addr: SocketAddr) -> std::io::Result<std::net::TcpListener> {
         None,
     )?;
     sockopt::set_socket_reuseaddr(&fd, true)?;
-    sockopt::set_socket_reuseport(&fd, true)?;
+    if !claim {
+        sockopt::set_socket_reuseport(&fd, true)?;
+    }
     rustix::net::bind(&fd, &addr)?;
+    if claim {
+        sockopt::set_socket_reuseport(&fd, true)?;
+    }
     rustix::net::listen(&fd, 4096)?;
     Ok(std::net::TcpListener::from(fd))
 }
@@ -67,18 +81,32 @@ fn worker_listeners(
     reuseport_listeners(s.listen, s.workers)
 }
 
-/// One SO_REUSEPORT listener per worker (port 0 resolved by the first).
+/// One SO_REUSEPORT listener per worker (port 0 resolved by the first,
+/// which also claims the address: see [`bind_worker_socket`]).
 fn reuseport_listeners(
     addr: SocketAddr,
     workers: usize,
 ) -> std::io::Result<(Vec<std::net::TcpListener>, SocketAddr)> {
-    let first = bind_reuseport(addr)?;
+    let first = bind_worker_socket(addr, true)?;
     let addr = first.local_addr()?;
     let mut out = vec![first];
     for _ in 1..workers {
-        out.push(bind_reuseport(addr)?);
+        out.push(bind_worker_socket(addr, false)?);
     }
     Ok((out, addr))
+}
+
+/// The one line a listener that cannot bind stops the start with: the
+/// address, its key, and for an address in use what to do about it.
+pub fn listen_error(addr: SocketAddr, key: &str, how: &str, e: &std::io::Error) -> String {
+    if e.kind() == std::io::ErrorKind::AddrInUse {
+        format!(
+            "cannot listen on {addr} ({key}): the address is in use by another process \
+             (another fileserver?); stop it or choose another address with {how}"
+        )
+    } else {
+        format!("cannot listen on {addr} ({key}): {e}")
+    }
 }
 
 /// Applies a new log filter (tracing reload handle).
@@ -114,6 +142,43 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
         Some(t) => Some(crate::tls::Certs::load(t).map_err(anyhow::Error::msg)?),
         None => None,
     };
+    // Then the listeners, before the file layer starts (and logs): an
+    // address in use is one line too, and the first thing found.
+    let (listeners, http_addr) = worker_listeners(&s, args.activated.http).map_err(|e| {
+        anyhow::anyhow!(listen_error(
+            s.listen,
+            "listen",
+            "-p PORT or --listen ADDR",
+            &e
+        ))
+    })?;
+    let (tls_listeners, tls_addr) = match &s.tls {
+        Some(t) => {
+            let (l, addr) = reuseport_listeners(t.listen, s.workers).map_err(|e| {
+                anyhow::anyhow!(listen_error(
+                    t.listen,
+                    "tls_listen",
+                    "--tls-listen ADDR",
+                    &e
+                ))
+            })?;
+            (l.into_iter().map(Some).collect(), Some(addr))
+        }
+        None => ((0..s.workers).map(|_| None).collect::<Vec<_>>(), None),
+    };
+    // A socket named `admin` from systemd replaces admin_listen, as the
+    // `http` one replaces listen.
+    let admin = match args.activated.admin {
+        Some(fd) => std::net::TcpListener::from(fd),
+        None => std::net::TcpListener::bind(s.admin_listen).map_err(|e| {
+            anyhow::anyhow!(listen_error(
+                s.admin_listen,
+                "admin_listen, for /metrics and health",
+                "--admin-listen ADDR (127.0.0.1:0 takes any free port)",
+                &e
+            ))
+        })?,
+    };
     // The error already names the root ("cannot open root DIR: ...").
     let files = Files::new(&s)?;
     let dropped = Arc::new(AtomicU64::new(0));
@@ -137,16 +202,6 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
     });
 
     let handle = crate::admin::install_recorder()?;
-    let (listeners, http_addr) = worker_listeners(&s, args.activated.http)
-        .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", s.listen))?;
-    let (tls_listeners, tls_addr) = match &s.tls {
-        Some(t) => {
-            let (l, addr) = reuseport_listeners(t.listen, s.workers)
-                .map_err(|e| anyhow::anyhow!("cannot listen on {} (tls_listen): {e}", t.listen))?;
-            (l.into_iter().map(Some).collect(), Some(addr))
-        }
-        None => ((0..s.workers).map(|_| None).collect::<Vec<_>>(), None),
-    };
     let offload = tls_addr.map(|_| crate::tls::offload_reason());
     if let Some(reason) = offload {
         crate::tls::describe();
@@ -154,14 +209,6 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
         metrics::gauge!("fileserver_tls_offload_info", "mode" => "userspace", "reason" => reason)
             .set(1.0);
     }
-    // A socket named `admin` from systemd replaces admin_listen, as the
-    // `http` one replaces listen.
-    let admin = match args.activated.admin {
-        Some(fd) => std::net::TcpListener::from(fd),
-        None => std::net::TcpListener::bind(s.admin_listen).map_err(|e| {
-            anyhow::anyhow!("cannot listen on {} (admin_listen): {e}", s.admin_listen)
-        })?,
-    };
     admin.set_nonblocking(true)?;
     let admin_addr = admin
         .local_addr()
@@ -213,16 +260,36 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
         _ => String::new(),
     };
     tracing::info!(%http_addr, %admin_addr, root = %root.display(), workers = s.workers, backend, why, fd_limit, "starting");
-    // On stderr, beside the log: stdout may carry the access log.
+    // On stderr, beside the log: stdout may carry the access log. With
+    // log_format = json it is one JSON object too, shaped like the log's
+    // events, so every stderr line parses.
     {
         use std::io::Write;
+        let line = match s.log_format {
+            crate::config::LogFormat::Text => format!(
+                "listening http={http_addr}{tls_part} admin={admin_addr} workers={} backend={backend} fd_limit={fd_limit} root={}",
+                s.workers,
+                root.display()
+            ),
+            crate::config::LogFormat::Json => serde_json::json!({
+                "timestamp": humantime::format_rfc3339_micros(std::time::SystemTime::now()).to_string(),
+                "level": "INFO",
+                "fields": {
+                    "message": "listening",
+                    "http": http_addr.to_string(),
+                    "https": tls_addr.map(|a| a.to_string()),
+                    "tls_offload_off": offload,
+                    "admin": admin_addr.to_string(),
+                    "workers": s.workers,
+                    "backend": backend,
+                    "fd_limit": fd_limit,
+                    "root": root.display().to_string(),
+                },
+            })
+            .to_string(),
+        };
         let mut out = std::io::stderr().lock();
-        let _ = writeln!(
-            out,
-            "listening http={http_addr}{tls_part} admin={admin_addr} workers={} backend={backend} fd_limit={fd_limit} root={}",
-            s.workers,
-            root.display()
-        );
+        let _ = writeln!(out, "{line}");
         let _ = out.flush();
     }
 
@@ -494,8 +561,8 @@ fn reload(
             Ok(())
         }
         Err(e) => {
-            tracing::error!("reload rejected, keeping the running config: access_log: {e}");
-            Err(format!("access_log: {e}"))
+            tracing::error!("reload rejected, keeping the running config: {e}");
+            Err(e.to_string())
         }
     }
 }
@@ -556,6 +623,7 @@ fn worker_main(
         shared,
         conn: Rc::new(conn),
         local_conns: Cell::new(0),
+        conn_fds: Default::default(),
     });
     local.block_on(&rt, run_worker(worker, listeners, ready));
 }
@@ -633,7 +701,21 @@ async fn run_worker(w: Rc<Worker>, listeners: WorkerListeners, ready: std::sync:
             "shutdown timeout: closing {} connection(s) mid-response",
             w.local_conns.get()
         );
-        // Those connections are dropped with the runtime; keep the global count right.
+        for &fd in w.conn_fds.borrow().iter() {
+            // SAFETY: a descriptor is in the set only while the task that
+            // owns its stream runs (inserted after accept, removed right
+            // after the stream is dropped, with no await between), and
+            // this thread is the only one that runs those tasks: the
+            // descriptor is open and is that connection's socket.
+            let sock = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+            let _ = rustix::net::shutdown(sock, rustix::net::Shutdown::Both);
+        }
+        // Their writes fail now; let them count and log the abort.
+        let grace = Instant::now() + Duration::from_millis(500);
+        while w.local_conns.get() > 0 && Instant::now() < grace {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        // Any still left are dropped with the runtime; keep the global count right.
         w.shared.open_conns.fetch_sub(w.local_conns.get(), Relaxed);
     }
     flush_samples(&mut w.conn.samples.borrow_mut());
@@ -661,6 +743,8 @@ async fn accept_loop(w: &Rc<Worker>, listener: tokio::net::TcpListener, kind: Li
                     w.shared.open_conns.fetch_add(1, Relaxed);
                     w.local_conns.set(w.local_conns.get() + 1);
                     let w2 = w.clone();
+                    let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
+                    w.conn_fds.borrow_mut().insert(fd);
                     tokio::task::spawn_local(async move {
                         // Every worker may be parked in accept() when the
                         // limit is reached, so up to `workers - 1` extra
@@ -676,6 +760,9 @@ async fn accept_loop(w: &Rc<Worker>, listener: tokio::net::TcpListener, kind: Li
                             }
                             w2.shared.active_conns.fetch_sub(1, Relaxed);
                         }
+                        // The stream was dropped (closed) inside; no
+                        // await since, so the number is not reused yet.
+                        w2.conn_fds.borrow_mut().remove(&fd);
                         w2.local_conns.set(w2.local_conns.get() - 1);
                         w2.shared.open_conns.fetch_sub(1, Relaxed);
                     });

@@ -91,6 +91,11 @@ pub struct Worker {
     /// What this worker's connections may touch.
     pub conn: Rc<ConnContext>,
     pub(crate) local_conns: Cell<usize>,
+    /// The sockets of this worker's open connections, so that when
+    /// `shutdown_timeout` passes they can be shut down: each connection's
+    /// pending write then fails, and it is counted and logged as aborted
+    /// instead of vanishing with the runtime.
+    pub(crate) conn_fds: RefCell<std::collections::HashSet<std::os::fd::RawFd>>,
 }
 
 /// What a connection may touch, and nothing more: the settings in force,

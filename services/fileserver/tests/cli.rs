@@ -198,10 +198,16 @@ fn log_has_no_colour_off_a_terminal_and_can_be_json() {
     );
     drop(d);
     let d = serve(root, &["--set", "log_format=json"]);
-    assert!(d.wait_stderr("starting", std::time::Duration::from_secs(5)));
+    // The start line comes after the "starting" event: wait for it itself.
+    assert!(d.wait_stderr(
+        "\"message\":\"listening\"",
+        std::time::Duration::from_secs(5)
+    ));
     let text = d.stderr_text();
+    // Every line, the start line included, is one JSON object (`jq` reads
+    // the whole of stderr).
     let mut events = 0;
-    for line in text.lines().filter(|l| !l.starts_with("listening ")) {
+    for line in text.lines() {
         let v: serde_json::Value =
             serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line:?}"));
         assert!(
@@ -210,5 +216,249 @@ fn log_has_no_colour_off_a_terminal_and_can_be_json() {
         );
         events += 1;
     }
-    assert!(events >= 2, "{text}");
+    assert!(events >= 3, "{text}");
+    assert!(text.contains("\"message\":\"listening\""), "{text}");
+    assert_eq!(d.start.http, d.http);
+}
+
+/// Runs `fileserver check-config` on `text`; (exit code, stdout, stderr).
+fn check_config(text: &str) -> (Option<i32>, String, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("c.toml");
+    std::fs::write(&file, text).unwrap();
+    let out = Command::new(bin())
+        .arg("check-config")
+        .arg(&file)
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn log_level_typos_are_refused_with_the_nearest_level() {
+    // tracing reads `warning` as a target name: it passed and silenced
+    // every line of the daemon's own log.
+    for (level, hint) in [("warning", "warn"), ("verbose", "debug")] {
+        let (code, _, err) = check_config(&format!("log_level = \"{level}\"\n"));
+        assert_eq!(code, Some(2), "{level}: {err}");
+        assert!(
+            err.contains("`log_level`") && err.contains(&format!("did you mean `{hint}`?")),
+            "{err}"
+        );
+        let out = Command::new(bin())
+            .args([
+                "--log-level",
+                level,
+                "-p",
+                "0",
+                "--admin-listen",
+                "127.0.0.1:0",
+            ])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains(&format!("did you mean `{hint}`?")), "{err}");
+    }
+    let (code, _, err) = check_config("log_level = \"info,fileserver=debug\"\n");
+    assert_eq!(code, Some(0), "{err}");
+}
+
+#[test]
+fn check_config_checks_what_a_start_opens() {
+    let tree = Tree::new();
+    let file = tree.write("a-file.txt", b"x");
+    let dir = tree.dir.path();
+    let (code, _, err) = check_config(&format!(
+        "root = \"{}\"\ntls_listen = \"127.0.0.1:0\"\ntls_cert = \"{}/no-cert.pem\"\ntls_key = \"{}/no-key.pem\"\naccess_log = \"{}/no-dir/access.log\"\n",
+        file.display(),
+        dir.display(),
+        dir.display(),
+        dir.display()
+    ));
+    assert_eq!(code, Some(2), "{err}");
+    for want in [
+        "`root`: ",
+        "is not a directory",
+        "`tls_cert`: cannot read",
+        "no-cert.pem",
+        "`access_log`: cannot create",
+        "no-dir/access.log",
+    ] {
+        assert!(err.contains(want), "missing {want:?} in:\n{err}");
+    }
+    let (code, _, err) = check_config(&format!("root = \"{}/missing\"\n", dir.display()));
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("`root`: cannot open") && err.contains("missing"),
+        "{err}"
+    );
+    // What it cannot check it says on its `ok` line.
+    let (code, out, err) = check_config(&format!(
+        "root = \"{}\"\naccess_log = \"{}/access.log\"\n",
+        tree.root.display(),
+        dir.display()
+    ));
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        out.contains("ok") && out.contains("not checked: whether listen"),
+        "{out}"
+    );
+    assert!(
+        !dir.join("access.log").exists(),
+        "check-config created the log"
+    );
+    // --values-only: for a config checked away from its host.
+    let missing = format!("root = \"{}/missing\"\n", dir.display());
+    let cfg = dir.join("values.toml");
+    std::fs::write(&cfg, missing).unwrap();
+    let out = Command::new(bin())
+        .args(["check-config", "--values-only"])
+        .arg(&cfg)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("values only: not checked"));
+}
+
+#[test]
+fn an_access_log_that_cannot_open_names_the_key_and_path() {
+    let tree = Tree::new();
+    let bad = tree.dir.path().join("no-dir/access.log");
+    let out = Command::new(bin())
+        .args(common::base_args(&tree.root))
+        .arg("--access-log")
+        .arg(&bad)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    let last = err.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("fileserver: access_log: cannot open ")
+            && last.contains(&bad.display().to_string())
+            && last.contains("No such file or directory"),
+        "{err}"
+    );
+}
+
+#[test]
+fn keys_show_each_default_and_meaning() {
+    let out = Command::new(bin()).arg("keys").output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    for want in [
+        "listen = \"127.0.0.1:8080\"  (FILESERVER_LISTEN)\n    HTTP listener",
+        "cache.max_entries = 65536  (FILESERVER_CACHE_MAX_ENTRIES)\n    Paths kept",
+        "compression.levels.gzip = ",
+    ] {
+        assert!(text.contains(want), "missing {want:?} in:\n{text}");
+    }
+    // Every key has a line and a meaning under it.
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len() % 2, 0);
+    for pair in lines.chunks(2) {
+        assert!(
+            pair[0].contains(" = ") && pair[0].ends_with(')'),
+            "{pair:?}"
+        );
+        assert!(pair[1].trim().len() > 10, "no meaning: {pair:?}");
+    }
+}
+
+#[test]
+fn the_man_page_documents_keys_environment_signals_files_and_exits() {
+    let out = Command::new(bin()).arg("man").output().unwrap();
+    assert!(out.status.success());
+    let man = String::from_utf8_lossy(&out.stdout);
+    for section in [
+        ".SH COMMANDS",
+        ".SH CONFIGURATION",
+        ".SH ENVIRONMENT",
+        ".SH SIGNALS",
+        ".SH FILES",
+        ".SH EXIT STATUS",
+        ".SH ADMIN ENDPOINTS",
+        ".SH EXAMPLES",
+    ] {
+        assert!(man.contains(section), "no {section}");
+    }
+    for key in [
+        "shutdown_timeout = \"30s\"",
+        "cache.watch = true",
+        "http2.h2c = true",
+    ] {
+        assert!(man.contains(&key.replace('-', "\\-")), "{key}");
+    }
+    for topic in [
+        "SIGHUP",
+        "NOTIFY_SOCKET",
+        "FILESERVER_CONFIG",
+        "/readyz",
+        "/etc/fileserver",
+    ] {
+        assert!(man.contains(topic), "{topic}");
+    }
+    // It points at no page that does not exist.
+    assert!(!man.contains("fileserver\\-keys(1)"), "{man}");
+    // groff reads it without a warning.
+    let mut groff = Command::new("groff")
+        .args(["-man", "-Tutf8", "-ww", "-z"])
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("groff");
+    use std::io::Write;
+    groff.stdin.take().unwrap().write_all(&out.stdout).unwrap();
+    let g = groff.wait_with_output().unwrap();
+    let warnings = String::from_utf8_lossy(&g.stderr);
+    assert!(g.status.success() && warnings.is_empty(), "{warnings}");
+}
+
+#[test]
+fn booleans_take_any_case_and_no_color_is_honoured() {
+    let tree = Tree::new();
+    tree.write("d/a.txt", b"a");
+    let root = tree.root.to_str().unwrap();
+    // `TRUE` as `true`, `yes`, `on` and `1` are.
+    let d = serve(root, &["--set", "directory_listing=TRUE"]);
+    assert!(d.get_text("/d/").contains("a.txt"));
+    drop(d);
+    // On a terminal (script(1) gives one) the text log is coloured unless
+    // NO_COLOR is set.
+    let run = |no_color: bool| -> String {
+        let cmd = format!(
+            "{} {root} -p 0 --admin-listen 127.0.0.1:0 --workers 1",
+            bin().display()
+        );
+        let mut c = Command::new("timeout");
+        c.args(["-s", "INT", "2", "script", "-qfec", &cmd, "/dev/null"]);
+        c.env_remove("NO_COLOR");
+        if no_color {
+            c.env("NO_COLOR", "1");
+        }
+        let out = c
+            .stdin(Stdio::null())
+            .output()
+            .expect("script (util-linux)");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let coloured = run(false);
+    assert!(coloured.contains("starting"), "{coloured}");
+    assert!(
+        coloured.contains('\x1b'),
+        "no colour on a terminal: {coloured:?}"
+    );
+    let plain = run(true);
+    assert!(plain.contains("starting"), "{plain}");
+    assert!(
+        !plain.contains('\x1b'),
+        "colour despite NO_COLOR: {plain:?}"
+    );
 }

@@ -242,7 +242,11 @@ fn metrics_names_help_and_counts_move() {
             "{process}:\n{before}"
         );
     }
-    assert!(metric(&before, "process_cpu_seconds_total").is_some());
+    // CPU time keeps its fraction (it was cut to whole seconds: 0 for a
+    // daemon that just started) and is typed a counter.
+    let cpu = metric(&before, "process_cpu_seconds_total").unwrap();
+    assert!(cpu > 0.0 && cpu.fract() != 0.0, "{cpu}");
+    assert!(before.contains("# TYPE process_cpu_seconds_total counter\n"));
     assert!(before.contains("fileserver_io_backend_info{backend="));
     assert!(before.contains("fileserver_contention_total{component=\"fdtable\"}"));
     assert!(before.contains("fileserver_contention_total{component=\"pathcache\"}"));
@@ -486,6 +490,41 @@ fn shutdown_timeout_bounds_a_stalled_client() {
     let st = d.wait_exit(Duration::from_secs(10)).expect("exit");
     assert!(st.success(), "{st:?}");
     assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+}
+
+#[test]
+fn a_download_cut_by_shutdown_timeout_is_in_the_access_log() {
+    let tree = Tree::new();
+    tree.write("big.bin", &vec![7u8; 32 << 20]);
+    let mut d = Daemon::start(
+        &tree.root,
+        &[
+            "--set",
+            "shutdown_timeout=300ms",
+            "--access-log",
+            "stdout",
+            "--set",
+            "access_log_format=json",
+        ],
+    );
+    let mut s = TcpStream::connect(d.http).unwrap();
+    s.write_all(b"GET /big.bin HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut buf = [0u8; 1024];
+    let _ = s.read(&mut buf).unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    d.signal(libc::SIGTERM);
+    assert!(d
+        .wait_exit(Duration::from_secs(10))
+        .expect("exit")
+        .success());
+    // Logged like an abandoned download: status, the bytes that went out,
+    // and not completed.
+    let line = d.json_log_line("target", &serde_json::json!("/big.bin"));
+    assert_eq!(line["status"], 200, "{line}");
+    assert_eq!(line["completed"], false, "{line}");
+    let sent = line["bytes"].as_u64().unwrap();
+    assert!(sent < 32 << 20, "{line}");
 }
 
 #[test]
@@ -811,4 +850,42 @@ GET /big.bin HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
         .map(|v| (v["status"].as_u64().unwrap(), v["bytes"].as_u64().unwrap()))
         .collect();
     assert_eq!(sent, [(200, 10_000), (206, 4096), (200, 1 << 20)]);
+}
+
+#[test]
+fn a_403_for_a_symlink_out_of_the_root_says_why_and_logs_it() {
+    let tree = Tree::new();
+    std::os::unix::fs::symlink(&tree.canary, tree.root.join("out")).unwrap();
+    let d = Daemon::start(&tree.root, &[]);
+    // The target's path (the root's own path is in the start line).
+    let outside = tree.canary.display().to_string();
+    let h2c = reqwest::blocking::Client::builder()
+        .http2_prior_knowledge()
+        .no_proxy()
+        .build()
+        .unwrap();
+    // The engine of its own and servedir's (h2c) say the same.
+    for c in [client(), h2c] {
+        let r = c.get(d.url("/out")).send().unwrap();
+        assert_eq!(r.status(), 403);
+        let body = r.text().unwrap();
+        assert!(
+            body.contains("a symlink on this path leads outside the served directory"),
+            "{body:?}"
+        );
+        assert!(
+            !body.contains(&outside) && !body.contains("secret"),
+            "{body}"
+        );
+    }
+    // One log line at the default level, naming the request, not the target.
+    assert!(
+        d.wait_stderr("403 forbidden", Duration::from_secs(5)),
+        "{}",
+        d.stderr_text()
+    );
+    let log = d.stderr_text();
+    let line = log.lines().find(|l| l.contains("403 forbidden")).unwrap();
+    assert!(line.contains("/out") && line.contains("WARN"), "{line}");
+    assert!(!log.contains(&outside) && !log.contains("secret"), "{log}");
 }

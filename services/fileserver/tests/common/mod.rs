@@ -36,8 +36,27 @@ pub(crate) struct StartLine {
     pub root: PathBuf,
 }
 
-/// Parses `listening http=.. admin=.. workers=.. backend=.. fd_limit=.. root=..`.
+/// Parses `listening http=.. admin=.. workers=.. backend=.. fd_limit=.. root=..`,
+/// or its JSON form (`log_format = "json"`): `{"fields": {"message":
+/// "listening", "http": .., ..}}`.
 pub(crate) fn parse_start_line(line: &str) -> Option<StartLine> {
+    if line.starts_with('{') {
+        let v: serde_json::Value = serde_json::from_str(line).ok()?;
+        let f = &v["fields"];
+        if f["message"] != "listening" {
+            return None;
+        }
+        let addr = |k: &str| f[k].as_str().and_then(|a| a.parse().ok());
+        return Some(StartLine {
+            http: addr("http")?,
+            https: addr("https"),
+            admin: addr("admin")?,
+            workers: f["workers"].as_u64()? as usize,
+            backend: f["backend"].as_str()?.to_string(),
+            fd_limit: f["fd_limit"].as_u64()?,
+            root: PathBuf::from(f["root"].as_str()?),
+        });
+    }
     let rest = line.trim_end().strip_prefix("listening ")?;
     let (fields, root) = rest.split_once(" root=")?;
     let mut http = None;

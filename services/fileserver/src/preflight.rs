@@ -1,0 +1,103 @@
+//! What `fileserver check-config` checks beyond the values themselves: the
+//! files a start would open. The root exists and is a readable directory,
+//! the certificate and key load and belong together, and the access log
+//! can be opened for appending (an existing file is opened without
+//! changing it; a missing one needs a writable directory, and is not
+//! created here).
+//!
+//! Not checked, because only binding them would tell and the start reports
+//! them in one line: whether the listen addresses are free. [`NOT_CHECKED`]
+//! says so on the command's `ok` line. `check-config --values-only` skips
+//! the files too, for a config checked away from its host (an image
+//! build, CI).
+
+use crate::config::{AccessLog, ConfigError, Settings};
+use std::path::Path;
+
+/// The part of a start `check-config` does not try, said on its `ok` line.
+pub const NOT_CHECKED: &str =
+    "not checked: whether listen, admin_listen and tls_listen are free to bind";
+
+/// The `ok` line's note under `--values-only`.
+pub const NOT_CHECKED_VALUES_ONLY: &str =
+    "values only: not checked whether the root, certificate, key and access log open, \
+     nor whether the listen addresses are free";
+
+fn problem(key: &str, message: String) -> ConfigError {
+    ConfigError {
+        key: key.to_string(),
+        message,
+    }
+}
+
+/// Every problem a start with `s` would stop at, before binding; empty when
+/// there is none.
+pub fn check(s: &Settings) -> Vec<ConfigError> {
+    let mut e = Vec::new();
+    if let Err(m) = check_root(&s.root) {
+        e.push(problem("root", m));
+    }
+    if let Some(t) = &s.tls {
+        if let Err(m) = crate::tls::load_pair(t) {
+            // load_pair's message starts with the key at fault.
+            let (key, m) = match m.split_once(": ") {
+                Some((k, rest)) if k.starts_with("tls_") => (k.to_string(), rest.to_string()),
+                _ => ("tls_cert".to_string(), m),
+            };
+            e.push(problem(&key, m));
+        }
+    }
+    if let AccessLog::File(p) = &s.access_log {
+        if let Err(m) = check_access_log(p) {
+            e.push(problem("access_log", m));
+        }
+    }
+    e
+}
+
+fn check_root(root: &Path) -> Result<(), String> {
+    let shown = root.display();
+    let meta = std::fs::metadata(root).map_err(|err| format!("cannot open {shown}: {err}"))?;
+    if !meta.is_dir() {
+        return Err(format!("{shown} is not a directory"));
+    }
+    std::fs::read_dir(root)
+        .map(|_| ())
+        .map_err(|err| format!("cannot read {shown}: {err}"))
+}
+
+fn check_access_log(p: &Path) -> Result<(), String> {
+    let shown = p.display();
+    match std::fs::metadata(p) {
+        Ok(m) if m.is_dir() => Err(format!("{shown} is a directory")),
+        Ok(_) => std::fs::OpenOptions::new()
+            .append(true)
+            .open(p)
+            .map(|_| ())
+            .map_err(|err| format!("cannot open {shown} for appending: {err}")),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+            let parent = match p.parent() {
+                Some(d) if !d.as_os_str().is_empty() => d,
+                _ => Path::new("."),
+            };
+            match std::fs::metadata(parent) {
+                Ok(m) if m.is_dir() => rustix::fs::access(parent, rustix::fs::Access::WRITE_OK)
+                    .map_err(|err| {
+                        format!(
+                            "cannot create {shown}: {} is not writable ({err})",
+                            parent.display()
+                        )
+                    }),
+                Ok(_) => Err(format!(
+                    "cannot create {shown}: {} is not a directory",
+                    parent.display()
+                )),
+                Err(err) => Err(format!(
+                    "cannot create {shown}: {}: {err}",
+                    parent.display()
+                )),
+            }
+        }
+        Err(err) => Err(format!("cannot open {shown}: {err}")),
+    }
+}
