@@ -147,8 +147,12 @@ impl CensusLoader<'_> {
     /// After the lookup: drops a census that a name added or removed while
     /// it was taken made out of date (see `watch.rs`).
     pub(crate) fn drop_if_raced(&self, dir: &str) {
-        let epoch = self.epoch.swap(0, std::sync::atomic::Ordering::Relaxed);
-        if let Some(w) = self.shared.watcher.as_ref().filter(|_| epoch != 0) {
+        let epoch = self.epoch.load(std::sync::atomic::Ordering::Relaxed);
+        if epoch == 0 {
+            return;
+        }
+        self.epoch.store(0, std::sync::atomic::Ordering::Relaxed);
+        if let Some(w) = &self.shared.watcher {
             if w.changed_since(if dir == "." { "" } else { dir }, epoch) {
                 self.shared.census.invalidate(dir);
             }

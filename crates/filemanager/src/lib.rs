@@ -677,9 +677,16 @@ impl<'a> CacheLoader<'a> {
     /// After the lookup: drops what this lookup's load indexed if an
     /// event about `path` was handled while it loaded, so the next
     /// request loads the new version (this one keeps what it has).
+    #[inline]
     fn drop_if_raced(&self, path: &str) {
-        let epoch = self.epoch.swap(0, Ordering::Relaxed);
-        if let Some(w) = self.shared.watcher.as_ref().filter(|_| epoch != 0) {
+        // A plain load first: a hit did no load, and this runs on every
+        // lookup (a `swap` would be a locked instruction per hit).
+        let epoch = self.epoch.load(Ordering::Relaxed);
+        if epoch == 0 {
+            return;
+        }
+        self.epoch.store(0, Ordering::Relaxed);
+        if let Some(w) = &self.shared.watcher {
             if w.changed_since(path, epoch) {
                 self.shared.cache.invalidate(path);
             }
