@@ -1311,7 +1311,7 @@ impl FileManager {
     /// is no longer refused (it changed meanwhile) is
     /// [`ForbiddenReason::Other`].
     pub async fn why_forbidden(&self, rel_path: &str) -> ForbiddenReason {
-        let root = self.shared.root.clone();
+        let root = self.shared.root();
         let policy = self.shared.policy;
         let rel = cache_key(rel_path).to_owned();
         tokio::task::spawn_blocking(move || resolve::why_forbidden(&root, &rel, policy))
