@@ -60,6 +60,12 @@
 //! lookup never waits for I/O, and it spares the ring round trip or the
 //! blocking-pool hand-off. `EAGAIN` (not cached, or a racing rename) sends
 //! the open to the backend; the root-confinement flags are the same.
+//! - `portable`: what every system but Linux runs, and Linux on request.
+//!   No `openat2`: a path is confined by walking it one component at a
+//!   time with `O_NOFOLLOW` from the root's descriptor, judging `..` and
+//!   each symlink by the [`SymlinkPolicy`] (see `resolve.rs`); reads and
+//!   opens on tokio's blocking pool; no inotify, so cached answers are
+//!   revalidated every `cache.valid`.
 //! - `auto` probes io_uring (setup, opcodes, sparse fixed files, a NOP) and
 //!   falls back to `blocking` when it is disabled (`kernel.io_uring_disabled`,
 //!   seccomp, containers) or too old; [`FileManager::backend`] says which
@@ -92,8 +98,36 @@ mod file;
 pub mod limits;
 mod listing;
 mod query;
+#[cfg(target_os = "linux")]
 mod residency;
+/// Page-cache residency where the system cannot say cheaply (see the
+/// Linux version for what these answer there).
+#[cfg(not(target_os = "linux"))]
+mod residency {
+    use std::os::fd::BorrowedFd;
+
+    /// Whether `len` bytes at `offset` of `fd` are all in the page cache:
+    /// not knowable here, so `true` (a send then waits as a read would).
+    pub fn is_resident(_fd: BorrowedFd<'_>, _offset: u64, _len: u64) -> bool {
+        true
+    }
+
+    /// Appends the range to `out` only if it can be read without waiting:
+    /// not knowable here, so never (`false`, `out` unchanged).
+    pub fn read_resident(
+        _fd: BorrowedFd<'_>,
+        _offset: u64,
+        _len: usize,
+        _out: &mut Vec<u8>,
+    ) -> bool {
+        false
+    }
+}
 mod resolve;
+#[cfg(target_os = "linux")]
+mod watch;
+#[cfg(not(target_os = "linux"))]
+#[path = "watch_none.rs"]
 mod watch;
 
 use std::fmt;
@@ -135,6 +169,12 @@ pub enum BackendKind {
     Uring,
     /// `preadv2(RWF_NOWAIT)` inline plus tokio's blocking pool.
     Blocking,
+    /// What every system but Linux runs, and Linux on request: paths
+    /// confined by a component-by-component walk with `O_NOFOLLOW` (no
+    /// `openat2`; see `resolve.rs`), reads on tokio's blocking pool, and
+    /// no change notification (cached answers are revalidated every
+    /// `cache.valid`, whatever [`Config::watch_changes`] says).
+    Portable,
 }
 
 impl FromStr for BackendKind {
@@ -144,8 +184,9 @@ impl FromStr for BackendKind {
             "auto" => Ok(BackendKind::Auto),
             "uring" => Ok(BackendKind::Uring),
             "blocking" => Ok(BackendKind::Blocking),
+            "portable" => Ok(BackendKind::Portable),
             _ => Err(format!(
-                "unknown io backend {s:?} (expected auto|uring|blocking)"
+                "unknown io backend {s:?} (expected auto|uring|blocking|portable)"
             )),
         }
     }
@@ -157,6 +198,7 @@ impl fmt::Display for BackendKind {
             BackendKind::Auto => "auto",
             BackendKind::Uring => "uring",
             BackendKind::Blocking => "blocking",
+            BackendKind::Portable => "portable",
         })
     }
 }
@@ -550,11 +592,16 @@ struct Shared {
     root_links: Vec<(PathBuf, std::ffi::OsString)>,
     root_switches: AtomicU64,
     policy: SymlinkPolicy,
+    /// The portable walk confines paths, not `openat2`.
+    walk: bool,
     /// `Config::inline_cached_opens`.
     inline_cached_opens: bool,
     kind: BackendKind,
     why: String,
+    // Both name io_uring fixed-file slots.
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     id: u64,
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     shards: usize,
     limit: u64,
     budget: usize,
@@ -601,6 +648,7 @@ fn choose_backend(
         };
         match kind {
             BackendKind::Blocking => Ok((blocking(), BackendKind::Blocking, "configured".into())),
+            BackendKind::Portable => Ok((blocking(), BackendKind::Portable, "configured".into())),
             BackendKind::Uring => match backend::uring::probe() {
                 Ok(()) => Ok((
                     uring(),
@@ -633,14 +681,15 @@ fn choose_backend(
     }
     #[cfg(not(target_os = "linux"))]
     match kind {
-        BackendKind::Uring => Err(io::Error::new(
+        BackendKind::Uring | BackendKind::Blocking => Err(io::Error::new(
             io::ErrorKind::Unsupported,
-            "io_uring needs Linux",
+            format!("the {kind} backend needs Linux (use auto or portable)"),
         )),
-        _ => Ok((
+        BackendKind::Portable => Ok((blocking(), BackendKind::Portable, "configured".into())),
+        BackendKind::Auto => Ok((
             blocking(),
-            BackendKind::Blocking,
-            "io_uring needs Linux".into(),
+            BackendKind::Portable,
+            "auto: openat2 and io_uring need Linux".into(),
         )),
     }
 }
@@ -858,6 +907,14 @@ fn cache_key(rel_path: &str) -> &str {
 }
 
 impl Shared {
+    /// How paths are confined.
+    fn rules(&self) -> resolve::Rules {
+        resolve::Rules {
+            policy: self.policy,
+            walk: self.walk,
+        }
+    }
+
     /// The root directory now (one uncontended read lock: misses only).
     fn root(&self) -> Arc<OwnedFd> {
         Arc::clone(&self.root.read().unwrap_or_else(|e| e.into_inner()))
@@ -886,7 +943,7 @@ impl Shared {
             (Ok(a), Ok(b)) if !same(&a, &b) => {}
             _ => return false,
         }
-        if let Err(e) = resolve::probe_openat2(&new, self.policy) {
+        if let Err(e) = resolve::probe_openat2(&new, self.rules()) {
             tracing::warn!(root = %self.root_path.display(), "new root refused: {e}");
             return false;
         }
@@ -987,7 +1044,7 @@ impl Shared {
                 &self.root(),
                 c.clone(),
                 oflags,
-                self.policy,
+                self.rules(),
                 self.inline_cached_opens,
             )
             .await
@@ -1001,7 +1058,7 @@ impl Shared {
                         &self.root(),
                         c,
                         oflags,
-                        self.policy,
+                        self.rules(),
                         self.inline_cached_opens,
                     )
                     .await
@@ -1133,16 +1190,20 @@ impl FileManager {
                 format!("cannot open root {}: {e}", config.root.display()),
             )
         })?;
-        resolve::probe_openat2(&root, config.symlinks)?;
+        let shards = config.shards.max(1);
+        let counters = Arc::new(Counters::new(shards));
+        let (backend, kind, why) = choose_backend(config.backend, &counters)?;
+        let rules = resolve::Rules {
+            policy: config.symlinks,
+            walk: kind == BackendKind::Portable,
+        };
+        resolve::probe_openat2(&root, rules)?;
         let limit = if config.raise_nofile {
             limits::raise_nofile()
         } else {
             limits::soft_nofile()
         };
         let budget = limits::derive_budget(limit, config.fd_budget, config.fd_headroom);
-        let shards = config.shards.max(1);
-        let counters = Arc::new(Counters::new(shards));
-        let (backend, kind, why) = choose_backend(config.backend, &counters)?;
         tracing::info!(backend = %kind, reason = %why, fd_limit = limit, fd_budget = budget, root = %config.root.display(), "filemanager started");
         let table = Arc::new(FdTable::new(fdtable::Config {
             shards,
@@ -1152,7 +1213,7 @@ impl FileManager {
         let mut cache_cfg = config.cache.clone();
         cache_cfg.max_open = cache_cfg.max_open.min(budget);
         let root_links = links_on_the_way(&config.root);
-        let watcher = if config.watch_changes {
+        let watcher = if config.watch_changes && !rules.walk {
             watch::Watcher::new(&root, &root_links)
                 .inspect_err(|e| {
                     tracing::warn!(
@@ -1173,6 +1234,7 @@ impl FileManager {
             root_links,
             root_switches: AtomicU64::new(0),
             policy: config.symlinks,
+            walk: rules.walk,
             inline_cached_opens: config.inline_cached_opens,
             kind,
             why,
@@ -1288,9 +1350,9 @@ impl FileManager {
     /// blocking pool. A path that is a file is [`OpenError::NotFound`].
     pub async fn list_dir(&self, rel_path: &str, opts: ListOptions) -> Result<Listing, OpenError> {
         let root = self.shared.root();
-        let policy = self.shared.policy;
+        let rules = self.shared.rules();
         let rel = rel_path.to_owned();
-        tokio::task::spawn_blocking(move || listing::read_dir(&root, &rel, policy, opts))
+        tokio::task::spawn_blocking(move || listing::read_dir(&root, &rel, rules, opts))
             .await
             .map_err(|e| OpenError::Io(io::Error::other(e)))?
     }
