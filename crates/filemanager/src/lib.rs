@@ -255,15 +255,16 @@ pub struct Config {
     /// turn it off when the root is on a filesystem whose `open` itself may
     /// block (NFS, FUSE), so every open goes through the backend.
     pub inline_cached_opens: bool,
-    /// Raise the soft `RLIMIT_NOFILE` to the hard limit at start (on by
-    /// default). A process-wide change: an embedder that manages its own
-    /// limits turns it off, and the budget is derived from the soft limit
-    /// as it finds it.
+    /// Raise the soft `RLIMIT_NOFILE` to the hard limit at start (off by
+    /// default: a process-wide change, which the daemon asks for). Off,
+    /// the budget is derived from the soft limit as it is found.
     pub raise_nofile: bool,
-    /// Start the reaper thread that releases descriptors dropped on other
-    /// threads (on by default; it sleeps up to 200 ms while idle). Turned
-    /// off, the embedder calls [`FileManager::reap`] now and then (a timer
-    /// task); exhaustion still reaps inline before it refuses an open.
+    /// Have the reaper thread release descriptors dropped on other threads
+    /// (on by default). One thread serves every manager of the process: it
+    /// starts with the first manager that asks, sleeps up to 200 ms while
+    /// idle, and ends when the last is dropped. Turned off, the embedder
+    /// calls [`FileManager::reap`] now and then (a timer task); exhaustion
+    /// still reaps inline before it refuses an open.
     pub reaper_thread: bool,
     /// Watch the directories of cached paths with inotify (on by default;
     /// see `watch.rs`): a change seen drops exactly the cached answers it
@@ -293,7 +294,7 @@ impl Config {
             fd_budget: None,
             fd_headroom: 1024,
             inline_cached_opens: true,
-            raise_nofile: true,
+            raise_nofile: false,
             reaper_thread: true,
             watch_changes: true,
         }
@@ -1139,43 +1140,74 @@ fn links_on_the_way(root: &Path) -> Vec<(PathBuf, std::ffi::OsString)> {
     links
 }
 
-fn spawn_reaper(weak: Weak<Shared>) -> io::Result<()> {
+/// The managers the process's one reaper thread serves, and whether it
+/// runs. The thread ends when the last of them is dropped and starts
+/// again with the next manager.
+static REAPER: Mutex<(Vec<Weak<Shared>>, bool)> = Mutex::new((Vec::new(), false));
+
+/// Hands a manager to the process's reaper thread, starting it if none
+/// runs: two managers (two mounts) share one thread.
+fn register_reaper(weak: Weak<Shared>) -> io::Result<()> {
+    let mut reaper = REAPER.lock().unwrap_or_else(|p| p.into_inner());
+    reaper.0.retain(|w| w.strong_count() > 0);
+    reaper.0.push(weak);
+    if reaper.1 {
+        return Ok(());
+    }
     std::thread::Builder::new()
         .name("filemanager-reaper".into())
-        .spawn(move || {
-            let mut tick = REAP_TICK;
-            loop {
-                std::thread::sleep(tick);
-                let Some(shared) = weak.upgrade() else { return };
-                if shared.reaper_stop.load(Ordering::Acquire) {
-                    return;
-                }
-                // Without events, a re-pointed root is found by looking.
-                if shared.watcher.is_none() && !shared.root_links.is_empty() {
-                    shared.follow_root();
-                }
-                tick = if shared.reap_now() > 0 {
-                    REAP_TICK
-                } else {
-                    (tick * 2).min(REAP_IDLE_MAX)
-                };
-            }
-        })?;
+        .spawn(run_reaper)?;
+    reaper.1 = true;
     Ok(())
 }
 
+fn run_reaper() {
+    let mut tick = REAP_TICK;
+    loop {
+        std::thread::sleep(tick);
+        let managers: Vec<Arc<Shared>> = {
+            let mut reaper = REAPER.lock().unwrap_or_else(|p| p.into_inner());
+            reaper.0.retain(|w| {
+                w.upgrade()
+                    .is_some_and(|s| !s.reaper_stop.load(Ordering::Acquire))
+            });
+            if reaper.0.is_empty() {
+                reaper.1 = false;
+                return;
+            }
+            reaper.0.iter().filter_map(Weak::upgrade).collect()
+        };
+        let mut released = 0;
+        for shared in &managers {
+            // Without events, a re-pointed root is found by looking.
+            if shared.watcher.is_none() && !shared.root_links.is_empty() {
+                shared.follow_root();
+            }
+            released += shared.reap_now();
+        }
+        tick = if released > 0 {
+            REAP_TICK
+        } else {
+            (tick * 2).min(REAP_IDLE_MAX)
+        };
+    }
+}
+
 impl FileManager {
-    /// Opens the root, raises the soft `RLIMIT_NOFILE` (unless
-    /// [`Config::raise_nofile`] is off), derives the budget, picks (and
-    /// logs) the backend, and starts the reaper thread (unless
-    /// [`Config::reaper_thread`] is off) and the change watcher's thread
-    /// (unless [`Config::watch_changes`] is off; it sleeps in `poll` until
-    /// something under the root changes). Besides, the path cache runs one
+    /// Opens the root, raises the soft `RLIMIT_NOFILE` (only if
+    /// [`Config::raise_nofile`] asks), derives the budget, picks (and
+    /// logs) the backend, and hands the manager to the process's reaper
+    /// thread (unless [`Config::reaper_thread`] is off) and its change
+    /// watcher thread (unless [`Config::watch_changes`] is off; it sleeps
+    /// in `poll` until something under a root changes). Both threads are
+    /// one per process, whatever the number of managers, started by the
+    /// first manager that needs them. Besides, the path cache runs one
     /// clock thread per process (a ticker at the coarse clock's resolution
     /// that parks after a second without lookups; see `pathcache`'s clock),
     /// and the io_uring backend creates one ring per thread that does I/O,
     /// on its first operation; the blocking backend uses tokio's blocking
-    /// pool.
+    /// pool. Each manager holds the root's descriptor and, with the
+    /// watcher, one inotify descriptor; servedir's README lists it all.
     pub fn new(config: Config) -> io::Result<FileManager> {
         let root = rustix::fs::open(
             &config.root,
@@ -1259,7 +1291,7 @@ impl FileManager {
             ),
         });
         if config.reaper_thread {
-            spawn_reaper(Arc::downgrade(&shared))?;
+            register_reaper(Arc::downgrade(&shared))?;
         }
         if let Some(w) = &shared.watcher {
             let weak = Arc::downgrade(&shared);

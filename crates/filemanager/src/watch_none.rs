@@ -74,7 +74,7 @@ impl Watcher {
 
 pub(crate) fn spawn(
     watcher: &Arc<Watcher>,
-    _sink: impl Fn(Change<'_>) + Send + 'static,
+    _sink: impl Fn(Change<'_>) + Send + Sync + 'static,
 ) -> io::Result<()> {
     match **watcher {}
 }
