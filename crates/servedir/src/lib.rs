@@ -321,7 +321,7 @@ where
 /// let req = http::Request::get("/any/client/route").body(()).unwrap();
 /// let res = spa.oneshot(req).await.unwrap();
 /// assert_eq!(res.status(), 200);
-/// assert_eq!(res.headers()["content-type"], "text/html");
+/// assert_eq!(res.headers()["content-type"], "text/html; charset=utf-8");
 /// # });
 /// ```
 #[derive(Clone, Debug)]
