@@ -45,8 +45,8 @@ use pathcache::{FileMeta, Loaded, Negative};
 use rustix::fs::OFlags;
 
 use crate::query::Sibling;
-use crate::resolve::{self, c_path, is_exhausted, map_open_error, open_beneath, Kind};
-use crate::{OpenError, Shared, SymlinkPolicy};
+use crate::resolve::{self, c_path, is_exhausted, map_open_error, open_beneath, Kind, Rules};
+use crate::{OpenError, Shared};
 
 /// Directories the census cache keeps.
 pub(crate) const DIRS: usize = 1024;
@@ -171,10 +171,10 @@ impl pathcache::Loader<Census> for CensusLoader<'_> {
     ) -> Result<Loaded<Census>, OpenError> {
         self.note_epoch();
         let root = self.shared.root();
-        let policy = self.shared.policy;
+        let rules = self.shared.rules();
         let dir = dir.to_owned();
         let suffixes: Box<[Box<str>]> = self.siblings.iter().map(|s| s.suffix.into()).collect();
-        tokio::task::spawn_blocking(move || take(&root, &dir, policy, suffixes))
+        tokio::task::spawn_blocking(move || take(&root, &dir, rules, suffixes))
             .await
             .map_err(|e| OpenError::Io(std::io::Error::other(e)))?
     }
@@ -214,12 +214,12 @@ fn dir_path_oflags() -> OFlags {
 fn take(
     root: &OwnedFd,
     dir: &str,
-    policy: SymlinkPolicy,
+    rules: Rules,
     suffixes: Box<[Box<str>]>,
 ) -> Result<Loaded<Census>, OpenError> {
     let path = c_path(dir)?;
     let oflags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
-    let fd = match open_beneath(root.as_fd(), &path, oflags, policy) {
+    let fd = match open_beneath(root.as_fd(), &path, oflags, rules) {
         Ok(fd) => fd,
         Err(e) if is_exhausted(&e) => return Err(OpenError::Exhausted),
         Err(e) => {

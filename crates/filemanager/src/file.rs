@@ -34,6 +34,7 @@ thread_local! {
 
 /// Runs `f` (a table reap) collecting the descriptors its releases would
 /// close; the caller closes them as a batch.
+#[cfg(target_os = "linux")]
 pub(crate) fn collect_closes<R>(f: impl FnOnce() -> R) -> (R, Vec<OwnedFd>) {
     let prev = CLOSE_BATCH.with(|b| b.borrow_mut().replace(Vec::new()));
     let r = f();
@@ -111,14 +112,17 @@ impl FileValue {
         self.size
     }
 
+    #[cfg(target_os = "linux")]
     pub(crate) fn set_fixed_slot(&self, slot: FixedSlot) {
         let _ = self.fixed.set(slot);
     }
 
+    #[cfg(target_os = "linux")]
     pub(crate) fn fixed_slot(&self) -> Option<FixedSlot> {
         self.fixed.get().copied()
     }
 
+    #[cfg(target_os = "linux")]
     pub(crate) fn ring_mask(&self) -> &AtomicU64 {
         &self.rings
     }

@@ -60,6 +60,12 @@
 //! lookup never waits for I/O, and it spares the ring round trip or the
 //! blocking-pool hand-off. `EAGAIN` (not cached, or a racing rename) sends
 //! the open to the backend; the root-confinement flags are the same.
+//! - `portable`: what every system but Linux runs, and Linux on request.
+//!   No `openat2`: a path is confined by walking it one component at a
+//!   time with `O_NOFOLLOW` from the root's descriptor, judging `..` and
+//!   each symlink by the [`SymlinkPolicy`] (see `resolve.rs`); reads and
+//!   opens on tokio's blocking pool; no inotify, so cached answers are
+//!   revalidated every `cache.valid`.
 //! - `auto` probes io_uring (setup, opcodes, sparse fixed files, a NOP) and
 //!   falls back to `blocking` when it is disabled (`kernel.io_uring_disabled`,
 //!   seccomp, containers) or too old; [`FileManager::backend`] says which
@@ -92,8 +98,36 @@ mod file;
 pub mod limits;
 mod listing;
 mod query;
+#[cfg(target_os = "linux")]
 mod residency;
+/// Page-cache residency where the system cannot say cheaply (see the
+/// Linux version for what these answer there).
+#[cfg(not(target_os = "linux"))]
+mod residency {
+    use std::os::fd::BorrowedFd;
+
+    /// Whether `len` bytes at `offset` of `fd` are all in the page cache:
+    /// not knowable here, so `true` (a send then waits as a read would).
+    pub fn is_resident(_fd: BorrowedFd<'_>, _offset: u64, _len: u64) -> bool {
+        true
+    }
+
+    /// Appends the range to `out` only if it can be read without waiting:
+    /// not knowable here, so never (`false`, `out` unchanged).
+    pub fn read_resident(
+        _fd: BorrowedFd<'_>,
+        _offset: u64,
+        _len: usize,
+        _out: &mut Vec<u8>,
+    ) -> bool {
+        false
+    }
+}
 mod resolve;
+#[cfg(target_os = "linux")]
+mod watch;
+#[cfg(not(target_os = "linux"))]
+#[path = "watch_none.rs"]
 mod watch;
 
 use std::fmt;
@@ -136,6 +170,12 @@ pub enum BackendKind {
     Uring,
     /// `preadv2(RWF_NOWAIT)` inline plus tokio's blocking pool.
     Blocking,
+    /// What every system but Linux runs, and Linux on request: paths
+    /// confined by a component-by-component walk with `O_NOFOLLOW` (no
+    /// `openat2`; see `resolve.rs`), reads on tokio's blocking pool, and
+    /// no change notification (cached answers are revalidated every
+    /// `cache.valid`, whatever [`Config::watch_changes`] says).
+    Portable,
 }
 
 impl FromStr for BackendKind {
@@ -145,8 +185,9 @@ impl FromStr for BackendKind {
             "auto" => Ok(BackendKind::Auto),
             "uring" => Ok(BackendKind::Uring),
             "blocking" => Ok(BackendKind::Blocking),
+            "portable" => Ok(BackendKind::Portable),
             _ => Err(format!(
-                "unknown io backend {s:?} (expected auto|uring|blocking)"
+                "unknown io backend {s:?} (expected auto|uring|blocking|portable)"
             )),
         }
     }
@@ -158,6 +199,7 @@ impl fmt::Display for BackendKind {
             BackendKind::Auto => "auto",
             BackendKind::Uring => "uring",
             BackendKind::Blocking => "blocking",
+            BackendKind::Portable => "portable",
         })
     }
 }
@@ -214,15 +256,16 @@ pub struct Config {
     /// turn it off when the root is on a filesystem whose `open` itself may
     /// block (NFS, FUSE), so every open goes through the backend.
     pub inline_cached_opens: bool,
-    /// Raise the soft `RLIMIT_NOFILE` to the hard limit at start (on by
-    /// default). A process-wide change: an embedder that manages its own
-    /// limits turns it off, and the budget is derived from the soft limit
-    /// as it finds it.
+    /// Raise the soft `RLIMIT_NOFILE` to the hard limit at start (off by
+    /// default: a process-wide change, which the daemon asks for). Off,
+    /// the budget is derived from the soft limit as it is found.
     pub raise_nofile: bool,
-    /// Start the reaper thread that releases descriptors dropped on other
-    /// threads (on by default; it sleeps up to 200 ms while idle). Turned
-    /// off, the embedder calls [`FileManager::reap`] now and then (a timer
-    /// task); exhaustion still reaps inline before it refuses an open.
+    /// Have the reaper thread release descriptors dropped on other threads
+    /// (on by default). One thread serves every manager of the process: it
+    /// starts with the first manager that asks, sleeps up to 200 ms while
+    /// idle, and ends when the last is dropped. Turned off, the embedder
+    /// calls [`FileManager::reap`] now and then (a timer task); exhaustion
+    /// still reaps inline before it refuses an open.
     pub reaper_thread: bool,
     /// Watch the directories of cached paths with inotify (on by default;
     /// see `watch.rs`): a change seen drops exactly the cached answers it
@@ -252,7 +295,7 @@ impl Config {
             fd_budget: None,
             fd_headroom: 1024,
             inline_cached_opens: true,
-            raise_nofile: true,
+            raise_nofile: false,
             reaper_thread: true,
             watch_changes: true,
         }
@@ -551,11 +594,16 @@ struct Shared {
     root_links: Vec<(PathBuf, std::ffi::OsString)>,
     root_switches: AtomicU64,
     policy: SymlinkPolicy,
+    /// The portable walk confines paths, not `openat2`.
+    walk: bool,
     /// `Config::inline_cached_opens`.
     inline_cached_opens: bool,
     kind: BackendKind,
     why: String,
+    // Both name io_uring fixed-file slots.
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     id: u64,
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     shards: usize,
     limit: u64,
     budget: usize,
@@ -602,6 +650,7 @@ fn choose_backend(
         };
         match kind {
             BackendKind::Blocking => Ok((blocking(), BackendKind::Blocking, "configured".into())),
+            BackendKind::Portable => Ok((blocking(), BackendKind::Portable, "configured".into())),
             BackendKind::Uring => match backend::uring::probe() {
                 Ok(()) => Ok((
                     uring(),
@@ -634,14 +683,15 @@ fn choose_backend(
     }
     #[cfg(not(target_os = "linux"))]
     match kind {
-        BackendKind::Uring => Err(io::Error::new(
+        BackendKind::Uring | BackendKind::Blocking => Err(io::Error::new(
             io::ErrorKind::Unsupported,
-            "io_uring needs Linux",
+            format!("the {kind} backend needs Linux (use auto or portable)"),
         )),
-        _ => Ok((
+        BackendKind::Portable => Ok((blocking(), BackendKind::Portable, "configured".into())),
+        BackendKind::Auto => Ok((
             blocking(),
-            BackendKind::Blocking,
-            "io_uring needs Linux".into(),
+            BackendKind::Portable,
+            "auto: openat2 and io_uring need Linux".into(),
         )),
     }
 }
@@ -866,6 +916,14 @@ fn cache_key(rel_path: &str) -> &str {
 }
 
 impl Shared {
+    /// How paths are confined.
+    fn rules(&self) -> resolve::Rules {
+        resolve::Rules {
+            policy: self.policy,
+            walk: self.walk,
+        }
+    }
+
     /// The root directory now (one uncontended read lock: misses only).
     fn root(&self) -> Arc<OwnedFd> {
         Arc::clone(&self.root.read().unwrap_or_else(|e| e.into_inner()))
@@ -894,7 +952,7 @@ impl Shared {
             (Ok(a), Ok(b)) if !same(&a, &b) => {}
             _ => return false,
         }
-        if let Err(e) = resolve::probe_openat2(&new, self.policy) {
+        if let Err(e) = resolve::probe_openat2(&new, self.rules()) {
             tracing::warn!(root = %self.root_path.display(), "new root refused: {e}");
             return false;
         }
@@ -995,7 +1053,7 @@ impl Shared {
                 &self.root(),
                 c.clone(),
                 oflags,
-                self.policy,
+                self.rules(),
                 self.inline_cached_opens,
             )
             .await
@@ -1009,7 +1067,7 @@ impl Shared {
                         &self.root(),
                         c,
                         oflags,
-                        self.policy,
+                        self.rules(),
                         self.inline_cached_opens,
                     )
                     .await
@@ -1090,43 +1148,74 @@ fn links_on_the_way(root: &Path) -> Vec<(PathBuf, std::ffi::OsString)> {
     links
 }
 
-fn spawn_reaper(weak: Weak<Shared>) -> io::Result<()> {
+/// The managers the process's one reaper thread serves, and whether it
+/// runs. The thread ends when the last of them is dropped and starts
+/// again with the next manager.
+static REAPER: Mutex<(Vec<Weak<Shared>>, bool)> = Mutex::new((Vec::new(), false));
+
+/// Hands a manager to the process's reaper thread, starting it if none
+/// runs: two managers (two mounts) share one thread.
+fn register_reaper(weak: Weak<Shared>) -> io::Result<()> {
+    let mut reaper = REAPER.lock().unwrap_or_else(|p| p.into_inner());
+    reaper.0.retain(|w| w.strong_count() > 0);
+    reaper.0.push(weak);
+    if reaper.1 {
+        return Ok(());
+    }
     std::thread::Builder::new()
         .name("filemanager-reaper".into())
-        .spawn(move || {
-            let mut tick = REAP_TICK;
-            loop {
-                std::thread::sleep(tick);
-                let Some(shared) = weak.upgrade() else { return };
-                if shared.reaper_stop.load(Ordering::Acquire) {
-                    return;
-                }
-                // Without events, a re-pointed root is found by looking.
-                if shared.watcher.is_none() && !shared.root_links.is_empty() {
-                    shared.follow_root();
-                }
-                tick = if shared.reap_now() > 0 {
-                    REAP_TICK
-                } else {
-                    (tick * 2).min(REAP_IDLE_MAX)
-                };
-            }
-        })?;
+        .spawn(run_reaper)?;
+    reaper.1 = true;
     Ok(())
 }
 
+fn run_reaper() {
+    let mut tick = REAP_TICK;
+    loop {
+        std::thread::sleep(tick);
+        let managers: Vec<Arc<Shared>> = {
+            let mut reaper = REAPER.lock().unwrap_or_else(|p| p.into_inner());
+            reaper.0.retain(|w| {
+                w.upgrade()
+                    .is_some_and(|s| !s.reaper_stop.load(Ordering::Acquire))
+            });
+            if reaper.0.is_empty() {
+                reaper.1 = false;
+                return;
+            }
+            reaper.0.iter().filter_map(Weak::upgrade).collect()
+        };
+        let mut released = 0;
+        for shared in &managers {
+            // Without events, a re-pointed root is found by looking.
+            if shared.watcher.is_none() && !shared.root_links.is_empty() {
+                shared.follow_root();
+            }
+            released += shared.reap_now();
+        }
+        tick = if released > 0 {
+            REAP_TICK
+        } else {
+            (tick * 2).min(REAP_IDLE_MAX)
+        };
+    }
+}
+
 impl FileManager {
-    /// Opens the root, raises the soft `RLIMIT_NOFILE` (unless
-    /// [`Config::raise_nofile`] is off), derives the budget, picks (and
-    /// logs) the backend, and starts the reaper thread (unless
-    /// [`Config::reaper_thread`] is off) and the change watcher's thread
-    /// (unless [`Config::watch_changes`] is off; it sleeps in `poll` until
-    /// something under the root changes). Besides, the path cache runs one
+    /// Opens the root, raises the soft `RLIMIT_NOFILE` (only if
+    /// [`Config::raise_nofile`] asks), derives the budget, picks (and
+    /// logs) the backend, and hands the manager to the process's reaper
+    /// thread (unless [`Config::reaper_thread`] is off) and its change
+    /// watcher thread (unless [`Config::watch_changes`] is off; it sleeps
+    /// in `poll` until something under a root changes). Both threads are
+    /// one per process, whatever the number of managers, started by the
+    /// first manager that needs them. Besides, the path cache runs one
     /// clock thread per process (a ticker at the coarse clock's resolution
     /// that parks after a second without lookups; see `pathcache`'s clock),
     /// and the io_uring backend creates one ring per thread that does I/O,
     /// on its first operation; the blocking backend uses tokio's blocking
-    /// pool.
+    /// pool. Each manager holds the root's descriptor and, with the
+    /// watcher, one inotify descriptor; servedir's README lists it all.
     pub fn new(config: Config) -> io::Result<FileManager> {
         let root = rustix::fs::open(
             &config.root,
@@ -1141,16 +1230,20 @@ impl FileManager {
                 format!("cannot open root {}: {e}", config.root.display()),
             )
         })?;
-        resolve::probe_openat2(&root, config.symlinks)?;
+        let shards = config.shards.max(1);
+        let counters = Arc::new(Counters::new(shards));
+        let (backend, kind, why) = choose_backend(config.backend, &counters)?;
+        let rules = resolve::Rules {
+            policy: config.symlinks,
+            walk: kind == BackendKind::Portable,
+        };
+        resolve::probe_openat2(&root, rules)?;
         let limit = if config.raise_nofile {
             limits::raise_nofile()
         } else {
             limits::soft_nofile()
         };
         let budget = limits::derive_budget(limit, config.fd_budget, config.fd_headroom);
-        let shards = config.shards.max(1);
-        let counters = Arc::new(Counters::new(shards));
-        let (backend, kind, why) = choose_backend(config.backend, &counters)?;
         tracing::info!(backend = %kind, reason = %why, fd_limit = limit, fd_budget = budget, root = %config.root.display(), "filemanager started");
         let table = Arc::new(FdTable::new(fdtable::Config {
             shards,
@@ -1160,7 +1253,7 @@ impl FileManager {
         let mut cache_cfg = config.cache.clone();
         cache_cfg.max_open = cache_cfg.max_open.min(budget);
         let root_links = links_on_the_way(&config.root);
-        let watcher = if config.watch_changes {
+        let watcher = if config.watch_changes && !rules.walk {
             watch::Watcher::new(&root, &root_links)
                 .inspect_err(|e| {
                     tracing::warn!(
@@ -1181,6 +1274,7 @@ impl FileManager {
             root_links,
             root_switches: AtomicU64::new(0),
             policy: config.symlinks,
+            walk: rules.walk,
             inline_cached_opens: config.inline_cached_opens,
             kind,
             why,
@@ -1205,7 +1299,7 @@ impl FileManager {
             ),
         });
         if config.reaper_thread {
-            spawn_reaper(Arc::downgrade(&shared))?;
+            register_reaper(Arc::downgrade(&shared))?;
         }
         if let Some(w) = &shared.watcher {
             let weak = Arc::downgrade(&shared);
@@ -1296,9 +1390,9 @@ impl FileManager {
     /// blocking pool. A path that is a file is [`OpenError::NotFound`].
     pub async fn list_dir(&self, rel_path: &str, opts: ListOptions) -> Result<Listing, OpenError> {
         let root = self.shared.root();
-        let policy = self.shared.policy;
+        let rules = self.shared.rules();
         let rel = rel_path.to_owned();
-        tokio::task::spawn_blocking(move || listing::read_dir(&root, &rel, policy, opts))
+        tokio::task::spawn_blocking(move || listing::read_dir(&root, &rel, rules, opts))
             .await
             .map_err(|e| OpenError::Io(io::Error::other(e)))?
     }

@@ -53,12 +53,16 @@ fn try_set(soft: u64, target: u64) -> u64 {
     }
 }
 
-/// Number of descriptors open in this process right now (`/proc/self/fd`).
+/// Number of descriptors open in this process right now (`/proc/self/fd`;
+/// `/dev/fd` elsewhere, which FreeBSD fills only with fdescfs mounted).
 pub fn open_fd_count() -> io::Result<usize> {
+    let dir = if cfg!(target_os = "linux") {
+        "/proc/self/fd"
+    } else {
+        "/dev/fd"
+    };
     // read_dir itself holds one descriptor while iterating.
-    Ok(std::fs::read_dir("/proc/self/fd")?
-        .count()
-        .saturating_sub(1))
+    Ok(std::fs::read_dir(dir)?.count().saturating_sub(1))
 }
 
 /// The descriptor budget: what the caller asked for, or the limit less the

@@ -27,8 +27,8 @@ use std::sync::Arc;
 
 use rustix::fs::OFlags;
 
-use crate::resolve::{self, c_path, is_exhausted, map_open_error, open_beneath, Kind};
-use crate::{OpenError, SymlinkPolicy};
+use crate::resolve::{self, c_path, is_exhausted, map_open_error, open_beneath, Kind, Rules};
+use crate::OpenError;
 
 /// What to list.
 #[derive(Clone, Copy, Debug)]
@@ -98,12 +98,12 @@ pub struct Listing {
 pub(crate) fn read_dir(
     root: &Arc<OwnedFd>,
     rel: &str,
-    policy: SymlinkPolicy,
+    rules: Rules,
     opts: ListOptions,
 ) -> Result<Listing, OpenError> {
     let dir_path = c_path(rel)?;
     let dir_oflags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
-    let dir = open_beneath(root.as_fd(), &dir_path, dir_oflags, policy).map_err(open_error)?;
+    let dir = open_beneath(root.as_fd(), &dir_path, dir_oflags, rules).map_err(open_error)?;
     let prefix = rel.trim_matches('/');
     let mut listing = Listing::default();
     let names = rustix::fs::Dir::read_from(&dir).map_err(|e| open_error(e.into()))?;
@@ -119,7 +119,7 @@ pub(crate) fn read_dir(
             listing.truncated = true;
             break;
         }
-        if let Some(entry) = resolve_entry(root, prefix, name, policy)? {
+        if let Some(entry) = resolve_entry(root, prefix, name, rules)? {
             listing.entries.push(entry);
         }
     }
@@ -137,7 +137,7 @@ fn resolve_entry(
     root: &Arc<OwnedFd>,
     prefix: &str,
     name: &str,
-    policy: SymlinkPolicy,
+    rules: Rules,
 ) -> Result<Option<DirEntry>, OpenError> {
     let full = if prefix.is_empty() {
         name.to_owned()
@@ -147,7 +147,7 @@ fn resolve_entry(
     let Ok(path) = CString::new(full) else {
         return Ok(None);
     };
-    let fd = match open_beneath(root.as_fd(), &path, resolve::path_oflags(), policy) {
+    let fd = match open_beneath(root.as_fd(), &path, resolve::path_oflags(), rules) {
         Ok(fd) => fd,
         Err(e) if is_exhausted(&e) => return Err(OpenError::Exhausted),
         Err(_) => return Ok(None),

@@ -17,15 +17,44 @@
 //! `follow` deliberately does NOT mean "follow anywhere": the standards say no
 //! file outside the served root is ever served, so `follow` resolves every
 //! symlink as if the root were `/` (`RESOLVE_IN_ROOT`), like a chroot.
+//!
+//! The portable confinement (every system but Linux, and Linux with
+//! [`BackendKind::Portable`](crate::BackendKind::Portable)) has no
+//! `openat2`: it walks the path one component at a time from the root's
+//! descriptor, each step an `openat(dir, name, O_NOFOLLOW)`, so no step can
+//! follow a link or leave the directory it starts from. `..` is resolved
+//! by the walk itself (it returns to the descriptor it came from, and at
+//! the root it is an escape, or stays there under `follow`), and a symlink
+//! met on the way is read with `readlinkat` and judged by the same table:
+//! refused under `deny`, its target walked from the link's directory under
+//! `within_root` (absolute targets and `..` past the root refused), from
+//! the root for an absolute target under `follow`. A rename racing the
+//! walk can only move a directory the walk already holds, so it cannot
+//! lead outside. On FreeBSD 13+ `within_root` is one
+//! `openat(root, path, O_RESOLVE_BENEATH)`, probed at start.
 
 use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
+#[cfg(target_os = "linux")]
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use rustix::fs::{AtFlags, Mode, OFlags, ResolveFlags, StatxFlags};
+#[cfg(target_os = "linux")]
+use rustix::fs::Mode;
+use rustix::fs::OFlags;
+#[cfg(target_os = "linux")]
+use rustix::fs::{AtFlags, ResolveFlags, StatxFlags};
 
 use crate::{OpenError, SymlinkPolicy};
+
+/// How paths are confined: the symlink policy, and whether the portable
+/// walk does it (see the module docs) or the kernel (`openat2`, Linux).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Rules {
+    pub(crate) policy: SymlinkPolicy,
+    /// The component-by-component walk, not `openat2`.
+    pub(crate) walk: bool,
+}
 
 /// `openat2` flags for a file that will be read: read-only, close-on-exec,
 /// no controlling tty, and non-blocking so a FIFO planted in the tree cannot
@@ -35,11 +64,21 @@ pub(crate) fn read_oflags() -> OFlags {
 }
 
 /// `openat2` flags for a metadata-only descriptor (`O_PATH`).
+#[cfg(target_os = "linux")]
 pub(crate) fn path_oflags() -> OFlags {
     OFlags::PATH | OFlags::CLOEXEC
 }
 
+/// Flags for a metadata-only descriptor where there is no `O_PATH`: a
+/// non-blocking read-only open (a file nobody may read is refused, which
+/// the server could not have sent anyway).
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn path_oflags() -> OFlags {
+    read_oflags()
+}
+
 /// The resolve flags of a symlink policy (see the module table).
+#[cfg(target_os = "linux")]
 pub(crate) fn resolve_flags(policy: SymlinkPolicy) -> ResolveFlags {
     match policy {
         SymlinkPolicy::Deny => {
@@ -62,10 +101,28 @@ pub(crate) fn c_path(rel_path: &str) -> Result<CString, OpenError> {
 
 /// How many times an `EAGAIN` from a racing `..` resolution is retried
 /// before the open is refused.
+#[cfg(target_os = "linux")]
 const EAGAIN_RETRIES: usize = 8;
 
-/// Opens `path` beneath `root` with `policy`, synchronously (`openat2`).
+/// Opens `path` beneath `root` under `rules`, synchronously: `openat2`, or
+/// the portable walk.
 pub(crate) fn open_beneath(
+    root: impl AsFd,
+    path: &CString,
+    oflags: OFlags,
+    rules: Rules,
+) -> io::Result<OwnedFd> {
+    #[cfg(target_os = "linux")]
+    if !rules.walk {
+        return openat2_beneath(root.as_fd(), path, oflags, rules.policy);
+    }
+    walk::open(root.as_fd(), path, oflags, rules.policy)
+}
+
+/// `openat2(root, path, oflags, policy's resolve flags)`, retried on a
+/// racing `..`.
+#[cfg(target_os = "linux")]
+fn openat2_beneath(
     root: impl AsFd,
     path: &CString,
     oflags: OFlags,
@@ -94,8 +151,11 @@ pub(crate) fn open_beneath(
 /// does not know the call, as older container runtimes' defaults) every open
 /// would fail with ENOSYS or EPERM: better one clear error at start than a
 /// 500 or 403 on every request.
-pub(crate) fn probe_openat2(root: impl AsFd, policy: SymlinkPolicy) -> io::Result<()> {
-    match open_beneath(root, &CString::from(c"."), path_oflags(), policy) {
+pub(crate) fn probe_openat2(root: impl AsFd, rules: Rules) -> io::Result<()> {
+    if rules.walk {
+        return Ok(());
+    }
+    match open_beneath(root, &CString::from(c"."), path_oflags(), rules) {
         Ok(_) => Ok(()),
         Err(e) => Err(io::Error::new(
             e.kind(),
@@ -110,6 +170,7 @@ pub(crate) fn probe_openat2(root: impl AsFd, policy: SymlinkPolicy) -> io::Resul
 
 /// Whether the kernel takes `RESOLVE_CACHED` (Linux 5.12+); cleared on the
 /// first `EINVAL`, after which every open takes the backend's full path.
+#[cfg(target_os = "linux")]
 static CACHED_LOOKUP: AtomicBool = AtomicBool::new(true);
 
 /// `openat2` with `RESOLVE_CACHED` added to `policy`'s flags: succeeds only
@@ -124,13 +185,31 @@ static CACHED_LOOKUP: AtomicBool = AtomicBool::new(true);
 /// kernel lacks `RESOLVE_CACHED`. Any other error is the answer the full
 /// open would give (a cached negative dentry is a definite `ENOENT`); the
 /// root confinement flags are the same either way.
+/// The portable walk has no such mode: `None` always.
 pub(crate) fn open_beneath_cached(
     root: impl AsFd,
     path: &CString,
     oflags: OFlags,
-    policy: SymlinkPolicy,
+    rules: Rules,
 ) -> Option<io::Result<OwnedFd>> {
-    if !CACHED_LOOKUP.load(Ordering::Relaxed) {
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = (root, path, oflags, rules);
+        None
+    }
+    #[cfg(target_os = "linux")]
+    open_cached_linux(root, path, oflags, rules)
+}
+
+#[cfg(target_os = "linux")]
+fn open_cached_linux(
+    root: impl AsFd,
+    path: &CString,
+    oflags: OFlags,
+    rules: Rules,
+) -> Option<io::Result<OwnedFd>> {
+    let policy = rules.policy;
+    if rules.walk || !CACHED_LOOKUP.load(Ordering::Relaxed) {
         return None;
     }
     match rustix::fs::openat2(
@@ -173,9 +252,9 @@ pub(crate) struct Stat {
 
 /// Kind of a `st_mode`.
 pub(crate) fn kind_of(mode: u32) -> Kind {
-    match mode & libc::S_IFMT {
-        libc::S_IFREG => Kind::Regular,
-        libc::S_IFDIR => Kind::Dir,
+    match rustix::fs::FileType::from_raw_mode(mode as _) {
+        rustix::fs::FileType::RegularFile => Kind::Regular,
+        rustix::fs::FileType::Directory => Kind::Dir,
         _ => Kind::Other,
     }
 }
@@ -183,15 +262,50 @@ pub(crate) fn kind_of(mode: u32) -> Kind {
 /// `statx(root, path, AT_SYMLINK_NOFOLLOW)`, synchronously: an unconfined
 /// walk, for comparing with what a confined open found (revalidation), never
 /// for deciding what to open or serve.
+#[cfg(target_os = "linux")]
 pub(crate) fn stat_unconfined(root: impl AsFd, path: &str) -> io::Result<Stat> {
     statx(root, path, AtFlags::SYMLINK_NOFOLLOW)
 }
 
 /// `statx(fd, "", AT_EMPTY_PATH)`, synchronously.
+#[cfg(target_os = "linux")]
 pub(crate) fn stat_fd(fd: impl AsFd) -> io::Result<Stat> {
     statx(fd, c"", AtFlags::EMPTY_PATH)
 }
 
+/// `fstatat(root, path, AT_SYMLINK_NOFOLLOW)` where there is no `statx`.
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn stat_unconfined(root: impl AsFd, path: &str) -> io::Result<Stat> {
+    let st = rustix::fs::statat(root, path, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)?;
+    Ok(from_stat(&st))
+}
+
+/// `fstat(fd)` where there is no `statx`.
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn stat_fd(fd: impl AsFd) -> io::Result<Stat> {
+    Ok(from_stat(&rustix::fs::fstat(fd)?))
+}
+
+// The field types of `struct stat` differ between systems (`st_dev` is
+// an i32 on macOS, `st_nlink` a u16), hence the casts.
+#[cfg(not(target_os = "linux"))]
+#[allow(clippy::unnecessary_cast, clippy::useless_conversion)]
+fn from_stat(s: &rustix::fs::Stat) -> Stat {
+    let ns = |sec: i64, nsec: i64| sec.saturating_mul(1_000_000_000).saturating_add(nsec);
+    Stat {
+        kind: kind_of(s.st_mode as u32),
+        meta: pathcache::FileMeta {
+            size: s.st_size as u64,
+            mtime_ns: ns(s.st_mtime as i64, s.st_mtime_nsec as i64),
+            ctime_ns: ns(s.st_ctime as i64, s.st_ctime_nsec as i64),
+            dev: s.st_dev as u64,
+            ino: s.st_ino as u64,
+        },
+        nlink: u32::try_from(s.st_nlink as u64).unwrap_or(u32::MAX),
+    }
+}
+
+#[cfg(target_os = "linux")]
 fn statx(dir: impl AsFd, path: impl rustix::path::Arg, flags: AtFlags) -> io::Result<Stat> {
     let s = rustix::fs::statx(
         dir,
@@ -233,6 +347,9 @@ pub(crate) fn map_open_error(err: io::Error) -> OpenError {
         // `deny` or a loop; EAGAIN: a `..` race that kept failing.
         Some(libc::EXDEV) | Some(libc::ELOOP) | Some(libc::EACCES) | Some(libc::EPERM)
         | Some(libc::EAGAIN) | Some(libc::ENXIO) => OpenError::Forbidden,
+        // FreeBSD: O_NOFOLLOW on a link, and an O_RESOLVE_BENEATH escape.
+        #[cfg(target_os = "freebsd")]
+        Some(libc::EMLINK) | Some(libc::ENOTCAPABLE) => OpenError::Forbidden,
         _ => OpenError::Io(err),
     }
 }
@@ -298,4 +415,229 @@ pub(crate) fn why_forbidden(root: &OwnedFd, rel: &str, policy: SymlinkPolicy) ->
 /// Whether an error means "out of descriptors".
 pub(crate) fn is_exhausted(err: &io::Error) -> bool {
     matches!(err.raw_os_error(), Some(libc::EMFILE) | Some(libc::ENFILE))
+}
+
+/// The portable confinement: the path walked one component at a time with
+/// `O_NOFOLLOW` (see the module docs).
+mod walk {
+    use std::ffi::{CStr, CString};
+    use std::io;
+    use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+
+    use rustix::fs::{Mode, OFlags};
+
+    use crate::SymlinkPolicy;
+
+    /// Links followed in one walk before it is refused as a loop (Linux's
+    /// `MAXSYMLINKS`).
+    const MAX_LINKS: usize = 40;
+
+    fn err(code: i32) -> io::Error {
+        io::Error::from_raw_os_error(code)
+    }
+
+    /// Opens `path` beneath `root` under `policy` with `oflags` for the
+    /// last component.
+    pub(super) fn open(
+        root: BorrowedFd<'_>,
+        path: &CStr,
+        oflags: OFlags,
+        policy: SymlinkPolicy,
+    ) -> io::Result<OwnedFd> {
+        #[cfg(target_os = "freebsd")]
+        if policy == SymlinkPolicy::WithinRoot && beneath::works(root) {
+            return beneath::open(root, path, oflags);
+        }
+        // Components still to walk, the next one last.
+        let mut todo: Vec<Vec<u8>> = split(path.to_bytes());
+        // The directories walked into below the root, innermost last.
+        let mut dirs: Vec<OwnedFd> = Vec::new();
+        let mut links = 0;
+        let step = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC | OFlags::NOFOLLOW;
+        loop {
+            let Some(name) = todo.pop() else {
+                // The path ends at a directory already walked into (the
+                // root, or `a/..`): open it with the caller's flags.
+                let here = dirs.last().map_or(root, |d| d.as_fd());
+                return Ok(rustix::fs::openat(here, c".", oflags, Mode::empty())?);
+            };
+            match &name[..] {
+                b"." => continue,
+                b".." => {
+                    if dirs.pop().is_none() && policy != SymlinkPolicy::Follow {
+                        // Up from the root: an escape (openat2's EXDEV).
+                        return Err(err(libc::EXDEV));
+                    }
+                    continue;
+                }
+                _ => {}
+            }
+            let last = todo.is_empty();
+            let here = dirs.last().map_or(root, |d| d.as_fd());
+            let cname = CString::new(name).map_err(|_| err(libc::ENOENT))?;
+            let flags = if last {
+                oflags | OFlags::NOFOLLOW
+            } else {
+                step
+            };
+            let opened = rustix::fs::openat(here, &cname, flags, Mode::empty());
+            let target = match opened {
+                // Linux's O_PATH | O_NOFOLLOW opens a link itself.
+                Ok(fd) if is_link(&fd) => read_link(here, &cname)?,
+                Ok(fd) if last => return Ok(fd),
+                Ok(fd) => {
+                    dirs.push(fd);
+                    continue;
+                }
+                // O_NOFOLLOW on a link: ELOOP (Linux, macOS), EMLINK
+                // (FreeBSD); and O_DIRECTORY may say ENOTDIR first. Ask.
+                Err(e) => match rustix::fs::readlinkat(here, &cname, Vec::new()) {
+                    Ok(target) => target,
+                    Err(_) => return Err(e.into()),
+                },
+            };
+            if policy == SymlinkPolicy::Deny {
+                return Err(err(libc::ELOOP));
+            }
+            links += 1;
+            if links > MAX_LINKS {
+                return Err(err(libc::ELOOP));
+            }
+            let target = target.into_bytes();
+            if target.first() == Some(&b'/') {
+                if policy != SymlinkPolicy::Follow {
+                    // An absolute target: RESOLVE_BENEATH's EXDEV.
+                    return Err(err(libc::EXDEV));
+                }
+                // Follow: `/` is the root.
+                dirs.clear();
+            }
+            todo.extend(split(&target));
+        }
+    }
+
+    /// The components of `path`, the first one last (a stack).
+    fn split(path: &[u8]) -> Vec<Vec<u8>> {
+        path.split(|&b| b == b'/')
+            .filter(|c| !c.is_empty())
+            .rev()
+            .map(<[u8]>::to_vec)
+            .collect()
+    }
+
+    fn is_link(fd: &OwnedFd) -> bool {
+        rustix::fs::fstat(fd).is_ok_and(|s| {
+            rustix::fs::FileType::from_raw_mode(s.st_mode) == rustix::fs::FileType::Symlink
+        })
+    }
+
+    fn read_link(dir: BorrowedFd<'_>, name: &CStr) -> io::Result<CString> {
+        Ok(rustix::fs::readlinkat(dir, name, Vec::new())?)
+    }
+
+    /// FreeBSD's `O_RESOLVE_BENEATH` (13.0+): the kernel refuses a path
+    /// that would leave the directory, which is `within_root`.
+    #[cfg(target_os = "freebsd")]
+    mod beneath {
+        use std::ffi::CStr;
+        use std::io;
+        use std::os::fd::{BorrowedFd, OwnedFd};
+        use std::sync::OnceLock;
+
+        use rustix::fs::{Mode, OFlags};
+
+        fn flag() -> OFlags {
+            OFlags::from_bits_retain(libc::O_RESOLVE_BENEATH as _)
+        }
+
+        /// Whether the kernel honours the flag: an older one ignores
+        /// unknown open flags, so `..` from the root must fail with it.
+        pub(super) fn works(root: BorrowedFd<'_>) -> bool {
+            static WORKS: OnceLock<bool> = OnceLock::new();
+            *WORKS.get_or_init(|| {
+                rustix::fs::openat(
+                    root,
+                    c"..",
+                    OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC | flag(),
+                    Mode::empty(),
+                )
+                .is_err()
+            })
+        }
+
+        pub(super) fn open(
+            root: BorrowedFd<'_>,
+            path: &CStr,
+            oflags: OFlags,
+        ) -> io::Result<OwnedFd> {
+            Ok(rustix::fs::openat(
+                root,
+                path,
+                oflags | flag(),
+                Mode::empty(),
+            )?)
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        fn root(dir: &std::path::Path) -> OwnedFd {
+            rustix::fs::open(
+                dir,
+                OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+                Mode::empty(),
+            )
+            .unwrap()
+        }
+
+        fn code(r: io::Result<OwnedFd>) -> Option<i32> {
+            r.err().map(|e| e.raw_os_error().unwrap_or(-1))
+        }
+
+        /// The walk gives the answers `openat2` gives for each policy.
+        #[test]
+        fn the_walk_confines_as_the_kernel_does() {
+            let outside = tempfile::tempdir().unwrap();
+            std::fs::write(outside.path().join("secret"), b"s").unwrap();
+            let tmp = tempfile::tempdir().unwrap();
+            let t = tmp.path();
+            std::fs::create_dir_all(t.join("a/b")).unwrap();
+            std::fs::write(t.join("a/b/f"), b"f").unwrap();
+            std::fs::write(t.join("x"), b"x").unwrap();
+            std::os::unix::fs::symlink("b/f", t.join("a/rel")).unwrap();
+            std::os::unix::fs::symlink("../../x", t.join("a/b/up")).unwrap();
+            std::os::unix::fs::symlink("../..", t.join("a/esc")).unwrap();
+            std::os::unix::fs::symlink("/x", t.join("abs")).unwrap();
+            std::os::unix::fs::symlink(outside.path().join("secret"), t.join("out")).unwrap();
+            std::os::unix::fs::symlink("loop", t.join("loop")).unwrap();
+            let r = root(t);
+            let rf = OFlags::RDONLY | OFlags::CLOEXEC;
+            let open = |p: &CStr, policy| code(open(r.as_fd(), p, rf, policy));
+            use SymlinkPolicy::*;
+            for policy in [Deny, WithinRoot, Follow] {
+                assert_eq!(open(c"a/b/f", policy), None, "{policy:?}");
+                assert_eq!(open(c"a/b/../b/./f", policy), None, "{policy:?}");
+                assert_eq!(open(c"a/b/nope", policy), Some(libc::ENOENT));
+                assert_eq!(open(c"x/y", policy), Some(libc::ENOTDIR));
+                let secret = open(c"out", policy);
+                assert!(secret.is_some(), "{policy:?} reached outside");
+            }
+            assert_eq!(open(c"../x", Deny), Some(libc::EXDEV));
+            assert_eq!(open(c"../x", WithinRoot), Some(libc::EXDEV));
+            assert_eq!(open(c"../x", Follow), None, "clamped at the root");
+            assert_eq!(open(c"a/rel", Deny), Some(libc::ELOOP));
+            assert_eq!(open(c"a/rel", WithinRoot), None);
+            assert_eq!(open(c"a/b/up", WithinRoot), None, "stays inside");
+            assert_eq!(open(c"a/esc/x", WithinRoot), Some(libc::EXDEV));
+            assert_eq!(open(c"a/esc/x", Follow), None, "clamped");
+            assert_eq!(open(c"abs", WithinRoot), Some(libc::EXDEV));
+            assert_eq!(open(c"abs", Follow), None, "root/x");
+            assert_eq!(open(c"loop", Follow), Some(libc::ELOOP));
+            assert_eq!(open(c"out", WithinRoot), Some(libc::EXDEV));
+            // Follow reads the outside link's target inside the root.
+            assert_eq!(open(c"out", Follow), Some(libc::ENOENT));
+        }
+    }
 }

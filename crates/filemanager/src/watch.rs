@@ -2,7 +2,7 @@
 //! entries it affects, and vouches for cached descriptors meanwhile.
 //!
 //! ```text
-//! one inotify descriptor per manager; a watch on every directory that
+//! one inotify descriptor per manager, one thread per process reading them all; a watch on every directory that
 //! holds a cached path and on each directory above it, up to the root
 //!
 //! a lookup's load or revalidation:
@@ -438,16 +438,55 @@ fn bucket(path: &str) -> usize {
     (h % BUCKETS as u64) as usize
 }
 
-/// Starts the thread that reads `watcher`'s events and hands each change
-/// to `sink`; it ends once the watcher is dropped.
+/// What a watcher's events are handed to.
+type Sink = Arc<dyn Fn(Change<'_>) + Send + Sync>;
+
+/// The process's one watcher thread and the watchers it reads: each
+/// manager has its own inotify descriptor, and one thread polls them all
+/// (two mounts: one thread, not two). It ends when the last watcher is
+/// dropped and starts again with the next.
+struct Hub {
+    watchers: Vec<(Weak<Watcher>, Sink)>,
+    running: bool,
+}
+
+static HUB: Mutex<Hub> = Mutex::new(Hub {
+    watchers: Vec::new(),
+    running: false,
+});
+
+/// A pipe whose write wakes the thread's `poll` to take in a watcher
+/// added meanwhile (its read end is polled beside the inotify
+/// descriptors). Made once per process: two descriptors.
+fn wake_pipe() -> io::Result<&'static (OwnedFd, OwnedFd)> {
+    static PIPE: std::sync::OnceLock<(OwnedFd, OwnedFd)> = std::sync::OnceLock::new();
+    if let Some(p) = PIPE.get() {
+        return Ok(p);
+    }
+    let flags = rustix::pipe::PipeFlags::CLOEXEC | rustix::pipe::PipeFlags::NONBLOCK;
+    let pipe = rustix::pipe::pipe_with(flags)?;
+    Ok(PIPE.get_or_init(|| pipe))
+}
+
+/// Hands `watcher`'s events to `sink` from the process's watcher thread,
+/// starting it if none runs; they stop once the watcher is dropped.
 pub(crate) fn spawn(
     watcher: &Arc<Watcher>,
-    sink: impl Fn(Change<'_>) + Send + 'static,
+    sink: impl Fn(Change<'_>) + Send + Sync + 'static,
 ) -> io::Result<()> {
-    let weak = Arc::downgrade(watcher);
+    let (_, wake) = wake_pipe()?;
+    let mut hub = HUB.lock().unwrap_or_else(|e| e.into_inner());
+    hub.watchers.retain(|(w, _)| w.strong_count() > 0);
+    hub.watchers.push((Arc::downgrade(watcher), Arc::new(sink)));
+    if hub.running {
+        // A full pipe already wakes it.
+        let _ = rustix::io::write(wake, &[1]);
+        return Ok(());
+    }
     std::thread::Builder::new()
         .name("filemanager-watch".into())
-        .spawn(move || run(weak, sink))?;
+        .spawn(run)?;
+    hub.running = true;
     Ok(())
 }
 
@@ -459,27 +498,65 @@ pub(crate) fn spawn(
 /// nothing while the tree is quiet.
 const NICE: i32 = -10;
 
-fn run(weak: Weak<Watcher>, sink: impl Fn(Change<'_>)) {
+fn run() {
     // SAFETY: plain syscalls on the calling thread (Linux nice values are
     // per thread); a refusal (no privilege) leaves the default.
     unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, NICE) };
     let mut buf = vec![MaybeUninit::<u8>::uninit(); 16 * 1024];
+    let Ok((wake, _)) = wake_pipe() else {
+        HUB.lock().unwrap_or_else(|e| e.into_inner()).running = false;
+        return;
+    };
+    let mut pfds = Vec::new();
     loop {
-        let Some(fd) = weak.upgrade().map(|w| w.inotify.as_raw_fd()) else {
-            return;
-        };
-        let mut pfd = libc::pollfd {
-            fd,
+        pfds.clear();
+        pfds.push(libc::pollfd {
+            fd: wake.as_raw_fd(),
             events: libc::POLLIN,
             revents: 0,
+        });
+        {
+            let mut hub = HUB.lock().unwrap_or_else(|e| e.into_inner());
+            hub.watchers.retain(|(w, _)| w.strong_count() > 0);
+            if hub.watchers.is_empty() {
+                hub.running = false;
+                return;
+            }
+            for (w, _) in &hub.watchers {
+                if let Some(w) = w.upgrade() {
+                    pfds.push(libc::pollfd {
+                        fd: w.inotify.as_raw_fd(),
+                        events: libc::POLLIN,
+                        revents: 0,
+                    });
+                }
+            }
+        }
+        // SAFETY: `pfds` is a live array of that many pollfds, read and
+        // written by the kernel for the call. A watcher dropped meanwhile
+        // closes its descriptor: the poll then wakes early or times out
+        // (a reused number wakes it at worst), and the upgrade below
+        // skips it.
+        unsafe {
+            libc::poll(
+                pfds.as_mut_ptr(),
+                pfds.len() as libc::nfds_t,
+                POLL.as_millis() as libc::c_int,
+            )
         };
-        // SAFETY: one pollfd on the stack, read and written by the kernel
-        // for the call. A watcher dropped meanwhile closes `fd`: the poll
-        // then wakes early or times out (it reads nothing), and the
-        // upgrade below ends the thread.
-        unsafe { libc::poll(&mut pfd, 1, POLL.as_millis() as libc::c_int) };
-        let Some(w) = weak.upgrade() else { return };
-        w.drain(&mut buf, &sink);
+        let mut byte = [0u8; 64];
+        while rustix::io::read(wake, &mut byte).is_ok_and(|n| n > 0) {}
+        let live: Vec<(Arc<Watcher>, Sink)> = HUB
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .watchers
+            .iter()
+            .filter_map(|(w, sink)| Some((w.upgrade()?, Arc::clone(sink))))
+            .collect();
+        // Outside the lock: a sink may drop the last handle to a manager.
+        for (w, sink) in live {
+            w.drain(&mut buf, &*sink);
+        }
     }
 }
 

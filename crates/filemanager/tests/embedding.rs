@@ -1,20 +1,76 @@
-//! What an embedder can opt out of: raising `RLIMIT_NOFILE` and the reaper
-//! thread. Each test runs in its own process under nextest; both change
-//! or inspect process-wide state, so they live in this file alone.
+//! What embedding changes in the process: nothing global by default (no
+//! `RLIMIT_NOFILE` change, one reaper and one watcher thread however many
+//! managers), and what an embedder can opt into or out of. Each test runs
+//! in its own process under nextest; all change or inspect process-wide
+//! state, so they live in this file alone.
 
 use filemanager::{Config, FileManager, Opened};
 use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
 
+fn threads_named(name: &str) -> usize {
+    thread_names().iter().filter(|comm| *comm == name).count()
+}
+
 fn reaper_threads() -> usize {
+    threads_named("filemanager-rea")
+}
+
+fn thread_names() -> Vec<String> {
     std::fs::read_dir("/proc/self/task")
         .unwrap()
         .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
-        .filter(|comm| comm.trim() == "filemanager-rea")
-        .count()
+        .map(|comm| comm.trim().to_owned())
+        .collect()
+}
+
+/// Two managers (two mounts) with the default config: the soft limit is
+/// as it was, and the process gained one reaper and one watcher thread,
+/// not one of each per manager; they end with the last manager.
+#[test]
+fn two_managers_change_no_limit_and_share_their_threads() {
+    let a = tempfile::tempdir().unwrap();
+    let b = tempfile::tempdir().unwrap();
+    std::fs::write(a.path().join("f"), b"a").unwrap();
+    let hard = getrlimit(Resource::Nofile).maximum;
+    let low = hard.map_or(1024, |h| h.min(1024));
+    setrlimit(
+        Resource::Nofile,
+        Rlimit {
+            current: Some(low),
+            maximum: hard,
+        },
+    )
+    .unwrap();
+    let threads_before = thread_names().len();
+    let one = FileManager::new(Config::new(a.path())).unwrap();
+    let two = FileManager::new(Config::new(b.path())).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    // A lookup puts a watch in place (and starts the path cache's clock).
+    assert!(matches!(
+        rt.block_on(one.open("f")).unwrap(),
+        Opened::File(_)
+    ));
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    assert_eq!(getrlimit(Resource::Nofile).current, Some(low));
+    assert_eq!(one.fd_limit(), low);
+    let names = thread_names();
+    assert_eq!(threads_named("filemanager-rea"), 1, "{names:?}");
+    assert_eq!(threads_named("filemanager-wat"), 1, "{names:?}");
+    // The reaper, the watcher and the path cache's clock.
+    assert!(names.len() <= threads_before + 3, "{names:?}");
+    drop((one, two));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while threads_named("filemanager-rea") + threads_named("filemanager-wat") > 0 {
+        assert!(std::time::Instant::now() < deadline, "{:?}", thread_names());
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
 }
 
 #[test]
-fn the_soft_descriptor_limit_is_left_alone_when_asked() {
+fn the_soft_descriptor_limit_is_raised_only_when_asked() {
     let dir = tempfile::tempdir().unwrap();
     let hard = getrlimit(Resource::Nofile).maximum;
     let low = hard.map_or(4096, |h| h.min(4096));
@@ -26,16 +82,16 @@ fn the_soft_descriptor_limit_is_left_alone_when_asked() {
         },
     )
     .unwrap();
-    let fm = FileManager::new(Config {
-        raise_nofile: false,
-        ..Config::new(dir.path())
-    })
-    .unwrap();
+    let fm = FileManager::new(Config::new(dir.path())).unwrap();
     assert_eq!(fm.fd_limit(), low);
     assert_eq!(getrlimit(Resource::Nofile).current, Some(low));
     drop(fm);
-    // The default raises it to the hard limit.
-    let fm = FileManager::new(Config::new(dir.path())).unwrap();
+    // Asked, it raises it to the hard limit (the daemon asks).
+    let fm = FileManager::new(Config {
+        raise_nofile: true,
+        ..Config::new(dir.path())
+    })
+    .unwrap();
     if hard.is_some_and(|h| h > low) {
         assert_eq!(getrlimit(Resource::Nofile).current, hard);
         assert_eq!(Some(fm.fd_limit()), hard);

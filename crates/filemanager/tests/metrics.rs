@@ -91,11 +91,7 @@ fn export_metrics_renders_every_name_with_help() {
         );
         assert!(value(&text, "fileserver_read_bytes_total") >= 30.0);
         assert!(value(&text, "fileserver_backend_ops_total{op=\"open\"}") >= 3.0);
-        let label = if backend == filemanager::BackendKind::Uring {
-            "uring"
-        } else {
-            "blocking"
-        };
+        let label = backend.to_string();
         assert_eq!(
             value(
                 &text,

@@ -132,6 +132,7 @@ fn start_ticker() {
     {
         return;
     }
+    #[cfg(unix)]
     extern "C" fn reset_in_child() {
         // The child of a fork has no ticker thread: read the OS clock, and
         // start a ticker of its own on first use.
@@ -140,7 +141,10 @@ fn start_ticker() {
     }
     // SAFETY: registers a plain function that only stores to atomics (async-
     // signal-safe), as `pthread_atfork` requires of a child handler.
-    unsafe { libc::pthread_atfork(None, None, Some(reset_in_child)) };
+    #[cfg(unix)]
+    unsafe {
+        libc::pthread_atfork(None, None, Some(reset_in_child))
+    };
     let spawned = std::thread::Builder::new()
         .name("pathcache-clock".into())
         .spawn(run_ticker);
@@ -191,7 +195,14 @@ fn run_ticker() {
 
 /// How often `CLOCK_MONOTONIC_COARSE` moves (the kernel's tick); the
 /// shortest ticker period when the kernel does not say.
-#[cfg(not(loom))]
+#[cfg(all(not(loom), not(target_os = "linux")))]
+fn coarse_resolution() -> std::time::Duration {
+    // Elsewhere the clock read is `Instant` (below): the shortest period.
+    TICK_RANGE[0]
+}
+
+/// How often `CLOCK_MONOTONIC_COARSE` moves (see above), on Linux.
+#[cfg(all(not(loom), target_os = "linux"))]
 fn coarse_resolution() -> std::time::Duration {
     if cfg!(miri) {
         // Miri has no `clock_getres`.
@@ -211,6 +222,7 @@ fn coarse_resolution() -> std::time::Duration {
 
 /// `CLOCK_MONOTONIC_COARSE` in milliseconds (never 0, which means "no
 /// ticker" in [`NOW_MS`]).
+#[cfg(target_os = "linux")]
 fn os_coarse_ms() -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
@@ -223,6 +235,14 @@ fn os_coarse_ms() -> u64 {
         return fallback_ms();
     }
     (ts.tv_sec as u64 * 1000 + ts.tv_nsec as u64 / 1_000_000).max(1)
+}
+
+/// Other systems have no coarse clock under that name: `Instant`, whose
+/// read is a vDSO call or `QueryPerformanceCounter`, is what the ticker
+/// caches there.
+#[cfg(not(target_os = "linux"))]
+fn os_coarse_ms() -> u64 {
+    fallback_ms()
 }
 
 #[cold]

@@ -113,8 +113,12 @@ impl<F> ServeDir<F> {
     }
 
     /// The URL path this service is mounted at (`"/static"` for axum's
-    /// `nest_service("/static", ..)`): redirects to a directory include it,
-    /// and a request path that still starts with it has it removed.
+    /// `nest_service("/static", ..)`), like tower-http's
+    /// `redirect_path_prefix`: it only shapes what the service writes
+    /// (the `Location` of a directory redirect), and is never taken off
+    /// the request path, which the router has already stripped. Under
+    /// `nest_service("/static", ..)` the service sees `/docs` for
+    /// `/static/docs`, and `/static/x` only for `/static/static/x`.
     ///
     /// ```
     /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
@@ -126,7 +130,8 @@ impl<F> ServeDir<F> {
     ///     .base("/static")
     ///     .index_files(["index.html", "README.html"])
     ///     .cache_control("max-age=60");
-    /// let req = http::Request::get("/static/docs?page=2").body(()).unwrap();
+    /// // What `nest_service("/static", ..)` hands on for `/static/docs?page=2`:
+    /// let req = http::Request::get("/docs?page=2").body(()).unwrap();
     /// let res = files.oneshot(req).await.unwrap();
     /// assert_eq!(res.status(), 301);
     /// assert_eq!(res.headers()["location"], "/static/docs/?page=2");
@@ -301,6 +306,74 @@ where
     }
 }
 
+/// Serves one file, whatever the request path (tower-http's `ServeFile`),
+/// with [`ServeDir`]'s answers for it: conditionals, ranges, precompressed
+/// siblings, compression when turned on. A missing file is a 404.
+///
+/// ```
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// use tower::ServiceExt;
+/// let dir = tempfile::tempdir().unwrap();
+/// std::fs::write(dir.path().join("index.html"), "<h1>app</h1>").unwrap();
+/// let fm = filemanager::FileManager::new(filemanager::Config::new(dir.path())).unwrap();
+/// let spa = servedir::ServeFile::new(servedir::ServeDir::new(fm), "index.html");
+/// let req = http::Request::get("/any/client/route").body(()).unwrap();
+/// let res = spa.oneshot(req).await.unwrap();
+/// assert_eq!(res.status(), 200);
+/// assert_eq!(res.headers()["content-type"], "text/html; charset=utf-8");
+/// # });
+/// ```
+#[derive(Clone, Debug)]
+pub struct ServeFile {
+    inner: Arc<Inner>,
+    /// `/` and the file's path beneath the root, percent-encoded.
+    target: Arc<[u8]>,
+}
+
+impl ServeFile {
+    /// Serves `rel_path` (beneath the manager's root) with `dir`'s settings.
+    pub fn new<F>(dir: ServeDir<F>, rel_path: &str) -> ServeFile {
+        let mut target = b"/".to_vec();
+        for &b in rel_path.trim_start_matches('/').as_bytes() {
+            if b.is_ascii_alphanumeric() || b"/-._~".contains(&b) {
+                target.push(b);
+            } else {
+                target.extend_from_slice(format!("%{b:02X}").as_bytes());
+            }
+        }
+        ServeFile {
+            inner: dir.inner,
+            target: target.into(),
+        }
+    }
+}
+
+impl<B> Service<Request<B>> for ServeFile {
+    type Response = Response<Body>;
+    type Error = Infallible;
+    type Future = ResponseFuture;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: Request<B>) -> ResponseFuture {
+        let inner = self.inner.clone();
+        let target = self.target.clone();
+        let (parts, _) = req.into_parts();
+        Box::pin(async move {
+            Ok(match inner.serve_target(&parts, &target).await {
+                Some(response) => response,
+                None => {
+                    let method = Method::from_token(parts.method.as_str().as_bytes());
+                    let p = plan::error(method, 404, "");
+                    respond(&p, message_body(&p))
+                }
+            })
+        })
+    }
+}
+
 /// The last line of a header, as the planner reads repeated headers.
 fn last(req: &Parts, name: http::header::HeaderName) -> Option<&[u8]> {
     req.headers
@@ -328,24 +401,20 @@ impl Inner {
     /// The answer for `req`, or `None` when nothing is there (the fallback's
     /// turn).
     async fn serve(&self, req: &Parts) -> Option<Response<Body>> {
-        use http::header::{
-            ACCEPT, ACCEPT_ENCODING, IF_MATCH, IF_MODIFIED_SINCE, IF_NONE_MATCH, IF_RANGE,
-            IF_UNMODIFIED_SINCE, RANGE,
-        };
         let target = req
             .uri
             .path_and_query()
             .map_or("/", |pq| pq.as_str())
             .as_bytes();
-        let target = match target.strip_prefix(self.base.as_bytes()) {
-            Some(rest) if !self.base.is_empty() && rest.first().is_none_or(|&b| b == b'/') => {
-                if rest.is_empty() {
-                    &b"/"[..]
-                } else {
-                    rest
-                }
-            }
-            _ => target,
+        self.serve_target(req, target).await
+    }
+
+    /// [`serve`](Self::serve) of `target` (path and query) in place of the
+    /// request's.
+    async fn serve_target(&self, req: &Parts, target: &[u8]) -> Option<Response<Body>> {
+        use http::header::{
+            ACCEPT, ACCEPT_ENCODING, IF_MATCH, IF_MODIFIED_SINCE, IF_NONE_MATCH, IF_RANGE,
+            IF_UNMODIFIED_SINCE, RANGE,
         };
         let head = RequestHead {
             method: Method::from_token(req.method.as_str().as_bytes()),

@@ -928,7 +928,10 @@ impl Config {
         let io_backend = self.io_backend.parse().unwrap_or_else(|_| {
             e.push(err(
                 "io_backend",
-                format!("`{}` is not one of auto, uring, blocking", self.io_backend),
+                format!(
+                    "`{}` is not one of auto, uring, blocking, portable",
+                    self.io_backend
+                ),
             ));
             BackendKind::Auto
         });

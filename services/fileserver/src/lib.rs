@@ -75,7 +75,7 @@ pub struct Cli {
     /// Worker threads, 0 = one per CPU [key: workers]
     #[arg(long, value_name = "N")]
     pub workers: Option<String>,
-    /// auto|uring|blocking [key: io_backend]
+    /// auto|uring|blocking|portable [key: io_backend]
     #[arg(long, value_name = "KIND")]
     pub io_backend: Option<String>,
     /// error|warn|info|debug|trace or a tracing filter [key: log_level]

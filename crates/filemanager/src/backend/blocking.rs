@@ -13,15 +13,17 @@
 
 use std::ffi::CString;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+#[cfg(target_os = "linux")]
+use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
 
 use bytes::Bytes;
 use rustix::fs::OFlags;
 
 use super::{Counters, IoBackend, Op, Target};
+use crate::resolve::Rules;
 use crate::resolve::{open_beneath, stat_fd, Stat};
-use crate::SymlinkPolicy;
 
 /// The blocking-pool backend.
 #[derive(Debug)]
@@ -29,8 +31,19 @@ pub(crate) struct Blocking {
     pub(crate) counters: Arc<Counters>,
 }
 
+/// Elsewhere no read is known not to wait: every read goes to the pool.
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn pread_nowait(
+    _fd: BorrowedFd<'_>,
+    _buf: &mut [u8],
+    _offset: u64,
+) -> io::Result<Option<usize>> {
+    Ok(None)
+}
+
 /// `preadv2(fd, buf, offset, RWF_NOWAIT)`: returns `Ok(None)` when the data
 /// is not in the page cache (or the filesystem cannot tell).
+#[cfg(target_os = "linux")]
 pub(crate) fn pread_nowait(
     fd: BorrowedFd<'_>,
     buf: &mut [u8],
@@ -120,7 +133,7 @@ impl IoBackend for Blocking {
         root: &Arc<OwnedFd>,
         path: CString,
         oflags: OFlags,
-        policy: SymlinkPolicy,
+        rules: Rules,
     ) -> io::Result<(OwnedFd, Stat)> {
         let root = Arc::clone(root);
         let counters = Arc::clone(&self.counters);
@@ -128,7 +141,7 @@ impl IoBackend for Blocking {
         // OwnedFd closes: nothing leaks.
         tokio::task::spawn_blocking(move || {
             counters.op(Op::Open);
-            let fd = open_beneath(&*root, &path, oflags, policy)?;
+            let fd = open_beneath(&*root, &path, oflags, rules)?;
             counters.op(Op::Stat);
             let st = stat_fd(&fd)?;
             Ok((fd, st))

@@ -25,14 +25,15 @@ use crossbeam_utils::CachePadded;
 use rustix::fs::OFlags;
 
 use crate::file::FileValue;
-use crate::resolve::Stat;
-use crate::SymlinkPolicy;
+use crate::resolve::{Rules, Stat};
 
 /// What a read is aimed at: the kernel descriptor, and when the file lives in
 /// this crate's descriptor table, its value (for the io_uring fixed slot).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Target<'a> {
     pub(crate) fd: BorrowedFd<'a>,
+    // Read by io_uring only (its fixed-file slot).
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     pub(crate) file: Option<&'a FileValue>,
 }
 
@@ -46,7 +47,7 @@ pub(crate) trait IoBackend: Send + Sync {
         root: &Arc<OwnedFd>,
         path: CString,
         oflags: OFlags,
-        policy: SymlinkPolicy,
+        rules: Rules,
     ) -> impl Future<Output = io::Result<(OwnedFd, Stat)>> + Send;
     /// Reads up to `len` bytes at `offset`; fewer only at end of file.
     fn read(
@@ -73,13 +74,13 @@ impl Backend {
         root: &Arc<OwnedFd>,
         path: CString,
         oflags: OFlags,
-        policy: SymlinkPolicy,
+        rules: Rules,
         inline_cached: bool,
     ) -> io::Result<(OwnedFd, Stat)> {
         // Most opens of a busy server hit the dentry cache: do those inline
         // (see `open_beneath_cached`), and only the rest on the backend.
         let cached = if inline_cached {
-            crate::resolve::open_beneath_cached(&**root, &path, oflags, policy)
+            crate::resolve::open_beneath_cached(&**root, &path, oflags, rules)
         } else {
             None
         };
@@ -92,9 +93,9 @@ impl Backend {
             return Ok((fd, stat));
         }
         match self {
-            Backend::Blocking(b) => b.open(root, path, oflags, policy).await,
+            Backend::Blocking(b) => b.open(root, path, oflags, rules).await,
             #[cfg(target_os = "linux")]
-            Backend::Uring(u) => u.open(root, path, oflags, policy).await,
+            Backend::Uring(u) => u.open(root, path, oflags, rules).await,
         }
     }
 

@@ -68,8 +68,7 @@ use rustix::fs::OFlags;
 use slab::Slab;
 
 use super::{Counters, IoBackend, Op, Target};
-use crate::resolve::{resolve_flags, stat_fd, Stat};
-use crate::SymlinkPolicy;
+use crate::resolve::{resolve_flags, stat_fd, Rules, Stat};
 
 /// Submission queue entries per ring.
 const RING_ENTRIES: u32 = 256;
@@ -764,13 +763,15 @@ impl IoBackend for Uring {
         root: &Arc<OwnedFd>,
         path: CString,
         oflags: OFlags,
-        policy: SymlinkPolicy,
+        rules: Rules,
     ) -> io::Result<(OwnedFd, Stat)> {
+        // Never the walk: the portable backend is the blocking one.
+        debug_assert!(!rules.walk);
         let ring = self.local_ring()?;
         let how = Box::new(
             types::OpenHow::new()
                 .flags(u64::from(oflags.bits()))
-                .resolve(resolve_flags(policy).bits()),
+                .resolve(resolve_flags(rules.policy).bits()),
         );
         let keep = Keep::Open {
             _root: Arc::clone(root),

@@ -29,10 +29,11 @@ impl Tree {
     }
 }
 
-/// The backends to test: blocking always; uring when the kernel allows it
-/// (otherwise prints why it is skipped).
+/// The backends to test: blocking and portable (the confinement walk every
+/// other system runs) always; uring when the kernel allows it (otherwise
+/// prints why it is skipped).
 pub(crate) fn backends(root: &Path) -> Vec<BackendKind> {
-    let mut v = vec![BackendKind::Blocking];
+    let mut v = vec![BackendKind::Blocking, BackendKind::Portable];
     let mut cfg = Config::new(root);
     cfg.backend = BackendKind::Uring;
     match FileManager::new(cfg) {

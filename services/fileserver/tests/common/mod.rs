@@ -168,6 +168,16 @@ impl Daemon {
                 panic!("no start line; stderr:\n{}", err_buf.lock().unwrap());
             }
         };
+        // CI runs the traversal and semantics suites again with
+        // FILESERVER_IO_BACKEND=portable: make sure the daemon took it.
+        if let Ok(want) = std::env::var("FILESERVER_IO_BACKEND") {
+            let asked = cmd.get_args().any(|a| a == "--io-backend");
+            assert!(
+                asked || want == "auto" || start.backend == want,
+                "FILESERVER_IO_BACKEND={want} but the daemon runs {}",
+                start.backend
+            );
+        }
         Daemon {
             http: start.http,
             admin: start.admin,
