@@ -1406,9 +1406,9 @@ impl FileManager {
     /// [`ForbiddenReason::Other`].
     pub async fn why_forbidden(&self, rel_path: &str) -> ForbiddenReason {
         let root = self.shared.root();
-        let policy = self.shared.policy;
+        let rules = self.shared.rules();
         let rel = cache_key(rel_path).to_owned();
-        tokio::task::spawn_blocking(move || resolve::why_forbidden(&root, &rel, policy))
+        tokio::task::spawn_blocking(move || resolve::why_forbidden(&root, &rel, rules))
             .await
             .unwrap_or(ForbiddenReason::Other)
     }

@@ -389,21 +389,21 @@ impl ForbiddenReason {
 }
 
 /// Resolves `rel` again as a read would, and says what refused it.
-pub(crate) fn why_forbidden(root: &OwnedFd, rel: &str, policy: SymlinkPolicy) -> ForbiddenReason {
+pub(crate) fn why_forbidden(root: &OwnedFd, rel: &str, rules: Rules) -> ForbiddenReason {
     let Ok(path) = c_path(rel) else {
         return ForbiddenReason::Other;
     };
     // NONBLOCK: a FIFO must not block the open; NOCTTY: nor a terminal
     // become ours.
     let oflags = OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NONBLOCK | OFlags::NOCTTY;
-    match open_beneath(root.as_fd(), &path, oflags, policy) {
+    match open_beneath(root.as_fd(), &path, oflags, rules) {
         Ok(fd) => match stat_fd(&fd) {
             Ok(st) if st.kind == Kind::Other => ForbiddenReason::NotRegular,
             _ => ForbiddenReason::Other,
         },
         Err(e) => match e.raw_os_error() {
             Some(libc::EXDEV) => ForbiddenReason::LeavesRoot,
-            Some(libc::ELOOP) if policy == SymlinkPolicy::Deny => ForbiddenReason::Symlink,
+            Some(libc::ELOOP) if rules.policy == SymlinkPolicy::Deny => ForbiddenReason::Symlink,
             Some(libc::ELOOP) => ForbiddenReason::SymlinkLoop,
             Some(libc::EACCES) | Some(libc::EPERM) => ForbiddenReason::Permission,
             Some(libc::ENXIO) => ForbiddenReason::NotRegular,
