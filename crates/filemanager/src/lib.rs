@@ -1244,7 +1244,7 @@ impl FileManager {
             limits::soft_nofile()
         };
         let budget = limits::derive_budget(limit, config.fd_budget, config.fd_headroom);
-        tracing::info!(backend = %kind, reason = %why, fd_limit = limit, fd_budget = budget, root = %config.root.display(), "filemanager started");
+        tracing::debug!(backend = %kind, reason = %why, fd_limit = limit, fd_budget = budget, root = %config.root.display(), "filemanager started");
         let table = Arc::new(FdTable::new(fdtable::Config {
             shards,
             initial_slots: 64,

@@ -5,8 +5,9 @@
 //! [`resolve_flags`](crate::resolve), and each name is resolved again from
 //! the root as `dir/name` the same way, so an entry shows what a request for
 //! it would get: the target's type and size for a symlink the policy
-//! follows, nothing for a name the policy refuses, a dangling link, or an
-//! object that is neither a regular file nor a directory. A name can never
+//! follows, nothing for a name the policy refuses, a dangling link, a file
+//! the server may not read, or an object that is neither a regular file
+//! nor a directory. A name can never
 //! lead outside the root, because nothing here resolves a path any other
 //! way.
 //!
@@ -14,7 +15,7 @@
 //! list_dir("docs")  ── spawn_blocking ──▶ openat2(root, "docs", O_DIRECTORY, policy)
 //!                                          for name in getdents (at most max_entries):
 //!                                            openat2(root, "docs/name", O_PATH, policy)
-//!                                            statx -> Regular | Dir -> listed; else skipped
+//!                                            statx -> Regular (readable) | Dir -> listed; else skipped
 //! ```
 //!
 //! It runs on tokio's blocking pool: a large directory or a cold inode table
@@ -157,6 +158,7 @@ fn resolve_entry(
         Err(_) => return Ok(None),
     };
     let kind = match stat.kind {
+        Kind::Regular if !readable(&fd) => return Ok(None),
         Kind::Regular => EntryKind::File,
         Kind::Dir => EntryKind::Dir,
         Kind::Other => return Ok(None),
@@ -167,6 +169,35 @@ fn resolve_entry(
         size: stat.meta.size,
         mtime_ns: stat.meta.mtime_ns,
     }))
+}
+
+/// Whether the server may read the file `fd` (an `O_PATH` descriptor)
+/// names: a file it may not read would be listed and then answered 403.
+/// `faccessat2` with `AT_EACCESS` checks the effective ids and ACLs as the
+/// open would, through the descriptor's `/proc/self/fd` link (it refuses
+/// `AT_EMPTY_PATH`). Any other failure (no `/proc`, a kernel before 5.8)
+/// lists the file, as before.
+#[cfg(target_os = "linux")]
+fn readable(fd: &OwnedFd) -> bool {
+    use rustix::fs::{Access, AtFlags};
+    use std::os::fd::AsRawFd;
+    let link = format!("/proc/self/fd/{}", fd.as_raw_fd());
+    match rustix::fs::accessat(
+        rustix::fs::CWD,
+        link.as_str(),
+        Access::READ_OK,
+        AtFlags::EACCESS,
+    ) {
+        Ok(()) => true,
+        Err(e) => !matches!(e, rustix::io::Errno::ACCESS | rustix::io::Errno::PERM),
+    }
+}
+
+/// Off Linux the entry was resolved with a read-only open, which a file
+/// the server may not read already refused.
+#[cfg(not(target_os = "linux"))]
+fn readable(_fd: &OwnedFd) -> bool {
+    true
 }
 
 /// `map_open_error`, plus out-of-descriptors as `Exhausted` (a listing does

@@ -296,7 +296,8 @@ impl Default for Config {
 /// One problem with one key.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ConfigError {
-    /// Dotted key (`cache.max_entries`), or where the problem is (`file`).
+    /// Dotted key (`cache.max_entries`); empty for a problem of the whole
+    /// file (not valid TOML), whose message says where it is.
     pub key: String,
     /// What is wrong and what is expected.
     pub message: String,
@@ -304,6 +305,9 @@ pub struct ConfigError {
 
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.key.is_empty() {
+            return f.write_str(&self.message);
+        }
         write!(f, "key `{}`: {}", self.key, self.message)
     }
 }
@@ -677,10 +681,7 @@ pub fn parse_file_text(text: &str) -> Result<Config, Vec<ConfigError>> {
     let mut table = defaults_table();
     match text.parse::<toml::Table>() {
         Ok(file) => overlay(&mut table, file, "", &mut errors),
-        Err(e) => errors.push(err(
-            "file",
-            format!("not valid TOML: {}", e.to_string().trim()),
-        )),
+        Err(e) => errors.push(err("", format!("not valid TOML: {}", e.to_string().trim()))),
     }
     finish(table, errors).map(|(c, _)| c)
 }
@@ -695,7 +696,7 @@ fn finish(
     let config: Config = match toml::Value::Table(table).try_into() {
         Ok(c) => c,
         Err(e) => {
-            errors.push(err("file", e.to_string()));
+            errors.push(err("", e.to_string()));
             return Err(errors);
         }
     };
@@ -722,7 +723,7 @@ pub fn load(sources: &Sources) -> Result<(Config, Settings), Vec<ConfigError>> {
                     overlay(&mut table, file, "", &mut errors)
                 }
                 Err(e) => errors.push(err(
-                    "file",
+                    "",
                     format!(
                         "{} is not valid TOML: {}",
                         path.display(),
@@ -809,18 +810,28 @@ fn with_port(listen: &str, port: u16) -> String {
 }
 
 /// Parses a listen address: `host:port` (a name is resolved; the first
-/// address wins), `[v6]:port`, or `PORT` / `:PORT` for every IPv4
-/// interface, as nginx's `listen 8080` and Caddy's `:8080` mean.
+/// address wins), `[v6]:port`, `:PORT` for every IPv4 interface (as
+/// Caddy's and Go's `:8080` mean), or a bare `PORT` on 127.0.0.1, as
+/// `-p PORT` and the default are: a port alone never opens the server to
+/// the network.
 pub fn parse_listen(v: &str) -> Result<SocketAddr, String> {
     let v = v.trim();
     if let Ok(a) = v.parse::<SocketAddr>() {
         return Ok(a);
     }
-    let port_only = v.strip_prefix(':').unwrap_or(v);
+    let (port_only, every_interface) = match v.strip_prefix(':') {
+        Some(p) => (p, true),
+        None => (v, false),
+    };
     if !port_only.is_empty() && port_only.bytes().all(|b| b.is_ascii_digit()) {
+        let host = if every_interface {
+            [0, 0, 0, 0]
+        } else {
+            [127, 0, 0, 1]
+        };
         return port_only
             .parse::<u16>()
-            .map(|p| SocketAddr::from(([0, 0, 0, 0], p)))
+            .map(|p| SocketAddr::from((host, p)))
             .map_err(|_| format!("`{v}`: port out of range (0-65535)"));
     }
     let forms = "use host:port, [v6]:port, :port or port";
@@ -1405,12 +1416,28 @@ mod tests {
     }
 
     #[test]
+    fn a_toml_syntax_error_names_the_line_and_no_key() {
+        let errs = parse_file_text("workers = 2\ncache = [\n").unwrap_err();
+        assert_eq!(errs.len(), 1);
+        let shown = errs[0].to_string();
+        assert!(!shown.contains("key `"), "{shown}");
+        assert!(
+            shown.starts_with("not valid TOML") && shown.contains("line 2"),
+            "{shown}"
+        );
+    }
+
+    #[test]
     fn listen_forms() {
         let a = |v: &str| parse_listen(v).unwrap().to_string();
         assert_eq!(a("127.0.0.1:80"), "127.0.0.1:80");
         assert_eq!(a("[::1]:8080"), "[::1]:8080");
         assert_eq!(a(":8080"), "0.0.0.0:8080");
-        assert_eq!(a("8080"), "0.0.0.0:8080");
+        assert_eq!(
+            a("8080"),
+            "127.0.0.1:8080",
+            "a bare port is loopback, as -p is"
+        );
         assert!(parse_listen("localhost:8080").unwrap().ip().is_loopback());
         for bad in ["", "nope", "host:", "1.2.3.4:99999", "99999", "[::1]:x"] {
             assert!(parse_listen(bad).is_err(), "{bad:?}");

@@ -54,38 +54,40 @@ pub struct Cli {
     /// Directory to serve [key: root; default .]
     #[arg(long, value_name = "DIR")]
     pub root: Option<String>,
-    /// Address to serve HTTP on: `host:port`, `[v6]:port`, or `:port` /
-    /// `port` for every interface [key: listen; default 127.0.0.1:8080]
+    /// Address to serve HTTP on: `host:port`, `[v6]:port`, `:port` for
+    /// every interface, or `port` on 127.0.0.1 [key: listen; default
+    /// 127.0.0.1:8080]
     #[arg(
         long,
         value_name = "ADDR",
-        help = "Address to serve HTTP on: host:port, [v6]:port, or :port / port for every \
-                interface [key: listen; default 127.0.0.1:8080]"
+        value_hint = clap::ValueHint::Other,
+        help = "Address to serve HTTP on: host:port, [v6]:port, :port for every interface, \
+                or port on 127.0.0.1 like -p [key: listen; default 127.0.0.1:8080]"
     )]
     pub listen: Option<String>,
     /// Port to serve HTTP on, keeping the host of `listen` (127.0.0.1 by default)
-    #[arg(short, long, value_name = "PORT", conflicts_with = "listen")]
+    #[arg(short, long, value_name = "PORT", conflicts_with = "listen", value_hint = clap::ValueHint::Other)]
     pub port: Option<u16>,
     /// Address for /metrics, /healthz, /readyz [key: admin_listen; default 127.0.0.1:8081]
-    #[arg(long, value_name = "ADDR")]
+    #[arg(long, value_name = "ADDR", value_hint = clap::ValueHint::Other)]
     pub admin_listen: Option<String>,
     /// TOML config file [env: FILESERVER_CONFIG]
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Worker threads, 0 = one per CPU [key: workers]
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_hint = clap::ValueHint::Other)]
     pub workers: Option<String>,
     /// auto|uring|blocking|portable [key: io_backend]
-    #[arg(long, value_name = "KIND")]
+    #[arg(long, value_name = "KIND", value_parser = ["auto", "uring", "blocking", "portable"])]
     pub io_backend: Option<String>,
     /// error|warn|info|debug|trace or a tracing filter [key: log_level]
-    #[arg(long, value_name = "LEVEL")]
+    #[arg(long, value_name = "LEVEL", value_hint = clap::ValueHint::Other)]
     pub log_level: Option<String>,
     /// off|stdout|FILE [key: access_log]
     #[arg(long, value_name = "TARGET")]
     pub access_log: Option<String>,
     /// Address to serve HTTPS on (HTTP/2 and HTTP/1.1 by ALPN) [key: tls_listen]
-    #[arg(long, value_name = "ADDR")]
+    #[arg(long, value_name = "ADDR", value_hint = clap::ValueHint::Other)]
     pub tls_listen: Option<String>,
     /// PEM certificate chain, leaf first [key: tls_cert]
     #[arg(long, value_name = "FILE")]
@@ -94,7 +96,7 @@ pub struct Cli {
     #[arg(long, value_name = "FILE")]
     pub tls_key: Option<String>,
     /// Any other config key, e.g. --set cache.max_entries=1000 (repeatable)
-    #[arg(long = "set", value_name = "KEY=VALUE")]
+    #[arg(long = "set", value_name = "KEY=VALUE", value_hint = clap::ValueHint::Other)]
     pub set: Vec<String>,
 }
 

@@ -26,6 +26,17 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
+/// A URL a terminal shows as a link for the HTTP listener: an unspecified
+/// address (every interface) is reached through loopback.
+fn browsable_url(addr: SocketAddr) -> String {
+    let ip = match addr.ip() {
+        std::net::IpAddr::V4(v4) if v4.is_unspecified() => std::net::Ipv4Addr::LOCALHOST.into(),
+        std::net::IpAddr::V6(v6) if v6.is_unspecified() => std::net::Ipv6Addr::LOCALHOST.into(),
+        ip => ip,
+    };
+    format!("http://{}/", SocketAddr::new(ip, addr.port()))
+}
+
 /// Creates a non-blocking listener for one worker. Every worker's socket
 /// carries SO_REUSEPORT (the kernel spreads connections over them), but the
 /// first one (`claim`) is bound before the option is set: that bind is
@@ -254,12 +265,18 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
     shared.serving.store(true, Relaxed);
     let tls_part = match (tls_addr, offload) {
         (Some(addr), Some(reason)) => {
-            tracing::info!(%addr, reason, "HTTPS (h2, http/1.1) with userspace TLS (rustls)");
+            tracing::debug!(%addr, reason, "HTTPS (h2, http/1.1) with userspace TLS (rustls)");
             format!(" https={addr} tls=userspace tls_offload_off={reason}")
         }
         _ => String::new(),
     };
-    tracing::info!(%http_addr, %admin_addr, root = %root.display(), workers = s.workers, backend, why, fd_limit, "starting");
+    // The start line below says all of this: at the default level it is
+    // the one line a start prints, unless io_uring was wanted and refused.
+    tracing::debug!(%http_addr, %admin_addr, root = %root.display(), workers = s.workers, backend, why, fd_limit, "starting");
+    if why.contains("unavailable") {
+        tracing::warn!(reason = why, "serving with the {backend} backend");
+    }
+    let url = browsable_url(http_addr);
     // On stderr, beside the log: stdout may carry the access log. With
     // log_format = json it is one JSON object too, shaped like the log's
     // events, so every stderr line parses.
@@ -267,7 +284,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
         use std::io::Write;
         let line = match s.log_format {
             crate::config::LogFormat::Text => format!(
-                "listening http={http_addr}{tls_part} admin={admin_addr} workers={} backend={backend} fd_limit={fd_limit} root={}",
+                "listening http={http_addr}{tls_part} admin={admin_addr} workers={} backend={backend} fd_limit={fd_limit} url={url} root={}",
                 s.workers,
                 root.display()
             ),
@@ -283,6 +300,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
                     "workers": s.workers,
                     "backend": backend,
                     "fd_limit": fd_limit,
+                    "url": url,
                     "root": root.display().to_string(),
                 },
             })

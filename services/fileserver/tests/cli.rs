@@ -59,7 +59,7 @@ fn listen_takes_names_ports_and_bracketed_v6() {
         ("localhost:0", None),
         ("[::1]:0", Some("::1")),
         (":0", Some("0.0.0.0")),
-        ("0", Some("0.0.0.0")),
+        ("0", Some("127.0.0.1")),
     ] {
         let d = daemon(&[root, "--listen", listen, "--admin-listen", "127.0.0.1:0"]);
         match ip {
@@ -189,7 +189,8 @@ fn completions_into_a_closed_pipe_do_not_panic() {
 fn log_has_no_colour_off_a_terminal_and_can_be_json() {
     let tree = Tree::new();
     let root = tree.root.to_str().unwrap();
-    let d = serve(root, &[]);
+    // At debug level, so that the log has events besides the start line.
+    let d = serve(root, &["--log-level", "debug"]);
     assert!(d.wait_stderr("starting", std::time::Duration::from_secs(5)));
     let text = d.stderr_text();
     assert!(
@@ -197,7 +198,7 @@ fn log_has_no_colour_off_a_terminal_and_can_be_json() {
         "ANSI escapes in a piped log:\n{text}"
     );
     drop(d);
-    let d = serve(root, &["--set", "log_format=json"]);
+    let d = serve(root, &["--set", "log_format=json", "--log-level", "debug"]);
     // The start line comes after the "starting" event: wait for it itself.
     assert!(d.wait_stderr(
         "\"message\":\"listening\"",
@@ -434,7 +435,7 @@ fn booleans_take_any_case_and_no_color_is_honoured() {
     // NO_COLOR is set.
     let run = |no_color: bool| -> String {
         let cmd = format!(
-            "{} {root} -p 0 --admin-listen 127.0.0.1:0 --workers 1",
+            "{} {root} -p 0 --admin-listen 127.0.0.1:0 --workers 1 --log-level debug",
             bin().display()
         );
         let mut c = Command::new("timeout");

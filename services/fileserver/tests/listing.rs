@@ -489,3 +489,46 @@ fn a_listing_of_ten_thousand_entries_stays_small_and_sorts() {
     let one = get(&d, "/big/?filter=file-04242", false).text().unwrap();
     assert!(one.contains("0 folders, 1 file match the filter"), "{one}");
 }
+
+/// A file the server may not read is left out of the listing, where it
+/// would only answer 403. As root (who reads everything) the daemon runs
+/// as `nobody`, from a copy of its binary that `nobody` may execute.
+#[test]
+fn a_file_the_server_cannot_read_is_not_listed() {
+    use std::os::unix::fs::PermissionsExt;
+    let tree = Tree::new();
+    tree.write("open.txt", b"readable");
+    let secret = tree.write("secret.txt", b"not for the server");
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o000)).unwrap();
+    for dir in [tree.dir.path(), tree.root.as_path()] {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let bin = tree.dir.path().join("fileserver");
+    std::fs::copy(common::bin(), &bin).unwrap();
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut cmd = if rustix::process::geteuid().is_root() {
+        let mut c = std::process::Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(&bin);
+        c
+    } else {
+        std::process::Command::new(&bin)
+    };
+    cmd.args(common::base_args(&tree.root))
+        .args(["--set", "directory_listing=true"]);
+    let d = Daemon::spawn(cmd);
+    assert_eq!(
+        get(&d, "/secret.txt", false).status(),
+        403,
+        "the server may not read it"
+    );
+    let v: serde_json::Value = get(&d, "/", true).json().unwrap();
+    let names = json_names(&v);
+    assert!(names.contains(&"open.txt".to_string()), "{names:?}");
+    assert!(
+        !names.contains(&"secret.txt".to_string()),
+        "listed, then 403: {names:?}"
+    );
+    let html = get(&d, "/", false).text().unwrap();
+    assert!(!html.contains("secret.txt"), "{html}");
+}

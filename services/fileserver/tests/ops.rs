@@ -206,7 +206,18 @@ fn metrics_names_help_and_counts_move() {
     // Make every series exist once.
     c.get(d.url("/a.txt")).send().unwrap();
     c.get(d.url("/missing")).send().unwrap();
-    std::thread::sleep(Duration::from_millis(300));
+    // A daemon that has not yet used one 10 ms tick of CPU reads 0 below:
+    // serve until it has (these requests come before the counts compared).
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while metric(&d.metrics(), "process_cpu_seconds_total").unwrap_or(0.0) == 0.0
+        && std::time::Instant::now() < deadline
+    {
+        for _ in 0..200 {
+            c.get(d.url("/a.txt")).send().unwrap();
+        }
+    }
+    // Duration samples are flushed by each worker every 100 ms.
+    std::thread::sleep(Duration::from_millis(400));
     let before = d.metrics();
     for name in NAMES {
         assert!(

@@ -4,7 +4,7 @@
 //! line on stderr:
 //!
 //! ```text
-//! listening http=127.0.0.1:PORT admin=127.0.0.1:PORT workers=N backend=KIND fd_limit=N root=/abs/path
+//! listening http=127.0.0.1:PORT admin=127.0.0.1:PORT workers=N backend=KIND fd_limit=N url=http://127.0.0.1:PORT/ root=/abs/path
 //! ```
 #![allow(dead_code)]
 
