@@ -1163,7 +1163,7 @@ fn register_reaper(weak: Weak<Shared>) -> io::Result<()> {
         return Ok(());
     }
     std::thread::Builder::new()
-        .name("filemanager-reaper".into())
+        .name("fd-reaper".into())
         .spawn(run_reaper)?;
     reaper.1 = true;
     Ok(())

@@ -484,7 +484,7 @@ pub(crate) fn spawn(
         return Ok(());
     }
     std::thread::Builder::new()
-        .name("filemanager-watch".into())
+        .name("fs-watch".into())
         .spawn(run)?;
     hub.running = true;
     Ok(())

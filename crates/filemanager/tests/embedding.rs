@@ -12,7 +12,7 @@ fn threads_named(name: &str) -> usize {
 }
 
 fn reaper_threads() -> usize {
-    threads_named("filemanager-rea")
+    threads_named("fd-reaper")
 }
 
 fn thread_names() -> Vec<String> {
@@ -57,13 +57,13 @@ fn two_managers_change_no_limit_and_share_their_threads() {
     assert_eq!(getrlimit(Resource::Nofile).current, Some(low));
     assert_eq!(one.fd_limit(), low);
     let names = thread_names();
-    assert_eq!(threads_named("filemanager-rea"), 1, "{names:?}");
-    assert_eq!(threads_named("filemanager-wat"), 1, "{names:?}");
+    assert_eq!(threads_named("fd-reaper"), 1, "{names:?}");
+    assert_eq!(threads_named("fs-watch"), 1, "{names:?}");
     // The reaper, the watcher and the path cache's clock.
     assert!(names.len() <= threads_before + 3, "{names:?}");
     drop((one, two));
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    while threads_named("filemanager-rea") + threads_named("filemanager-wat") > 0 {
+    while threads_named("fd-reaper") + threads_named("fs-watch") > 0 {
         assert!(std::time::Instant::now() < deadline, "{:?}", thread_names());
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
