@@ -29,6 +29,10 @@ pub fn install_recorder() -> anyhow::Result<PrometheusHandle> {
         "commit" => env!("BUILD_GIT_COMMIT")
     )
     .set(1.0);
+    // Registered now, so the first scrape already has every bucket at 0
+    // (a histogram appeared only after the first request: a dashboard or
+    // an `absent()` alert saw no series on a quiet daemon).
+    let _ = metrics::histogram!("fileserver_http_request_duration_seconds");
     Ok(handle)
 }
 

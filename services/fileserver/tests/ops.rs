@@ -900,3 +900,50 @@ fn a_403_for_a_symlink_out_of_the_root_says_why_and_logs_it() {
     assert!(line.contains("/out") && line.contains("WARN"), "{line}");
     assert!(!log.contains(&outside) && !log.contains("secret"), "{log}");
 }
+
+/// Every metric docs/operations.md lists is on the first scrape of a daemon
+/// that has served nothing yet (the TLS ones with a TLS listener only), so
+/// a dashboard or an `absent()` alert never reads a quiet daemon as a
+/// missing one. The request-duration histogram used to appear only after
+/// the first request.
+#[test]
+fn the_first_scrape_has_every_documented_metric() {
+    let doc = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../docs/operations.md"
+    ))
+    .unwrap();
+    let reference = doc
+        .split("## Metrics reference")
+        .nth(1)
+        .expect("a metrics reference");
+    let mut documented = Vec::new();
+    let mut tls_only = false;
+    for line in reference.lines() {
+        if line.starts_with("## ") {
+            break;
+        }
+        if let Some(section) = line.strip_prefix("### ") {
+            tls_only = section.contains("tls_listen");
+        }
+        if let Some(rest) = line.strip_prefix("| `fileserver_") {
+            let name = format!("fileserver_{}", &rest[..rest.find('`').unwrap()]);
+            if !tls_only {
+                documented.push(name);
+            }
+        }
+    }
+    assert!(documented.len() > 30, "{documented:?}");
+    let tree = Tree::new();
+    let d = Daemon::start(&tree.root, &[]);
+    let first = d.metrics();
+    let missing: Vec<&String> = documented
+        .iter()
+        .filter(|name| {
+            !first
+                .lines()
+                .any(|l| !l.starts_with('#') && l.starts_with(name.as_str()))
+        })
+        .collect();
+    assert!(missing.is_empty(), "not on the first scrape: {missing:?}");
+}
