@@ -24,7 +24,7 @@ use benches::loadtest::scenario::{
     COLD_SMALL_CONNECTIONS, COLD_SMALL_RATE, COLD_TIMEOUT_S, OHA_RANGE, RANGE_LEN,
 };
 use benches::loadtest::servers::{
-    self, find_binary, Embedded, Features, Peer, Running, CEILING, FILESERVER,
+    self, find_binary, Embedded, Features, Peer, Running, BASELINE, CEILING, FILESERVER,
 };
 use benches::loadtest::tls::{self, TestCert};
 use benches::loadtest::tree::{
@@ -41,6 +41,13 @@ struct Args {
     /// Use this fileserver binary instead of building it (`cargo build --release -p fileserver`).
     #[arg(long, value_name = "PATH")]
     fileserver_bin: Option<PathBuf>,
+    /// Run this second fileserver binary (an older build, say) beside the
+    /// first in every round of the peers and tls groups, as a column named
+    /// `baseline`: the two are measured side by side, alternated with the
+    /// peers, and the tables' parentheses give fileserver / baseline. It is
+    /// never counted as the best peer.
+    #[arg(long, value_name = "PATH")]
+    baseline_bin: Option<PathBuf>,
     /// Use this embedded-server binary (the embedded group's axum app)
     /// instead of building it (`cargo build --release -p benches --bin embedded-server`).
     #[arg(long, value_name = "PATH")]
@@ -250,6 +257,8 @@ struct Ctx<'a> {
     plan: Plan,
     /// `None` in an A/A run: nginx stands in for fileserver.
     fileserver_bin: Option<&'a Path>,
+    /// `--baseline-bin`: another fileserver build run beside it.
+    baseline_bin: Option<&'a Path>,
     /// The nginx binary standing in for fileserver in an A/A run.
     nginx_for_a: Option<&'a Path>,
     /// The embedded group's axum app (`None` when no embedded scenario runs).
@@ -515,6 +524,7 @@ fn run(mut args: Args) -> Result<usize> {
         args: &args,
         plan,
         fileserver_bin: fileserver_bin.as_deref(),
+        baseline_bin: args.baseline_bin.as_deref(),
         nginx_for_a: nginx_for_a.as_deref(),
         embedded_bin: embedded_bin.as_deref(),
         ceiling_bin: ceiling_bin.as_deref(),
@@ -826,6 +836,24 @@ fn start_peers_group(
         (None, None) => bail!("neither a fileserver binary nor nginx to stand in for it"),
     };
     let mut started = vec![subject_verified(scenario, ctx, Ok(a))?];
+    if let Some(bin) = ctx.baseline_bin {
+        check_interrupted()?;
+        let running = servers::start_fileserver(
+            bin,
+            &dir.join(BASELINE),
+            ctx.root,
+            workers,
+            scenario.cache_entries(),
+            &ctx.args.fileserver_args,
+            features,
+        )
+        .map(|mut r| {
+            r.name = BASELINE.to_string();
+            r
+        });
+        let result = verified(scenario, ctx, running);
+        keep_or_leave_out(BASELINE, result, &mut started, left_out)?;
+    }
     let group = scenario.group();
     for (peer, bin) in ctx.peers {
         check_interrupted()?;

@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::loadtest::loadgen::RunResult;
 use crate::loadtest::scenario::{Group, Headline, Scenario};
-use crate::loadtest::servers::CEILING;
+use crate::loadtest::servers::{BASELINE, CEILING};
 use crate::loadtest::stats::{median, paired_ratio, ratio, RatioSpread};
 
 /// Everything one harness run measured.
@@ -270,7 +270,7 @@ impl ScenarioReport {
         let fs = self.servers.first()?;
         let best = self.servers[1..]
             .iter()
-            .filter(|s| s.name != CEILING)
+            .filter(|s| s.name != CEILING && s.name != BASELINE)
             .filter(|s| figure(s).is_finite() && figure(s) > 0.0)
             .max_by(|a, b| {
                 let order = figure(a).total_cmp(&figure(b));
@@ -1601,6 +1601,33 @@ mod tests {
         // Without a ceiling the headline keeps its six columns.
         let plain = headline_table(&sample_report());
         assert!(!plain.contains("ceiling"), "{plain}");
+    }
+
+    #[test]
+    fn the_baseline_build_is_never_the_best_peer() {
+        let mut r = sample_report();
+        let s = &mut r.scenarios[0];
+        let baseline = summarize(
+            BASELINE,
+            vec![run(90_000.0, 0.0), run(90_000.0, 0.0), run(90_000.0, 0.0)],
+            vec![run(0.0, 0.5), run(0.0, 0.5), run(0.0, 0.5)],
+            1 << 20,
+            1.0,
+            Some(1.0),
+        );
+        let mut servers = s.servers.clone();
+        servers.push(baseline);
+        *s = ScenarioReport::new(
+            "small_random",
+            "1 KiB files",
+            0.0,
+            Headline::ReqPerS,
+            servers,
+            vec![],
+        );
+        // Fastest and lowest p99, yet the best peers stay lighttpd and nginx.
+        assert_eq!(s.best_req_per_s.as_ref().unwrap().peer, "lighttpd");
+        assert_eq!(s.best_p99.as_ref().unwrap().peer, "nginx");
     }
 
     #[test]

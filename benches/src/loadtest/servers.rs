@@ -203,6 +203,10 @@ pub fn start_embedded(
 /// revalidation, a fixed `Date`).
 pub const CEILING: &str = "ceiling";
 
+/// The name of the second fileserver build `--baseline-bin` runs: another
+/// build of the subject, never a peer.
+pub const BASELINE: &str = "baseline";
+
 /// Starts the ceiling server (binary `bin`) with `workers` threads serving
 /// `root`; its output goes in `dir`.
 pub fn start_ceiling(bin: &Path, dir: &Path, root: &Path, workers: usize) -> Result<Running> {
