@@ -421,6 +421,24 @@ fn inline_opens_off_serves_the_same() {
     }
 }
 
+/// A client connection whose receive buffer stays at 64 KiB: a download it
+/// does not read stays in flight. With autotuning the buffer grows to
+/// `net.ipv4.tcp_rmem`'s maximum (32 MiB on some hosts), and a 32 MiB
+/// response then fits in it whole: the server was done before the test's
+/// signal, exited, and the next admin request was reset.
+fn connect_small_window(addr: std::net::SocketAddr) -> TcpStream {
+    use rustix::net::{sockopt, AddressFamily, SocketType};
+    let family = if addr.is_ipv4() {
+        AddressFamily::INET
+    } else {
+        AddressFamily::INET6
+    };
+    let fd = rustix::net::socket(family, SocketType::STREAM, None).unwrap();
+    sockopt::set_socket_recv_buffer_size(&fd, 64 * 1024).unwrap();
+    rustix::net::connect(&fd, &addr).unwrap();
+    TcpStream::from(fd)
+}
+
 #[test]
 fn graceful_shutdown_finishes_in_flight_response() {
     let tree = Tree::new();
@@ -435,7 +453,7 @@ fn graceful_shutdown_finishes_in_flight_response() {
     let mut buf = vec![0u8; 1 << 16];
     let _ = idle.read(&mut buf).unwrap();
     // The in-flight request: read only the start, so the server is blocked on us.
-    let mut s = TcpStream::connect(d.http).unwrap();
+    let mut s = connect_small_window(d.http);
     s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     s.write_all(b"GET /big.bin HTTP/1.1\r\nHost: x\r\n\r\n")
         .unwrap();
@@ -490,7 +508,7 @@ fn shutdown_timeout_bounds_a_stalled_client() {
     let tree = Tree::new();
     tree.write("big.bin", &vec![7u8; 32 << 20]);
     let mut d = Daemon::start(&tree.root, &["--set", "shutdown_timeout=500ms"]);
-    let mut s = TcpStream::connect(d.http).unwrap();
+    let mut s = connect_small_window(d.http);
     s.write_all(b"GET /big.bin HTTP/1.1\r\nHost: x\r\n\r\n")
         .unwrap();
     let mut buf = [0u8; 1024];
@@ -518,7 +536,7 @@ fn a_download_cut_by_shutdown_timeout_is_in_the_access_log() {
             "access_log_format=json",
         ],
     );
-    let mut s = TcpStream::connect(d.http).unwrap();
+    let mut s = connect_small_window(d.http);
     s.write_all(b"GET /big.bin HTTP/1.1\r\nHost: x\r\n\r\n")
         .unwrap();
     let mut buf = [0u8; 1024];
