@@ -334,13 +334,7 @@ impl ServeFile {
     /// Serves `rel_path` (beneath the manager's root) with `dir`'s settings.
     pub fn new<F>(dir: ServeDir<F>, rel_path: &str) -> ServeFile {
         let mut target = b"/".to_vec();
-        for &b in rel_path.trim_start_matches('/').as_bytes() {
-            if b.is_ascii_alphanumeric() || b"/-._~".contains(&b) {
-                target.push(b);
-            } else {
-                target.extend_from_slice(format!("%{b:02X}").as_bytes());
-            }
-        }
+        httpfile::text::push_encoded_path(&mut target, rel_path.trim_start_matches('/'));
         ServeFile {
             inner: dir.inner,
             target: target.into(),
