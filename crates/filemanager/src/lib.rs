@@ -123,6 +123,7 @@ mod residency {
         false
     }
 }
+mod changes;
 mod resolve;
 #[cfg(target_os = "linux")]
 mod watch;
@@ -146,6 +147,7 @@ use pathcache::{Loaded, Lookup, Negative, PathCache};
 
 pub use backend::BackendStats;
 use backend::{Backend, Counters, Target};
+pub use changes::WatchStats;
 pub use compress::{Codec, Variant};
 pub use file::FileValue;
 use file::{BudgetToken, FdCount};
@@ -155,7 +157,6 @@ pub use query::{Query, Resolved, ResolvedFile, Sibling};
 pub use residency::{is_resident, read_resident};
 pub use resolve::ForbiddenReason;
 use resolve::{c_path, is_exhausted, map_open_error, Kind};
-pub use watch::WatchStats;
 /// The crates whose types appear in this one's API (`Config::cache`,
 /// `Stats`), so a user needs no matching versions of them.
 pub use {fdtable, pathcache};
@@ -972,19 +973,19 @@ impl Shared {
     /// Drops what a change the watcher saw makes out of date: the path's
     /// entry (a negative one too, and the variants kept in it), a tree of
     /// entries, or a directory's sibling census.
-    fn apply(&self, change: watch::Change<'_>) {
+    fn apply(&self, change: changes::Change<'_>) {
         match change {
-            watch::Change::Path(path) => {
+            changes::Change::Path(path) => {
                 self.cache.invalidate(path);
             }
-            watch::Change::Tree(path) => {
+            changes::Change::Tree(path) => {
                 self.cache.invalidate_under(path);
                 self.census.invalidate_under(path);
             }
-            watch::Change::Root => {
+            changes::Change::Root => {
                 self.follow_root();
             }
-            watch::Change::Names(dir) => {
+            changes::Change::Names(dir) => {
                 self.census
                     .invalidate(if dir.is_empty() { "." } else { dir });
             }

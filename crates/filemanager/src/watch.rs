@@ -41,6 +41,9 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use crossbeam_utils::CachePadded;
+
+use crate::changes::Change;
+use crate::changes::WatchStats;
 use rustix::fs::inotify::{self, ReadFlags, WatchFlags};
 
 /// What a watch reports: anything that can change a file's bytes, its
@@ -75,22 +78,6 @@ const POLL: Duration = Duration::from_millis(500);
 /// Buckets of `touched`: a path's bucket is its hash modulo this. A
 /// collision only makes a load re-check once more.
 const BUCKETS: usize = 4096;
-
-/// What an event means for the caches, handed to the manager's sink.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Change<'a> {
-    /// The file at this path changed (its bytes, attributes, or which
-    /// inode the name holds).
-    Path(&'a str),
-    /// This path and everything below it lead elsewhere now (`""`: all).
-    Tree(&'a str),
-    /// Names were added to or removed from this directory (`""`: the
-    /// root): its sibling census is out of date.
-    Names(&'a str),
-    /// A symlink on the root path itself changed: the root may lead to
-    /// another directory now.
-    Root,
-}
 
 /// Watched directories, by path relative to the root ("" is the root).
 #[derive(Default)]
@@ -162,27 +149,6 @@ pub(crate) struct Watcher {
     paths_dropped: AtomicU64,
     trees_dropped: AtomicU64,
     races: AtomicU64,
-}
-
-/// Counters of the watcher.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct WatchStats {
-    /// Directories watched now.
-    pub dirs: u64,
-    /// Events read.
-    pub events: u64,
-    /// Times every watch was dropped (the event queue overflowed, or the
-    /// root was deleted or unmounted).
-    pub resets: u64,
-    /// Events that dropped one path's entry (a file written, replaced,
-    /// created, deleted, its attributes changed).
-    pub paths_dropped: u64,
-    /// Events that dropped a whole tree of entries (a directory or a link
-    /// to one moved, deleted, created or re-pointed; an overflow).
-    pub trees_dropped: u64,
-    /// Entries dropped right after their load because an event about them
-    /// was handled while they loaded.
-    pub races: u64,
 }
 
 impl Watcher {

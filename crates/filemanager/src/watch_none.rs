@@ -7,37 +7,7 @@ use std::io;
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
 
-/// What an event means for the caches (never produced here).
-#[allow(dead_code)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Change<'a> {
-    /// The file at this path changed.
-    Path(&'a str),
-    /// This path and everything below it lead elsewhere now.
-    Tree(&'a str),
-    /// Names were added to or removed from this directory.
-    Names(&'a str),
-    /// A symlink on the root path itself changed.
-    Root,
-}
-
-/// Counters of the watcher.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct WatchStats {
-    /// Directories watched now.
-    pub dirs: u64,
-    /// Events read.
-    pub events: u64,
-    /// Times every watch was dropped.
-    pub resets: u64,
-    /// Events that dropped one path's entry.
-    pub paths_dropped: u64,
-    /// Events that dropped a whole tree of entries.
-    pub trees_dropped: u64,
-    /// Entries dropped right after their load because an event about them
-    /// was handled while they loaded.
-    pub races: u64,
-}
+use crate::changes::{Change, WatchStats};
 
 /// A watcher that cannot be made.
 pub(crate) enum Watcher {}
