@@ -46,7 +46,7 @@ use rustix::fs::OFlags;
 
 use crate::query::Sibling;
 use crate::resolve::{self, c_path, is_exhausted, map_open_error, open_beneath, Kind, Rules};
-use crate::{OpenError, Shared};
+use crate::{LoadEpoch, OpenError, Shared};
 
 /// Directories the census cache keeps.
 pub(crate) const DIRS: usize = 1024;
@@ -131,31 +131,19 @@ pub(crate) fn cache_config(files: &pathcache::Config) -> pathcache::Config {
 pub(crate) struct CensusLoader<'a> {
     pub(crate) shared: &'a Shared,
     pub(crate) siblings: &'a [Sibling<'a>],
-    /// The watcher's epoch before this lookup listed or re-checked the
-    /// directory; 0 when it did neither.
-    pub(crate) epoch: std::sync::atomic::AtomicU64,
+    /// Before this lookup listed or re-checked the directory.
+    pub(crate) epoch: LoadEpoch,
 }
 
 impl CensusLoader<'_> {
-    fn note_epoch(&self) {
-        if let Some(w) = &self.shared.watcher {
-            self.epoch
-                .store(w.epoch(), std::sync::atomic::Ordering::Relaxed);
-        }
-    }
-
     /// After the lookup: drops a census that a name added or removed while
-    /// it was taken made out of date (see `watch.rs`).
+    /// it was taken made out of date (the watcher names the root "").
     pub(crate) fn drop_if_raced(&self, dir: &str) {
-        let epoch = self.epoch.load(std::sync::atomic::Ordering::Relaxed);
-        if epoch == 0 {
-            return;
-        }
-        self.epoch.store(0, std::sync::atomic::Ordering::Relaxed);
-        if let Some(w) = &self.shared.watcher {
-            if w.changed_since(if dir == "." { "" } else { dir }, epoch) {
-                self.shared.census.invalidate(dir);
-            }
+        if self
+            .epoch
+            .raced(self.shared, if dir == "." { "" } else { dir })
+        {
+            self.shared.census.invalidate(dir);
         }
     }
 }
@@ -169,7 +157,7 @@ impl pathcache::Loader<Census> for CensusLoader<'_> {
         _open: bool,
         _read_small: Option<u64>,
     ) -> Result<Loaded<Census>, OpenError> {
-        self.note_epoch();
+        self.epoch.note(self.shared);
         let root = self.shared.root();
         let rules = self.shared.rules();
         let dir = dir.to_owned();
@@ -196,7 +184,7 @@ impl pathcache::Loader<Census> for CensusLoader<'_> {
         if census.is_none_or(|c| c.racy) {
             return Ok(false);
         }
-        self.note_epoch();
+        self.epoch.note(self.shared);
         Ok(self
             .stat(dir)
             .await?

@@ -703,9 +703,37 @@ struct CacheLoader<'a> {
     /// This lookup loaded the entry it returns, or revalidated it (see
     /// `is_unchanged`).
     checked: AtomicBool,
-    /// The watcher's epoch before this lookup's load or revalidation
-    /// looked at the file; 0 when it did neither (`watch.rs`).
-    epoch: AtomicU64,
+    /// Before this lookup's load or revalidation looked at the file.
+    epoch: LoadEpoch,
+}
+
+/// The watcher's epoch noted before a lookup's load or revalidation looked
+/// at the disk (0: it did neither), checked once the lookup is over: an
+/// event handled meanwhile may have found nothing indexed to drop yet
+/// (`watch.rs`).
+#[derive(Default)]
+pub(crate) struct LoadEpoch(AtomicU64);
+
+impl LoadEpoch {
+    pub(crate) fn note(&self, shared: &Shared) {
+        if let Some(w) = &shared.watcher {
+            self.0.store(w.epoch(), Ordering::Relaxed);
+        }
+    }
+
+    /// Whether an event about `path` was handled after the noted epoch;
+    /// forgets the epoch. A plain load first: a hit noted nothing, and this
+    /// runs after every lookup (a `swap` would be a locked instruction per
+    /// hit).
+    #[inline]
+    pub(crate) fn raced(&self, shared: &Shared, path: &str) -> bool {
+        let epoch = self.0.load(Ordering::Relaxed);
+        if epoch == 0 {
+            return false;
+        }
+        self.0.store(0, Ordering::Relaxed);
+        (shared.watcher.as_ref()).is_some_and(|w| w.changed_since(path, epoch))
+    }
 }
 
 impl<'a> CacheLoader<'a> {
@@ -713,16 +741,15 @@ impl<'a> CacheLoader<'a> {
         CacheLoader {
             shared,
             checked: AtomicBool::new(false),
-            epoch: AtomicU64::new(0),
+            epoch: LoadEpoch::default(),
         }
     }
 
     /// Puts watches on `path`'s directories and notes the epoch before
     /// the check that follows; the stamp for a descriptor it vouches for.
     fn prepare(&self, path: &str) -> Option<u64> {
-        let w = self.shared.watcher.as_ref()?;
-        self.epoch.store(w.epoch(), Ordering::Relaxed);
-        w.prepare(path)
+        self.epoch.note(self.shared);
+        self.shared.watcher.as_ref()?.prepare(path)
     }
 
     /// After the lookup: drops what this lookup's load indexed if an
@@ -730,17 +757,8 @@ impl<'a> CacheLoader<'a> {
     /// request loads the new version (this one keeps what it has).
     #[inline]
     fn drop_if_raced(&self, path: &str) {
-        // A plain load first: a hit did no load, and this runs on every
-        // lookup (a `swap` would be a locked instruction per hit).
-        let epoch = self.epoch.load(Ordering::Relaxed);
-        if epoch == 0 {
-            return;
-        }
-        self.epoch.store(0, Ordering::Relaxed);
-        if let Some(w) = &self.shared.watcher {
-            if w.changed_since(path, epoch) {
-                self.shared.cache.invalidate(path);
-            }
+        if self.epoch.raced(self.shared, path) {
+            self.shared.cache.invalidate(path);
         }
     }
 }
