@@ -121,6 +121,14 @@ fn roff(text: &str) -> String {
 }
 
 /// A `.TP` item: a bold tag and its paragraph.
+/// A section: its `.SH` line (and any text under it), then its items.
+fn section(out: &mut String, head: &str, items: &[(&str, &str)]) {
+    out.push_str(head);
+    for (tag, text) in items {
+        item(out, tag, text);
+    }
+}
+
 fn item(out: &mut String, tag: &str, text: &str) {
     let _ = write!(out, ".TP\n\\fB{}\\fR\n{}\n", roff(tag), roff(text));
 }
@@ -160,48 +168,53 @@ pub fn man_page(cmd: clap::Command) -> std::io::Result<Vec<u8>> {
         let text = format!("{} Environment: {}.", d.meaning, d.env);
         item(&mut s, &tag, &text);
     }
-    s.push_str(".SH ENVIRONMENT\n");
-    for (name, text) in [
+    section(
+        &mut s,
+        ".SH ENVIRONMENT\n",
+        &[
         ("FILESERVER_KEY", "Any configuration key, upper-cased with dots as underscores (FILESERVER_CACHE_MAX_ENTRIES). A FILESERVER_ variable that names no key is reported with a warning at start."),
         ("FILESERVER_CONFIG", "The config file, when --config is not given."),
         ("NO_COLOR", "When set (to anything), the text log has no colour even on a terminal. Off a terminal it never has any."),
         ("LISTEN_FDS, LISTEN_PID, LISTEN_FDNAMES", "systemd socket activation: a socket named http replaces listen, one named admin replaces admin_listen; a lone unnamed socket is the HTTP listener."),
         ("NOTIFY_SOCKET", "systemd notification: READY=1 once every worker serves, RELOADING=1 and READY=1 around a reload, STOPPING=1 at shutdown."),
         ("WATCHDOG_USEC, WATCHDOG_PID", "systemd watchdog: WATCHDOG=1 is sent while every worker makes progress."),
-    ] {
-        item(&mut s, name, text);
-    }
-    s.push_str(".SH SIGNALS\n");
-    for (name, text) in [
+        ],
+    );
+    section(
+        &mut s,
+        ".SH SIGNALS\n",
+        &[
         ("SIGTERM, SIGINT", "Stop accepting, let in-flight responses finish for up to shutdown_timeout (those still running are cut and logged as not completed), exit 0. /readyz answers 503 from the start of the drain."),
         ("SIGHUP", "Read the config file again and apply what can change while running (limits, timeouts, cache and compression settings, log_level, the access log, the TLS certificate and key). An invalid file is reported and the running config kept."),
-    ] {
-        item(&mut s, name, text);
-    }
-    s.push_str(".SH FILES\n");
-    for (name, text) in [
+        ],
+    );
+    section(
+        &mut s,
+        ".SH FILES\n",
+        &[
         ("/etc/fileserver/fileserver.toml", "The config file of the shipped systemd unit (deploy/systemd/fileserver.service)."),
         ("config/fileserver.toml", "In the source tree: every key with its default and meaning, the same text as fileserver keys."),
         ("access_log", "Appended to when it names a file, opened again at SIGHUP (rotate by renaming, then SIGHUP)."),
-    ] {
-        item(&mut s, name, text);
-    }
-    s.push_str(".SH EXIT STATUS\n");
-    for (name, text) in [
+        ],
+    );
+    section(
+        &mut s,
+        ".SH EXIT STATUS\n",
+        &[
         ("0", "Stopped by SIGTERM or SIGINT after the drain; check-config found no problem."),
         ("1", "The start failed: the root cannot be opened, an address is in use, the certificate does not load, the access log cannot be opened. One line on stderr names the key and the path or address."),
         ("2", "The configuration or the command line is invalid (every error printed, each with its key); check-config found a problem."),
-    ] {
-        item(&mut s, name, text);
-    }
-    s.push_str(".SH ADMIN ENDPOINTS\nServed on admin_listen (127.0.0.1:8081 by default; \\-p \\fIPORT\\fR moves it to \\fIPORT\\fR+1 unless admin_listen is set):\n");
-    for (name, text) in [
+        ],
+    );
+    section(
+        &mut s,
+        ".SH ADMIN ENDPOINTS\nServed on admin_listen (127.0.0.1:8081 by default; \\-p \\fIPORT\\fR moves it to \\fIPORT\\fR+1 unless admin_listen is set):\n",
+        &[
         ("/metrics", "Prometheus text exposition: requests by code and method, bytes, durations, connections, the file cache, descriptors, compression, TLS, process metrics."),
         ("/healthz", "200 while the process runs."),
         ("/readyz", "200 while serving, 503 from the moment shutdown begins."),
-    ] {
-        item(&mut s, name, text);
-    }
+        ],
+    );
     s.push_str(".SH EXAMPLES\n");
     for (cmd, text) in [
         (
