@@ -19,6 +19,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use crossbeam_utils::CachePadded;
 use thread_local::ThreadLocal;
 
+use crate::{PathCache, RefLayout};
+
 /// One thread's counters.
 #[derive(Debug, Default)]
 pub(crate) struct Counters {
@@ -191,5 +193,36 @@ mod tests {
         }
         // Ids were recycled, so fewer blocks than threads ever started.
         assert!(counters.threads.iter().count() < 2 * THREADS as usize);
+    }
+}
+
+impl<V: Send + Sync + 'static, L: RefLayout> PathCache<V, L> {
+    /// Sums the per-thread counters.
+    pub fn stats(&self) -> Stats {
+        let c = &self.counters;
+        let hits = c.sum(|s| &s.hits);
+        let misses = c.sum(|s| &s.misses);
+        let negative_hits = c.sum(|s| &s.negative_hits);
+        Stats {
+            lookups: hits + misses + negative_hits,
+            hits,
+            misses,
+            negative_hits,
+            revalidations: c.sum(|s| &s.revalidations),
+            invalidations: c.sum(|s| &s.invalidations),
+            evictions: c.sum(|s| &s.evictions),
+            contention_events: c.sum(|s| &s.contention_events),
+            entries: self.len() as u64,
+            open_handles: self.open_handles() as u64,
+            loads: c.sum(|s| &s.loads),
+            small_bytes: self.shared.small_bytes.load(Ordering::Relaxed),
+            torn_reads: c.sum(|s| &s.torn_reads),
+            variant_bytes: self.shared.variant_bytes.load(Ordering::Relaxed),
+            variant_budget: self.limits.variant_budget(),
+            variant_hits: c.sum(|s| &s.variant_hits),
+            variants_made: c.sum(|s| &s.variants_made),
+            variant_bytes_saved: c.sum(|s| &s.variant_bytes_saved),
+            variant_evictions: c.sum(|s| &s.variant_evictions),
+        }
     }
 }
