@@ -57,18 +57,15 @@
 //!   through one thread-local (`Stats` sums all blocks, including those of
 //!   exited threads).
 //!
-//! # Measurements
+//! # What bounds a hit
 //!
-//! About 190 instructions per hit (`scripts/callgrind-pathcache.sh`). On
-//! the 2-core Intel VM of the benchmarks a counted hit (1.91-1.98x
-//! dashmap) is bound by its two locked read-modify-writes, the pin and the
-//! unpin, each worth 1.6-2 ns (measured by making them plain stores in a
-//! throwaway build); on the AMD VM before, the dependent loads (the index
-//! slot, then the entry's line 0) weighed more. A `get_with` borrow has
-//! one, an `xchg` on a word whose address does not depend on the entry:
-//! 2.89-2.95x dashmap. The measured ratios
-//! against dashmap and quick_cache, with the commands that reproduce them,
-//! are in the benches README (`benches/README.md`, "pathcache").
+//! On the benchmarks' machine a counted hit is bound by its two locked
+//! read-modify-writes (the pin and the unpin) rather than by its
+//! dependent loads; a [`get_with`](PathCache::get_with) borrow has one
+//! locked instruction, on a word whose address does not depend on the
+//! entry, which makes it the faster lookup for a response written
+//! without awaiting. Numbers, and the commands that reproduce them:
+//! `benches/README.md` ("pathcache").
 //!
 //! # Lifecycle
 //!
