@@ -136,11 +136,11 @@
 //! pathcache `get_with`), and threads without a word, take a guard. The
 //! releasers' check is one load and compare while no thread ever
 //! announced, and one load per word ever taken after that.
-//! Measured side by side (`FDTABLE_INTERLEAVED=200`, `benches/README.md`):
-//! `get_with` 2.05-2.06x sharded-slab (`get` + guard drop 1.49-1.50x); the
-//! pair 4.12x with no word taken, 4.04-4.08x with this thread's word taken
-//! (before: 4.04-4.11x). The loom model `get_with_races_with_close_and_reap`
-//! reports a causality violation if the releasers skip the check.
+//! `get_with` is the faster lookup (one locked instruction where `get`
+//! and its guard have two), and the releasers' check costs the owner's
+//! pair nothing above the noise (numbers: `benches/README.md`). The loom
+//! model `get_with_races_with_close_and_reap` reports a causality
+//! violation if the releasers skip the check.
 //!
 //! # Allocation
 //!
@@ -236,79 +236,29 @@
 //! generation" as one compare against a per-table key. Each removed
 //! instructions that were not on the chain below.
 //!
-//! ## Where the remaining nanoseconds go (2 Dec 2026)
+//! ## Where the remaining nanoseconds go
 //!
 //! Both the pair and the lookup are bound by the chain of dependent
 //! operations from a descriptor to its state word, not by their
-//! instruction counts. Until this pass that chain held the shard index
-//! decoded from the descriptor, a load through it, then `bsr` and the
-//! page-pointer load of the slot's page, all before the close's CAS or
-//! the lookup's `lock xadd` could issue. It was cut in two parts that
-//! only pay together:
+//! instruction counts, so the layout keeps that chain short:
 //! * one array per kind per shard at a fixed address (`slots.rs`): slot
-//!   `s` is `states + s`, with no `bsr` and no page-pointer load on the
-//!   way. The arrays are reserved for `max_slots` as address space with no
-//!   access and made usable as the shard grows, so memory use is what the
-//!   doubling pages had.
+//!   `s` is `states + s`, with no page pointer loaded on the way;
 //! * the owner's close starts from the shard the caller owns (`LAST`, or
 //!   the `local()` token), known before the descriptor is read, and only
-//!   compares the descriptor with it: the CAS's address no longer waits
-//!   for a shard index decoded from the descriptor and a load through it.
+//!   compares the descriptor with it (these two only pay together);
+//! * 17 cache lines between the three arrays (`SLOT_ARRAY_GAP`), so a
+//!   slot's state word and value never share their offset in a page:
+//!   `insert` stores the value and then loads the state word, which the
+//!   CPU held back as if it depended on the store (4K aliasing). The unit
+//!   test `a_slots_three_parts_sit_at_different_page_offsets` fails
+//!   without the gaps.
 //!
-//! Measured with `FDTABLE_INTERLEAVED=200 cargo bench -p benches --bench
-//! fdtable` (interleaved batches, medians, thread CPU time; before and
-//! after binaries alternated) and `scripts/callgrind-fdtable.sh 100000`
-//! (instructions): on a 2-vCPU AMD EPYC VM the pair went from 0.84-0.94x
-//! to 1.07x `Mutex<Slab>` (109 -> 107 instructions; through `local()` 100
-//! -> 94), `get` + guard from 2.97-3.31x to 3.43-3.45x sharded-slab,
-//! `get_with` from 3.34-3.73x to 3.93-3.94x (the table:
-//! `benches/README.md`, "One array per shard"). Each part alone, hacked in
-//! or out in the same session: the address from the caller's shard alone
-//! left `local()` at 10.3 ns (the page directory still sat on the chain),
-//! a flat array alone at 9.1-9.2 ns, both together 7.4-8.3 ns.
-//!
-//! The lookup is now at its floor (`get` + guard 1.01x the floor's time:
-//! the `lock xadd` address comes from the descriptor through one load,
-//! the shard's array pointer, as the floor's does).
-//!
-//! Of the 3.4 ns the pair then still took above the floor, 1.8 were 4K
-//! aliasing:
-//! `max_slots` of states is a whole number of pages, so the three arrays
-//! started page-aligned, and slot `s`'s state word and (8-byte) value had
-//! the same low 12 address bits. `insert` stores the value and then loads
-//! the state word; the CPU took the load for one that depends on the
-//! store and held it back. 17 cache lines between the arrays
-//! (`SLOT_ARRAY_GAP`) took the pair from 8.2 to 6.3-6.5 ns: 1.07x ->
-//! 1.37-1.39x `Mutex<Slab>` and 2.37-2.42x -> 2.98-3.07x sharded-slab in
-//! three of five alternated runs (the other two were a slow phase of the
-//! machine for both binaries, 1.08x and 1.25x). The unit test
-//! `a_slots_three_parts_sit_at_different_page_offsets` fails without the
-//! gaps.
-//!
-//! The pair is now 1.31-1.35x the floor's time. Before the gaps were
-//! found, everything else the floor does not have was taken out of the
-//! pair in one experiment: the counters, the list-head checks, the
-//! announcement check, the descriptor's validation in close, the value's
-//! move out and `release()`, the `full` summary updates; the `local()`
-//! pair still took 7.6 ns against the floor's 5.5 in the same run (the
-//! aliasing, still there then, was most of that), and each of those
-//! parts alone had measured as nothing. Nor is the floor's
-//! lead that it holds its table by `&mut`: `floor_shared`, the same floor
-//! behind `&self` through a leaked `&'static` (so nothing stays in a
-//! register across the CAS), measures the same as the floor (4.81 against
-//! 4.82 ns). By callgrind (`--cache-sim=yes --branch-sim=yes` on the
-//! `FDTABLE_CALLGRIND=fdtable_local:200000` run against `floor:200000`),
-//! the whole `local()` pair runs 33 instructions, 9 loads and 4
-//! conditional branches more than the floor's, and neither loop
-//! mispredicts a branch. Repeated on top of the gaps (two alternated
-//! runs, both in a slow phase of the VM): the stripped `local()` pair
-//! measured 1.46-1.49x `Mutex<Slab>` against 1.14-1.19x for the real one
-//! and the floor's 1.69-1.72x. So with the aliasing gone, what is left of
-//! the gap is those guarantees taken together (0.86 of the floor's speed
-//! without them), though none of them alone measures above the noise.
-//! On this CPU the floor itself is only 1.8x
-//! `Mutex<Slab>` and 4.0-4.2x sharded-slab, so the targets of 1.5x and 4x
-//! ask the pair for 0.82 and 0.96-0.99 of the floor's speed.
+//! The lookup is at its floor. What is left between the pair and the
+//! floor contender is the guarantees the floor does not give (counters,
+//! list-head and announcement checks, the descriptor's validation, the
+//! release), taken together: none of them alone measures above the
+//! noise. Numbers, and the commands that reproduce them:
+//! `benches/README.md` ("fdtable: where the remaining nanoseconds go").
 //!
 //! # Limits
 //!
