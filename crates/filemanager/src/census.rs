@@ -44,9 +44,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use pathcache::{FileMeta, Loaded, Negative};
 use rustix::fs::OFlags;
 
+use crate::loader::LoadEpoch;
 use crate::query::Sibling;
 use crate::resolve::{self, c_path, is_exhausted, map_open_error, open_beneath, Kind, Rules};
-use crate::{LoadEpoch, OpenError, Shared};
+use crate::{OpenError, Shared};
 
 /// Directories the census cache keeps.
 pub(crate) const DIRS: usize = 1024;

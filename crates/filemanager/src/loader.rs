@@ -1,0 +1,249 @@
+//! The path cache's loader: how a miss or a stale entry reaches the
+//! filesystem ([`pathcache::Loader`] for the manager's cache), and the
+//! watcher epoch a lookup notes so that a change seen while it loaded
+//! drops what it indexed. Opens and stats through the open paths
+//! (`open.rs`); reads a small file's bytes through the backend.
+
+use std::os::fd::AsFd;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use fdtable::Owned;
+use pathcache::{Loaded, Negative};
+
+use crate::backend::{self, Target};
+use crate::file::FileValue;
+use crate::resolve::{self, Kind};
+use crate::{FileMeta, OpenError, Shared, SymlinkPolicy};
+
+/// The `Loader` the path cache calls on a miss or revalidation.
+pub(crate) struct CacheLoader<'a> {
+    shared: &'a Shared,
+    /// This lookup loaded the entry it returns, or revalidated it (see
+    /// `is_unchanged`).
+    pub(crate) checked: AtomicBool,
+    /// Before this lookup's load or revalidation looked at the file.
+    epoch: LoadEpoch,
+}
+
+/// The watcher's epoch noted before a lookup's load or revalidation looked
+/// at the disk (0: it did neither), checked once the lookup is over: an
+/// event handled meanwhile may have found nothing indexed to drop yet
+/// (`watch.rs`).
+#[derive(Default)]
+pub(crate) struct LoadEpoch(AtomicU64);
+
+impl LoadEpoch {
+    pub(crate) fn note(&self, shared: &Shared) {
+        if let Some(w) = &shared.watcher {
+            self.0.store(w.epoch(), Ordering::Relaxed);
+        }
+    }
+
+    /// Whether an event about `path` was handled after the noted epoch;
+    /// forgets the epoch. A plain load first: a hit noted nothing, and this
+    /// runs after every lookup (a `swap` would be a locked instruction per
+    /// hit).
+    #[inline]
+    pub(crate) fn raced(&self, shared: &Shared, path: &str) -> bool {
+        let epoch = self.0.load(Ordering::Relaxed);
+        if epoch == 0 {
+            return false;
+        }
+        self.0.store(0, Ordering::Relaxed);
+        (shared.watcher.as_ref()).is_some_and(|w| w.changed_since(path, epoch))
+    }
+}
+
+impl<'a> CacheLoader<'a> {
+    pub(crate) fn new(shared: &'a Shared) -> Self {
+        CacheLoader {
+            shared,
+            checked: AtomicBool::new(false),
+            epoch: LoadEpoch::default(),
+        }
+    }
+
+    /// Puts watches on `path`'s directories and notes the epoch before
+    /// the check that follows; the stamp for a descriptor it vouches for.
+    fn prepare(&self, path: &str) -> Option<u64> {
+        self.epoch.note(self.shared);
+        self.shared.watcher.as_ref()?.prepare(path)
+    }
+
+    /// After the lookup: drops what this lookup's load indexed if an
+    /// event about `path` was handled while it loaded, so the next
+    /// request loads the new version (this one keeps what it has).
+    #[inline]
+    pub(crate) fn drop_if_raced(&self, path: &str) {
+        if self.epoch.raced(self.shared, path) {
+            self.shared.cache.invalidate(path);
+        }
+    }
+}
+
+impl pathcache::Loader<Owned<FileValue>> for CacheLoader<'_> {
+    type Error = OpenError;
+
+    async fn load(
+        &self,
+        path: &str,
+        open: bool,
+        read_small: Option<u64>,
+    ) -> Result<Loaded<Owned<FileValue>>, OpenError> {
+        let mime = mime_guess::from_path(path)
+            .first_raw()
+            .unwrap_or("application/octet-stream");
+        let stamp = self.prepare(path);
+        if !open {
+            return match self.shared.stat_path(path).await {
+                Ok(meta) => Ok(Loaded::File {
+                    meta,
+                    label: mime,
+                    handle: None,
+                    bytes: None,
+                }),
+                Err(OpenError::NotFound) => Ok(Loaded::Negative(Negative::NotFound)),
+                Err(OpenError::Forbidden) => Ok(Loaded::Negative(Negative::Forbidden)),
+                Err(e) => Err(e),
+            };
+        }
+        let (owned, st) = match self.shared.open_owned(path).await {
+            Ok(v) => v,
+            Err(OpenError::NotFound) => return Ok(Loaded::Negative(Negative::NotFound)),
+            Err(OpenError::Forbidden) => return Ok(Loaded::Negative(Negative::Forbidden)),
+            Err(e) => return Err(e),
+        };
+        let meta = st.meta;
+        let bytes = match read_small {
+            Some(max) if meta.size <= max => self.read_whole(&owned, meta.size).await?,
+            _ => None,
+        };
+        owned.set_stamp(stamp.filter(|_| st.nlink == 1));
+        // Its metadata was taken from this descriptor just now: the request
+        // that loaded it needs no other check.
+        self.checked.store(true, Ordering::Relaxed);
+        Ok(Loaded::File {
+            meta,
+            label: mime,
+            handle: Some(owned),
+            bytes,
+        })
+    }
+
+    /// The copy a small file's second use takes: read through the entry's
+    /// descriptor (no second open).
+    async fn read(
+        &self,
+        _path: &str,
+        handle: &Owned<FileValue>,
+        len: u64,
+    ) -> Result<Option<Vec<u8>>, OpenError> {
+        self.read_whole(handle, len).await
+    }
+
+    async fn stat(&self, path: &str) -> Result<Option<FileMeta>, OpenError> {
+        match self.shared.stat_path(path).await {
+            Ok(meta) => Ok(Some(meta)),
+            Err(OpenError::NotFound) | Err(OpenError::Forbidden) | Err(OpenError::IsDir) => {
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Revalidation. An entry with a descriptor: one `statx` of the path
+    /// from the root's descriptor, where a lookup's confined stat is an
+    /// `O_PATH` open, a `statx` and a `close`. It never opens or serves
+    /// anything: a "same version" (same device, inode, size and times as
+    /// the descriptor that was opened beneath the root) keeps that
+    /// descriptor, and any other answer (changed, gone, or a walk that left
+    /// the root and found some other file) falls back to the confined stat,
+    /// so a path that now leads elsewhere is judged as a new lookup would
+    /// judge it. The descriptor pins its dentries, so the walk stays in the
+    /// dentry cache. Either way a "same" also vouches for the descriptor
+    /// for this request (the inode and its metadata match now), which
+    /// spares the torn-response check.
+    ///
+    /// The walk follows symlinks in the directories on the way, so a path
+    /// that now reaches the same file through a link is kept where a new
+    /// lookup might refuse the link (an absolute one under `WithinRoot`):
+    /// the bytes are those of the file that was opened beneath the root,
+    /// and nothing else can be reached that way. Under `Deny`, whose point
+    /// is that no link is ever followed, every revalidation is confined.
+    async fn is_unchanged(
+        &self,
+        path: &str,
+        cached: &FileMeta,
+        handle: Option<&Owned<FileValue>>,
+    ) -> Result<bool, OpenError> {
+        let stamp = self.prepare(path);
+        if let Some(handle) = handle.filter(|_| self.shared.policy != SymlinkPolicy::Deny) {
+            self.shared.backend.counters().op(backend::Op::Stat);
+            if let Ok(st) = resolve::stat_unconfined(&*self.shared.root(), path) {
+                if st.kind == Kind::Regular && st.meta.is_same_version(cached) {
+                    handle.set_stamp(stamp.filter(|_| st.nlink == 1));
+                    self.checked.store(true, Ordering::Relaxed);
+                    return Ok(true);
+                }
+            }
+            handle.set_stamp(None);
+        }
+        let same = self
+            .stat(path)
+            .await?
+            .is_some_and(|m| m.is_same_version(cached));
+        self.checked.store(same, Ordering::Relaxed);
+        Ok(same)
+    }
+
+    /// The torn-read check after a small file's copy: an `fstat` of the
+    /// descriptor the copy was read through, not a second path walk. On the
+    /// cache_pressure harness (80% misses) the path stat was an `O_PATH`
+    /// open + `statx` + `close` per miss, a third of the daemon's syscalls.
+    async fn recheck(
+        &self,
+        path: &str,
+        handle: Option<&Owned<FileValue>>,
+    ) -> Result<Option<FileMeta>, OpenError> {
+        let Some(handle) = handle else {
+            return self.stat(path).await;
+        };
+        self.shared.backend.counters().op(backend::Op::Stat);
+        match resolve::stat_fd(handle.as_fd()) {
+            Ok(stat) if stat.kind == Kind::Regular => Ok(Some(stat.meta)),
+            Ok(_) => Ok(None),
+            Err(e) => Err(OpenError::Io(e)),
+        }
+    }
+}
+
+impl CacheLoader<'_> {
+    /// The whole of a small file of `size` bytes, read through `owned`.
+    /// `None` when the file's length no longer is `size` (it is then
+    /// served from the descriptor).
+    async fn read_whole(
+        &self,
+        owned: &Owned<FileValue>,
+        size: u64,
+    ) -> Result<Option<Vec<u8>>, OpenError> {
+        let len = usize::try_from(size).unwrap_or(usize::MAX);
+        // Through the plain descriptor, not a fixed-file slot: the bytes
+        // are read once and then served from the cache, so registering the
+        // file in the ring (one FILES_UPDATE syscall now, one clear when it
+        // is released) would buy nothing; on a miss-heavy load those were
+        // ~1% of the daemon's CPU.
+        let target = Target {
+            fd: owned.as_fd(),
+            file: None,
+        };
+        let b = self
+            .shared
+            .backend
+            .read(target, 0, len)
+            .await
+            .map_err(OpenError::Io)?;
+        // `Vec::from` takes the buffer back without copying when the
+        // `Bytes` is the only owner of the `Vec` it came from.
+        Ok((b.len() as u64 == size).then(|| Vec::from(b)))
+    }
+}

@@ -1,0 +1,224 @@
+//! The handles and answers of the public API: [`OpenError`], [`Opened`],
+//! [`CachedFile`] (a path-cache entry with its descriptor),
+//! [`FileHandle`] (an uncached descriptor) and [`ReadTarget`]. Wraps the
+//! cache's entries and the descriptor table's handles; does no I/O but
+//! the one `statx` of [`CachedFile::is_current`] and the `close` of
+//! [`FileHandle::close`].
+
+use std::fmt;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+
+use fdtable::Owned;
+
+use crate::file::FileValue;
+use crate::{resolve, FileMeta};
+
+/// Why an open failed.
+#[derive(Debug)]
+pub enum OpenError {
+    /// No such file (or a path component is not a directory).
+    NotFound,
+    /// Escape attempt, symlink policy, permissions, or not a regular file.
+    Forbidden,
+    /// The path is a directory.
+    IsDir,
+    /// Out of descriptors even after evicting and reaping: map to 503.
+    Exhausted,
+    /// Any other OS error.
+    Io(io::Error),
+}
+
+impl fmt::Display for OpenError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            OpenError::NotFound => f.write_str("not found"),
+            OpenError::Forbidden => f.write_str("forbidden"),
+            OpenError::IsDir => f.write_str("is a directory"),
+            OpenError::Exhausted => f.write_str("out of file descriptors"),
+            OpenError::Io(e) => write!(f, "i/o error: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for OpenError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            OpenError::Io(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+/// The outcome of a cached open.
+#[derive(Debug)]
+pub enum Opened {
+    /// A regular file.
+    File(CachedFile),
+    /// Nothing at that path.
+    NotFound,
+    /// Refused (escape, symlink policy, permission, not a regular file).
+    Forbidden,
+    /// A directory (the server may redirect or serve an index).
+    IsDir,
+}
+
+type Entry = pathcache::EntryRef<Owned<FileValue>>;
+
+/// A file from the path cache. Holding it keeps the entry (and its
+/// descriptor) alive; dropping it is one refcount decrement.
+pub struct CachedFile {
+    pub(crate) entry: Entry,
+    /// Set when the cache entry holds metadata only (`min_uses`): the
+    /// descriptor was opened for this request.
+    pub(crate) own: Option<FileHandle>,
+    /// The descriptor was checked against the metadata during this lookup
+    /// (loaded, revalidated, or opened for it): no second `statx` is needed.
+    pub(crate) checked: bool,
+}
+
+impl fmt::Debug for CachedFile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CachedFile")
+            .field("path", &self.entry.path())
+            .field("fd", &self.as_raw_fd())
+            .finish()
+    }
+}
+
+impl CachedFile {
+    /// Size, times and identity of the file.
+    pub fn meta(&self) -> &FileMeta {
+        self.entry.meta()
+    }
+    /// The media type guessed from the name (once, when it was loaded).
+    pub fn mime(&self) -> &'static str {
+        self.entry.label()
+    }
+    /// The whole file when it is small enough to be cached in memory.
+    pub fn bytes(&self) -> Option<&[u8]> {
+        self.entry.bytes()
+    }
+    /// The path relative to the root (the cache key).
+    pub fn path(&self) -> &str {
+        self.entry.path()
+    }
+    /// Whether the file behind the descriptor still is the version the
+    /// metadata describes (one `statx`; [`FileMeta::is_same_version`]). A
+    /// file rewritten in place within the cache's `valid` window would
+    /// otherwise be sent as new bytes under the old length and validators.
+    /// An error reads as "unchanged": the send itself will report it.
+    pub fn is_current(&self) -> bool {
+        resolve::stat_fd(self.as_fd()).map_or(true, |s| s.meta.is_same_version(self.meta()))
+    }
+    pub(crate) fn value(&self) -> &FileValue {
+        match &self.own {
+            Some(h) => h.value(),
+            None => self
+                .entry
+                .handle()
+                .expect("CachedFile without a handle always owns one"),
+        }
+    }
+}
+
+impl AsFd for CachedFile {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.value().as_fd()
+    }
+}
+
+impl AsRawFd for CachedFile {
+    fn as_raw_fd(&self) -> RawFd {
+        self.as_fd().as_raw_fd()
+    }
+}
+
+/// An uncached open file. `close().await` releases it now and returns the
+/// OS error; dropping it defers the release to the reaper.
+pub struct FileHandle {
+    pub(crate) owned: Owned<FileValue>,
+}
+
+impl fmt::Debug for FileHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FileHandle")
+            .field("fd", &self.as_raw_fd())
+            .finish()
+    }
+}
+
+impl FileHandle {
+    fn value(&self) -> &FileValue {
+        &self.owned
+    }
+
+    /// Size of the file when it was opened.
+    pub fn size(&self) -> u64 {
+        self.owned.size()
+    }
+
+    /// Closes now and returns the `close(2)` error, if any. If another
+    /// reference is still reading, the release happens when it finishes.
+    pub async fn close(self) -> io::Result<()> {
+        match self.owned.close() {
+            Ok(()) => Ok(()),
+            Err(fdtable::CloseError::Release(e)) => Err(e),
+            Err(e) => Err(io::Error::other(format!("descriptor table: {e:?}"))),
+        }
+    }
+}
+
+impl AsFd for FileHandle {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.owned.as_fd()
+    }
+}
+
+impl AsRawFd for FileHandle {
+    fn as_raw_fd(&self) -> RawFd {
+        self.as_fd().as_raw_fd()
+    }
+}
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// What [`FileManager::read_at`](crate::FileManager::read_at) can read: [`CachedFile`] and [`FileHandle`]
+/// (which use io_uring fixed-file slots), or any plain descriptor.
+pub trait ReadTarget: AsFd + sealed::Sealed {
+    #[doc(hidden)]
+    fn file_value(&self) -> Option<&FileValue>;
+}
+
+impl sealed::Sealed for CachedFile {}
+impl ReadTarget for CachedFile {
+    fn file_value(&self) -> Option<&FileValue> {
+        Some(self.value())
+    }
+}
+impl sealed::Sealed for FileHandle {}
+impl ReadTarget for FileHandle {
+    fn file_value(&self) -> Option<&FileValue> {
+        Some(self.value())
+    }
+}
+impl sealed::Sealed for std::fs::File {}
+impl ReadTarget for std::fs::File {
+    fn file_value(&self) -> Option<&FileValue> {
+        None
+    }
+}
+impl sealed::Sealed for OwnedFd {}
+impl ReadTarget for OwnedFd {
+    fn file_value(&self) -> Option<&FileValue> {
+        None
+    }
+}
+impl sealed::Sealed for BorrowedFd<'_> {}
+impl ReadTarget for BorrowedFd<'_> {
+    fn file_value(&self) -> Option<&FileValue> {
+        None
+    }
+}
