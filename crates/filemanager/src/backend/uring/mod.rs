@@ -24,22 +24,13 @@
 //! different runtime gets a fresh ring whose driver runs there, so a ring is
 //! never left waiting on a runtime nobody drives.
 //!
-//! ## Fixed files
-//!
-//! A file is registered into a ring's sparse table (one synchronous
-//! `IORING_REGISTER_FILES_UPDATE`) the first time that ring reads it, at
-//! index `slot * shards + shard` of its fdtable descriptor, and the ring
-//! records `(manager id, descriptor)` for that index. A later file that gets
-//! the same descriptor slot has another generation, so it re-registers. When
-//! a file is released, each ring that registered it (a bit in the file's
-//! `rings` mask) is asked to clear the index; the clear is applied as a
-//! `FILES_UPDATE(-1)` SQE only if the index still holds that very file, and
-//! only after any registration made in the same locked section, so it can
-//! never undo a newer file's registration. Files whose index does not fit
-//! the table are read through their plain descriptor.
-//!
-//! The reaper closes dropped descriptors as one batch of `IORING_OP_CLOSE`
-//! on a ring of its own ([`CloseRing`]), waiting for all completions.
+//! One file per operation, as tokio lays out its io_uring code:
+//! `probe.rs` (can io_uring run here: setup, opcodes, sparse fixed files,
+//! a NOP), `open.rs` (`IORING_OP_OPENAT2`), `read.rs` (`IORING_OP_READ`),
+//! `files_update.rs` (fixed-file slots: registering a file, and
+//! `IORING_OP_FILES_UPDATE` clears) and `close.rs` (the reaper's
+//! `IORING_OP_CLOSE` batches). This file owns the ring driver: the
+//! per-thread rings, submission, completion and the operations in flight.
 //!
 //! ## Memory the kernel writes (buffer lifetime)
 //!
@@ -52,6 +43,12 @@
 //! every operation in flight). An abandoned open that succeeded has its new
 //! descriptor closed on reaping.
 
+mod close;
+mod files_update;
+mod open;
+mod probe;
+mod read;
+
 use std::cell::RefCell;
 use std::ffi::CString;
 use std::future::Future;
@@ -63,12 +60,16 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::task::{Context, Poll, Waker};
 
 use bytes::Bytes;
-use io_uring::{opcode, squeue, types, IoUring};
+use io_uring::{squeue, types, IoUring};
 use rustix::fs::OFlags;
 use slab::Slab;
 
-use super::{Counters, IoBackend, Op, Target};
-use crate::resolve::{resolve_flags, stat_fd, Rules, Stat};
+use super::{Counters, IoBackend, Target};
+use crate::resolve::{Rules, Stat};
+
+pub(crate) use close::CloseRing;
+pub(crate) use files_update::{flush_unregisters, queue_unregister, FixedKey, FixedSlot};
+pub(crate) use probe::probe;
 
 /// Submission queue entries per ring.
 const RING_ENTRIES: u32 = 256;
@@ -78,22 +79,6 @@ const MAX_FIXED: u32 = 1 << 16;
 const INTERNAL: u64 = u64::MAX;
 /// At most this many rings carry a bit in a file's `rings` mask.
 const MAX_RING_IDS: usize = 64;
-/// The `-1` a fixed-file update writes to clear a slot. A static, so the
-/// pointer in the SQE is valid forever.
-static CLEAR_SLOT: [RawFd; 1] = [-1];
-
-/// Identity of what a fixed slot holds: (manager id, fdtable descriptor).
-/// `(0, 0)` is empty; manager ids start at 1.
-pub(crate) type FixedKey = (u64, u64);
-
-/// Where a file may sit in every ring's fixed-file table.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct FixedSlot {
-    /// Slot index in each ring's sparse table.
-    pub(crate) index: u32,
-    /// What must be in the slot for a read to use it.
-    pub(crate) key: FixedKey,
-}
 
 /// Rings by id, so a released file can ask each ring that registered it to
 /// clear the slot.
@@ -165,42 +150,6 @@ pub(crate) struct Ring {
     driver_alive: AtomicBool,
     counters: Mutex<Weak<Counters>>,
     inflight: AtomicU64,
-}
-
-/// Result of probing io_uring at start.
-pub(crate) fn probe() -> Result<(), String> {
-    let ring = IoUring::new(8).map_err(|e| format!("io_uring_setup failed: {e}"))?;
-    let mut probe = io_uring::Probe::new();
-    ring.submitter()
-        .register_probe(&mut probe)
-        .map_err(|e| format!("IORING_REGISTER_PROBE failed: {e}"))?;
-    for (code, name) in [
-        (opcode::Read::CODE, "READ"),
-        (opcode::OpenAt2::CODE, "OPENAT2"),
-        (opcode::FilesUpdate::CODE, "FILES_UPDATE"),
-    ] {
-        if !probe.is_supported(code) {
-            return Err(format!("kernel lacks IORING_OP_{name}"));
-        }
-    }
-    ring.submitter()
-        .register_files_sparse(1)
-        .map_err(|e| format!("sparse fixed files unsupported: {e}"))?;
-    let mut ring = ring;
-    // SAFETY: a NOP carries no pointers.
-    unsafe {
-        ring.submission()
-            .push(&opcode::Nop::new().build().user_data(1))
-    }
-    .map_err(|_| "submission queue full on a fresh ring".to_string())?;
-    ring.submit_and_wait(1)
-        .map_err(|e| format!("io_uring_enter failed: {e}"))?;
-    let res = ring.completion().next().map(|c| c.result());
-    match res {
-        Some(r) if r >= 0 => Ok(()),
-        Some(r) => Err(format!("NOP failed: {}", io::Error::from_raw_os_error(-r))),
-        None => Err("NOP did not complete".into()),
-    }
 }
 
 impl Ring {
@@ -297,13 +246,6 @@ impl Ring {
         Ok(())
     }
 
-    /// Queues the clearing of a fixed slot; applied by the next submitter or
-    /// the reaper.
-    fn queue_unregister(&self, slot: FixedSlot) {
-        lock(&self.unregister).push(slot);
-        self.unregister_pending.store(true, Ordering::Release);
-    }
-
     /// Pushes one SQE, submitting first if the queue is full.
     fn push(inner: &mut Inner, entry: &squeue::Entry) -> io::Result<()> {
         loop {
@@ -315,37 +257,6 @@ impl Ring {
             }
             inner.ring.submit()?;
         }
-    }
-
-    /// Turns queued unregisters into FILES_UPDATE SQEs (not yet submitted).
-    fn apply_unregisters(&self, inner: &mut Inner) -> usize {
-        if !self.unregister_pending.swap(false, Ordering::AcqRel) {
-            return 0;
-        }
-        let list = std::mem::take(&mut *lock(&self.unregister));
-        let mut n = 0;
-        for slot in list {
-            let i = slot.index as usize;
-            if inner.registered.get(i) != Some(&slot.key) {
-                continue; // already overwritten by a newer file
-            }
-            inner.registered[i] = (0, 0);
-            let e = opcode::FilesUpdate::new(CLEAR_SLOT.as_ptr(), 1)
-                .offset(slot.index as i32)
-                .build()
-                .user_data(INTERNAL);
-            if Self::push(inner, &e).is_ok() {
-                n += 1;
-            }
-        }
-        if n > 0 {
-            if let Some(c) = lock(&self.counters).upgrade() {
-                for _ in 0..n {
-                    c.op(Op::FixedUnregister);
-                }
-            }
-        }
-        n
     }
 
     /// Drains the completion queue, recording results and waking waiters.
@@ -444,35 +355,6 @@ impl Ring {
                 Ok((res, keep, false))
             }
         }
-    }
-
-    /// The fixed slot to read `file` through, registering it if needed.
-    fn fixed_for(
-        &self,
-        inner: &mut Inner,
-        slot: FixedSlot,
-        raw: RawFd,
-        mask: &AtomicU64,
-        counters: &Counters,
-    ) -> Option<u32> {
-        let id = self.id?;
-        let i = slot.index as usize;
-        let cur = *inner.registered.get(i)?;
-        if cur == slot.key {
-            return Some(slot.index);
-        }
-        // Synchronous update: one syscall, once per (file, ring).
-        inner
-            .ring
-            .submitter()
-            .register_files_update(slot.index, &[raw])
-            .ok()?;
-        inner.registered[i] = slot.key;
-        // Published before the release can run: the caller holds a reference
-        // to the file for the whole read.
-        mask.fetch_or(1 << id, Ordering::AcqRel);
-        counters.op(Op::FixedRegister);
-        Some(slot.index)
     }
 }
 
@@ -638,240 +520,23 @@ impl Uring {
     }
 }
 
-/// Asks every ring in `mask` to clear `slot` (called when a file is released).
-pub(crate) fn queue_unregister(mask: u64, slot: FixedSlot) {
-    let reg = lock(&REGISTRY);
-    for (i, w) in reg.iter().enumerate() {
-        if mask & (1 << i) != 0 {
-            if let Some(r) = w.upgrade() {
-                r.queue_unregister(slot);
-            }
-        }
-    }
-}
-
-/// A ring the reaper closes deferred descriptors on, synchronously (no
-/// tokio involved: the reaper is a plain thread).
-pub(crate) struct CloseRing {
-    ring: Option<IoUring>,
-}
-
-impl std::fmt::Debug for CloseRing {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CloseRing")
-            .field("ready", &self.ring.is_some())
-            .finish()
-    }
-}
-
-impl CloseRing {
-    /// Creates the ring now (not lazily), so its descriptor exists from
-    /// the start rather than appearing in the middle of a drain.
-    pub(crate) fn new(enabled: bool) -> Self {
-        CloseRing {
-            ring: if enabled {
-                IoUring::new(RING_ENTRIES).ok()
-            } else {
-                None
-            },
-        }
-    }
-
-    /// Closes every descriptor of `batch` with IORING_OP_CLOSE, one
-    /// submission per up to `RING_ENTRIES`; returns how many closes failed.
-    /// Falls back to `close(2)` if the ring cannot be used.
-    pub(crate) fn close_all(&mut self, batch: Vec<OwnedFd>, counters: &Counters) -> u64 {
-        let mut errors = 0;
-        let mut rest = batch.into_iter().peekable();
-        while rest.peek().is_some() {
-            let Some(ring) = self.ring.as_mut() else {
-                break;
-            };
-            let mut queued = 0;
-            while queued < RING_ENTRIES as usize {
-                let Some(fd) = rest.next() else { break };
-                let raw = fd.as_raw_fd();
-                let e = opcode::Close::new(types::Fd(raw))
-                    .build()
-                    .user_data(raw as u64);
-                // SAFETY: a CLOSE carries no pointers. The descriptor is
-                // owned by us and handed to the kernel to close.
-                if unsafe { ring.submission().push(&e) }.is_err() {
-                    drop(fd);
-                    break;
-                }
-                std::mem::forget(fd);
-                queued += 1;
-            }
-            if ring.submit_and_wait(queued).is_err() {
-                // Nothing was consumed only if the ring itself failed; the
-                // closes already queued complete on the next successful
-                // submit. Stop using this ring.
-                tracing::warn!("reaper io_uring submit failed; closing with close(2)");
-                self.ring = None;
-                break;
-            }
-            let mut seen = 0;
-            while seen < queued {
-                for cqe in ring.completion() {
-                    seen += 1;
-                    counters.op(Op::CloseBatched);
-                    if cqe.result() < 0 {
-                        errors += 1;
-                        tracing::warn!(fd = cqe.user_data(), error = %io::Error::from_raw_os_error(-cqe.result()), "deferred close failed");
-                    }
-                }
-                if seen < queued && ring.submit_and_wait(queued - seen).is_err() {
-                    break;
-                }
-            }
-        }
-        for fd in rest {
-            counters.op(Op::CloseBatched);
-            let raw = std::os::fd::IntoRawFd::into_raw_fd(fd);
-            // SAFETY: `raw` came out of an OwnedFd we own; closed once here.
-            if unsafe { libc::close(raw) } != 0 {
-                errors += 1;
-            }
-        }
-        errors
-    }
-}
-
-/// Submits queued fixed-slot clears on every ring (the reaper's batch).
-pub(crate) fn flush_unregisters() -> usize {
-    let rings: Vec<Arc<Ring>> = lock(&REGISTRY).iter().filter_map(Weak::upgrade).collect();
-    let mut n = 0;
-    for r in rings {
-        if !r.unregister_pending.load(Ordering::Acquire) {
-            continue;
-        }
-        let mut inner = lock(&r.inner);
-        let k = r.apply_unregisters(&mut inner);
-        if k > 0 {
-            let _ = inner.ring.submit();
-            Ring::reap(&mut inner, &r.inflight);
-            n += k;
-        }
-    }
-    n
-}
-
 impl IoBackend for Uring {
-    async fn open(
+    fn open(
         &self,
         root: &Arc<OwnedFd>,
         path: CString,
         oflags: OFlags,
         rules: Rules,
-    ) -> io::Result<(OwnedFd, Stat)> {
-        // Never the walk: the portable backend is the blocking one.
-        debug_assert!(!rules.walk);
-        let ring = self.local_ring()?;
-        let how = Box::new(
-            types::OpenHow::new()
-                .flags(u64::from(oflags.bits()))
-                .resolve(resolve_flags(rules.policy).bits()),
-        );
-        let keep = Keep::Open {
-            _root: Arc::clone(root),
-            _path: path,
-            _how: how,
-        };
-        let root_raw = root.as_raw_fd();
-        let mut tries = 0;
-        let mut keep = keep;
-        let fd = loop {
-            let (res, k, _) = ring
-                .run(keep, |_, k| {
-                    let Keep::Open { _path, _how, .. } = k else {
-                        unreachable!()
-                    };
-                    opcode::OpenAt2::new(types::Fd(root_raw), _path.as_ptr(), &**_how as *const _)
-                        .build()
-                })
-                .await?;
-            self.counters.op(Op::Open);
-            if res == -libc::EAGAIN && tries < 8 {
-                // A racing rename made a `..` step unprovable; retry as the
-                // openat2 man page allows.
-                tries += 1;
-                keep = k;
-                continue;
-            }
-            if res < 0 {
-                return Err(io::Error::from_raw_os_error(-res));
-            }
-            // SAFETY: a successful OPENAT2 returns a fresh descriptor we own.
-            break unsafe { OwnedFd::from_raw_fd(res) };
-        };
-        // The metadata comes from a plain statx(2) on the new descriptor,
-        // not IORING_OP_STATX: the kernel always hands STATX to an io-wq
-        // worker thread (it never completes inline), and under a miss-heavy
-        // load (10000 files, 2000 cached) those hand-offs took 12% of the
-        // daemon's CPU plus the wake-ups, while a statx of an open
-        // descriptor on a local filesystem reads the in-memory inode.
-        self.counters.op(Op::Stat);
-        let stat = stat_fd(&fd)?;
-        Ok((fd, stat))
+    ) -> impl Future<Output = io::Result<(OwnedFd, Stat)>> + Send {
+        self.openat2(root, path, oflags, rules)
     }
 
-    async fn read(&self, target: Target<'_>, offset: u64, len: usize) -> io::Result<Bytes> {
-        let ring = self.local_ring()?;
-        let raw = target.fd.as_raw_fd();
-        // Resolved under the first submission's lock (one lock per read).
-        let mut fixed: Option<Option<u32>> = None;
-        let file = target.file.and_then(|f| f.fixed_slot().map(|s| (f, s)));
-        let mut buf: Vec<u8> = crate::bufpool::take(len);
-        let mut all_inline = true;
-        while buf.len() < len {
-            let filled = buf.len();
-            let at = offset + filled as u64;
-            let want = u32::try_from(len - filled).unwrap_or(u32::MAX);
-            let (res, keep, inline) = ring
-                .run(Keep::Buf(buf), |inner, k| {
-                    let fixed = *fixed.get_or_insert_with(|| {
-                        let (f, s) = file?;
-                        ring.fixed_for(inner, s, raw, f.ring_mask(), &self.counters)
-                    });
-                    let Keep::Buf(b) = k else { unreachable!() };
-                    // The write target is the spare capacity past `filled`;
-                    // the Vec's heap block never moves while it sits in Keep.
-                    let ptr = b.as_mut_ptr().wrapping_add(filled);
-                    match fixed {
-                        Some(i) => opcode::Read::new(types::Fixed(i), ptr, want)
-                            .offset(at)
-                            .build(),
-                        None => opcode::Read::new(types::Fd(raw), ptr, want)
-                            .offset(at)
-                            .build(),
-                    }
-                })
-                .await?;
-            all_inline &= inline;
-            let Keep::Buf(b) = keep else { unreachable!() };
-            buf = b;
-            if res == -libc::EINTR || res == -libc::EAGAIN {
-                continue;
-            }
-            if res < 0 {
-                return Err(io::Error::from_raw_os_error(-res));
-            }
-            if res == 0 {
-                break;
-            }
-            // SAFETY: the kernel initialised `res` bytes after `filled`, and
-            // `res <= want <= capacity - filled`.
-            unsafe { buf.set_len(filled + res as usize) };
-        }
-        self.counters.read(
-            if all_inline {
-                Op::ReadInline
-            } else {
-                Op::ReadAsync
-            },
-            buf.len(),
-        );
-        Ok(crate::bufpool::into_bytes(buf))
+    fn read(
+        &self,
+        target: Target<'_>,
+        offset: u64,
+        len: usize,
+    ) -> impl Future<Output = io::Result<Bytes>> + Send {
+        self.read_at(target, offset, len)
     }
 }
