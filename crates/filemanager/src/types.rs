@@ -111,6 +111,16 @@ impl CachedFile {
     pub fn is_current(&self) -> bool {
         resolve::stat_fd(self.as_fd()).map_or(true, |s| s.meta.is_same_version(self.meta()))
     }
+    /// Whether the bytes behind the descriptor are still those the metadata
+    /// describes (one `statx`; [`FileMeta::has_same_contents`]): what a
+    /// server checks before the last bytes of a body it reads from the
+    /// descriptor, so a file rewritten in place mid-send ends the body
+    /// short instead of completing it with a mix of versions. A file
+    /// replaced by a rename keeps its old bytes under this descriptor and
+    /// passes. An error reads as "unchanged": the send itself reports it.
+    pub fn contents_unchanged(&self) -> bool {
+        resolve::stat_fd(self.as_fd()).map_or(true, |s| s.meta.has_same_contents(self.meta()))
+    }
     pub(crate) fn value(&self) -> &FileValue {
         match &self.own {
             Some(h) => h.value(),

@@ -8,6 +8,9 @@ use crate::date::HTTP_DATE_LEN;
 use crate::plan::{write_message, Body, Plan};
 use crate::status::status_line;
 
+/// The `Server` field every engine sends, HTTP/1.1 and HTTP/2 alike.
+pub const SERVER: &str = "fileserver";
+
 /// How the connection a response goes out on is framed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Framing {
@@ -28,7 +31,9 @@ pub fn encode_head(
     out: &mut Vec<u8>,
 ) {
     out.extend_from_slice(status_line(plan.status));
-    out.extend_from_slice(b"Server: fileserver\r\nDate: ");
+    out.extend_from_slice(b"Server: ");
+    out.extend_from_slice(SERVER.as_bytes());
+    out.extend_from_slice(b"\r\nDate: ");
     out.extend_from_slice(date);
     out.extend_from_slice(b"\r\n");
     plan.headers.for_each_field(|field| {

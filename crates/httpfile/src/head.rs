@@ -65,6 +65,38 @@ impl RequestHead<'_> {
     }
 }
 
+/// The authority rule every engine applies before a request is decided
+/// (RFC 9112 3.2, RFC 9113 8.3.1): an HTTP/1.1 request names exactly one
+/// `Host`, and a `Host` or `:authority` that is sent is valid. `hosts` is
+/// how many `Host` lines came; `host` the one that counts (HTTP/2: the
+/// `:authority`, else `Host`). The error is the 400's reason.
+///
+/// ```
+/// use httpfile::head::check_host;
+/// assert_eq!(check_host(true, 0, None), Err("HTTP/1.1 request without Host"));
+/// assert_eq!(check_host(false, 2, Some(b"a")), Err("more than one Host"));
+/// assert_eq!(check_host(true, 1, Some(b"a b")), Err("invalid Host"));
+/// assert_eq!(check_host(false, 0, None), Ok(()));
+/// ```
+pub fn check_host(http11: bool, hosts: usize, host: Option<&[u8]>) -> Result<(), &'static str> {
+    if hosts > 1 {
+        return Err("more than one Host");
+    }
+    if http11 && host.is_none() {
+        return Err("HTTP/1.1 request without Host");
+    }
+    if host.is_some_and(|h| !is_valid_host(h)) {
+        return Err("invalid Host");
+    }
+    Ok(())
+}
+
+/// Whether a request head declares a body (RFC 9112 6.3): a
+/// `Transfer-Encoding`, or a `Content-Length` above zero.
+pub fn declares_body(content_length: Option<u64>, transfer_encoding: bool) -> bool {
+    transfer_encoding || content_length.unwrap_or(0) > 0
+}
+
 /// RFC 3986 unreserved / sub-delims: the bytes a reg-name may hold besides
 /// `%XX`.
 fn is_reg_name_byte(b: u8) -> bool {

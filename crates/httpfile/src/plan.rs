@@ -329,8 +329,8 @@ pub enum Route<'p> {
     Respond(Plan<'static>),
 }
 
-/// Decides whether a request reaches the filesystem: the method, the
-/// `Host` authority, a body on GET/HEAD, the target's shape and the
+/// Decides whether a request reaches the filesystem: the `Host`
+/// authority, the method, a body on GET/HEAD, the target's shape and the
 /// dotfile rule. `path` is the
 /// normalized target ([`crate::path::normalize_path`]).
 pub fn route<'p>(
@@ -348,6 +348,13 @@ pub fn route<'p>(
         plan.close = true;
         Route::Respond(plan)
     };
+    // The authority is checked before the method: a request with a bad
+    // `Host` is malformed whatever it asks (RFC 9112 3.2).
+    if req.host.is_some_and(|h| !crate::head::is_valid_host(h)) {
+        let mut plan = error(req.method, 400, "invalid Host");
+        plan.close = true;
+        return Route::Respond(plan);
+    }
     match req.method {
         Method::Other => return allow(405),
         Method::Options => {
@@ -357,11 +364,6 @@ pub fn route<'p>(
             }
         }
         Method::Get | Method::Head => {}
-    }
-    if req.host.is_some_and(|h| !crate::head::is_valid_host(h)) {
-        let mut plan = error(req.method, 400, "invalid Host");
-        plan.close = true;
-        return Route::Respond(plan);
     }
     if req.has_body {
         let mut plan = error(req.method, 400, "request body not allowed on GET/HEAD");
@@ -444,6 +446,30 @@ pub fn file<'a>(
     ranges: &'a mut Vec<ByteRange>,
     boundary: impl FnOnce() -> Boundary,
 ) -> Plan<'a> {
+    let precondition = file_precondition(req, info, now);
+    file_evaluated(req, info, policy, now, precondition, ranges, boundary)
+}
+
+/// The preconditions of `req` (RFC 9110 13.2.2) against `info`'s
+/// validators at `now`: what [`file()`] evaluates first. A server that needs
+/// the outcome before it plans (to skip making a compressed variant a `304`
+/// does not send) evaluates here and plans with [`file_evaluated`], so the
+/// preconditions are evaluated once.
+pub fn file_precondition(req: &RequestHead<'_>, info: &FileInfo<'_>, now: u64) -> Precondition {
+    evaluate(req, info.etag.as_bytes(), info.mtime_secs.min(now))
+}
+
+/// [`file()`] with its preconditions already evaluated
+/// ([`file_precondition`] of the same `req`, `info` and `now`).
+pub fn file_evaluated<'a>(
+    req: &RequestHead<'_>,
+    info: &FileInfo<'a>,
+    policy: &Policy<'a>,
+    now: u64,
+    precondition: Precondition,
+    ranges: &'a mut Vec<ByteRange>,
+    boundary: impl FnOnce() -> Boundary,
+) -> Plan<'a> {
     let last_modified = info.mtime_secs.min(now);
     let validators = Headers {
         last_modified: Some(last_modified),
@@ -453,7 +479,7 @@ pub fn file<'a>(
         vary: info.vary.then_some(Vary::AcceptEncoding),
         ..Headers::default()
     };
-    let use_range = match evaluate(req, info.etag.as_bytes(), last_modified) {
+    let use_range = match precondition {
         Precondition::Failed => return error(req.method, 412, ""),
         Precondition::NotModified => {
             return Plan {

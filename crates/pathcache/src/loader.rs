@@ -29,6 +29,17 @@ impl FileMeta {
     pub fn is_same_version(&self, other: &FileMeta) -> bool {
         self == other
     }
+
+    /// Whether `other` describes the same bytes of the same inode: the rule
+    /// for a file being sent from a descriptor already open, whose inode
+    /// cannot be replaced, only rewritten. Size and mtime count; ctime does
+    /// not, because a rename over the path (the atomic deploy) or a
+    /// `chmod` moves it on the old inode while its bytes stay as they were,
+    /// and cutting that response short would fail a correct answer.
+    pub fn has_same_contents(&self, other: &FileMeta) -> bool {
+        (self.dev, self.ino, self.size, self.mtime_ns)
+            == (other.dev, other.ino, other.size, other.mtime_ns)
+    }
 }
 
 /// The metadata of an entry that has none (a negative answer).

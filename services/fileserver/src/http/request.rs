@@ -2,7 +2,7 @@
 //! leaves to the server (RFC 9112: Host, Content-Length vs Transfer-Encoding,
 //! keep-alive). Pure and allocation-free: everything borrows the read buffer.
 
-use httpfile::head::is_valid_host;
+use httpfile::head::{check_host, declares_body};
 pub use httpfile::Method;
 use httpfile::{trim_ows, RequestHead};
 
@@ -121,14 +121,13 @@ pub fn parse_request<'b>(
     };
     let mut content_length: Option<u64> = None;
     let mut transfer_encoding = false;
+    let mut hosts = 0;
     for h in req.headers.iter() {
         let name = h.name.as_bytes();
         let v = trim_ows(h.value);
         match name.len() {
             4 if eq_ci(name, b"host") => {
-                if r.head.host.is_some() {
-                    return Err(ParseError::Bad("more than one Host"));
-                }
+                hosts += 1;
                 r.head.host = Some(v);
             }
             5 if eq_ci(name, b"range") => r.head.range = Some(v),
@@ -167,13 +166,8 @@ pub fn parse_request<'b>(
     if transfer_encoding && content_length.is_some() {
         return Err(ParseError::Bad("both Transfer-Encoding and Content-Length"));
     }
-    if minor_version == 1 && r.head.host.is_none() {
-        return Err(ParseError::Bad("HTTP/1.1 request without Host"));
-    }
-    if r.head.host.is_some_and(|h| !is_valid_host(h)) {
-        return Err(ParseError::Bad("invalid Host"));
-    }
-    r.head.has_body = transfer_encoding || content_length.unwrap_or(0) > 0;
+    check_host(minor_version == 1, hosts, r.head.host).map_err(ParseError::Bad)?;
+    r.head.has_body = declares_body(content_length, transfer_encoding);
     Ok(Some(r))
 }
 
