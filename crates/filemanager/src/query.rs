@@ -5,9 +5,7 @@
 //! [`crate::resolve`], and "is it still the same file?" is decided by
 //! [`FileMeta::is_same_version`] alone.
 
-use crate::{
-    census, CachedFile, Codec, FileManager, ListOptions, Listing, OpenError, Opened, Variant,
-};
+use crate::{census, CachedFile, FileManager, ListOptions, Listing, OpenError, Opened};
 use pathcache::{FileMeta, Lookup};
 
 /// A precompressed form a server looks for beside a file (`name.br` for
@@ -53,6 +51,8 @@ pub enum Resolved {
 }
 
 /// A file to serve: the path's file, its index, or a precompressed sibling.
+/// What the response makes of it (its coding, a compressed variant,
+/// `Vary`) is the server's to decide.
 #[derive(Debug)]
 pub struct ResolvedFile {
     /// The open file.
@@ -61,18 +61,6 @@ pub struct ResolvedFile {
     pub sibling: Option<usize>,
     /// The type of what is served: for a sibling, of the file it encodes.
     pub mime: &'static str,
-    /// The answer at this path depends on which codings a request accepts
-    /// (siblings are served and the path is not itself a sibling's; a
-    /// server that compresses sets it too, for the types it compresses).
-    pub negotiated: bool,
-    /// A compressed variant to send instead of the file's bytes: never set
-    /// by [`resolve`](FileManager::resolve); a server that compresses puts
-    /// one here from [`FileManager::variant`].
-    pub variant: Option<Variant>,
-    /// The coding of a computed variant the response is in: the variant's,
-    /// or, without `variant`, that of a variant whose revalidation (a
-    /// `304`) needs only its tag, not its bytes.
-    pub coding: Option<Codec>,
 }
 
 impl ResolvedFile {
@@ -109,7 +97,7 @@ impl FileManager {
     /// let siblings = [Sibling { suffix: ".br", accepted: true }, Sibling { suffix: ".gz", accepted: true }];
     /// let query = Query { path: "a.css", dir_only: false, siblings: &siblings, index: &[], listing: None };
     /// let Resolved::File(f) = fm.resolve(&query).await.unwrap() else { panic!() };
-    /// assert_eq!((f.sibling, f.mime, f.negotiated), (Some(1), "text/css", true));
+    /// assert_eq!((f.sibling, f.mime), (Some(1), "text/css"));
     /// assert!(matches!(fm.resolve(&Query { path: "", ..query }).await.unwrap(), Resolved::Directory));
     /// # });
     /// ```
@@ -159,15 +147,13 @@ impl FileManager {
         path: &str,
         file: CachedFile,
     ) -> Result<ResolvedFile, OpenError> {
+        // A path that is itself a sibling's is served as it is.
         let negotiated =
             !query.siblings.is_empty() && !query.siblings.iter().any(|s| path.ends_with(s.suffix));
         let plain = |file: CachedFile| ResolvedFile {
             mime: file.mime(),
             file,
             sibling: None,
-            negotiated,
-            variant: None,
-            coding: None,
         };
         if !negotiated || !query.siblings.iter().any(|s| s.accepted) {
             return Ok(plain(file));
@@ -196,9 +182,6 @@ impl FileManager {
                     file: encoded,
                     sibling: Some(i),
                     mime: file.mime(),
-                    negotiated,
-                    variant: None,
-                    coding: None,
                 });
             }
         }

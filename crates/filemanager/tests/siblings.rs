@@ -46,7 +46,6 @@ async fn served(fm: &FileManager, path: &str) -> (Option<&'static str>, Vec<u8>)
     let Resolved::File(f) = fm.resolve(&q).await.unwrap() else {
         panic!("{path}: not a file");
     };
-    assert!(f.negotiated);
     let bytes = match f.file.bytes() {
         Some(b) => b.to_vec(),
         None => fm.read_at(&f.file, 0, 1 << 20).await.unwrap().to_vec(),

@@ -142,7 +142,7 @@ impl FileBody {
                 // earlier point shows in it, and the body then ends short
                 // (the client sees fewer bytes than Content-Length), never
                 // complete with mixed contents. Per chunk it was 8 per MiB.
-                if self.unread == 0 && !self.file.is_current() {
+                if self.unread == 0 && !self.file.contents_unchanged() {
                     return Poll::Ready(Some(Err("file changed while it was sent".into())));
                 }
                 return Poll::Ready(Some(Ok(bytes)));

@@ -5,7 +5,7 @@
 //! siblings with `Vary`, index files, the directory redirect, listings,
 //! symlink policies, negative caching and 405 with `Allow` behave the same,
 //! and so do compressed variants when [`ServeDir::compression`] turns them
-//! on (the same [`stages::compress`], the same variant tags).
+//! on (the same [`decide`] stage, the same variant tags).
 //!
 //! ```no_run
 //! use servedir::ServeDir;
@@ -29,19 +29,18 @@
 #![deny(missing_docs)]
 
 mod body;
-pub mod stages;
 
 pub use body::{Body, BoxError};
+pub use decide::{self, CompressionOptions, Options};
 pub use filemanager::{self, FileManager};
-pub use stages::CompressionOptions;
 
 use body::Segment;
 use bytes::Bytes;
-use filemanager::{ListOptions, OpenError, Query, Resolved, ResolvedFile};
+use decide::{Answer, Representation};
 use http::header::{HeaderName, HeaderValue};
 use http::request::Parts;
 use http::{Request, Response, StatusCode};
-use httpfile::plan::{self, Body as PlanBody, Plan, Policy, Route};
+use httpfile::plan::{self, Body as PlanBody, Plan};
 use httpfile::{ByteRange, Method, RequestHead};
 use std::collections::VecDeque;
 use std::convert::Infallible;
@@ -62,16 +61,8 @@ pub struct ServeDir<F = NotFound> {
 #[derive(Clone, Debug)]
 struct Inner {
     fm: FileManager,
-    base: String,
-    index: Vec<String>,
-    listing: bool,
-    listing_max_entries: usize,
-    precompressed: bool,
-    dotfiles: bool,
-    cache_control: Option<String>,
-    max_ranges: usize,
+    options: Options,
     chunk: usize,
-    compression: Option<CompressionOptions>,
 }
 
 impl ServeDir<NotFound> {
@@ -88,19 +79,17 @@ impl ServeDir<NotFound> {
     /// # drop(service);
     /// ```
     pub fn new(fm: FileManager) -> ServeDir<NotFound> {
+        ServeDir::with_options(fm, Options::default())
+    }
+
+    /// Serves `fm`'s root with `options` (the daemon's settings are this
+    /// type; the builder methods below set one field each).
+    pub fn with_options(fm: FileManager, options: Options) -> ServeDir<NotFound> {
         ServeDir {
             inner: Arc::new(Inner {
                 fm,
-                base: String::new(),
-                index: vec!["index.html".to_string()],
-                listing: false,
-                listing_max_entries: ListOptions::default().max_entries,
-                precompressed: true,
-                dotfiles: false,
-                cache_control: Some("no-cache".to_string()),
-                max_ranges: 16,
+                options,
                 chunk: 128 * 1024,
-                compression: None,
             }),
             fallback: NotFound,
         }
@@ -138,19 +127,19 @@ impl<F> ServeDir<F> {
     /// # });
     /// ```
     pub fn base(mut self, base: &str) -> Self {
-        self.inner_mut().base = base.trim_end_matches('/').to_string();
+        self.inner_mut().options.redirect_base = base.trim_end_matches('/').to_string();
         self
     }
 
     /// Names tried, in order, for a request of a directory.
     pub fn index_files<I: IntoIterator<Item = S>, S: Into<String>>(mut self, names: I) -> Self {
-        self.inner_mut().index = names.into_iter().map(Into::into).collect();
+        self.inner_mut().options.index = names.into_iter().map(Into::into).collect();
         self
     }
 
     /// List a directory that has no index file (HTML, or JSON by `Accept`).
     pub fn directory_listing(mut self, on: bool) -> Self {
-        self.inner_mut().listing = on;
+        self.inner_mut().options.listing = on;
         self
     }
 
@@ -158,14 +147,14 @@ impl<F> ServeDir<F> {
     /// directory is cut, with a note in the page. Applies once
     /// [`directory_listing`](Self::directory_listing) is on.
     pub fn listing_max_entries(mut self, n: usize) -> Self {
-        self.inner_mut().listing_max_entries = n.max(1);
+        self.inner_mut().options.listing_max_entries = n.max(1);
         self
     }
 
     /// Serve `name.br`, `name.zst` or `name.gz` for `name` by
     /// `Accept-Encoding` (on by default).
     pub fn precompressed(mut self, on: bool) -> Self {
-        self.inner_mut().precompressed = on;
+        self.inner_mut().options.precompressed = on;
         self
     }
 
@@ -195,25 +184,25 @@ impl<F> ServeDir<F> {
     /// # });
     /// ```
     pub fn compression(mut self, options: impl Into<Option<CompressionOptions>>) -> Self {
-        self.inner_mut().compression = options.into();
+        self.inner_mut().options.compression = options.into();
         self
     }
 
     /// Serve paths with a segment that starts with `.` (off by default).
     pub fn dotfiles(mut self, on: bool) -> Self {
-        self.inner_mut().dotfiles = on;
+        self.inner_mut().options.dotfiles = on;
         self
     }
 
     /// `Cache-Control` for files and listings (empty: none is sent).
     pub fn cache_control(mut self, value: &str) -> Self {
-        self.inner_mut().cache_control = Some(value.to_string()).filter(|v| !v.is_empty());
+        self.inner_mut().options.cache_control = Some(value.to_string()).filter(|v| !v.is_empty());
         self
     }
 
     /// A `Range` with more ranges than this is answered with the whole file.
     pub fn max_ranges(mut self, n: usize) -> Self {
-        self.inner_mut().max_ranges = n;
+        self.inner_mut().options.max_ranges = n;
         self
     }
 
@@ -369,7 +358,7 @@ impl<B> Service<Request<B>> for ServeFile {
 }
 
 /// The last line of a header, as the planner reads repeated headers.
-fn last(req: &Parts, name: http::header::HeaderName) -> Option<&[u8]> {
+fn last(req: &Parts, name: HeaderName) -> Option<&[u8]> {
     req.headers
         .get_all(name)
         .iter()
@@ -377,21 +366,50 @@ fn last(req: &Parts, name: http::header::HeaderName) -> Option<&[u8]> {
         .map(|v| httpfile::trim_ows(v.as_bytes()))
 }
 
-fn has_body(req: &Parts) -> bool {
-    use http::header::{CONTENT_LENGTH, TRANSFER_ENCODING};
-    req.headers.contains_key(TRANSFER_ENCODING)
-        || last(req, CONTENT_LENGTH).is_some_and(|v| v.iter().any(|&b| b != b'0'))
+/// The planner's view of `req`, with `target` as its path and query. The
+/// authority is HTTP/2's `:authority` (or, without it, `Host`); HTTP/1's
+/// `Host`. A server in front (hyper, a router) has framed the request;
+/// the daemon's listeners also apply [`httpfile::head::check_host`].
+pub fn request_head<'a>(req: &'a Parts, target: &'a [u8]) -> RequestHead<'a> {
+    use http::header::{
+        ACCEPT, ACCEPT_ENCODING, CONTENT_LENGTH, HOST, IF_MATCH, IF_MODIFIED_SINCE, IF_NONE_MATCH,
+        IF_RANGE, IF_UNMODIFIED_SINCE, RANGE, TRANSFER_ENCODING,
+    };
+    let host = match req.version {
+        http::Version::HTTP_2 | http::Version::HTTP_3 => req
+            .uri
+            .authority()
+            .map(|a| a.as_str().as_bytes())
+            .or_else(|| last(req, HOST)),
+        _ => last(req, HOST),
+    };
+    let content_length = last(req, CONTENT_LENGTH).map(|v| {
+        // hyper has checked it is a number; anything else declares a body.
+        std::str::from_utf8(v)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(u64::MAX)
+    });
+    RequestHead {
+        method: Method::from_token(req.method.as_str().as_bytes()),
+        target,
+        has_body: httpfile::head::declares_body(
+            content_length,
+            req.headers.contains_key(TRANSFER_ENCODING),
+        ),
+        host,
+        if_match: last(req, IF_MATCH),
+        if_none_match: last(req, IF_NONE_MATCH),
+        if_modified_since: last(req, IF_MODIFIED_SINCE),
+        if_unmodified_since: last(req, IF_UNMODIFIED_SINCE),
+        if_range: last(req, IF_RANGE),
+        range: last(req, RANGE),
+        accept_encoding: last(req, ACCEPT_ENCODING),
+        accept: last(req, ACCEPT),
+    }
 }
 
 impl Inner {
-    fn policy(&self) -> Policy<'_> {
-        Policy {
-            cache_control: self.cache_control.as_deref(),
-            max_ranges: self.max_ranges,
-            dotfiles: self.dotfiles,
-        }
-    }
-
     /// The answer for `req`, or `None` when nothing is there (the fallback's
     /// turn).
     async fn serve(&self, req: &Parts) -> Option<Response<Body>> {
@@ -404,90 +422,21 @@ impl Inner {
     }
 
     /// [`serve`](Self::serve) of `target` (path and query) in place of the
-    /// request's.
+    /// request's: `decide`'s answer as an `http::Response`.
     async fn serve_target(&self, req: &Parts, target: &[u8]) -> Option<Response<Body>> {
-        use http::header::{
-            ACCEPT, ACCEPT_ENCODING, IF_MATCH, IF_MODIFIED_SINCE, IF_NONE_MATCH, IF_RANGE,
-            IF_UNMODIFIED_SINCE, RANGE,
-        };
-        let head = RequestHead {
-            method: Method::from_token(req.method.as_str().as_bytes()),
-            target,
-            has_body: has_body(req),
-            host: last(req, http::header::HOST),
-            if_match: last(req, IF_MATCH),
-            if_none_match: last(req, IF_NONE_MATCH),
-            if_modified_since: last(req, IF_MODIFIED_SINCE),
-            if_unmodified_since: last(req, IF_UNMODIFIED_SINCE),
-            if_range: last(req, IF_RANGE),
-            range: last(req, RANGE),
-            accept_encoding: last(req, ACCEPT_ENCODING),
-            accept: last(req, ACCEPT),
-        };
-        let policy = self.policy();
-        let mut path_buf = Vec::with_capacity(target.len());
-        let path = httpfile::path::normalize_path(target, &mut path_buf);
-        let path = match plan::route(&head, path, &policy) {
-            Route::Serve(path) => path,
-            Route::Respond(p) if p.status == 404 => return None,
-            Route::Respond(p) => return Some(respond(&p, message_body(&p))),
-        };
-        let accept = stages::accept_encoding(head.accept_encoding);
-        let siblings = stages::siblings(&accept);
-        let query = Query {
-            path: path.rel,
-            dir_only: path.trailing_slash,
-            siblings: if self.precompressed { &siblings } else { &[] },
-            index: &self.index,
-            listing: self.listing.then_some(ListOptions {
-                hidden: self.dotfiles,
-                max_entries: self.listing_max_entries,
-            }),
-        };
-        let method = head.method;
-        let p = match self.fm.resolve(&query).await {
-            Ok(Resolved::File(mut f)) => {
-                if let Some(options) = &self.compression {
-                    stages::compress(&self.fm, &mut f, &head, &accept, options).await;
-                }
-                return Some(self.file(&head, f, &policy));
-            }
-            Ok(Resolved::Listing(listing)) => {
-                let page = stages::listing_page(&listing, &head, path.rel);
-                let p = plan::listing(&head, &page, &policy);
-                let has_body = matches!(p.body, PlanBody::Bytes(_));
-                let mut response = respond(&p, Body::empty());
-                if has_body {
-                    *response.body_mut() = Body::full(page.body);
-                }
-                return Some(response);
-            }
-            Ok(Resolved::Directory) => plan::redirect_to_directory(&head, &self.base, path.rel),
-            Ok(Resolved::NotFound) | Err(OpenError::NotFound) | Err(OpenError::IsDir) => {
-                return None
-            }
-            Ok(Resolved::Forbidden) | Err(OpenError::Forbidden) => {
-                let why = stages::forbidden_reason(&self.fm, path.rel).await;
-                plan::error(method, 403, why)
-            }
-            Err(OpenError::Exhausted) => plan::exhausted(method),
-            Err(OpenError::Io(e)) => {
-                tracing::warn!("servedir: open failed: {e}");
-                plan::error(method, 500, "")
-            }
-        };
-        Some(respond(&p, message_body(&p)))
-    }
-
-    fn file(&self, head: &RequestHead<'_>, f: ResolvedFile, policy: &Policy<'_>) -> Response<Body> {
-        let etag = stages::entity_tag(&f);
-        let info = stages::file_info(&f, &etag);
+        let head = request_head(req, target);
+        let mut path = Vec::with_capacity(target.len());
+        let decision = decide::decide(&self.fm, &self.options, &head, &mut path).await;
+        if matches!(decision.answer, Answer::NotFound) {
+            return None;
+        }
         let mut ranges = Vec::new();
-        let now = httpfile::date::now_secs();
-        let p = plan::file(head, &info, policy, now, &mut ranges, plan::random_boundary);
-        stages::count_sent(&self.fm, &f, &p);
-        let body = match p.body {
-            PlanBody::File(range) => self.file_body(f, std::iter::once(Segment::Range(range))),
+        let p = decision.plan(&head, &mut ranges);
+        let mut response = respond(&p, Body::empty());
+        // The body's pieces are taken from the plan before the file is
+        // moved out of the decision the plan borrows.
+        let segments = match p.body {
+            PlanBody::File(range) => vec![Segment::Range(range)],
             PlanBody::Multipart(parts) => {
                 let mut segments = Vec::with_capacity(2 * parts.ranges.len() + 1);
                 for (i, &range) in parts.ranges.iter().enumerate() {
@@ -499,19 +448,33 @@ impl Inner {
                 let mut closing = Vec::with_capacity(40);
                 parts.write_closing(&mut closing);
                 segments.push(Segment::Bytes(closing.into()));
-                self.file_body(f, segments)
+                segments
             }
-            _ => message_body(&p),
+            PlanBody::Message(_) => {
+                *response.body_mut() = message_body(&p);
+                return Some(response);
+            }
+            PlanBody::Bytes(_) => {
+                let Answer::Listing(page) = decision.answer else {
+                    unreachable!("only a listing's plan has a Bytes body")
+                };
+                *response.body_mut() = Body::full(page.body);
+                return Some(response);
+            }
+            PlanBody::Empty => return Some(response),
         };
-        respond(&p, body)
+        if let Some(r) = decision.into_representation() {
+            *response.body_mut() = self.file_body(r, segments);
+        }
+        Some(response)
     }
 
-    /// The body of `segments` of `f`: a variant's or cached bytes are
+    /// The body of `segments` of `r`: a variant's or cached bytes are
     /// shared (a `Bytes` that keeps the variant or cache entry alive, no
     /// copy), other files are read.
-    fn file_body(&self, f: ResolvedFile, segments: impl IntoIterator<Item = Segment>) -> Body {
-        let variant = f.variant.as_ref().map(filemanager::Variant::to_bytes);
-        let file = Arc::new(f.file);
+    fn file_body(&self, r: Representation, segments: Vec<Segment>) -> Body {
+        let variant = r.variant.as_ref().map(filemanager::Variant::to_bytes);
+        let file = Arc::new(r.file);
         let all = variant.or_else(|| {
             file.bytes()
                 .map(|_| Bytes::from_owner(CachedBytes(file.clone())))
@@ -526,7 +489,7 @@ impl Inner {
                     bytes => bytes,
                 })
                 .collect(),
-            None => segments.into_iter().collect(),
+            None => segments.into(),
         };
         Body::file(self.fm.clone(), file, segments, self.chunk)
     }
@@ -551,6 +514,21 @@ fn message_body(p: &Plan<'_>) -> Body {
         PlanBody::Bytes(b) => Body::full(Bytes::copy_from_slice(b)),
         _ => Body::empty(),
     }
+}
+
+/// The response for a plan that carries its own body (an error, a
+/// redirect, a `204`): status, header fields and message. A server that
+/// rejects a request before [`ServeDir`] sees it answers with this, so its
+/// answer reads like every other.
+///
+/// ```
+/// let plan = httpfile::plan::error(httpfile::Method::Get, 400, "invalid Host");
+/// let res = servedir::plan_response(&plan);
+/// assert_eq!(res.status(), 400);
+/// assert_eq!(res.headers()["content-length"], "30");
+/// ```
+pub fn plan_response(p: &Plan<'_>) -> Response<Body> {
+    respond(p, message_body(p))
 }
 
 /// An `http::Response` with `p`'s status and header fields.

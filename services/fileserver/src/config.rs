@@ -13,10 +13,10 @@
 //! Every error carries the key it is about so `fileserver check-config` can
 //! explain all of them at once instead of stopping at the first.
 
+use decide::CompressionOptions;
 pub use filemanager::{BackendKind, SymlinkPolicy};
 use httpfile::mime::ContentCoding;
 use serde::{Deserialize, Serialize};
-use servedir::stages::{self, CompressionOptions};
 use std::fmt;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -131,7 +131,7 @@ pub struct LevelsConfig {
 
 impl Default for LevelsConfig {
     fn default() -> Self {
-        let level = |c| stages::codec(c).default_level() as u64;
+        let level = |c| decide::codec(c).default_level() as u64;
         LevelsConfig {
             br: level(ContentCoding::Br),
             zstd: level(ContentCoding::Zstd),
@@ -400,7 +400,6 @@ pub struct Limits {
     pub keepalive_timeout: Duration,
     pub send_timeout: Duration,
     pub max_connections: usize,
-    pub max_ranges: usize,
 }
 
 /// Validated, typed configuration.
@@ -417,13 +416,10 @@ pub struct Settings {
     pub access_log: AccessLog,
     pub access_log_format: AccessLogFormat,
     pub symlinks: SymlinkPolicy,
-    pub index: Vec<String>,
+    /// How files are answered: index, listing, dotfiles, cache policy,
+    /// ranges, precompressed siblings, compression.
+    pub serve: decide::Options,
     pub trusted_proxies: Vec<crate::http::forwarded::IpNet>,
-    pub directory_listing: bool,
-    pub listing_max_entries: usize,
-    pub serve_dotfiles: bool,
-    pub precompressed: bool,
-    pub cache_control: String,
     pub limits: Limits,
     pub shutdown_timeout: Duration,
     pub fd_budget: Option<usize>,
@@ -432,8 +428,6 @@ pub struct Settings {
     pub tls: Option<TlsSettings>,
     pub cache: CacheSettings,
     pub http2: Http2Settings,
-    /// `None`: compression is off.
-    pub compression: Option<CompressionOptions>,
     /// Bytes of compressed variants kept (0 when compression is off).
     pub compression_budget: u64,
 }
@@ -1023,7 +1017,6 @@ impl Config {
                 10_000_000,
                 &mut e,
             ),
-            max_ranges: range("max_ranges", self.max_ranges, 1, 1000, &mut e),
         };
         for (k, d) in [
             ("header_read_timeout", limits.header_read_timeout),
@@ -1141,7 +1134,23 @@ impl Config {
             access_log,
             access_log_format,
             symlinks,
-            index: self.index.clone(),
+            serve: decide::Options {
+                index: self.index.clone(),
+                listing: self.directory_listing,
+                listing_max_entries: range(
+                    "listing_max_entries",
+                    self.listing_max_entries,
+                    1,
+                    10_000_000,
+                    &mut e,
+                ),
+                dotfiles: self.serve_dotfiles,
+                cache_control: Some(self.cache_control.clone()).filter(|c| !c.is_empty()),
+                max_ranges: range("max_ranges", self.max_ranges, 1, 1000, &mut e),
+                precompressed: self.precompressed,
+                compression: compression.clone(),
+                redirect_base: String::new(),
+            },
             trusted_proxies: self
                 .trusted_proxies
                 .iter()
@@ -1151,17 +1160,6 @@ impl Config {
                         .ok()
                 })
                 .collect(),
-            directory_listing: self.directory_listing,
-            listing_max_entries: range(
-                "listing_max_entries",
-                self.listing_max_entries,
-                1,
-                10_000_000,
-                &mut e,
-            ),
-            serve_dotfiles: self.serve_dotfiles,
-            precompressed: self.precompressed,
-            cache_control: self.cache_control.clone(),
             limits,
             shutdown_timeout,
             fd_budget: (self.fd_budget > 0).then_some(self.fd_budget as usize),
@@ -1175,7 +1173,6 @@ impl Config {
             } else {
                 0
             },
-            compression,
         };
         if e.is_empty() {
             Ok(settings)
@@ -1279,7 +1276,7 @@ impl CompressionConfig {
                 self.levels.gzip,
             ),
         ] {
-            let allowed = stages::codec(coding).levels();
+            let allowed = decide::codec(coding).levels();
             let level = i32::try_from(v).unwrap_or(i32::MAX);
             if !allowed.contains(&level) {
                 e.push(err(
@@ -1406,13 +1403,13 @@ mod tests {
         )
         .unwrap();
         let s = c.validate().unwrap();
-        let o = s.compression.unwrap();
+        let o = s.serve.compression.unwrap();
         assert_eq!(o.codings, [ContentCoding::Zstd, ContentCoding::Gzip]);
         assert_eq!(o.level(ContentCoding::Zstd), 3);
         assert_eq!(s.compression_budget, 1000);
         // Off: no options, no budget.
         let s = Config::default().validate().unwrap();
-        assert_eq!((s.compression, s.compression_budget), (None, 0));
+        assert_eq!((s.serve.compression, s.compression_budget), (None, 0));
     }
 
     #[test]

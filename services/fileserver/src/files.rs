@@ -58,18 +58,10 @@ impl Files {
         })
     }
 
-    /// The tower Service for the hyper listeners, with the answers `s`
-    /// asks for (the plaintext engine reads the same settings).
+    /// The tower Service for the hyper listeners, answering with `s`'s
+    /// serving options (the plaintext engine decides with the same ones).
     pub fn service(&self, s: &Settings) -> servedir::ServeDir {
-        servedir::ServeDir::new(self.fm.clone())
-            .index_files(s.index.iter().cloned())
-            .directory_listing(s.directory_listing)
-            .listing_max_entries(s.listing_max_entries)
-            .precompressed(s.precompressed)
-            .dotfiles(s.serve_dotfiles)
-            .cache_control(&s.cache_control)
-            .max_ranges(s.limits.max_ranges)
-            .compression(s.compression.clone())
+        servedir::ServeDir::with_options(self.fm.clone(), s.serve.clone())
     }
 
     /// The file manager itself.

@@ -17,12 +17,12 @@
 //! after the response in flight).
 //! ```
 
-use crate::accesslog::{Entry, RequestLine};
+use crate::accesslog::RequestLine;
+use crate::exchange::Exchange;
 use crate::h2guard::{Closing, Guard};
 use crate::state::{ConnContext, Live};
-use crate::stats::MethodLabel;
 use bytes::Bytes;
-use http::header::{HeaderValue, REFERER, SERVER, USER_AGENT};
+use http::header::{HeaderValue, CONNECTION, REFERER, SERVER, USER_AGENT};
 use http::{Request, Response};
 use http_body::{Body as HttpBody, Frame, SizeHint};
 use hyper::body::Incoming;
@@ -32,7 +32,7 @@ use std::cell::{Cell, RefCell};
 use std::convert::Infallible;
 use std::future::Future;
 use std::io;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
@@ -118,6 +118,24 @@ impl InFlight {
 impl Drop for InFlight {
     fn drop(&mut self) {
         self.0.in_flight.set(self.0.in_flight.get() - 1);
+    }
+}
+
+/// Serves an accepted HTTPS connection: the handshake (`tls`), then HTTP/2
+/// or HTTP/1.1 as ALPN chose.
+pub async fn serve_tls(
+    ctx: Rc<ConnContext>,
+    certs: &crate::tls::Certs,
+    stream: tokio::net::TcpStream,
+    peer: SocketAddr,
+) {
+    let timeout = match &ctx.live().0.s.tls {
+        Some(t) => t.handshake_timeout,
+        None => return,
+    };
+    if let Some((stream, h2)) = crate::tls::handshake(certs, stream, timeout, peer).await {
+        let protocol = if h2 { Protocol::Http2 } else { Protocol::Http1 };
+        serve(ctx, stream, Vec::new(), peer, protocol).await;
     }
 }
 
@@ -292,28 +310,35 @@ impl hyper::service::Service<Request<Incoming>> for Responder {
         let t0 = Instant::now();
         let in_flight = InFlight::new(&self.activity);
         let live = self.live();
-        let method = match *req.method() {
-            http::Method::GET => MethodLabel::Get,
-            http::Method::HEAD => MethodLabel::Head,
-            _ => MethodLabel::Other,
-        };
-        let fields = live
-            .access
-            .is_some()
-            .then(|| LogFields::of(&req, self.peer, &live.s.trusted_proxies));
+        let request = RequestFields::of(&req, live.access.is_some());
+        let rejected = host_rule(&req).err();
+        let h2 = req.version() == http::Version::HTTP_2;
         let mut files = live.files.clone();
         let (ctx, peer, version) = (self.ctx.clone(), self.peer, self.version);
-        let logger = fields.is_some().then_some(live);
         let gate = self.budget.clone().map(Gate::new);
         Box::pin(async move {
-            let response = match files.call(req).await {
-                Ok(r) => r,
-                Err(never) => match never {},
+            let response = match rejected {
+                // The HTTP/1.1 parser's rule (`http::request`), which hyper
+                // leaves to the server: every listener rejects alike.
+                Some(why) => {
+                    let mut response = servedir::plan_response(&httpfile::plan::reject(400, why));
+                    if !h2 {
+                        // hyper closes an HTTP/1.1 connection that says so.
+                        response
+                            .headers_mut()
+                            .insert(CONNECTION, HeaderValue::from_static("close"));
+                    }
+                    response
+                }
+                None => match files.call(req).await {
+                    Ok(r) => r,
+                    Err(never) => match never {},
+                },
             };
             let (mut parts, body) = response.into_parts();
             parts
                 .headers
-                .insert(SERVER, HeaderValue::from_static("fileserver"));
+                .insert(SERVER, HeaderValue::from_static(httpfile::encode::SERVER));
             let status = parts.status.as_u16();
             let body = Logged {
                 body,
@@ -322,13 +347,12 @@ impl hyper::service::Service<Request<Incoming>> for Responder {
                 gate,
                 done: Some(Done {
                     ctx,
+                    live,
                     peer,
                     version,
-                    method,
+                    request,
                     status,
                     t0,
-                    fields,
-                    logger,
                     _in_flight: in_flight,
                 }),
             };
@@ -337,38 +361,58 @@ impl hyper::service::Service<Request<Incoming>> for Responder {
     }
 }
 
-/// What the access log needs of a request, copied only while it is on.
+/// `Host` as RFC 9112 3.2 and RFC 9113 8.3.1 require it
+/// ([`httpfile::head::check_host`], what the HTTP/1.1 engine's parser
+/// applies): HTTP/1.1 names one valid `Host`, HTTP/2 a valid authority.
+fn host_rule(req: &Request<Incoming>) -> Result<(), &'static str> {
+    let hosts = req.headers().get_all(http::header::HOST).iter().count();
+    let host_field = || {
+        req.headers()
+            .get(http::header::HOST)
+            .map(|h| httpfile::trim_ows(h.as_bytes()))
+    };
+    match req.version() {
+        http::Version::HTTP_2 => {
+            let authority = req.uri().authority().map(|a| a.as_str().as_bytes());
+            httpfile::head::check_host(false, hosts, authority.or_else(host_field))
+        }
+        v => httpfile::head::check_host(v == http::Version::HTTP_11, hosts, host_field()),
+    }
+}
+
+/// What the counters and the access log need of a request, kept until its
+/// response ends: the method always, the rest only while a log is on.
+#[derive(Debug)]
+struct RequestFields {
+    method: http::Method,
+    log: Option<LogFields>,
+}
+
 #[derive(Debug)]
 struct LogFields {
-    client: IpAddr,
-    method: http::Method,
     target: String,
+    forwarded: Option<HeaderValue>,
+    x_forwarded_for: Option<HeaderValue>,
     referer: Option<HeaderValue>,
     user_agent: Option<HeaderValue>,
 }
 
-impl LogFields {
-    fn of(
-        req: &Request<Incoming>,
-        peer: SocketAddr,
-        trusted: &[crate::http::forwarded::IpNet],
-    ) -> LogFields {
-        let header = |name: &str| req.headers().get(name).map(HeaderValue::as_bytes);
-        LogFields {
-            client: crate::http::forwarded::client_addr(
-                peer.ip(),
-                trusted,
-                header("forwarded"),
-                header("x-forwarded-for"),
-            ),
+impl RequestFields {
+    fn of(req: &Request<Incoming>, logged: bool) -> RequestFields {
+        let header = |name| req.headers().get(name).cloned();
+        RequestFields {
             method: req.method().clone(),
-            target: req
-                .uri()
-                .path_and_query()
-                .map_or("/", |pq| pq.as_str())
-                .to_string(),
-            referer: req.headers().get(REFERER).cloned(),
-            user_agent: req.headers().get(USER_AGENT).cloned(),
+            log: logged.then(|| LogFields {
+                target: req
+                    .uri()
+                    .path_and_query()
+                    .map_or("/", |pq| pq.as_str())
+                    .to_string(),
+                forwarded: header(http::header::FORWARDED),
+                x_forwarded_for: header(http::header::HeaderName::from_static("x-forwarded-for")),
+                referer: header(REFERER),
+                user_agent: header(USER_AGENT),
+            }),
         }
     }
 }
@@ -377,14 +421,13 @@ impl LogFields {
 #[derive(Debug)]
 struct Done {
     ctx: Rc<ConnContext>,
+    /// The settings the request was answered under (their access log).
+    live: Arc<Live>,
     peer: SocketAddr,
     version: &'static str,
-    method: MethodLabel,
+    request: RequestFields,
     status: u16,
     t0: Instant,
-    fields: Option<LogFields>,
-    /// The settings whose access logger logs this response (while one is on).
-    logger: Option<Arc<Live>>,
     _in_flight: InFlight,
 }
 
@@ -446,29 +489,32 @@ impl Drop for Logged {
         let Some(d) = self.done.take() else {
             return;
         };
-        let completed = self.ended || self.body.is_end_stream();
-        let duration = d.t0.elapsed();
-        d.ctx.stats.record(d.method, d.status, self.sent, completed);
-        d.ctx.record_duration(duration);
-        let log = d.logger.as_ref().and_then(|live| live.access.as_ref());
-        if let (Some(log), Some(f)) = (log, &d.fields) {
-            log.log(&Entry {
-                client: f.client,
+        let log = d.request.log.as_ref();
+        fn value(v: Option<&HeaderValue>) -> Option<&[u8]> {
+            v.map(HeaderValue::as_bytes)
+        }
+        d.ctx.finish(
+            &d.live,
+            &Exchange {
                 peer: d.peer.ip(),
-                time: httpfile::date::now_secs(),
                 request: Some(RequestLine {
-                    method: f.method.as_str(),
-                    target: f.target.as_bytes(),
+                    method: d.request.method.as_str(),
+                    target: log.map_or(&b""[..], |f| f.target.as_bytes()),
                     version: d.version,
                 }),
                 status: d.status,
                 bytes: self.sent,
-                completed,
-                referer: f.referer.as_ref().map(HeaderValue::as_bytes),
-                user_agent: f.user_agent.as_ref().map(HeaderValue::as_bytes),
-                duration,
-            });
-        }
+                // Every byte of these bodies is read through the backend;
+                // whether the page cache held it is not known here.
+                cold: 0,
+                completed: self.ended || self.body.is_end_stream(),
+                forwarded: value(log.and_then(|f| f.forwarded.as_ref())),
+                x_forwarded_for: value(log.and_then(|f| f.x_forwarded_for.as_ref())),
+                referer: value(log.and_then(|f| f.referer.as_ref())),
+                user_agent: value(log.and_then(|f| f.user_agent.as_ref())),
+                duration: d.t0.elapsed(),
+            },
+        );
     }
 }
 

@@ -772,7 +772,7 @@ async fn accept_loop(w: &Rc<Worker>, listener: tokio::net::TcpListener, kind: Li
                             let ctx = w2.conn.clone();
                             match (kind, &w2.shared.tls) {
                                 (Listener::Tls, Some(certs)) => {
-                                    crate::tls::serve(ctx, certs, stream, peer).await
+                                    crate::hyperconn::serve_tls(ctx, certs, stream, peer).await
                                 }
                                 _ => crate::conn::serve(ctx, stream, peer).await,
                             }

@@ -1,14 +1,14 @@
 //! The HTTPS listener's TLS: the certificate and key (read and checked
 //! against each other at start and at each SIGHUP), the rustls server
 //! configuration, the handshake with its deadline, and what the start line
-//! and `/metrics` say about kernel offload. After the handshake the
-//! connection belongs to [`crate::hyperconn`].
+//! and `/metrics` say about kernel offload. It knows nothing of the
+//! connection after the handshake, which belongs to `hyperconn`.
 //!
 //! ```text
 //! accept -> timeout(tls_handshake_timeout, rustls handshake) -> ALPN h2 | http/1.1
 //!             | garbage, stall, bad version: counted, closed; no one else waits
 //!             v
-//!           hyperconn::serve (servedir's Service, counted and logged)
+//!           hyperconn::serve_tls (servedir's Service, counted and logged)
 //! ```
 //!
 //! The provider is `ring`: it builds with a C compiler alone, where
@@ -18,14 +18,14 @@
 //! X25519.
 
 use crate::config::TlsSettings;
-use crate::state::ConnContext;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::ServerConfig;
 use std::net::SocketAddr;
-use std::rc::Rc;
 use std::sync::{Arc, RwLock};
+use std::time::Duration;
 use tokio::net::TcpStream;
+use tokio_rustls::server::TlsStream;
 
 /// The certificate in force; a reload swaps it for new handshakes while
 /// connections already established keep theirs.
@@ -129,34 +129,35 @@ pub fn describe() {
     );
 }
 
-/// Performs the handshake within `tls_handshake_timeout`, then serves the
-/// connection with hyper. A client that stalls or sends garbage costs its
-/// own task a timer and a buffer, nothing else.
-pub async fn serve(ctx: Rc<ConnContext>, certs: &Certs, stream: TcpStream, peer: SocketAddr) {
-    let timeout = match &ctx.live().0.s.tls {
-        Some(t) => t.handshake_timeout,
-        None => return,
-    };
+/// Performs the handshake within `timeout` (`tls_handshake_timeout`);
+/// `None` when it failed or stalled (counted and logged at debug here).
+/// The stream comes back with whether ALPN chose `h2`. A client that
+/// stalls or sends garbage costs its own task a timer and a buffer,
+/// nothing else.
+pub async fn handshake(
+    certs: &Certs,
+    stream: TcpStream,
+    timeout: Duration,
+    peer: SocketAddr,
+) -> Option<(TlsStream<TcpStream>, bool)> {
     let acceptor = tokio_rustls::TlsAcceptor::from(certs.current());
     let stream = match tokio::time::timeout(timeout, acceptor.accept(stream)).await {
         Ok(Ok(stream)) => stream,
         Ok(Err(e)) => {
             metrics::counter!("fileserver_tls_handshakes_total", "result" => "error").increment(1);
             tracing::debug!(%peer, "TLS handshake failed: {e}");
-            return;
+            return None;
         }
         Err(_) => {
             metrics::counter!("fileserver_tls_handshakes_total", "result" => "timeout")
                 .increment(1);
             tracing::debug!(%peer, "TLS handshake timed out");
-            return;
+            return None;
         }
     };
     metrics::counter!("fileserver_tls_handshakes_total", "result" => "ok").increment(1);
-    let protocol = match stream.get_ref().1.alpn_protocol() {
-        Some(b"h2") => crate::hyperconn::Protocol::Http2,
-        _ => crate::hyperconn::Protocol::Http1,
-    };
-    metrics::counter!("fileserver_tls_connections_total", "alpn" => protocol.alpn()).increment(1);
-    crate::hyperconn::serve(ctx, stream, Vec::new(), peer, protocol).await;
+    let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2");
+    let alpn = if h2 { "h2" } else { "http/1.1" };
+    metrics::counter!("fileserver_tls_connections_total", "alpn" => alpn).increment(1);
+    Some((stream, h2))
 }

@@ -457,8 +457,6 @@ fn workspace_manifests_keep_the_crate_rules() {
     assert!(offences.is_empty(), "{}", offences.join("\n"));
 }
 
-// Keeps the source walk of the module rules exercised while the cycle
-// check below is ignored.
 #[test]
 fn daemon_module_graph_is_read_from_the_sources() {
     let (modules, files) = daemon_modules();
@@ -475,12 +473,7 @@ fn daemon_module_graph_is_read_from_the_sources() {
     );
 }
 
-// The daemon still has the state -> tls -> state cycle (tls.rs names
-// crate::state and crate::hyperconn, hyperconn names crate::state, and
-// state names crate::tls); the change that removes it is under way on
-// another branch. Drop the `ignore` with it.
 #[test]
-#[ignore = "enabled once the state/tls cycle is removed"]
 fn daemon_modules_form_no_cycle() {
     let (modules, files) = daemon_modules();
     assert!(modules.contains("conn"), "no daemon modules found");
@@ -489,10 +482,7 @@ fn daemon_modules_form_no_cycle() {
     }
 }
 
-// conn.rs uses `servedir::stages` today, so this check fails on the
-// current tree; drop the `ignore` once conn.rs no longer names servedir.
 #[test]
-#[ignore = "enabled once conn.rs no longer uses servedir::stages"]
 fn connection_code_does_not_use_servedir() {
     let files = connection_files();
     assert!(

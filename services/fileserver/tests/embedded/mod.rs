@@ -76,9 +76,26 @@ impl Server {
                 }
             }
             ServerKind::AxumExample => {
-                let args: Vec<String> = extra.iter().map(|a| a.to_string()).collect();
-                let (options, rest) = axum_example::Options::parse(&args).expect("--set pairs");
-                assert!(rest.is_empty(), "the example takes only --set: {rest:?}");
+                // The daemon's own parser reads the `--set` pairs: one
+                // definition of each setting for both servers.
+                let mut flags = Vec::new();
+                let mut args = extra.iter();
+                while let Some(a) = args.next() {
+                    assert_eq!(*a, "--set", "the example takes only --set: {extra:?}");
+                    let kv = args.next().expect("--set key=value");
+                    let (k, v) = kv.split_once('=').expect("key=value");
+                    flags.push((k.to_string(), v.to_string()));
+                }
+                let sources = fileserver::config::Sources {
+                    flags,
+                    ..Default::default()
+                };
+                let (_, settings) = fileserver::config::load(&sources).expect("valid --set pairs");
+                let budget = settings
+                    .serve
+                    .compression
+                    .is_some()
+                    .then_some(settings.compression_budget);
                 let rt = tokio::runtime::Builder::new_multi_thread()
                     .worker_threads(2)
                     .enable_all()
@@ -89,7 +106,7 @@ impl Server {
                     .expect("bind");
                 let http = listener.local_addr().expect("local addr");
                 let app = rt
-                    .block_on(async { axum_example::app_at(root, "/", &options) })
+                    .block_on(async { axum_example::app_at(root, "/", settings.serve, budget) })
                     .expect("the example app");
                 rt.spawn(async move {
                     let _ = axum::serve(listener, app).await;

@@ -1,0 +1,413 @@
+//! `decide`: the answer to one request for a directory's files, made once
+//! for every engine. The daemon's HTTP/1.1 engine, its HTTPS/HTTP/2
+//! listeners (through `servedir`) and any embedding server call
+//! [`decide`], then render the [`Decision`] in their own protocol: they
+//! parse and send, and decide no HTTP semantics.
+//!
+//! ```text
+//! RequestHead ─▶ decide(fm, &Options, head, &mut path)
+//!                 route      httpfile::plan::route: method, Host, body, target, dotfiles
+//!                 resolve    filemanager: the file, its index, a sibling, a listing
+//!                 negotiate  siblings and compression: coding, Vary, the entity-tag
+//!                 evaluate   the preconditions, once (a 304 needs no compression)
+//!             ─▶ Decision { Answer::Plan | NotFound | File(Representation) | Listing(Page) }
+//!             ─▶ decision.plan(head, &mut ranges) ─▶ Plan: status, headers, body source
+//! ```
+//!
+//! It depends on `filemanager` (the files) and `httpfile` (the semantics)
+//! and on no HTTP library, socket or runtime type: a [`Decision`] is
+//! tested without a connection (see `tests/`).
+//!
+//! ```
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! use httpfile::{Method, RequestHead};
+//! let dir = tempfile::tempdir().unwrap();
+//! std::fs::write(dir.path().join("a.txt"), "hello").unwrap();
+//! let fm = filemanager::FileManager::new(filemanager::Config::new(dir.path())).unwrap();
+//! let options = decide::Options::default();
+//! let head = RequestHead { method: Method::Get, target: b"/a.txt", ..RequestHead::default() };
+//! let mut path = Vec::new();
+//! let decision = decide::decide(&fm, &options, &head, &mut path).await;
+//! let mut ranges = Vec::new();
+//! let plan = decision.plan(&head, &mut ranges);
+//! assert_eq!((plan.status, plan.headers.content_length), (200, Some(5)));
+//! assert_eq!(decision.representation().unwrap().mime, "text/plain");
+//! # });
+//! ```
+#![deny(missing_docs)]
+
+mod compression;
+
+pub use compression::{codec, coding, CompressionOptions};
+
+use filemanager::{
+    CachedFile, FileManager, ListOptions, Listing, OpenError, Query, Resolved, ResolvedFile,
+    Sibling, Variant,
+};
+use httpfile::conditional::Precondition;
+use httpfile::listing::{ListingEntry, ListingFormat, ListingView, Page};
+use httpfile::mime::{AcceptEncoding, ContentCoding};
+use httpfile::plan::{self, FileInfo, MediaType, Plan, Policy, Route};
+use httpfile::{ByteRange, EntityTag, RequestHead};
+
+/// How a directory is served: every setting a request's answer depends on.
+/// The daemon's `[serve]`-level settings are this type.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Options {
+    /// Names tried, in order, for a directory asked for with its `/`.
+    pub index: Vec<String>,
+    /// List a directory that has no index (off: such a directory is not
+    /// found).
+    pub listing: bool,
+    /// A listing shows at most this many entries.
+    pub listing_max_entries: usize,
+    /// Serve paths with a segment that starts with `.`.
+    pub dotfiles: bool,
+    /// `Cache-Control` for files and listings (`None`: none is sent).
+    pub cache_control: Option<String>,
+    /// A `Range` with more ranges than this is answered with the whole file.
+    pub max_ranges: usize,
+    /// Serve a file's precompressed siblings (`.br`, `.zst`, `.gz`) to
+    /// requests that accept their coding.
+    pub precompressed: bool,
+    /// Compress on the fly (`None`: off).
+    pub compression: Option<CompressionOptions>,
+    /// The URL path the files are mounted at (`/static`): it prefixes the
+    /// `Location` of a directory redirect and is never taken off a request.
+    pub redirect_base: String,
+}
+
+impl Default for Options {
+    /// `index.html`, no listing, no dotfiles, `Cache-Control: no-cache`
+    /// (caches keep the file and revalidate it each time: a 304 is cheap),
+    /// at most 16 ranges, precompressed siblings, no compression.
+    fn default() -> Self {
+        Options {
+            index: vec!["index.html".to_string()],
+            listing: false,
+            listing_max_entries: ListOptions::default().max_entries,
+            dotfiles: false,
+            cache_control: Some("no-cache".to_string()),
+            max_ranges: 16,
+            precompressed: true,
+            compression: None,
+            redirect_base: String::new(),
+        }
+    }
+}
+
+impl Options {
+    /// What the planner reads of these options.
+    pub fn policy(&self) -> Policy<'_> {
+        Policy {
+            cache_control: self.cache_control.as_deref(),
+            max_ranges: self.max_ranges,
+            dotfiles: self.dotfiles,
+        }
+    }
+}
+
+/// A request's answer, decided: what to send and the policy its plan is
+/// made under. [`Decision::plan`] renders it as a [`Plan`].
+#[derive(Debug)]
+pub struct Decision<'a> {
+    /// What the answer is.
+    pub answer: Answer<'a>,
+    policy: Policy<'a>,
+}
+
+/// What a request is answered with.
+// Returned by value and matched at once, like `plan::Route`.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug)]
+pub enum Answer<'a> {
+    /// The plan alone: an error, a redirect, `204`/`405` with `Allow`.
+    Plan(Plan<'a>),
+    /// Nothing is at the path: a `404`, or an embedding server's fallback.
+    NotFound,
+    /// A file, in the representation this request gets.
+    File(Representation),
+    /// A directory listing, rendered.
+    Listing(Page),
+}
+
+impl Decision<'_> {
+    /// The response: status, headers and where its body comes from.
+    /// Satisfiable ranges of a file go to `ranges`.
+    pub fn plan<'s>(&'s self, head: &RequestHead<'_>, ranges: &'s mut Vec<ByteRange>) -> Plan<'s> {
+        match &self.answer {
+            Answer::Plan(p) => *p,
+            Answer::NotFound => plan::error(head.method, 404, ""),
+            Answer::File(r) => plan::file_evaluated(
+                head,
+                &r.info(),
+                &self.policy,
+                r.now,
+                r.precondition,
+                ranges,
+                plan::random_boundary,
+            ),
+            Answer::Listing(page) => plan::listing(head, page, &self.policy),
+        }
+    }
+
+    /// The file answered with, if it is one.
+    pub fn representation(&self) -> Option<&Representation> {
+        match &self.answer {
+            Answer::File(r) => Some(r),
+            _ => None,
+        }
+    }
+
+    /// The decision's file, taken out of it (an engine that moves the file
+    /// into a response body).
+    pub fn into_representation(self) -> Option<Representation> {
+        match self.answer {
+            Answer::File(r) => Some(r),
+            _ => None,
+        }
+    }
+}
+
+/// The representation of a file a request gets: the file (or its
+/// precompressed sibling), a compressed variant made of it, its coding,
+/// its entity-tag and whether the answer varies by `Accept-Encoding`.
+#[derive(Debug)]
+pub struct Representation {
+    /// The open file sent (a sibling's, when one is).
+    pub file: CachedFile,
+    /// Compressed bytes sent instead of the file's.
+    pub variant: Option<Variant>,
+    /// The content coding: a sibling's, a variant's, or that of a variant
+    /// whose `304` needed its tag only.
+    pub coding: Option<ContentCoding>,
+    /// The answer at this path depends on `Accept-Encoding`.
+    pub vary: bool,
+    /// The media type (a sibling's is the file's it encodes).
+    pub mime: &'static str,
+    /// The strong entity-tag (a variant's carries its coding).
+    pub etag: EntityTag,
+    precondition: Precondition,
+    /// The response's time (Unix seconds): `Last-Modified` is never later.
+    now: u64,
+}
+
+impl Representation {
+    /// The bytes sent when they are in memory: a variant's, else the cached
+    /// file's (`None`: the file is read or sent by descriptor).
+    pub fn bytes(&self) -> Option<&[u8]> {
+        match &self.variant {
+            Some(v) => Some(v.bytes()),
+            None => self.file.bytes(),
+        }
+    }
+
+    /// The planner's view of this representation.
+    pub fn info(&self) -> FileInfo<'_> {
+        let meta = self.file.meta();
+        FileInfo {
+            size: self
+                .variant
+                .as_ref()
+                .map_or(meta.size, |v| v.bytes().len() as u64),
+            mtime_secs: (meta.mtime_ns.max(0) / 1_000_000_000) as u64,
+            etag: self.etag.as_str(),
+            media_type: MediaType::of(self.mime),
+            coding: self.coding,
+            vary: self.vary,
+        }
+    }
+}
+
+/// Decides the answer to `head` from `fm`'s files under `options`.
+/// `path` is scratch space for the normalized path, which a redirect's
+/// plan borrows.
+pub async fn decide<'a>(
+    fm: &FileManager,
+    options: &'a Options,
+    head: &RequestHead<'a>,
+    path: &'a mut Vec<u8>,
+) -> Decision<'a> {
+    let policy = options.policy();
+    let answer = answer(fm, options, &policy, head, path).await;
+    Decision { answer, policy }
+}
+
+async fn answer<'a>(
+    fm: &FileManager,
+    options: &'a Options,
+    policy: &Policy<'_>,
+    head: &RequestHead<'a>,
+    path_buf: &'a mut Vec<u8>,
+) -> Answer<'a> {
+    let path = httpfile::path::normalize_path(head.target, path_buf);
+    let path = match plan::route(head, path, policy) {
+        Route::Serve(path) => path,
+        Route::Respond(p) if p.status == 404 => return Answer::NotFound,
+        Route::Respond(p) => return Answer::Plan(p),
+    };
+    let accept = head
+        .accept_encoding
+        .map(AcceptEncoding::parse)
+        .unwrap_or_default();
+    let siblings = ContentCoding::PREFERENCE.map(|c| Sibling {
+        suffix: c.suffix(),
+        accepted: accept.accepts(c),
+    });
+    let query = Query {
+        path: path.rel,
+        dir_only: path.trailing_slash,
+        siblings: if options.precompressed {
+            &siblings
+        } else {
+            &[]
+        },
+        index: &options.index,
+        listing: options.listing.then_some(ListOptions {
+            hidden: options.dotfiles,
+            max_entries: options.listing_max_entries,
+        }),
+    };
+    let method = head.method;
+    match fm.resolve(&query).await {
+        Ok(Resolved::File(f)) => Answer::File(represent(fm, options, head, &accept, f).await),
+        Ok(Resolved::Listing(listing)) => Answer::Listing(listing_page(&listing, head, path.rel)),
+        Ok(Resolved::Directory) => Answer::Plan(plan::redirect_to_directory(
+            head,
+            &options.redirect_base,
+            path.rel,
+        )),
+        Ok(Resolved::NotFound) | Err(OpenError::NotFound) | Err(OpenError::IsDir) => {
+            Answer::NotFound
+        }
+        Ok(Resolved::Forbidden) | Err(OpenError::Forbidden) => Answer::Plan(plan::error(
+            method,
+            403,
+            forbidden_reason(fm, path.rel).await,
+        )),
+        Err(OpenError::Exhausted) => Answer::Plan(plan::exhausted(method)),
+        Err(OpenError::Io(e)) => {
+            tracing::warn!("open failed: {e}");
+            Answer::Plan(plan::error(method, 500, ""))
+        }
+    }
+}
+
+/// The representation of `f` that `head` gets, its preconditions
+/// evaluated once against the tag it goes out with.
+///
+/// Compression, when `options` compress the file's type and size and no
+/// sibling is served: every response varies by `Accept-Encoding`, identity
+/// ones too; the coding `accept` prefers is made now or taken from the
+/// kept variant (see [`CompressionOptions`] for why the request waits). A
+/// request that revalidates the variant (`If-None-Match` with its tag)
+/// gets its `304` from the tag alone: no compression runs for it, even
+/// when the variant was evicted. A failed compression (the file changed
+/// while it was read) leaves the file to be sent as it is.
+async fn represent(
+    fm: &FileManager,
+    options: &Options,
+    head: &RequestHead<'_>,
+    accept: &AcceptEncoding,
+    f: ResolvedFile,
+) -> Representation {
+    let ResolvedFile {
+        file,
+        sibling,
+        mime,
+    } = f;
+    let sibling_coding = sibling.map(|i| ContentCoding::PREFERENCE[i]);
+    // A path that names a sibling itself is one file, not a negotiation.
+    let is_sibling_path = || {
+        ContentCoding::PREFERENCE
+            .iter()
+            .any(|c| file.path().ends_with(c.suffix()))
+    };
+    let vary = options.precompressed && (sibling.is_some() || !is_sibling_path());
+    let compression = options
+        .compression
+        .as_ref()
+        .filter(|c| sibling.is_none() && c.applies(mime, file.meta().size));
+    let mut r = Representation {
+        variant: None,
+        coding: sibling_coding,
+        vary: vary || compression.is_some(),
+        mime,
+        etag: EntityTag::of_file(file.meta().size, file.meta().mtime_ns),
+        precondition: Precondition::Proceed { use_range: false },
+        now: httpfile::date::now_secs(),
+        file,
+    };
+    let chosen = compression.and_then(|c| Some((c, accept.choose(&c.codings)?)));
+    let Some((c, coding)) = chosen else {
+        r.precondition = plan::file_precondition(head, &r.info(), r.now);
+        return r;
+    };
+    // The variant's tag is known before its bytes: evaluate with it first.
+    r.coding = Some(coding);
+    r.etag = r.etag.with_coding(coding);
+    r.precondition = plan::file_precondition(head, &r.info(), r.now);
+    if r.precondition == Precondition::NotModified {
+        return r;
+    }
+    match fm.variant(&r.file, codec(coding), c.level(coding)).await {
+        Ok(Some(v)) => {
+            if r.precondition != Precondition::Failed && !head.is_head() {
+                fm.count_variant_served(&r.file, &v);
+            }
+            r.variant = Some(v);
+        }
+        outcome => {
+            if let Err(e) = outcome {
+                tracing::debug!(path = r.file.path(), "not compressed: {e}");
+            }
+            // Sent as it is: its own tag, evaluated again (rare).
+            r.coding = None;
+            r.etag = EntityTag::of_file(r.file.meta().size, r.file.meta().mtime_ns);
+            r.precondition = plan::file_precondition(head, &r.info(), r.now);
+        }
+    }
+    r
+}
+
+/// `listing` of the directory at URL path `/{path}/`, rendered in the
+/// form `req` asks for (HTML or JSON), filtered and sorted as its query says.
+fn listing_page(listing: &Listing, req: &RequestHead<'_>, path: &str) -> Page {
+    let entries = listing.entries.iter().map(|e| ListingEntry {
+        name: &e.name,
+        is_dir: e.is_dir(),
+        size: e.size,
+        mtime_secs: e.mtime_secs(),
+    });
+    let view = ListingView::of(req);
+    Page::render(
+        ListingFormat::of(req),
+        &view,
+        path,
+        entries,
+        listing.truncated,
+    )
+}
+
+/// The reason a 403 for `rel` gives in its body: asked of the file layer
+/// again (a 403 is rare; this is never a hit's cost) and logged, at most one
+/// line a second for the process so a client cannot flood the log. Neither
+/// names anything outside the root. Empty when no reason is known.
+async fn forbidden_reason(fm: &FileManager, rel: &str) -> &'static str {
+    use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+    static LAST_LOGGED: AtomicU64 = AtomicU64::new(0);
+    let reason = fm.why_forbidden(rel).await;
+    let why = reason.describe();
+    if !why.is_empty() {
+        let now = httpfile::date::now_secs();
+        let last = LAST_LOGGED.load(Relaxed);
+        if now > last
+            && LAST_LOGGED
+                .compare_exchange(last, now, Relaxed, Relaxed)
+                .is_ok()
+        {
+            tracing::warn!(path = %format_args!("/{}", rel.trim_start_matches('/')), "403 forbidden: {why}");
+        }
+    }
+    why
+}

@@ -1,0 +1,273 @@
+//! `decide` without a socket: each answer from a real directory through a
+//! real `FileManager`, rendered as a plan.
+
+use decide::{Answer, CompressionOptions, Options};
+use filemanager::{Config, FileManager};
+use httpfile::plan::Body;
+use httpfile::{Method, RequestHead};
+
+struct Dir {
+    _tmp: tempfile::TempDir,
+    fm: FileManager,
+}
+
+fn dir(files: &[(&str, &[u8])]) -> Dir {
+    let tmp = tempfile::tempdir().unwrap();
+    for (name, bytes) in files {
+        let path = tmp.path().join(name);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, bytes).unwrap();
+    }
+    let fm = FileManager::new(Config::new(tmp.path())).unwrap();
+    Dir { _tmp: tmp, fm }
+}
+
+fn get(target: &str) -> RequestHead<'_> {
+    RequestHead {
+        method: Method::Get,
+        target: target.as_bytes(),
+        host: Some(b"example.com"),
+        ..RequestHead::default()
+    }
+}
+
+/// Status, `Content-Length`, coding and `Vary` of the plan for `head`.
+async fn answer(d: &Dir, options: &Options, head: &RequestHead<'_>) -> (u16, Option<u64>, String) {
+    let mut path = Vec::new();
+    let decision = decide::decide(&d.fm, options, head, &mut path).await;
+    let mut ranges = Vec::new();
+    let plan = decision.plan(head, &mut ranges);
+    let coding = plan
+        .headers
+        .content_encoding
+        .map_or("identity", |c| c.token());
+    let vary = plan.headers.vary.map_or("-", |v| v.as_str());
+    (
+        plan.status,
+        plan.headers.content_length,
+        format!("{coding} {vary}"),
+    )
+}
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn a_file_its_bytes_and_its_validators() {
+    rt().block_on(async {
+        let d = dir(&[("a.txt", b"hello")]);
+        let options = Options::default();
+        let head = get("/a.txt");
+        let mut path = Vec::new();
+        let decision = decide::decide(&d.fm, &options, &head, &mut path).await;
+        let r = decision.representation().expect("a file");
+        // Bytes are kept once a file is used again (`cache.min_uses`).
+        assert!(r.bytes().is_none_or(|b| b == b"hello"));
+        assert_eq!(r.info().size, 5);
+        assert_eq!(r.mime, "text/plain");
+        let mut ranges = Vec::new();
+        let plan = decision.plan(&head, &mut ranges);
+        assert_eq!(plan.status, 200);
+        assert_eq!(
+            plan.body,
+            Body::File(httpfile::ByteRange { start: 0, end: 5 })
+        );
+        assert_eq!(plan.headers.etag, Some(r.etag.as_str()));
+        assert_eq!(plan.headers.cache_control, Some("no-cache"));
+    });
+}
+
+#[test]
+fn a_revalidation_is_a_304_and_a_failed_precondition_a_412() {
+    rt().block_on(async {
+        let d = dir(&[("a.txt", b"hello")]);
+        let options = Options::default();
+        let mut path = Vec::new();
+        let head = get("/a.txt");
+        let first = decide::decide(&d.fm, &options, &head, &mut path).await;
+        let tag = first.representation().unwrap().etag;
+        let head = RequestHead {
+            if_none_match: Some(tag.as_str().as_bytes()),
+            ..get("/a.txt")
+        };
+        assert_eq!(answer(&d, &options, &head).await.0, 304);
+        let head = RequestHead {
+            if_match: Some(b"\"other\""),
+            ..get("/a.txt")
+        };
+        assert_eq!(answer(&d, &options, &head).await.0, 412);
+    });
+}
+
+#[test]
+fn what_is_not_there_is_the_fallbacks_turn() {
+    rt().block_on(async {
+        let d = dir(&[("a.txt", b"hello"), (".env", b"secret")]);
+        let options = Options::default();
+        for target in ["/missing", "/.env", "/a.txt/"] {
+            let head = get(target);
+            let mut path = Vec::new();
+            let decision = decide::decide(&d.fm, &options, &head, &mut path).await;
+            assert!(
+                matches!(decision.answer, Answer::NotFound),
+                "{target}: {:?}",
+                decision.answer
+            );
+            let mut ranges = Vec::new();
+            assert_eq!(decision.plan(&head, &mut ranges).status, 404, "{target}");
+        }
+    });
+}
+
+#[test]
+fn a_directory_redirects_under_the_mount_and_lists_when_asked() {
+    rt().block_on(async {
+        let d = dir(&[("docs/a.txt", b"a")]);
+        let options = Options {
+            redirect_base: "/static".into(),
+            ..Options::default()
+        };
+        let head = get("/docs?x=1");
+        let mut path = Vec::new();
+        let decision = decide::decide(&d.fm, &options, &head, &mut path).await;
+        let mut ranges = Vec::new();
+        let plan = decision.plan(&head, &mut ranges);
+        assert_eq!(plan.status, 301);
+        let location = plan.headers.location.unwrap();
+        assert_eq!(
+            (location.base, location.path, location.query),
+            ("/static", "docs", &b"?x=1"[..])
+        );
+        // No index and no listing: nothing there.
+        assert_eq!(answer(&d, &options, &get("/docs/")).await.0, 404);
+        let listing = Options {
+            listing: true,
+            ..Options::default()
+        };
+        let head = get("/docs/");
+        let mut path = Vec::new();
+        let decision = decide::decide(&d.fm, &listing, &head, &mut path).await;
+        let Answer::Listing(page) = &decision.answer else {
+            panic!("a listing: {:?}", decision.answer)
+        };
+        assert!(page.body.contains("a.txt"));
+    });
+}
+
+#[test]
+fn a_precompressed_sibling_by_accept_encoding() {
+    rt().block_on(async {
+        let d = dir(&[("app.js", b"console.log(1)"), ("app.js.br", b"BR")]);
+        let options = Options::default();
+        let head = RequestHead {
+            accept_encoding: Some(b"gzip, br"),
+            ..get("/app.js")
+        };
+        assert_eq!(
+            answer(&d, &options, &head).await,
+            (200, Some(2), "br Accept-Encoding".into())
+        );
+        let head = RequestHead {
+            accept_encoding: Some(b"gzip"),
+            ..get("/app.js")
+        };
+        assert_eq!(
+            answer(&d, &options, &head).await,
+            (200, Some(14), "identity Accept-Encoding".into())
+        );
+        let off = Options {
+            precompressed: false,
+            ..Options::default()
+        };
+        let head = RequestHead {
+            accept_encoding: Some(b"br"),
+            ..get("/app.js")
+        };
+        assert_eq!(
+            answer(&d, &off, &head).await,
+            (200, Some(14), "identity -".into())
+        );
+    });
+}
+
+#[test]
+fn a_variant_is_made_once_and_its_304_needs_no_compression() {
+    rt().block_on(async {
+        let text = "let x = 1;\n".repeat(500);
+        let d = dir(&[("app.js", text.as_bytes())]);
+        let options = Options {
+            compression: Some(CompressionOptions::default()),
+            ..Options::default()
+        };
+        let head = RequestHead {
+            accept_encoding: Some(b"gzip"),
+            ..get("/app.js")
+        };
+        let mut path = Vec::new();
+        let decision = decide::decide(&d.fm, &options, &head, &mut path).await;
+        let r = decision.representation().unwrap();
+        let v = r.variant.as_ref().expect("a variant");
+        assert!(v.made(), "the first request makes it");
+        assert!(v.bytes().len() < text.len());
+        assert!(r.etag.as_str().ends_with("-gzip\""), "{}", r.etag.as_str());
+        let tag = r.etag;
+        drop(decision);
+        // Evicted, then revalidated: the 304 comes from the tag alone.
+        d.fm.invalidate("app.js");
+        let head = RequestHead {
+            accept_encoding: Some(b"gzip"),
+            if_none_match: Some(tag.as_str().as_bytes()),
+            ..get("/app.js")
+        };
+        let mut path = Vec::new();
+        let decision = decide::decide(&d.fm, &options, &head, &mut path).await;
+        let r = decision.representation().unwrap();
+        assert!(r.variant.is_none(), "no compression for a 304");
+        let mut ranges = Vec::new();
+        let plan = decision.plan(&head, &mut ranges);
+        assert_eq!(plan.status, 304);
+        assert_eq!(plan.headers.etag, Some(tag.as_str()));
+        assert_eq!(
+            plan.headers.vary.map(|v| v.as_str()),
+            Some("Accept-Encoding")
+        );
+    });
+}
+
+#[test]
+fn a_bad_host_is_400_whatever_the_method() {
+    rt().block_on(async {
+        let d = dir(&[("a.txt", b"hello")]);
+        let options = Options::default();
+        for method in [Method::Get, Method::Options, Method::Other] {
+            let head = RequestHead {
+                method,
+                host: Some(b"a b"),
+                ..get("/a.txt")
+            };
+            assert_eq!(answer(&d, &options, &head).await.0, 400, "{method:?}");
+        }
+        let head = RequestHead {
+            method: Method::Options,
+            ..get("/a.txt")
+        };
+        assert_eq!(answer(&d, &options, &head).await.0, 204);
+    });
+}
+
+#[test]
+fn a_link_out_of_the_root_is_refused() {
+    rt().block_on(async {
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("secret"), "s").unwrap();
+        let d = dir(&[("a.txt", b"hello")]);
+        let root = d._tmp.path();
+        std::os::unix::fs::symlink(outside.path().join("secret"), root.join("link")).unwrap();
+        let options = Options::default();
+        assert_eq!(answer(&d, &options, &get("/link")).await.0, 403);
+    });
+}

@@ -1,0 +1,85 @@
+//! One exchange's record, finished in one place for every listener: the
+//! HTTP/1.1 engine (`conn`) and the hyper listeners (`hyperconn`) fill an
+//! [`Exchange`] when a response that was started ends (complete or not),
+//! and [`ConnContext::finish`] counts it, times it and logs it. An engine
+//! only says what happened; what is counted and how a line reads is here.
+
+use crate::accesslog::{Entry, RequestLine};
+use crate::state::{ConnContext, Live};
+use crate::stats::MethodLabel;
+use std::net::IpAddr;
+use std::time::Duration;
+
+/// What one request and its response came to.
+#[derive(Debug)]
+pub struct Exchange<'a> {
+    /// The socket peer.
+    pub peer: IpAddr,
+    /// The request line; `None` for a head rejected before it parsed.
+    pub request: Option<RequestLine<'a>>,
+    /// Status sent.
+    pub status: u16,
+    /// Body bytes handed to the connection.
+    pub bytes: u64,
+    /// Of `bytes`, bytes read through the backend because they were cold.
+    pub cold: u64,
+    /// The whole response was written (false: the client went away, a
+    /// send timed out, or the file changed mid-send).
+    pub completed: bool,
+    /// `Forwarded` and `X-Forwarded-For`, read only for the log's client
+    /// address and only from `trusted_proxies`.
+    pub forwarded: Option<&'a [u8]>,
+    /// See `forwarded`.
+    pub x_forwarded_for: Option<&'a [u8]>,
+    /// `Referer`.
+    pub referer: Option<&'a [u8]>,
+    /// `User-Agent`.
+    pub user_agent: Option<&'a [u8]>,
+    /// From the head's arrival to the response's end.
+    pub duration: Duration,
+}
+
+impl Exchange<'_> {
+    /// The `method` label of the counters.
+    pub fn method(&self) -> MethodLabel {
+        match self.request.map(|r| r.method) {
+            Some("GET") => MethodLabel::Get,
+            Some("HEAD") => MethodLabel::Head,
+            _ => MethodLabel::Other,
+        }
+    }
+}
+
+impl ConnContext {
+    /// Counts `x` in this worker's counters and duration samples, and logs
+    /// it when `live` has an access log.
+    pub fn finish(&self, live: &Live, x: &Exchange<'_>) {
+        self.stats
+            .record(x.method(), x.status, x.bytes, x.completed);
+        if x.cold > 0 {
+            self.stats.record_cold(x.cold);
+        }
+        self.record_duration(x.duration);
+        let Some(log) = &live.access else {
+            return;
+        };
+        let client = crate::http::forwarded::client_addr(
+            x.peer,
+            &live.s.trusted_proxies,
+            x.forwarded,
+            x.x_forwarded_for,
+        );
+        log.log(&Entry {
+            client,
+            peer: x.peer,
+            time: httpfile::date::now_secs(),
+            request: x.request,
+            status: x.status,
+            bytes: x.bytes,
+            completed: x.completed,
+            referer: x.referer,
+            user_agent: x.user_agent,
+            duration: x.duration,
+        });
+    }
+}
