@@ -117,12 +117,13 @@ pub struct Decision<'a> {
 }
 
 /// What a request is answered with.
-// Returned by value and matched at once, like `plan::Route`.
-#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub enum Answer<'a> {
     /// The plan alone: an error, a redirect, `204`/`405` with `Allow`.
-    Plan(Plan<'a>),
+    /// Boxed: a plan is 320 bytes, and the answers of a hit (a file, a
+    /// `304`) should not move that much through every await that returns
+    /// one; these answers are the rare ones.
+    Plan(Box<Plan<'a>>),
     /// Nothing is at the path: a `404`, or an embedding server's fallback.
     NotFound,
     /// A file, in the representation this request gets.
@@ -136,7 +137,7 @@ impl Decision<'_> {
     /// Satisfiable ranges of a file go to `ranges`.
     pub fn plan<'s>(&'s self, head: &RequestHead<'_>, ranges: &'s mut Vec<ByteRange>) -> Plan<'s> {
         match &self.answer {
-            Answer::Plan(p) => *p,
+            Answer::Plan(p) => **p,
             Answer::NotFound => plan::error(head.method, 404, ""),
             Answer::File(r) => plan::file_evaluated(
                 head,
@@ -202,6 +203,12 @@ impl Representation {
         }
     }
 
+    /// The response's time (Unix seconds) the decision was made at: its
+    /// `Date` (`Last-Modified` is never later).
+    pub fn now(&self) -> u64 {
+        self.now
+    }
+
     /// The planner's view of this representation.
     pub fn info(&self) -> FileInfo<'_> {
         let meta = self.file.meta();
@@ -219,23 +226,53 @@ impl Representation {
     }
 }
 
+/// Who checks that a file sent from its descriptor is still the version
+/// its head describes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Check {
+    /// The resolve stage (one `statx` of a cached descriptor, which is
+    /// reopened when its file changed); a sender that reads in chunks then
+    /// checks again before its last bytes. What [`decide`] does.
+    #[default]
+    AtResolve,
+    /// The sender alone, before the last bytes of the body leave; when the
+    /// file changed before any byte of the response left, it decides again
+    /// with [`Check::AtResolve`]. One `statx` per response instead of two.
+    BeforeSend,
+}
+
 /// Decides the answer to `head` from `fm`'s files under `options`.
 /// `path` is scratch space for the normalized path, which a redirect's
 /// plan borrows.
-pub async fn decide<'a>(
+pub fn decide<'a>(
+    fm: &'a FileManager,
+    options: &'a Options,
+    head: &'a RequestHead<'a>,
+    path: &'a mut Vec<u8>,
+) -> impl std::future::Future<Output = Decision<'a>> + 'a {
+    decide_checked(fm, options, Check::AtResolve, head, path)
+}
+
+/// [`decide`], with `check` saying who verifies a file sent from its
+/// descriptor.
+pub async fn decide_checked<'a>(
     fm: &FileManager,
     options: &'a Options,
+    check: Check,
     head: &RequestHead<'a>,
     path: &'a mut Vec<u8>,
 ) -> Decision<'a> {
     let policy = options.policy();
-    let answer = answer(fm, options, &policy, head, path).await;
-    Decision { answer, policy }
+    Decision {
+        answer: answer(fm, options, check, &policy, head, path).await,
+        policy,
+    }
 }
 
 async fn answer<'a>(
     fm: &FileManager,
     options: &'a Options,
+    check: Check,
     policy: &Policy<'_>,
     head: &RequestHead<'a>,
     path_buf: &'a mut Vec<u8>,
@@ -244,7 +281,7 @@ async fn answer<'a>(
     let path = match plan::route(head, path, policy) {
         Route::Serve(path) => path,
         Route::Respond(p) if p.status == 404 => return Answer::NotFound,
-        Route::Respond(p) => return Answer::Plan(p),
+        Route::Respond(p) => return Answer::Plan(Box::new(p)),
     };
     let accept = head
         .accept_encoding
@@ -267,28 +304,28 @@ async fn answer<'a>(
             hidden: options.dotfiles,
             max_entries: options.listing_max_entries,
         }),
+        check_descriptor: check == Check::AtResolve,
     };
     let method = head.method;
     match fm.resolve(&query).await {
         Ok(Resolved::File(f)) => Answer::File(represent(fm, options, head, &accept, f).await),
         Ok(Resolved::Listing(listing)) => Answer::Listing(listing_page(&listing, head, path.rel)),
-        Ok(Resolved::Directory) => Answer::Plan(plan::redirect_to_directory(
+        Ok(Resolved::Directory) => Answer::Plan(Box::new(plan::redirect_to_directory(
             head,
             &options.redirect_base,
             path.rel,
-        )),
+        ))),
         Ok(Resolved::NotFound) | Err(OpenError::NotFound) | Err(OpenError::IsDir) => {
             Answer::NotFound
         }
-        Ok(Resolved::Forbidden) | Err(OpenError::Forbidden) => Answer::Plan(plan::error(
-            method,
-            403,
-            forbidden_reason(fm, path.rel).await,
-        )),
-        Err(OpenError::Exhausted) => Answer::Plan(plan::exhausted(method)),
+        Ok(Resolved::Forbidden) | Err(OpenError::Forbidden) => {
+            let why = forbidden_reason(fm, path.rel).await;
+            Answer::Plan(Box::new(plan::error(method, 403, why)))
+        }
+        Err(OpenError::Exhausted) => Answer::Plan(Box::new(plan::exhausted(method))),
         Err(OpenError::Io(e)) => {
             tracing::warn!("open failed: {e}");
-            Answer::Plan(plan::error(method, 500, ""))
+            Answer::Plan(Box::new(plan::error(method, 500, "")))
         }
     }
 }

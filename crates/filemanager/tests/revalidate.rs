@@ -149,6 +149,7 @@ async fn resolved(fm: &FileManager, path: &str) -> filemanager::ResolvedFile {
         siblings: &[],
         index: &[],
         listing: None,
+        check_descriptor: true,
     };
     match fm.resolve(&q).await.unwrap() {
         filemanager::Resolved::File(r) => r,

@@ -42,6 +42,7 @@ async fn served(fm: &FileManager, path: &str) -> (Option<&'static str>, Vec<u8>)
         siblings: &ALL,
         index: &[],
         listing: None,
+        check_descriptor: true,
     };
     let Resolved::File(f) = fm.resolve(&q).await.unwrap() else {
         panic!("{path}: not a file");

@@ -74,7 +74,12 @@ pub fn now_secs() -> u64 {
 /// Calls `f` with the current second and its rendered `Date` value,
 /// re-rendering only when the second changed.
 pub fn with_now<R>(f: impl FnOnce(u64, &[u8; HTTP_DATE_LEN]) -> R) -> R {
-    let now = now_secs();
+    with_date(now_secs(), f)
+}
+
+/// [`with_now`] for a second the caller already read (the time a response
+/// was decided at), without reading the clock again.
+pub fn with_date<R>(now: u64, f: impl FnOnce(u64, &[u8; HTTP_DATE_LEN]) -> R) -> R {
     DATE.with(|c| {
         let mut c = c.borrow_mut();
         if c.secs != now {

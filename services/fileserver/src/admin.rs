@@ -1,8 +1,13 @@
 //! Admin listener: `/metrics` (Prometheus text), `/healthz`, `/readyz`.
-//! One request per connection; it is scraped, not load-tested.
+//! One request per connection; it is scraped, not load-tested. Its
+//! answers are plans rendered by the encoder every listener uses; they are
+//! not counted in the served-traffic counters (a scrape is not a visit).
 
 use crate::state::Shared;
 use crate::stats;
+use httpfile::encode::{encode_head, Framing};
+use httpfile::plan::{self, ContentType, MediaType};
+use httpfile::{Method, RequestHead};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -100,7 +105,8 @@ async fn one(
 ) -> std::io::Result<()> {
     let mut buf = vec![0u8; 8192];
     let mut n = 0;
-    let (code, ctype, body, head) = loop {
+    let mut out = Vec::with_capacity(1024);
+    loop {
         let r = stream.read(&mut buf[n..]).await?;
         if r == 0 {
             return Ok(());
@@ -110,67 +116,76 @@ async fn one(
         match crate::http::request::parse_request(&buf[..n], &mut headers, buf.len()) {
             Ok(None) => continue,
             Err(e) => {
-                break (
-                    e.status(),
-                    "text/plain; charset=utf-8",
-                    "bad request\n".to_string(),
-                    false,
-                )
-            }
-            Ok(Some(req)) => {
-                let head = req.method_raw == "HEAD";
-                if req.method_raw != "GET" && !head {
-                    break (
-                        405,
-                        "text/plain; charset=utf-8",
-                        "method not allowed\n".into(),
-                        false,
-                    );
-                }
-                let path = httpfile::path::path_part(req.target()).unwrap_or(b"");
-                break match path {
-                    b"/metrics" => (
-                        200,
-                        "text/plain; version=0.0.4; charset=utf-8",
-                        render(shared, handle),
-                        head,
-                    ),
-                    b"/healthz" => (200, "text/plain; charset=utf-8", "ok\n".into(), head),
-                    b"/readyz" if shared.serving.load(Relaxed) => {
-                        (200, "text/plain; charset=utf-8", "ready\n".into(), head)
-                    }
-                    b"/readyz" => (
-                        503,
-                        "text/plain; charset=utf-8",
-                        "shutting down\n".into(),
-                        head,
-                    ),
-                    _ => (
-                        404,
-                        "text/plain; charset=utf-8",
-                        "not found: try /metrics, /healthz, /readyz\n".into(),
-                        head,
-                    ),
+                let why = match e {
+                    crate::http::request::ParseError::Bad(why) => why,
+                    _ => "",
                 };
+                encode(&plan::reject(e.status(), why), &mut out);
             }
+            Ok(Some(req)) => answer(&req.head, shared, handle, &mut out),
         }
-    };
-    let mut out = Vec::with_capacity(body.len() + 200);
-    out.extend_from_slice(httpfile::status::status_line(code));
-    out.extend_from_slice(
-        format!(
-            "Content-Type: {ctype}\r\nContent-Length: {}\r\n",
-            body.len()
-        )
-        .as_bytes(),
-    );
-    if code == 405 {
-        out.extend_from_slice(b"Allow: GET, HEAD\r\n");
-    }
-    out.extend_from_slice(b"Cache-Control: no-store\r\nConnection: close\r\n\r\n");
-    if !head {
-        out.extend_from_slice(body.as_bytes());
+        break;
     }
     stream.write_all(&out).await?;
     stream.shutdown().await
+}
+
+/// The admin answer to `head`, encoded into `out` by the planner's encoder
+/// (the `Server`, `Date` and framing every listener sends).
+fn answer(head: &RequestHead<'_>, shared: &Shared, handle: &PrometheusHandle, out: &mut Vec<u8>) {
+    let text = |essence| {
+        Some(ContentType::Media(MediaType {
+            essence,
+            utf8: true,
+        }))
+    };
+    let mut p = match head.method {
+        Method::Get | Method::Head => plan::error(head.method, 404, ""),
+        _ => {
+            let mut p = plan::error(head.method, 405, "");
+            p.headers.allow = Some("GET, HEAD");
+            p
+        }
+    };
+    let path = httpfile::path::path_part(head.target).unwrap_or(b"");
+    let body = match (p.status, path) {
+        (405, _) => None,
+        (_, b"/metrics") => Some(("text/plain; version=0.0.4", 200, render(shared, handle))),
+        (_, b"/healthz") => Some(("text/plain", 200, "ok\n".to_string())),
+        (_, b"/readyz") if shared.serving.load(Relaxed) => {
+            Some(("text/plain", 200, "ready\n".to_string()))
+        }
+        (_, b"/readyz") => Some(("text/plain", 503, "shutting down\n".to_string())),
+        _ => Some((
+            "text/plain",
+            404,
+            "not found: try /metrics, /healthz, /readyz\n".to_string(),
+        )),
+    };
+    let text_body;
+    if let Some((essence, status, body)) = body {
+        text_body = body;
+        p.status = status;
+        p.headers.content_type = text(essence);
+        p.headers.content_length = Some(text_body.len() as u64);
+        p.body = if head.is_head() {
+            plan::Body::Empty
+        } else {
+            plan::Body::Bytes(text_body.as_bytes())
+        };
+    }
+    p.headers.cache_control = Some("no-store");
+    encode(&p, out);
+    if let plan::Body::Bytes(b) = p.body {
+        out.extend_from_slice(b);
+    }
+}
+
+/// One response per connection: the head, then the connection closes.
+fn encode(p: &plan::Plan<'_>, out: &mut Vec<u8>) {
+    let framing = Framing {
+        keep_alive: false,
+        minor_version: 1,
+    };
+    httpfile::date::with_now(|_, date| encode_head(p, framing, date, out));
 }

@@ -13,6 +13,7 @@ use crate::exchange::Exchange;
 use crate::http::request::{parse_request, ParseError, Request};
 use crate::send::{Output, Progress};
 use crate::state::{ConnContext, Live};
+use decide::Check;
 use httpfile::encode::Framing;
 use httpfile::plan::{self, Body};
 use httpfile::status::reason;
@@ -52,13 +53,7 @@ pub async fn serve(ctx: Rc<ConnContext>, stream: TcpStream, peer: SocketAddr) {
         live,
         generation,
         stop_seen: false,
-        out: Output {
-            files,
-            stream,
-            wbuf: Vec::with_capacity(1024),
-            progress: Progress::default(),
-            send_timeout,
-        },
+        out: Output::new(stream, files, send_timeout),
         path: Vec::with_capacity(128),
         ranges: Vec::new(),
     };
@@ -292,7 +287,10 @@ impl Conn {
         );
     }
 
-    /// Decides the answer to one request and sends it.
+    /// Decides the answer to one request and sends it. The file it sends
+    /// is checked before its last bytes leave (`send`), not at resolve; a
+    /// response whose file changed before any byte left is withdrawn and
+    /// decided again, with the check at resolve, once.
     async fn respond(
         &mut self,
         req: &Request<'_>,
@@ -302,19 +300,34 @@ impl Conn {
         // Rc clone (not the Arc inside): no shared atomic write per request.
         let ctx = self.ctx.clone();
         let fm = ctx.files().manager();
-        let decision = decide::decide(fm, &self.live.s.serve, &req.head, &mut self.path).await;
-        let plan = decision.plan(&req.head, &mut self.ranges);
-        framing.keep_alive &= !plan.close;
-        self.out.write_head(&plan, *framing);
-        match (plan.body, decision.representation()) {
-            (Body::File(_) | Body::Multipart(_), Some(r)) => {
-                self.out.send_file(&plan, r, pending).await
+        let mut check = Check::BeforeSend;
+        loop {
+            let serve = &self.live.s.serve;
+            let decision =
+                decide::decide_checked(fm, serve, check, &req.head, &mut self.path).await;
+            let plan = decision.plan(&req.head, &mut self.ranges);
+            framing.keep_alive &= !plan.close;
+            let file = decision.representation();
+            match file {
+                Some(r) => self.out.write_head_at(&plan, *framing, r.now()),
+                None => self.out.write_head(&plan, *framing),
             }
-            (Body::Bytes(bytes), _) => {
-                self.out.send_bytes(bytes);
-                Ok(())
+            self.out.may_withdraw = check == Check::BeforeSend;
+            match (plan.body, file) {
+                (Body::File(_) | Body::Multipart(_), Some(r)) => {
+                    self.out.send_file(&plan, r, pending).await?;
+                    if !self.out.withdrawn {
+                        return Ok(());
+                    }
+                    fm.invalidate(r.file.path());
+                    check = Check::AtResolve;
+                }
+                (Body::Bytes(bytes), _) => {
+                    self.out.send_bytes(bytes);
+                    return Ok(());
+                }
+                _ => return Ok(()),
             }
-            _ => Ok(()),
         }
     }
 }

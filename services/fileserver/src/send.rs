@@ -12,7 +12,7 @@
 
 use decide::Representation;
 use filemanager::CachedFile;
-use httpfile::date::{with_now, HTTP_DATE_LEN};
+use httpfile::date::{with_date, with_now, HTTP_DATE_LEN};
 use httpfile::encode::{encode_head, Framing};
 use httpfile::plan::{Body, Plan};
 use httpfile::ByteRange;
@@ -40,6 +40,14 @@ pub(crate) struct Output {
     pub(crate) wbuf: Vec<u8>,
     pub(crate) progress: Progress,
     pub(crate) send_timeout: Duration,
+    /// Where the response in progress starts in `wbuf`, while none of it
+    /// has been written.
+    response_at: Option<usize>,
+    /// The response in progress may be taken back when its file changed
+    /// before any byte of it left (the engine then decides again).
+    pub(crate) may_withdraw: bool,
+    /// It was taken back: `wbuf` and `progress` are as before its head.
+    pub(crate) withdrawn: bool,
 }
 
 /// What the response in progress has put on the wire, for the counters and
@@ -59,10 +67,34 @@ fn io_err(kind: io::ErrorKind, msg: &'static str) -> io::Error {
 }
 
 impl Output {
+    /// The write half of `stream`, nothing batched.
+    pub(crate) fn new(
+        stream: TcpStream,
+        files: filemanager::FileManager,
+        send_timeout: Duration,
+    ) -> Output {
+        Output {
+            stream,
+            files,
+            wbuf: Vec::with_capacity(1024),
+            progress: Progress::default(),
+            send_timeout,
+            response_at: None,
+            may_withdraw: false,
+            withdrawn: false,
+        }
+    }
+
     /// Encodes `plan`'s head (and its message body, if it has one) into the
     /// batch, dated now; from here on the response counts as started.
     pub(crate) fn write_head(&mut self, plan: &Plan<'_>, framing: Framing) {
         with_now(|_, date| self.write_head_dated(plan, framing, date));
+    }
+
+    /// [`write_head`](Self::write_head), dated `now` (the second a file's
+    /// answer was decided at: the clock is read once per response).
+    pub(crate) fn write_head_at(&mut self, plan: &Plan<'_>, framing: Framing, now: u64) {
+        with_date(now, |_, date| self.write_head_dated(plan, framing, date));
     }
 
     /// [`write_head`](Self::write_head) with the `Date` the plan was made at.
@@ -72,6 +104,8 @@ impl Output {
         framing: Framing,
         date: &[u8; HTTP_DATE_LEN],
     ) {
+        self.response_at = Some(self.wbuf.len());
+        self.withdrawn = false;
         encode_head(plan, framing, date, &mut self.wbuf);
         let body = match plan.body {
             Body::Message(_) => plan.headers.content_length.unwrap_or(0),
@@ -101,6 +135,9 @@ impl Output {
                     parts.write_part_head(i, &mut self.wbuf);
                     self.progress.body += (self.wbuf.len() - before) as u64;
                     self.send_range(&r.file, bytes, range, true).await?;
+                    if self.withdrawn {
+                        return Ok(());
+                    }
                 }
                 let before = self.wbuf.len();
                 parts.write_closing(&mut self.wbuf);
@@ -171,7 +208,10 @@ impl Output {
     /// sent. A file rewritten in place at any point of the send shows in
     /// that check, and the body then ends short (the client sees fewer
     /// bytes than `Content-Length`), never complete with mixed contents:
-    /// the rule `servedir`'s body follows too.
+    /// the rule `servedir`'s body follows too. When nothing of the response
+    /// has left yet (a body of at most [`COPY_MAX`] bytes) it is withdrawn
+    /// instead, if `may_withdraw`, and the engine answers again from the
+    /// reopened file: this check then stands in for the resolve stage's.
     async fn send_tail(
         &mut self,
         f: &CachedFile,
@@ -192,6 +232,12 @@ impl Output {
             self.wbuf.extend_from_slice(&bytes);
         }
         if !f.contents_unchanged() {
+            if let (true, Some(at)) = (self.may_withdraw, self.response_at) {
+                self.wbuf.truncate(at);
+                self.progress = Progress::default();
+                self.withdrawn = true;
+                return Ok(());
+            }
             self.wbuf.truncate(body_from);
             self.flush(false).await?;
             return Err(io_err(
@@ -280,6 +326,7 @@ impl Output {
             }
         }
         self.wbuf.clear();
+        self.response_at = None;
         Ok(())
     }
 
@@ -304,6 +351,7 @@ impl Output {
             }
         }
         self.wbuf.clear();
+        self.response_at = None;
         Ok(())
     }
 

@@ -1185,6 +1185,43 @@ fn the_daemons_http1_listeners_want_exactly_one_host() {
     }
 }
 
+/// A small file rewritten in place between two requests, with the change
+/// watcher off and a long `cache.valid`, is answered with its new bytes
+/// whole: the HTTP/1.1 engine checks it once, before it sends (the check
+/// the resolve stage makes for the other listeners), and a response whose
+/// file changed before any byte left is decided again from the file.
+fn a_file_rewritten_between_requests_is_served_new_and_whole(kind: ServerKind) {
+    let f = fixture(
+        kind,
+        &[
+            "--set",
+            "cache.watch=false",
+            "--set",
+            "cache.valid=60s",
+            "--set",
+            "cache.small_file_max=1024",
+        ],
+    );
+    let old = pattern(12 * 1024);
+    f.tree.write("mid.bin", &old);
+    let client = f.d.client();
+    let get = || {
+        let r = client.get(f.d.url("/mid.bin")).send().unwrap();
+        assert_eq!(r.status(), 200);
+        r.bytes().expect("a whole body").to_vec()
+    };
+    assert_eq!(get(), old);
+    std::thread::sleep(Duration::from_millis(20));
+    let new: Vec<u8> = old.iter().map(|b| b ^ 0x5a).collect();
+    {
+        use std::io::Write;
+        let path = f.tree.root.join("mid.bin");
+        let mut file = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+        file.write_all(&new).unwrap();
+    }
+    assert!(get() == new, "the rewritten file, whole");
+}
+
 /// Runs each test against each server (module `test::daemon`, `test::axum`,
 /// `test::https_h2`, `test::https_h1`).
 macro_rules! against_each_server {
@@ -1239,4 +1276,5 @@ against_each_server!(
     a_changed_file_gets_a_new_variant,
     host_is_checked_before_the_method,
     a_file_rewritten_mid_send_is_never_sent_whole_and_mixed,
+    a_file_rewritten_between_requests_is_served_new_and_whole,
 );

@@ -167,6 +167,46 @@ fn health_and_readiness() {
     );
 }
 
+/// The admin listener answers through the encoder every listener uses:
+/// `Server` and `Date` on each answer, `Allow` on a 405, no body for HEAD,
+/// the exposition format's type for `/metrics`, and a 400 for a bad head.
+#[test]
+fn admin_answers_read_like_every_other_listener() {
+    let tree = Tree::new();
+    let d = Daemon::start(&tree.root, &[]);
+    let raw = |req: &str| {
+        let got = raw(d.admin, req.as_bytes(), Duration::from_secs(5));
+        String::from_utf8_lossy(&got).into_owned()
+    };
+    let get = raw("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert!(get.starts_with("HTTP/1.1 200 OK\r\n"), "{get}");
+    for field in [
+        "Server: fileserver\r\n",
+        "Date: ",
+        "Cache-Control: no-store\r\n",
+    ] {
+        assert!(get.contains(field), "{field:?} in {get}");
+    }
+    assert!(get.ends_with("\r\n\r\nok\n"), "{get}");
+    let head = raw("HEAD /healthz HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert!(
+        head.contains("Content-Length: 3\r\n") && head.ends_with("\r\n\r\n"),
+        "{head}"
+    );
+    let post = raw("POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n");
+    assert!(
+        post.starts_with("HTTP/1.1 405 ") && post.contains("Allow: GET, HEAD\r\n"),
+        "{post}"
+    );
+    let metrics = raw("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert!(
+        metrics.contains("Content-Type: text/plain; version=0.0.4; charset=utf-8\r\n"),
+        "{metrics}"
+    );
+    let bad = raw("GET /healthz HTTP/1.1\r\n\r\n");
+    assert!(bad.starts_with("HTTP/1.1 400 "), "{bad}");
+}
+
 const NAMES: &[&str] = &[
     "fileserver_cache_hits_total",
     "fileserver_cache_misses_total",
