@@ -348,20 +348,6 @@ pub enum LogFormat {
     Json,
 }
 
-/// Typed path-cache settings.
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[allow(missing_docs)]
-pub struct CacheSettings {
-    pub max_entries: usize,
-    pub max_open: usize,
-    pub valid: Duration,
-    pub negative_ttl: Duration,
-    pub small_file_max: u64,
-    pub small_bytes_budget: u64,
-    pub min_uses: u32,
-    pub watch: bool,
-}
-
 /// The HTTPS listener: where, with which certificate, and how long a
 /// handshake may take.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -426,10 +412,12 @@ pub struct Settings {
     pub fd_headroom: usize,
     pub inline_opens: bool,
     pub tls: Option<TlsSettings>,
-    pub cache: CacheSettings,
+    /// The path cache's own configuration (`[cache]`; `shards` is
+    /// `workers`, `variant_budget` is `compression.budget` or 0).
+    pub cache: pathcache::Config,
+    /// `cache.watch`: the change watcher (filemanager's `watch_changes`).
+    pub watch_changes: bool,
     pub http2: Http2Settings,
-    /// Bytes of compressed variants kept (0 when compression is off).
-    pub compression_budget: u64,
 }
 
 /// Parses `10s`, `500ms`, `2m`, `1h`, `0.5s` (a bare number is seconds)
@@ -981,148 +969,17 @@ impl Config {
             ));
             SymlinkPolicy::WithinRoot
         });
-        for name in &self.index {
-            if name.is_empty()
-                || name.contains('/')
-                || name == ".."
-                || name == "."
-                || name.contains('\0')
-            {
-                e.push(err("index", format!("`{name}` must be a plain file name")));
-            }
-        }
-        if self
-            .cache_control
-            .bytes()
-            .any(|b| b == b'\r' || b == b'\n' || (b < 0x20 && b != b'\t'))
-        {
-            e.push(err("cache_control", "must not contain control characters"));
-        }
-        let limits = Limits {
-            max_header_bytes: range(
-                "max_header_bytes",
-                self.max_header_bytes,
-                256,
-                1 << 20,
-                &mut e,
-            ),
-            max_headers: range("max_headers", self.max_headers, 4, 10_000, &mut e),
-            header_read_timeout: dur("header_read_timeout", &self.header_read_timeout, &mut e),
-            keepalive_timeout: dur("keepalive_timeout", &self.keepalive_timeout, &mut e),
-            send_timeout: dur("send_timeout", &self.send_timeout, &mut e),
-            max_connections: range(
-                "max_connections",
-                self.max_connections,
-                1,
-                10_000_000,
-                &mut e,
-            ),
-        };
-        for (k, d) in [
-            ("header_read_timeout", limits.header_read_timeout),
-            ("keepalive_timeout", limits.keepalive_timeout),
-            ("send_timeout", limits.send_timeout),
-        ] {
-            if d.is_zero() && !e.iter().any(|x| x.key == k) {
-                e.push(err(k, "must be greater than zero"));
-            }
-        }
+        let limits = self.limits(&mut e);
         let shutdown_timeout = dur("shutdown_timeout", &self.shutdown_timeout, &mut e);
-        let c = &self.cache;
-        let cache = CacheSettings {
-            max_entries: range("cache.max_entries", c.max_entries, 1, 1 << 32, &mut e),
-            max_open: range("cache.max_open", c.max_open, 0, 1 << 32, &mut e),
-            valid: dur("cache.valid", &c.valid, &mut e),
-            negative_ttl: dur("cache.negative_ttl", &c.negative_ttl, &mut e),
-            small_file_max: c.small_file_max,
-            small_bytes_budget: c.small_bytes_budget,
-            min_uses: range("cache.min_uses", c.min_uses, 0, u32::MAX as u64, &mut e) as u32,
-            watch: c.watch,
-        };
         let tls = self.tls_settings(&mut e);
-        let h = &self.http2;
-        // 2^31 - 1 is the largest window HTTP/2 allows (RFC 9113 6.9.1).
-        let window_max = (1 << 31) - 1;
-        let http2 = Http2Settings {
-            h2c: h.h2c,
-            max_concurrent_streams: range(
-                "http2.max_concurrent_streams",
-                h.max_concurrent_streams,
-                1,
-                10_000,
-                &mut e,
-            ) as u32,
-            max_header_list_size: range(
-                "http2.max_header_list_size",
-                h.max_header_list_size,
-                1024,
-                1 << 20,
-                &mut e,
-            ) as u32,
-            initial_stream_window: range(
-                "http2.initial_stream_window",
-                h.initial_stream_window,
-                65535,
-                window_max,
-                &mut e,
-            ) as u32,
-            initial_connection_window: range(
-                "http2.initial_connection_window",
-                h.initial_connection_window,
-                65535,
-                window_max,
-                &mut e,
-            ) as u32,
-            max_pending_reset_streams: range(
-                "http2.max_pending_reset_streams",
-                h.max_pending_reset_streams,
-                1,
-                10_000,
-                &mut e,
-            ),
-            max_local_error_resets: range(
-                "http2.max_local_error_resets",
-                h.max_local_error_resets,
-                1,
-                100_000,
-                &mut e,
-            ),
-            max_send_buffer: range(
-                "http2.max_send_buffer",
-                h.max_send_buffer,
-                16 << 10,
-                16 << 20,
-                &mut e,
-            ),
-            // At least one 16 KiB read, so a stream can always send; at
-            // most 1 GiB (tokio's semaphore counts in u32 and below
-            // `usize::MAX >> 3`).
-            send_budget_per_connection: range(
-                "http2.send_budget_per_connection",
-                h.send_budget_per_connection,
-                16 << 10,
-                1 << 30,
-                &mut e,
-            ) as u32,
-            send_budget: range(
-                "http2.send_budget",
-                h.send_budget,
-                16 << 10,
-                1 << 30,
-                &mut e,
-            ) as u32,
-            control_frame_budget: range(
-                "http2.control_frame_budget",
-                h.control_frame_budget,
-                10,
-                1_000_000,
-                &mut e,
-            ) as u32,
-        };
-        if c.small_file_max > 1 << 30 {
-            e.push(err("cache.small_file_max", "must be at most 1 GiB"));
-        }
+        let http2 = self.http2.validate(&mut e);
         let compression = self.compression.validate(&mut e);
+        let variant_budget = if compression.is_some() {
+            self.compression.budget
+        } else {
+            0
+        };
+        let cache = self.cache.validate(workers, variant_budget, &mut e);
         let settings = Settings {
             root: self.root.clone(),
             listen,
@@ -1134,23 +991,7 @@ impl Config {
             access_log,
             access_log_format,
             symlinks,
-            serve: decide::Options {
-                index: self.index.clone(),
-                listing: self.directory_listing,
-                listing_max_entries: range(
-                    "listing_max_entries",
-                    self.listing_max_entries,
-                    1,
-                    10_000_000,
-                    &mut e,
-                ),
-                dotfiles: self.serve_dotfiles,
-                cache_control: Some(self.cache_control.clone()).filter(|c| !c.is_empty()),
-                max_ranges: range("max_ranges", self.max_ranges, 1, 1000, &mut e),
-                precompressed: self.precompressed,
-                compression: compression.clone(),
-                redirect_base: String::new(),
-            },
+            serve: self.serve_options(compression, &mut e),
             trusted_proxies: self
                 .trusted_proxies
                 .iter()
@@ -1167,12 +1008,8 @@ impl Config {
             inline_opens: self.inline_opens,
             tls,
             cache,
+            watch_changes: self.cache.watch,
             http2,
-            compression_budget: if compression.is_some() {
-                self.compression.budget
-            } else {
-                0
-            },
         };
         if e.is_empty() {
             Ok(settings)
@@ -1216,6 +1053,181 @@ impl Config {
             key: PathBuf::from(&self.tls_key),
             handshake_timeout,
         })
+    }
+}
+
+impl Config {
+    /// The `[limits]`-level keys of the top table: header and connection
+    /// bounds and timeouts.
+    fn limits(&self, e: &mut Vec<ConfigError>) -> Limits {
+        let limits = Limits {
+            max_header_bytes: range("max_header_bytes", self.max_header_bytes, 256, 1 << 20, e),
+            max_headers: range("max_headers", self.max_headers, 4, 10_000, e),
+            header_read_timeout: dur("header_read_timeout", &self.header_read_timeout, e),
+            keepalive_timeout: dur("keepalive_timeout", &self.keepalive_timeout, e),
+            send_timeout: dur("send_timeout", &self.send_timeout, e),
+            max_connections: range("max_connections", self.max_connections, 1, 10_000_000, e),
+        };
+        for (k, d) in [
+            ("header_read_timeout", limits.header_read_timeout),
+            ("keepalive_timeout", limits.keepalive_timeout),
+            ("send_timeout", limits.send_timeout),
+        ] {
+            if d.is_zero() && !e.iter().any(|x| x.key == k) {
+                e.push(err(k, "must be greater than zero"));
+            }
+        }
+        limits
+    }
+
+    /// The serving keys of the top table (index, listing, dotfiles,
+    /// Cache-Control, ranges, precompressed) with `compression`: the
+    /// options every listener decides with.
+    fn serve_options(
+        &self,
+        compression: Option<CompressionOptions>,
+        e: &mut Vec<ConfigError>,
+    ) -> decide::Options {
+        for name in &self.index {
+            if name.is_empty()
+                || name.contains('/')
+                || name == ".."
+                || name == "."
+                || name.contains('\0')
+            {
+                e.push(err("index", format!("`{name}` must be a plain file name")));
+            }
+        }
+        if self
+            .cache_control
+            .bytes()
+            .any(|b| b == b'\r' || b == b'\n' || (b < 0x20 && b != b'\t'))
+        {
+            e.push(err("cache_control", "must not contain control characters"));
+        }
+        decide::Options {
+            index: self.index.clone(),
+            listing: self.directory_listing,
+            listing_max_entries: range(
+                "listing_max_entries",
+                self.listing_max_entries,
+                1,
+                10_000_000,
+                e,
+            ),
+            dotfiles: self.serve_dotfiles,
+            cache_control: Some(self.cache_control.clone()).filter(|c| !c.is_empty()),
+            max_ranges: range("max_ranges", self.max_ranges, 1, 1000, e),
+            precompressed: self.precompressed,
+            compression,
+            redirect_base: String::new(),
+        }
+    }
+}
+
+impl CacheConfig {
+    /// The `[cache]` table as the path cache's configuration, with one
+    /// shard per worker and `variant_budget` bytes of compressed variants.
+    fn validate(
+        &self,
+        shards: usize,
+        variant_budget: u64,
+        e: &mut Vec<ConfigError>,
+    ) -> pathcache::Config {
+        let c = self;
+        if c.small_file_max > 1 << 30 {
+            e.push(err("cache.small_file_max", "must be at most 1 GiB"));
+        }
+        pathcache::Config {
+            shards: shards.max(1),
+            max_entries: range("cache.max_entries", c.max_entries, 1, 1 << 32, e),
+            max_open: range("cache.max_open", c.max_open, 0, 1 << 32, e),
+            valid: dur("cache.valid", &c.valid, e),
+            negative_ttl: dur("cache.negative_ttl", &c.negative_ttl, e),
+            small_file_max: c.small_file_max,
+            small_bytes_budget: c.small_bytes_budget,
+            min_uses: range("cache.min_uses", c.min_uses, 0, u32::MAX as u64, e) as u32,
+            variant_budget,
+        }
+    }
+}
+
+impl Http2Config {
+    /// The `[http2]` table.
+    fn validate(&self, e: &mut Vec<ConfigError>) -> Http2Settings {
+        let h = self;
+        // 2^31 - 1 is the largest window HTTP/2 allows (RFC 9113 6.9.1).
+        let window_max = (1 << 31) - 1;
+        Http2Settings {
+            h2c: h.h2c,
+            max_concurrent_streams: range(
+                "http2.max_concurrent_streams",
+                h.max_concurrent_streams,
+                1,
+                10_000,
+                e,
+            ) as u32,
+            max_header_list_size: range(
+                "http2.max_header_list_size",
+                h.max_header_list_size,
+                1024,
+                1 << 20,
+                e,
+            ) as u32,
+            initial_stream_window: range(
+                "http2.initial_stream_window",
+                h.initial_stream_window,
+                65535,
+                window_max,
+                e,
+            ) as u32,
+            initial_connection_window: range(
+                "http2.initial_connection_window",
+                h.initial_connection_window,
+                65535,
+                window_max,
+                e,
+            ) as u32,
+            max_pending_reset_streams: range(
+                "http2.max_pending_reset_streams",
+                h.max_pending_reset_streams,
+                1,
+                10_000,
+                e,
+            ),
+            max_local_error_resets: range(
+                "http2.max_local_error_resets",
+                h.max_local_error_resets,
+                1,
+                100_000,
+                e,
+            ),
+            max_send_buffer: range(
+                "http2.max_send_buffer",
+                h.max_send_buffer,
+                16 << 10,
+                16 << 20,
+                e,
+            ),
+            // At least one 16 KiB read, so a stream can always send; at
+            // most 1 GiB (tokio's semaphore counts in u32 and below
+            // `usize::MAX >> 3`).
+            send_budget_per_connection: range(
+                "http2.send_budget_per_connection",
+                h.send_budget_per_connection,
+                16 << 10,
+                1 << 30,
+                e,
+            ) as u32,
+            send_budget: range("http2.send_budget", h.send_budget, 16 << 10, 1 << 30, e) as u32,
+            control_frame_budget: range(
+                "http2.control_frame_budget",
+                h.control_frame_budget,
+                10,
+                1_000_000,
+                e,
+            ) as u32,
+        }
     }
 }
 
@@ -1406,10 +1418,10 @@ mod tests {
         let o = s.serve.compression.unwrap();
         assert_eq!(o.codings, [ContentCoding::Zstd, ContentCoding::Gzip]);
         assert_eq!(o.level(ContentCoding::Zstd), 3);
-        assert_eq!(s.compression_budget, 1000);
+        assert_eq!(s.cache.variant_budget, 1000);
         // Off: no options, no budget.
         let s = Config::default().validate().unwrap();
-        assert_eq!((s.serve.compression, s.compression_budget), (None, 0));
+        assert_eq!((s.serve.compression, s.cache.variant_budget), (None, 0));
     }
 
     #[test]

@@ -1,24 +1,10 @@
 //! The server's view of `filemanager`: every request resolves through its
 //! path cache (cached descriptor for sendfile, cached small-file bytes for
-//! one writev). This module only maps settings.
+//! one writev). This module only hands the settings' library
+//! configurations (`pathcache::Config`, the backend, the root) to it.
 
 use crate::config::Settings;
 use std::io;
-
-/// Builds the pathcache configuration from settings.
-pub fn cache_config(s: &Settings) -> pathcache::Config {
-    pathcache::Config {
-        shards: s.workers.max(1),
-        max_entries: s.cache.max_entries,
-        max_open: s.cache.max_open,
-        valid: s.cache.valid,
-        negative_ttl: s.cache.negative_ttl,
-        small_file_max: s.cache.small_file_max,
-        small_bytes_budget: s.cache.small_bytes_budget,
-        min_uses: s.cache.min_uses,
-        variant_budget: s.compression_budget,
-    }
-}
 
 /// File access beneath the root.
 #[derive(Debug)]
@@ -30,7 +16,7 @@ impl Files {
     /// Applies the `[cache]` settings of `s` to the running cache (SIGHUP);
     /// returns the entries evicted at once by lower bounds.
     pub fn set_cache_limits(&self, s: &Settings) -> usize {
-        self.fm.set_cache_limits(cache_config(s))
+        self.fm.set_cache_limits(s.cache.clone())
     }
 
     /// The cache settings in use (`max_open` as capped by the fd budget).
@@ -45,13 +31,13 @@ impl Files {
             shards: s.workers.max(1),
             backend: s.io_backend,
             symlinks: s.symlinks,
-            cache: cache_config(s),
+            cache: s.cache.clone(),
             fd_budget: s.fd_budget,
             fd_headroom: s.fd_headroom,
             inline_cached_opens: s.inline_opens,
             raise_nofile: true,
             reaper_thread: true,
-            watch_changes: s.cache.watch,
+            watch_changes: s.watch_changes,
         };
         Ok(Files {
             fm: filemanager::FileManager::new(config)?,

@@ -492,7 +492,7 @@ fn reload(
         ("fd_budget", new.fd_budget != started.fd_budget),
         ("fd_headroom", new.fd_headroom != started.fd_headroom),
         ("inline_opens", new.inline_opens != started.inline_opens),
-        ("cache.watch", new.cache.watch != started.cache.watch),
+        ("cache.watch", new.watch_changes != started.watch_changes),
         ("log_format", new.log_format != started.log_format),
         (
             "http2.send_budget",
@@ -518,7 +518,7 @@ fn reload(
     new.fd_budget = started.fd_budget;
     new.fd_headroom = started.fd_headroom;
     new.inline_opens = started.inline_opens;
-    new.cache.watch = started.cache.watch;
+    new.watch_changes = started.watch_changes;
     // The process-wide semaphore was sized at start.
     new.http2.send_budget = started.http2.send_budget;
     // The HTTPS listener stays as it started; its certificate and key are

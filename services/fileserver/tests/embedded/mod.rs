@@ -95,7 +95,7 @@ impl Server {
                     .serve
                     .compression
                     .is_some()
-                    .then_some(settings.compression_budget);
+                    .then_some(settings.cache.variant_budget);
                 let rt = tokio::runtime::Builder::new_multi_thread()
                     .worker_threads(2)
                     .enable_all()
