@@ -408,6 +408,62 @@ fn malformed(t: Transport) {
     assert!(r["goaway"].as_u64().is_some(), "GOAWAY: {r}");
 }
 
+/// HTTP/2's `:authority` is the request's host (RFC 9113 8.3.1) and is
+/// held to the rule of HTTP/1.1's `Host` (`httpfile::head::check_host`) on
+/// both HTTP/2 listeners: a value that is no valid host is never served.
+fn authority(t: Transport) {
+    let f = fixture();
+    let slot = Arc::new(Mutex::new(None));
+    let port = t.port(&f).to_string();
+    let status = |authority: &str| {
+        let args: Vec<String> = [
+            "status",
+            "127.0.0.1",
+            &port,
+            t.name(),
+            "/small.txt",
+            authority,
+        ]
+        .iter()
+        .map(|a| a.to_string())
+        .collect();
+        attack(&args, &slot)[0]["status"].clone()
+    };
+    assert_eq!(status("localhost"), 200, "{}", t.name());
+    assert_eq!(status("localhost:8443"), 200, "{}", t.name());
+    // What the `http` crate cannot parse as an authority, h2 resets as a
+    // malformed request (RFC 9113 8.1.1: a stream error); what it parses
+    // but is no `Host` (userinfo, a port that is not a number) is ours to
+    // refuse. Neither is ever served.
+    for bad in ["a b", "a/b", "[::1", "a@b", "a:b", "u:p@a"] {
+        let got = status(bad);
+        eprintln!("{} :authority {bad:?} -> {got}", t.name());
+        assert!(
+            got == 400 || got == "reset",
+            "{} :authority {bad:?}: {got}",
+            t.name()
+        );
+    }
+    for parsed_by_http in ["a@b", "u:p@a"] {
+        assert_eq!(
+            status(parsed_by_http),
+            400,
+            "{} :authority {parsed_by_http:?}",
+            t.name()
+        );
+    }
+}
+
+#[test]
+fn a_bad_authority_is_refused_over_tls() {
+    authority(Transport::Tls);
+}
+
+#[test]
+fn a_bad_authority_is_refused_over_h2c() {
+    authority(Transport::H2c);
+}
+
 #[test]
 fn malformed_control_frames_over_tls_get_rfc_codes() {
     malformed(Transport::Tls);

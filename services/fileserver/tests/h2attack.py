@@ -18,6 +18,9 @@ prints JSON lines on stdout.
     bad   HOST PORT tls|h2c CASE
         CASE: window-too-big, settings-ack-payload, ping-length, hpack-index.
         Sends one malformed frame; reports the GOAWAY error code.
+    status HOST PORT tls|h2c PATH AUTHORITY
+        One GET for PATH with AUTHORITY as its :authority (any bytes, which
+        no client library sends); reports the response's :status.
 """
 import json
 import select
@@ -239,6 +242,46 @@ def bad(host, port, mode, case):
     print(json.dumps({"case": case, "goaway": rd.goaway, "closed": rd.closed}), flush=True)
 
 
+# The :status values of the HPACK static table (RFC 7541 A), by index.
+STATIC_STATUS = {8: 200, 9: 204, 10: 206, 11: 304, 12: 400, 13: 404, 14: 500}
+
+
+def status(host, port, mode, path, authority):
+    s = connect(host, port, mode)
+    p, a = path.encode(), authority.encode()
+    block = bytes([0x82, 0x87 if mode == "tls" else 0x86, 0x04, len(p)]) + p
+    block += bytes([0x01, len(a)]) + a
+    s.sendall(PREFACE + settings([]) + frame(SETTINGS, 1, 0) + frame(HEADERS, 0x5, 1, block))
+    buf, got, end = b"", None, time.monotonic() + 5
+    while got is None and time.monotonic() < end:
+        r, _, _ = select.select([s], [], [], 0.2)
+        if not r and not getattr(s, "pending", lambda: 0)():
+            continue
+        data = s.recv(1 << 16)
+        if not data:
+            break
+        buf += data
+        while len(buf) >= 9:
+            n = (buf[0] << 16) | (buf[1] << 8) | buf[2]
+            if len(buf) < 9 + n:
+                break
+            kind, stream, payload = buf[3], struct.unpack(">I", buf[5:9])[0], buf[9:9 + n]
+            buf = buf[9 + n:]
+            if kind == HEADERS and stream == 1:
+                i = 0
+                while payload[i] & 0xE0 == 0x20:  # dynamic table size updates
+                    i += 1
+                first = payload[i]
+                if first & 0x80:
+                    got = STATIC_STATUS.get(first & 0x7F)
+                else:  # literal :status (name index 8), value as a string
+                    vlen = payload[i + 1] & 0x7F
+                    got = int(payload[i + 2:i + 2 + vlen])
+            elif kind == RST and stream == 1:
+                got = "reset"
+    print(json.dumps({"path": path, "authority": authority, "status": got}), flush=True)
+
+
 def main(argv):
     cmd, host, port, mode = argv[1], argv[2], int(argv[3]), argv[4]
     if cmd == "hold":
@@ -247,6 +290,8 @@ def main(argv):
         flood(host, port, mode, argv[5], int(argv[6]))
     elif cmd == "bad":
         bad(host, port, mode, argv[5])
+    elif cmd == "status":
+        status(host, port, mode, argv[5], argv[6])
     else:
         raise SystemExit(__doc__)
 
