@@ -22,13 +22,12 @@ use std::time::Duration;
 use tokio::io::Interest;
 use tokio::net::TcpStream;
 
-/// Ranges up to this size that are in the page cache are read into the
-/// batch behind their head and go out in one send, instead of a send of the
-/// head, a residency check and a sendfile: two syscalls where there were
-/// four, as lighttpd does for small files. Measured together with the
-/// one-`statx` revalidation (filemanager), alternated against the build
-/// before both on many_files (20000 x 4 KiB, wrk -t1, 5 rounds): 91-95k
-/// against 87-92k req/s, 1.04x; wrk's own core bounds that figure.
+/// The tail of a body read from the file: read into the batch behind the
+/// head (or behind what sendfile sent), the file checked, then sent. For a
+/// range this small that is all of it: one `preadv2` and one send instead of
+/// a send of the head, a residency check and a sendfile, as lighttpd does
+/// for small files (many_files, 20000 x 4 KiB: 1.04x req/s when it came in;
+/// benches/README.md).
 const COPY_MAX: u64 = 16 * 1024;
 
 /// The write half: the socket, the batch of pipelined responses, and what
