@@ -235,10 +235,13 @@ pub enum Check {
     /// checks again before its last bytes. What [`decide`] does.
     #[default]
     AtResolve,
-    /// The sender alone, before the last bytes of the body leave; when the
-    /// file changed before any byte of the response left, it decides again
-    /// with [`Check::AtResolve`]. One `statx` per response instead of two.
-    BeforeSend,
+    /// For files of at most this many bytes, the sender alone: it reads
+    /// all of the body, checks the file before any byte of the response
+    /// leaves, and when it changed decides again with
+    /// [`Check::AtResolve`]; one `statx` per response instead of two.
+    /// Larger files are checked at resolve too, since their head leaves
+    /// before the sender's check.
+    BeforeSendUpTo(u64),
 }
 
 /// Decides the answer to `head` from `fm`'s files under `options`.
@@ -304,7 +307,10 @@ async fn answer<'a>(
             hidden: options.dotfiles,
             max_entries: options.listing_max_entries,
         }),
-        check_descriptor: check == Check::AtResolve,
+        check_files_over: match check {
+            Check::AtResolve => 0,
+            Check::BeforeSendUpTo(size) => size,
+        },
     };
     let method = head.method;
     match fm.resolve(&query).await {

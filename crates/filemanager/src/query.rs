@@ -33,12 +33,13 @@ pub struct Query<'a> {
     /// List a directory that has no index (`None`: such a directory is not
     /// found).
     pub listing: Option<ListOptions>,
-    /// Check a cached file that is sent from its descriptor (one `statx`)
-    /// and reopen it when it changed. `false`: the caller checks the file
-    /// itself before the last bytes of its body leave, and asks again when
-    /// it changed before any byte left (the daemon's HTTP/1.1 engine), so
-    /// the check is made once per response instead of twice.
-    pub check_descriptor: bool,
+    /// A cached file sent from its descriptor that is larger than this
+    /// many bytes is checked (one `statx`) and reopened when it changed;
+    /// `0` checks every one. A caller that reads all of a smaller file and
+    /// checks it itself before any byte of the response leaves, asking
+    /// again when it changed (the daemon's HTTP/1.1 engine), sets its
+    /// bound here, so such a file is checked once per response, not twice.
+    pub check_files_over: u64,
 }
 
 /// What is at a [`Query`]'s path.
@@ -101,7 +102,7 @@ impl FileManager {
     /// std::fs::write(dir.path().join("a.css.gz"), "gz").unwrap();
     /// let fm = FileManager::new(Config::new(dir.path())).unwrap();
     /// let siblings = [Sibling { suffix: ".br", accepted: true }, Sibling { suffix: ".gz", accepted: true }];
-    /// let query = Query { path: "a.css", dir_only: false, siblings: &siblings, index: &[], listing: None, check_descriptor: true };
+    /// let query = Query { path: "a.css", dir_only: false, siblings: &siblings, index: &[], listing: None, check_files_over: 0 };
     /// let Resolved::File(f) = fm.resolve(&query).await.unwrap() else { panic!() };
     /// assert_eq!((f.sibling, f.mime), (Some(1), "text/css"));
     /// assert!(matches!(fm.resolve(&Query { path: "", ..query }).await.unwrap(), Resolved::Directory));
@@ -109,7 +110,7 @@ impl FileManager {
     /// ```
     pub async fn resolve(&self, query: &Query<'_>) -> Result<Resolved, OpenError> {
         match self
-            .open_current(query.path, query.check_descriptor)
+            .open_current(query.path, query.check_files_over)
             .await?
         {
             Opened::File(_) if query.dir_only && !query.path.is_empty() => Ok(Resolved::NotFound),
@@ -134,7 +135,7 @@ impl FileManager {
                 path.push('/');
             }
             path.push_str(name);
-            if let Opened::File(file) = self.open_current(&path, query.check_descriptor).await? {
+            if let Opened::File(file) = self.open_current(&path, query.check_files_over).await? {
                 return Ok(Resolved::File(self.negotiate(query, &path, file).await?));
             }
         }
@@ -187,7 +188,7 @@ impl FileManager {
             // A sibling that cannot be opened (missing, refused, the table
             // full) is passed over: the file itself can still be served.
             if let Ok(Opened::File(encoded)) = self
-                .open_current(&sibling_path, query.check_descriptor)
+                .open_current(&sibling_path, query.check_files_over)
                 .await
             {
                 return Ok(ResolvedFile {
@@ -222,11 +223,15 @@ impl FileManager {
 
     /// [`open`](Self::open), with a file sent by descriptor checked to be
     /// the version its metadata describes (see [`resolve`](Self::resolve)).
-    async fn open_current(&self, path: &str, check: bool) -> Result<Opened, OpenError> {
+    async fn open_current(&self, path: &str, check_over: u64) -> Result<Opened, OpenError> {
         let path = if path.is_empty() { "." } else { path };
         let opened = self.open(path).await?;
         if let Opened::File(f) = &opened {
-            if check && f.bytes().is_none() && !f.checked && !self.check_current(f) {
+            if f.bytes().is_none()
+                && f.meta().size > check_over
+                && !f.checked
+                && !self.check_current(f)
+            {
                 drop(opened);
                 self.invalidate(path);
                 return self.open(path).await;

@@ -149,7 +149,7 @@ async fn resolved(fm: &FileManager, path: &str) -> filemanager::ResolvedFile {
         siblings: &[],
         index: &[],
         listing: None,
-        check_descriptor: true,
+        check_files_over: 0,
     };
     match fm.resolve(&q).await.unwrap() {
         filemanager::Resolved::File(r) => r,

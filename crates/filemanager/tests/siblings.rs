@@ -42,7 +42,7 @@ async fn served(fm: &FileManager, path: &str) -> (Option<&'static str>, Vec<u8>)
         siblings: &ALL,
         index: &[],
         listing: None,
-        check_descriptor: true,
+        check_files_over: 0,
     };
     let Resolved::File(f) = fm.resolve(&q).await.unwrap() else {
         panic!("{path}: not a file");

@@ -300,7 +300,7 @@ impl Conn {
         // Rc clone (not the Arc inside): no shared atomic write per request.
         let ctx = self.ctx.clone();
         let fm = ctx.files().manager();
-        let mut check = Check::BeforeSend;
+        let mut check = Check::BeforeSendUpTo(crate::send::COPY_MAX);
         loop {
             let serve = &self.live.s.serve;
             let decision =
@@ -312,7 +312,7 @@ impl Conn {
                 Some(r) => self.out.write_head_at(&plan, *framing, r.now()),
                 None => self.out.write_head(&plan, *framing),
             }
-            self.out.may_withdraw = check == Check::BeforeSend;
+            self.out.may_withdraw = check != Check::AtResolve;
             match (plan.body, file) {
                 (Body::File(_) | Body::Multipart(_), Some(r)) => {
                     self.out.send_file(&plan, r, pending).await?;

@@ -28,7 +28,7 @@ use tokio::net::TcpStream;
 /// a send of the head, a residency check and a sendfile, as lighttpd does
 /// for small files (many_files, 20000 x 4 KiB: 1.04x req/s when it came in;
 /// benches/README.md).
-const COPY_MAX: u64 = 16 * 1024;
+pub(crate) const COPY_MAX: u64 = 16 * 1024;
 
 /// The write half: the socket, the batch of pipelined responses, and what
 /// the response in progress has sent.
@@ -219,18 +219,25 @@ impl Output {
     ) -> io::Result<()> {
         let body_from = self.wbuf.len();
         let len = tail.len() as usize;
+        let mut whole = true;
         if !filemanager::read_resident(f.as_fd(), tail.start, len, &mut self.wbuf) {
-            let bytes = self.files.read_at(f, tail.start, len).await?;
-            if bytes.len() != len {
-                return Err(io_err(
-                    io::ErrorKind::UnexpectedEof,
-                    "file shrank while sending",
-                ));
+            match self.files.read_at(f, tail.start, len).await {
+                Ok(bytes) if bytes.len() == len => {
+                    self.progress.cold += tail.len();
+                    self.wbuf.extend_from_slice(&bytes);
+                }
+                // It shrank: a change, answered like any other below.
+                Ok(_) => whole = false,
+                Err(e) => {
+                    // The head (and what is batched before it) still goes:
+                    // a response that was started ends short, not unsent.
+                    self.wbuf.truncate(body_from);
+                    self.flush(false).await?;
+                    return Err(e);
+                }
             }
-            self.progress.cold += tail.len();
-            self.wbuf.extend_from_slice(&bytes);
         }
-        if !f.contents_unchanged() {
+        if !whole || !f.contents_unchanged() {
             if let (true, Some(at)) = (self.may_withdraw, self.response_at) {
                 self.wbuf.truncate(at);
                 self.progress = Progress::default();
