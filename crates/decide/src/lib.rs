@@ -315,7 +315,12 @@ async fn answer<'a>(
     let method = head.method;
     match fm.resolve(&query).await {
         Ok(Resolved::File(f)) => Answer::File(represent(fm, options, head, &accept, f).await),
-        Ok(Resolved::Listing(listing)) => Answer::Listing(listing_page(&listing, head, path.rel)),
+        Ok(Resolved::Listing(listing)) => Answer::Listing(listing_page(
+            &listing,
+            head,
+            &options.redirect_base,
+            path.rel,
+        )),
         Ok(Resolved::Directory) => Answer::Plan(Box::new(plan::redirect_to_directory(
             head,
             &options.redirect_base,
@@ -413,9 +418,19 @@ async fn represent(
     r
 }
 
-/// `listing` of the directory at URL path `/{path}/`, rendered in the
-/// form `req` asks for (HTML or JSON), filtered and sorted as its query says.
-fn listing_page(listing: &Listing, req: &RequestHead<'_>, path: &str) -> Page {
+/// `listing` of the directory at `path` beneath the mount `base`, rendered
+/// in the form `req` asks for (HTML or JSON), filtered and sorted as its
+/// query says. The page names the URL path the client asked for
+/// (`/{base}/{path}/`); its links are relative, so they hold under any mount.
+fn listing_page(listing: &Listing, req: &RequestHead<'_>, base: &str, path: &str) -> Page {
+    let base = base.trim_matches('/');
+    let shown;
+    let path = if base.is_empty() {
+        path
+    } else {
+        shown = [base, path].join("/");
+        shown.trim_end_matches('/')
+    };
     let entries = listing.entries.iter().map(|e| ListingEntry {
         name: &e.name,
         is_dir: e.is_dir(),

@@ -155,6 +155,23 @@ fn a_directory_redirects_under_the_mount_and_lists_when_asked() {
             panic!("a listing: {:?}", decision.answer)
         };
         assert!(page.body.contains("a.txt"));
+        assert!(page.body.contains("<title>Index of /docs</title>"));
+        // Under a mount the page names the URL path the client asked for.
+        let mounted = Options {
+            listing: true,
+            redirect_base: "/static".into(),
+            ..Options::default()
+        };
+        let mut path = Vec::new();
+        let decision = decide::decide(&d.fm, &mounted, &head, &mut path).await;
+        let Answer::Listing(page) = &decision.answer else {
+            panic!("a listing: {:?}", decision.answer)
+        };
+        assert!(
+            page.body.contains("<title>Index of /static/docs</title>"),
+            "{}",
+            &page.body[..300]
+        );
     });
 }
 
