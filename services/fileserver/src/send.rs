@@ -127,13 +127,17 @@ impl Output {
     ) -> io::Result<()> {
         let bytes = r.bytes();
         match plan.body {
-            Body::File(range) => self.send_range(&r.file, bytes, range, pending).await,
+            Body::File(range) => self.send_range(&r.file, bytes, range, pending, true).await,
             Body::Multipart(parts) => {
+                let last = parts.ranges.len().saturating_sub(1);
                 for (i, &range) in parts.ranges.iter().enumerate() {
                     let before = self.wbuf.len();
                     parts.write_part_head(i, &mut self.wbuf);
                     self.progress.body += (self.wbuf.len() - before) as u64;
-                    self.send_range(&r.file, bytes, range, true).await?;
+                    // One check covers the whole body: it is made after
+                    // every part was read, before the last one leaves.
+                    self.send_range(&r.file, bytes, range, true, i == last)
+                        .await?;
                     if self.withdrawn {
                         return Ok(());
                     }
@@ -157,13 +161,15 @@ impl Output {
     /// variant's, or the cached file's): copied into `wbuf` when more
     /// responses follow, else one writev of head and body. From the file:
     /// all but its last [`COPY_MAX`] bytes by sendfile (head with
-    /// MSG_MORE first), then the tail ([`send_tail`](Self::send_tail)).
+    /// MSG_MORE first), then the tail ([`send_tail`](Self::send_tail)),
+    /// which checks the file when `check` (the body's last range).
     async fn send_range(
         &mut self,
         f: &CachedFile,
         bytes: Option<&[u8]>,
         range: ByteRange,
         pending: bool,
+        check: bool,
     ) -> io::Result<()> {
         if range.is_empty() {
             return Ok(());
@@ -198,7 +204,7 @@ impl Output {
                 self.send_cold(f, lead).await?;
             }
         }
-        self.send_tail(f, tail, pending).await
+        self.send_tail(f, tail, pending, check).await
     }
 
     /// Sends the last bytes of a range read from the file: read into the
@@ -216,6 +222,7 @@ impl Output {
         f: &CachedFile,
         tail: ByteRange,
         pending: bool,
+        check: bool,
     ) -> io::Result<()> {
         let body_from = self.wbuf.len();
         let len = tail.len() as usize;
@@ -237,7 +244,7 @@ impl Output {
                 }
             }
         }
-        if !whole || !f.contents_unchanged() {
+        if !whole || (check && !f.contents_unchanged()) {
             if let (true, Some(at)) = (self.may_withdraw, self.response_at) {
                 self.wbuf.truncate(at);
                 self.progress = Progress::default();
