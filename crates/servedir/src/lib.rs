@@ -359,30 +359,44 @@ impl<B> Service<Request<B>> for ServeFile {
 
 /// The last line of a header, as the planner reads repeated headers.
 fn last(req: &Parts, name: HeaderName) -> Option<&[u8]> {
-    req.headers
+    last_in(&req.headers, name)
+}
+
+fn last_in(headers: &http::HeaderMap, name: HeaderName) -> Option<&[u8]> {
+    headers
         .get_all(name)
         .iter()
         .next_back()
         .map(|v| httpfile::trim_ows(v.as_bytes()))
 }
 
-/// The planner's view of `req`, with `target` as its path and query. The
-/// authority is HTTP/2's `:authority` (or, without it, `Host`); HTTP/1's
-/// `Host`. A server in front (hyper, a router) has framed the request;
-/// the daemon's listeners also apply [`httpfile::head::check_host`].
+/// The host a request names, as [`httpfile::head::check_host`] judges it:
+/// HTTP/2's and HTTP/3's `:authority` (or, without it, `Host`); HTTP/1's
+/// `Host`.
+pub fn request_host<'a>(
+    version: http::Version,
+    uri: &'a http::Uri,
+    headers: &'a http::HeaderMap,
+) -> Option<&'a [u8]> {
+    let host = || last_in(headers, http::header::HOST);
+    match version {
+        http::Version::HTTP_2 | http::Version::HTTP_3 => {
+            uri.authority().map(|a| a.as_str().as_bytes()).or_else(host)
+        }
+        _ => host(),
+    }
+}
+
+/// The planner's view of `req`, with `target` as its path and query (its
+/// host: [`request_host`]). A server in front (hyper, a router) has framed
+/// the request; the daemon's listeners also apply
+/// [`httpfile::head::check_host`].
 pub fn request_head<'a>(req: &'a Parts, target: &'a [u8]) -> RequestHead<'a> {
     use http::header::{
-        ACCEPT, ACCEPT_ENCODING, CONTENT_LENGTH, HOST, IF_MATCH, IF_MODIFIED_SINCE, IF_NONE_MATCH,
+        ACCEPT, ACCEPT_ENCODING, CONTENT_LENGTH, IF_MATCH, IF_MODIFIED_SINCE, IF_NONE_MATCH,
         IF_RANGE, IF_UNMODIFIED_SINCE, RANGE, TRANSFER_ENCODING,
     };
-    let host = match req.version {
-        http::Version::HTTP_2 | http::Version::HTTP_3 => req
-            .uri
-            .authority()
-            .map(|a| a.as_str().as_bytes())
-            .or_else(|| last(req, HOST)),
-        _ => last(req, HOST),
-    };
+    let host = request_host(req.version, &req.uri, &req.headers);
     let content_length = last(req, CONTENT_LENGTH).map(|v| {
         // hyper has checked it is a number; anything else declares a body.
         std::str::from_utf8(v)

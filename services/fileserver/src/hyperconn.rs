@@ -366,18 +366,8 @@ impl hyper::service::Service<Request<Incoming>> for Responder {
 /// applies): HTTP/1.1 names one valid `Host`, HTTP/2 a valid authority.
 fn host_rule(req: &Request<Incoming>) -> Result<(), &'static str> {
     let hosts = req.headers().get_all(http::header::HOST).iter().count();
-    let host_field = || {
-        req.headers()
-            .get(http::header::HOST)
-            .map(|h| httpfile::trim_ows(h.as_bytes()))
-    };
-    match req.version() {
-        http::Version::HTTP_2 => {
-            let authority = req.uri().authority().map(|a| a.as_str().as_bytes());
-            httpfile::head::check_host(false, hosts, authority.or_else(host_field))
-        }
-        v => httpfile::head::check_host(v == http::Version::HTTP_11, hosts, host_field()),
-    }
+    let host = servedir::request_host(req.version(), req.uri(), req.headers());
+    httpfile::head::check_host(req.version() == http::Version::HTTP_11, hosts, host)
 }
 
 /// What the counters and the access log need of a request, kept until its
