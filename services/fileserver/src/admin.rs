@@ -133,48 +133,42 @@ async fn one(
 /// The admin answer to `head`, encoded into `out` by the planner's encoder
 /// (the `Server`, `Date` and framing every listener sends).
 fn answer(head: &RequestHead<'_>, shared: &Shared, handle: &PrometheusHandle, out: &mut Vec<u8>) {
-    let text = |essence| {
-        Some(ContentType::Media(MediaType {
-            essence,
-            utf8: true,
-        }))
-    };
-    let mut p = match head.method {
-        Method::Get | Method::Head => plan::error(head.method, 404, ""),
-        _ => {
-            let mut p = plan::error(head.method, 405, "");
-            p.headers.allow = Some("GET, HEAD");
-            p
-        }
-    };
+    if !matches!(head.method, Method::Get | Method::Head) {
+        let mut p = plan::error(head.method, 405, "");
+        p.headers.allow = Some("GET, HEAD");
+        p.headers.cache_control = Some("no-store");
+        return encode(&p, out);
+    }
     let path = httpfile::path::path_part(head.target).unwrap_or(b"");
-    let body = match (p.status, path) {
-        (405, _) => None,
-        (_, b"/metrics") => Some(("text/plain; version=0.0.4", 200, render(shared, handle))),
-        (_, b"/healthz") => Some(("text/plain", 200, "ok\n".to_string())),
-        (_, b"/readyz") if shared.serving.load(Relaxed) => {
-            Some(("text/plain", 200, "ready\n".to_string()))
-        }
-        (_, b"/readyz") => Some(("text/plain", 503, "shutting down\n".to_string())),
-        _ => Some((
+    let (essence, status, text) = match path {
+        b"/metrics" => ("text/plain; version=0.0.4", 200, render(shared, handle)),
+        b"/healthz" => ("text/plain", 200, "ok\n".to_string()),
+        b"/readyz" if shared.serving.load(Relaxed) => ("text/plain", 200, "ready\n".to_string()),
+        b"/readyz" => ("text/plain", 503, "shutting down\n".to_string()),
+        _ => (
             "text/plain",
             404,
             "not found: try /metrics, /healthz, /readyz\n".to_string(),
-        )),
+        ),
     };
-    let text_body;
-    if let Some((essence, status, body)) = body {
-        text_body = body;
-        p.status = status;
-        p.headers.content_type = text(essence);
-        p.headers.content_length = Some(text_body.len() as u64);
-        p.body = if head.is_head() {
+    let p = plan::Plan {
+        status,
+        headers: plan::Headers {
+            content_type: Some(ContentType::Media(MediaType {
+                essence,
+                utf8: true,
+            })),
+            content_length: Some(text.len() as u64),
+            cache_control: Some("no-store"),
+            ..plan::Headers::default()
+        },
+        body: if head.is_head() {
             plan::Body::Empty
         } else {
-            plan::Body::Bytes(text_body.as_bytes())
-        };
-    }
-    p.headers.cache_control = Some("no-store");
+            plan::Body::Bytes(text.as_bytes())
+        },
+        close: true,
+    };
     encode(&p, out);
     if let plan::Body::Bytes(b) = p.body {
         out.extend_from_slice(b);
