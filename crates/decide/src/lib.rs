@@ -47,8 +47,11 @@ use filemanager::{
 use httpfile::conditional::Precondition;
 use httpfile::listing::{ListingEntry, ListingFormat, ListingView, Page};
 use httpfile::mime::{AcceptEncoding, ContentCoding};
+use httpfile::plan::HeaderEdit;
 use httpfile::plan::{self, FileInfo, MediaType, Plan, Policy, Route};
-use httpfile::{ByteRange, EntityTag, RequestHead};
+use httpfile::{ByteRange, EntityTag, Method, RequestHead};
+use siterules::{Facts, Gate, Matched, Rules};
+use std::sync::Arc;
 
 /// How a directory is served: every setting a request's answer depends on.
 /// The daemon's `[serve]`-level settings are this type.
@@ -75,6 +78,9 @@ pub struct Options {
     /// The URL path the files are mounted at (`/static`): it prefixes the
     /// `Location` of a directory redirect and is never taken off a request.
     pub redirect_base: String,
+    /// The site's rules: headers, redirects, rewrites, `try_files`, error
+    /// pages, basic auth, allow/deny and CORS by path (see `siterules`).
+    pub rules: Arc<Rules>,
 }
 
 impl Default for Options {
@@ -92,6 +98,7 @@ impl Default for Options {
             precompressed: true,
             compression: None,
             redirect_base: String::new(),
+            rules: Arc::default(),
         }
     }
 }
@@ -114,6 +121,12 @@ pub struct Decision<'a> {
     /// What the answer is.
     pub answer: Answer<'a>,
     policy: Policy<'a>,
+    /// The header fields the site's rules and CORS set, add or remove.
+    edits: Vec<HeaderEdit<'a>>,
+    /// A `Location` a rule made (a redirect, a rewritten directory's).
+    location: Option<String>,
+    /// An error page's status: its file is sent whole under it.
+    status: Option<u16>,
 }
 
 /// What a request is answered with.
@@ -136,7 +149,42 @@ impl Decision<'_> {
     /// The response: status, headers and where its body comes from.
     /// Satisfiable ranges of a file go to `ranges`.
     pub fn plan<'s>(&'s self, head: &RequestHead<'_>, ranges: &'s mut Vec<ByteRange>) -> Plan<'s> {
+        let mut p = self.answer_plan(head, ranges);
+        p.headers.edits = &self.edits;
+        if let Some(url) = &self.location {
+            p.headers.location_url = Some(url);
+        }
+        p
+    }
+
+    fn answer_plan<'s>(
+        &'s self,
+        head: &RequestHead<'_>,
+        ranges: &'s mut Vec<ByteRange>,
+    ) -> Plan<'s> {
         match &self.answer {
+            Answer::File(r) if self.status.is_some() => {
+                // An error page: the whole file, no validators or ranges
+                // (they would describe the page, not the missing resource).
+                let bare = RequestHead {
+                    method: head.method,
+                    ..RequestHead::default()
+                };
+                let mut p = plan::file_evaluated(
+                    &bare,
+                    &r.info(),
+                    &self.policy,
+                    r.now,
+                    Precondition::Proceed { use_range: false },
+                    ranges,
+                    plan::random_boundary,
+                );
+                p.status = self.status.unwrap_or(404);
+                p.headers.etag = None;
+                p.headers.last_modified = None;
+                p.headers.accept_ranges = false;
+                p
+            }
             Answer::Plan(p) => **p,
             Answer::NotFound => plan::error(head.method, 404, ""),
             Answer::File(r) => plan::file_evaluated(
@@ -265,10 +313,257 @@ pub async fn decide_checked<'a>(
     head: &RequestHead<'a>,
     path: &'a mut Vec<u8>,
 ) -> Decision<'a> {
-    let policy = options.policy();
-    Decision {
-        answer: answer(fm, options, check, &policy, head, path).await,
-        policy,
+    let mut d = Decision {
+        answer: Answer::NotFound,
+        policy: options.policy(),
+        edits: Vec::new(),
+        location: None,
+        status: None,
+    };
+    let norm = httpfile::path::normalize_path(head.target, path);
+    let rules = &*options.rules;
+    let matched = match norm {
+        Ok(p) if !rules.is_empty() => Some(rules.matching(&facts(head, p.rel))),
+        _ => None,
+    };
+    d.answer = match matched.filter(|m| !m.is_empty()) {
+        None => answer(fm, options, check, &d.policy, head, norm).await,
+        Some(m) => {
+            let rel = norm.map(|p| p.rel).unwrap_or_default();
+            by_rules(fm, options, check, head, norm, rel, &m, &mut d).await
+        }
+    };
+    d
+}
+
+/// What the rules match a request on.
+fn facts<'h>(head: &RequestHead<'h>, rel: &'h str) -> Facts<'h> {
+    let host = head.host.unwrap_or_default();
+    Facts {
+        method: head.method,
+        rel,
+        host,
+        hostname: siterules::hostname(host),
+        tls: head.tls,
+    }
+}
+
+/// The answer when some rule matched: guards first (a refused request
+/// learns nothing of what is there), then CORS, a redirect, a rewrite,
+/// the files (`try_files` in turn), and an error page for an error. Every
+/// path served instead of the request's own is judged by the guards too.
+#[allow(clippy::too_many_arguments)]
+async fn by_rules<'a>(
+    fm: &FileManager,
+    options: &'a Options,
+    check: Check,
+    head: &RequestHead<'a>,
+    norm: Result<httpfile::path::NormPath<'a>, httpfile::path::PathError>,
+    rel: &'a str,
+    m: &Matched<'a>,
+    d: &mut Decision<'a>,
+) -> Answer<'a> {
+    let method = head.method;
+    m.header_edits(&mut d.edits);
+    // A malformed request is answered as such, rules or not.
+    if let Route::Respond(p) = plan::route(head, norm, &d.policy) {
+        if p.status == 400 {
+            return Answer::Plan(Box::new(p));
+        }
+    }
+    match m.gate(head.client, head.authorization) {
+        Gate::Pass => {}
+        Gate::Deny => return error_page(fm, options, check, head, m, d, 403).await,
+        Gate::Challenge(auth) => return challenge(d, method, auth),
+        Gate::Verify(auths) => {
+            let header = head.authorization.unwrap_or_default().to_vec();
+            for auth in auths {
+                let h = header.clone();
+                let a = auth.clone();
+                let ok = tokio::task::spawn_blocking(move || a.verify(&h))
+                    .await
+                    .unwrap_or(false);
+                if !ok {
+                    // The compiled rule outlives the decision: find it again
+                    // by reference to borrow its challenge for 'a.
+                    return match m.gate(head.client, None) {
+                        Gate::Challenge(a) => challenge(d, method, a),
+                        _ => Answer::Plan(Box::new(plan::error(method, 401, ""))),
+                    };
+                }
+            }
+        }
+    }
+    let facts = facts(head, rel);
+    if let Some(cors) = m.cors() {
+        let preflight = cors.preflight(
+            method,
+            head.origin,
+            head.access_control_request_method,
+            head.access_control_request_headers,
+            &mut d.edits,
+        );
+        if preflight == siterules::CorsAnswer::Preflight {
+            let mut p = plan::error(Method::Get, 204, "");
+            p.headers.allow = Some(plan::ALLOW);
+            return Answer::Plan(Box::new(p));
+        }
+        cors.response_edits(head.origin, &mut d.edits);
+    }
+    if let Some((status, url)) = m.redirect(&facts, head.target) {
+        d.location = Some(url);
+        return Answer::Plan(Box::new(plan::error(method, status, "")));
+    }
+    let rewritten = m.rewrite(&facts, head.target);
+    let answer = match &rewritten {
+        None => answer(fm, options, check, &d.policy, head, norm).await,
+        Some(target) => serve_instead(fm, options, check, head, target, d, false).await,
+    };
+    let answer = match answer {
+        Answer::NotFound => {
+            let mut found = Answer::NotFound;
+            for target in m.try_files(&facts, head.target) {
+                found = serve_instead(fm, options, check, head, &target, d, true).await;
+                if !matches!(found, Answer::NotFound) {
+                    break;
+                }
+            }
+            found
+        }
+        a => a,
+    };
+    match answer {
+        Answer::File(r)
+            if options.rules.has_guards() && !real_path_permitted(fm, options, head, &r) =>
+        {
+            error_page(fm, options, check, head, m, d, 403).await
+        }
+        Answer::NotFound => error_page(fm, options, check, head, m, d, 404).await,
+        Answer::Plan(p) if p.status >= 400 && m.error_page(p.status).is_some() => {
+            error_page(fm, options, check, head, m, d, p.status).await
+        }
+        a => a,
+    }
+}
+
+/// `401` with the realm's challenge.
+fn challenge<'a>(
+    d: &mut Decision<'a>,
+    method: Method,
+    auth: &'a siterules::BasicAuth,
+) -> Answer<'a> {
+    d.edits
+        .push(HeaderEdit::Set("WWW-Authenticate", auth.challenge()));
+    Answer::Plan(Box::new(plan::error(method, 401, "")))
+}
+
+/// A file reached through a symlink is judged by where it really is, so a
+/// link outside a protected tree does not open a file inside it.
+fn real_path_permitted(
+    fm: &FileManager,
+    options: &Options,
+    head: &RequestHead<'_>,
+    r: &Representation,
+) -> bool {
+    let Some(real) = fm.real_path(&r.file) else {
+        return true;
+    };
+    real == r.file.path().trim_start_matches('/')
+        || options
+            .rules
+            .permits_file(&facts(head, &real), head.client, head.authorization)
+}
+
+/// The answer for `target` (a rewrite, a `try_files` entry: a decoded
+/// path, normalized here) served in place of the request's path, when the
+/// guards let this client have it. `only_files`: a directory or listing
+/// does not count as found (`try_files`' `{path}/` asks for one by its
+/// `/`).
+async fn serve_instead<'a>(
+    fm: &FileManager,
+    options: &'a Options,
+    check: Check,
+    head: &RequestHead<'a>,
+    target: &str,
+    d: &mut Decision<'a>,
+    only_files: bool,
+) -> Answer<'a> {
+    let mut encoded = Vec::with_capacity(target.len() + 8);
+    httpfile::text::push_encoded_path(&mut encoded, target);
+    let mut buf = Vec::new();
+    let Ok(path) = httpfile::path::normalize_path(&encoded, &mut buf) else {
+        return Answer::NotFound;
+    };
+    if path.dotfile && !options.dotfiles {
+        return Answer::NotFound;
+    }
+    if !options
+        .rules
+        .permits_file(&facts(head, path.rel), head.client, head.authorization)
+    {
+        return Answer::Plan(Box::new(plan::error(head.method, 403, "")));
+    }
+    let found = resolve_answer(fm, options, check, head, path).await;
+    match found {
+        Found::Answer(Answer::Listing(_)) if only_files && !path.trailing_slash => Answer::NotFound,
+        Found::Answer(a) => a,
+        Found::Directory => {
+            let loc = plan::Location {
+                base: &options.redirect_base,
+                path: path.rel,
+                query: b"",
+            };
+            let mut url = Vec::new();
+            plan::FieldValue::Location(loc).write(&mut url);
+            d.location = Some(String::from_utf8_lossy(&url).into_owned());
+            Answer::Plan(Box::new(plan::error(head.method, 301, "")))
+        }
+    }
+}
+
+/// `status`, answered with the page the rules name for it when there is
+/// one this client may have, else plainly (`404`: [`Answer::NotFound`]).
+async fn error_page<'a>(
+    fm: &FileManager,
+    options: &'a Options,
+    check: Check,
+    head: &RequestHead<'a>,
+    m: &Matched<'a>,
+    d: &mut Decision<'a>,
+    status: u16,
+) -> Answer<'a> {
+    let plain = || match status {
+        404 => Answer::NotFound,
+        s => Answer::Plan(Box::new(plan::error(head.method, s, ""))),
+    };
+    let Some(page) = m.error_page(status) else {
+        return plain();
+    };
+    let mut buf = Vec::new();
+    let mut encoded = Vec::new();
+    httpfile::text::push_encoded_path(&mut encoded, page);
+    let Ok(path) = httpfile::path::normalize_path(&encoded, &mut buf) else {
+        return plain();
+    };
+    if !options
+        .rules
+        .permits_file(&facts(head, path.rel), head.client, head.authorization)
+    {
+        return plain();
+    }
+    // The page is the body of an error: no conditional or range applies.
+    let bare = RequestHead {
+        method: head.method,
+        accept_encoding: head.accept_encoding,
+        host: head.host,
+        ..RequestHead::default()
+    };
+    match resolve_answer(fm, options, check, &bare, path).await {
+        Found::Answer(Answer::File(r)) => {
+            d.status = Some(status);
+            Answer::File(r)
+        }
+        _ => plain(),
     }
 }
 
@@ -278,14 +573,38 @@ async fn answer<'a>(
     check: Check,
     policy: &Policy<'_>,
     head: &RequestHead<'a>,
-    path_buf: &'a mut Vec<u8>,
+    norm: Result<httpfile::path::NormPath<'a>, httpfile::path::PathError>,
 ) -> Answer<'a> {
-    let path = httpfile::path::normalize_path(head.target, path_buf);
-    let path = match plan::route(head, path, policy) {
+    let path = match plan::route(head, norm, policy) {
         Route::Serve(path) => path,
         Route::Respond(p) if p.status == 404 => return Answer::NotFound,
         Route::Respond(p) => return Answer::Plan(Box::new(p)),
     };
+    match resolve_answer(fm, options, check, head, path).await {
+        Found::Answer(a) => a,
+        Found::Directory => Answer::Plan(Box::new(plan::redirect_to_directory(
+            head,
+            &options.redirect_base,
+            path.rel,
+        ))),
+    }
+}
+
+/// What the files hold at `path`: an answer that borrows nothing of the
+/// path, or a directory asked for without its `/` (the caller's redirect
+/// names the path it has).
+enum Found {
+    Answer(Answer<'static>),
+    Directory,
+}
+
+async fn resolve_answer(
+    fm: &FileManager,
+    options: &Options,
+    check: Check,
+    head: &RequestHead<'_>,
+    path: httpfile::path::NormPath<'_>,
+) -> Found {
     let accept = head
         .accept_encoding
         .map(AcceptEncoding::parse)
@@ -313,19 +632,12 @@ async fn answer<'a>(
         },
     };
     let method = head.method;
-    match fm.resolve(&query).await {
+    let a = match fm.resolve(&query).await {
         Ok(Resolved::File(f)) => Answer::File(represent(fm, options, head, &accept, f).await),
-        Ok(Resolved::Listing(listing)) => Answer::Listing(listing_page(
-            &listing,
-            head,
-            &options.redirect_base,
-            path.rel,
-        )),
-        Ok(Resolved::Directory) => Answer::Plan(Box::new(plan::redirect_to_directory(
-            head,
-            &options.redirect_base,
-            path.rel,
-        ))),
+        Ok(Resolved::Listing(listing)) => {
+            Answer::Listing(listing_page(&listing, head, options, path.rel))
+        }
+        Ok(Resolved::Directory) => return Found::Directory,
         Ok(Resolved::NotFound) | Err(OpenError::NotFound) | Err(OpenError::IsDir) => {
             Answer::NotFound
         }
@@ -338,7 +650,8 @@ async fn answer<'a>(
             tracing::warn!("open failed: {e}");
             Answer::Plan(Box::new(plan::error(method, 500, "")))
         }
-    }
+    };
+    Found::Answer(a)
 }
 
 /// The representation of `f` that `head` gets, its preconditions
@@ -422,8 +735,9 @@ async fn represent(
 /// in the form `req` asks for (HTML or JSON), filtered and sorted as its
 /// query says. The page names the URL path the client asked for
 /// (`/{base}/{path}/`); its links are relative, so they hold under any mount.
-fn listing_page(listing: &Listing, req: &RequestHead<'_>, base: &str, path: &str) -> Page {
-    let base = base.trim_matches('/');
+fn listing_page(listing: &Listing, req: &RequestHead<'_>, options: &Options, path: &str) -> Page {
+    let rel_dir = path;
+    let base = options.redirect_base.trim_matches('/');
     let shown;
     let path = if base.is_empty() {
         path
@@ -431,7 +745,23 @@ fn listing_page(listing: &Listing, req: &RequestHead<'_>, base: &str, path: &str
         shown = [base, path].join("/");
         shown.trim_end_matches('/')
     };
-    let entries = listing.entries.iter().map(|e| ListingEntry {
+    // Names a guard keeps from this client are not shown.
+    let rules = &options.rules;
+    let mut child = String::new();
+    let shown = |name: &str| {
+        !rules.has_guards() || {
+            child.clear();
+            if !rel_dir.is_empty() {
+                child.push_str(rel_dir);
+                child.push('/');
+            }
+            child.push_str(name);
+            rules.permits_file(&facts(req, &child), req.client, req.authorization)
+        }
+    };
+    let mut shown = shown;
+    let kept: Vec<_> = listing.entries.iter().filter(|e| shown(&e.name)).collect();
+    let entries = kept.iter().map(|e| ListingEntry {
         name: &e.name,
         is_dir: e.is_dir(),
         size: e.size,

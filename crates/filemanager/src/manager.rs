@@ -249,6 +249,30 @@ impl FileManager {
             .unwrap_or(ForbiddenReason::Other)
     }
 
+    /// Where `file` really lies beneath the root, root-relative
+    /// (`a/b.txt`), as the kernel names its open descriptor: not
+    /// `file.path()` when a symlink led there. `None` where the system
+    /// does not say (Linux's `/proc` does; other systems here do not) or
+    /// the file is not beneath the root's current directory.
+    pub fn real_path(&self, file: &crate::CachedFile) -> Option<String> {
+        #[cfg(target_os = "linux")]
+        {
+            use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+            let link = |fd: BorrowedFd<'_>| {
+                std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).ok()
+            };
+            let root = link(self.shared.root().as_fd())?;
+            let real = link(file.as_fd())?;
+            let rel = real.strip_prefix(&root).ok()?;
+            rel.to_str().map(str::to_owned)
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            let _ = file;
+            None
+        }
+    }
+
     /// Reads up to `len` bytes at `offset` (fewer only at end of file).
     pub async fn read_at(
         &self,

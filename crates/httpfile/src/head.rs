@@ -56,6 +56,20 @@ pub struct RequestHead<'a> {
     pub accept_encoding: Option<&'a [u8]>,
     /// `Accept` (directory listings: HTML or JSON).
     pub accept: Option<&'a [u8]>,
+    /// `Authorization` (a site rule's basic auth).
+    pub authorization: Option<&'a [u8]>,
+    /// `Origin` (CORS).
+    pub origin: Option<&'a [u8]>,
+    /// `Access-Control-Request-Method` (a CORS preflight).
+    pub access_control_request_method: Option<&'a [u8]>,
+    /// `Access-Control-Request-Headers` (a CORS preflight).
+    pub access_control_request_headers: Option<&'a [u8]>,
+    /// The client the request is judged as coming from: the socket peer,
+    /// or the client a trusted proxy names (`None`: not known, as for a
+    /// service that was not told; an `allow` rule then refuses).
+    pub client: Option<std::net::IpAddr>,
+    /// The request came over TLS (a site rule's `scheme`).
+    pub tls: bool,
 }
 
 impl RequestHead<'_> {

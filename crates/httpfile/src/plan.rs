@@ -131,8 +131,10 @@ impl Vary {
 /// `Connection`) an encoder adds. Each field is one header line.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Headers<'a> {
-    /// `Location`.
+    /// `Location` of a directory.
     pub location: Option<Location<'a>>,
+    /// `Location`, a URL or path made by a site rule's redirect.
+    pub location_url: Option<&'a str>,
     /// `Allow`.
     pub allow: Option<&'static str>,
     /// `Retry-After`, seconds.
@@ -161,6 +163,30 @@ pub struct Headers<'a> {
     pub sandbox: bool,
     /// `Listing-Truncated: N`: a listing cut at N entries.
     pub listing_truncated: Option<u64>,
+    /// Fields a site's rules set, add or remove, applied in order after
+    /// the ones above (a `Set` or `Remove` drops a field above of that
+    /// name).
+    pub edits: &'a [HeaderEdit<'a>],
+}
+
+/// One change a site rule makes to a response's header fields.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HeaderEdit<'a> {
+    /// Replace every field of this name with this one.
+    Set(&'a str, &'a str),
+    /// Add this field beside those of the same name.
+    Add(&'a str, &'a str),
+    /// Drop every field of this name.
+    Remove(&'a str),
+}
+
+impl HeaderEdit<'_> {
+    /// The field name edited.
+    pub fn name(&self) -> &str {
+        match self {
+            HeaderEdit::Set(n, _) | HeaderEdit::Add(n, _) | HeaderEdit::Remove(n) => n,
+        }
+    }
 }
 
 /// One header field of a plan, its value not yet rendered: an HTTP/1.1
@@ -169,8 +195,8 @@ pub struct Headers<'a> {
 /// rendering of every value.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Field<'a> {
-    /// The header name, in its conventional case.
-    pub name: &'static str,
+    /// The header name, in its conventional case (a rule's as written).
+    pub name: &'a str,
     /// Its value.
     pub value: FieldValue<'a>,
 }
@@ -236,10 +262,44 @@ impl<'a> Headers<'a> {
     /// Calls `f` with each header field the plan sends, in a fixed order.
     #[inline]
     pub fn for_each_field(&self, mut f: impl FnMut(Field<'a>)) {
+        if self.edits.is_empty() {
+            return self.for_each_own_field(f);
+        }
+        // A later `Set` of a name replaces what came before it: the
+        // fields above, and `Add`s of earlier rules.
+        let edits = self.edits;
+        let replaced_after = |name: &str, at: usize| {
+            edits[at..].iter().any(|e| {
+                matches!(e, HeaderEdit::Set(..) | HeaderEdit::Remove(_))
+                    && e.name().eq_ignore_ascii_case(name)
+            })
+        };
+        self.for_each_own_field(|field| {
+            if !replaced_after(field.name, 0) {
+                f(field)
+            }
+        });
+        for (i, e) in edits.iter().enumerate() {
+            let (HeaderEdit::Set(name, value) | HeaderEdit::Add(name, value)) = *e else {
+                continue;
+            };
+            if !replaced_after(name, i + 1) {
+                f(Field {
+                    name,
+                    value: FieldValue::Text(value),
+                })
+            }
+        }
+    }
+
+    fn for_each_own_field(&self, mut f: impl FnMut(Field<'a>)) {
         use FieldValue as V;
         let mut field = |name, value| f(Field { name, value });
         if let Some(loc) = self.location {
             field("Location", V::Location(loc));
+        }
+        if let Some(url) = self.location_url {
+            field("Location", V::Text(url));
         }
         if let Some(allow) = self.allow {
             field("Allow", V::Text(allow));

@@ -33,6 +33,18 @@ mod body;
 pub use body::{Body, BoxError};
 pub use decide::{self, CompressionOptions, Options};
 pub use filemanager::{self, FileManager};
+pub use siterules;
+
+/// The request came over TLS, as a request extension (HTTP/1.1 over TLS
+/// names no scheme in its target): what a rule's `scheme` matches.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Tls;
+
+/// The client's address, as a request extension: what a rule's
+/// `allow`/`deny` judges. A server that knows its peer (axum's
+/// `ConnectInfo`, a proxy's header it trusts) inserts it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClientAddr(pub std::net::IpAddr);
 
 use body::Segment;
 use bytes::Bytes;
@@ -203,6 +215,29 @@ impl<F> ServeDir<F> {
     /// A `Range` with more ranges than this is answered with the whole file.
     pub fn max_ranges(mut self, n: usize) -> Self {
         self.inner_mut().options.max_ranges = n;
+        self
+    }
+
+    /// The site's rules: per-path headers, redirects, rewrites,
+    /// `try_files`, error pages, basic auth, allow/deny and CORS, exactly
+    /// as the daemon's `[[rules]]` apply them. Allow/deny judges the
+    /// address of a [`ClientAddr`] request extension (none: an `allow`
+    /// refuses).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let fm = filemanager::FileManager::new(filemanager::Config::new(dir.path())).unwrap();
+    /// use servedir::siterules::{RuleSpec, Rules};
+    /// let spa = RuleSpec {
+    ///     try_files: vec!["{path}".into(), "/index.html".into()],
+    ///     ..RuleSpec::default()
+    /// };
+    /// let rules = Rules::compile(&[spa]).expect("valid rules");
+    /// let service = servedir::ServeDir::new(fm).rules(rules);
+    /// # drop(service);
+    /// ```
+    pub fn rules(mut self, rules: siterules::Rules) -> Self {
+        self.inner_mut().options.rules = Arc::new(rules);
         self
     }
 
@@ -393,8 +428,9 @@ pub fn request_host<'a>(
 /// [`httpfile::head::check_host`].
 pub fn request_head<'a>(req: &'a Parts, target: &'a [u8]) -> RequestHead<'a> {
     use http::header::{
-        ACCEPT, ACCEPT_ENCODING, CONTENT_LENGTH, IF_MATCH, IF_MODIFIED_SINCE, IF_NONE_MATCH,
-        IF_RANGE, IF_UNMODIFIED_SINCE, RANGE, TRANSFER_ENCODING,
+        ACCEPT, ACCEPT_ENCODING, ACCESS_CONTROL_REQUEST_HEADERS, ACCESS_CONTROL_REQUEST_METHOD,
+        AUTHORIZATION, CONTENT_LENGTH, IF_MATCH, IF_MODIFIED_SINCE, IF_NONE_MATCH, IF_RANGE,
+        IF_UNMODIFIED_SINCE, ORIGIN, RANGE, TRANSFER_ENCODING,
     };
     let host = request_host(req.version, &req.uri, &req.headers);
     let content_length = last(req, CONTENT_LENGTH).map(|v| {
@@ -420,6 +456,13 @@ pub fn request_head<'a>(req: &'a Parts, target: &'a [u8]) -> RequestHead<'a> {
         range: last(req, RANGE),
         accept_encoding: last(req, ACCEPT_ENCODING),
         accept: last(req, ACCEPT),
+        authorization: last(req, AUTHORIZATION),
+        origin: last(req, ORIGIN),
+        access_control_request_method: last(req, ACCESS_CONTROL_REQUEST_METHOD),
+        access_control_request_headers: last(req, ACCESS_CONTROL_REQUEST_HEADERS),
+        client: req.extensions.get::<ClientAddr>().map(|c| c.0),
+        tls: req.uri.scheme() == Some(&http::uri::Scheme::HTTPS)
+            || req.extensions.get::<Tls>().is_some(),
     }
 }
 

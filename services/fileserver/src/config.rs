@@ -243,6 +243,16 @@ pub struct Config {
     pub tls_key: String,
     /// Time a client has to complete the TLS handshake.
     pub tls_handshake_timeout: String,
+    /// Redirect plain-HTTP requests to HTTPS (308, to `tls_listen`'s port).
+    pub https_redirect: bool,
+    /// A single-page app: what is not found is answered with `/index.html`.
+    pub spa: bool,
+    /// `Name: value` fields set on every response.
+    pub headers: Vec<String>,
+    /// Origins allowed cross-origin requests to every path (`*`: any).
+    pub cors: Vec<String>,
+    /// Per-path rules, in order (`[[rules]]`).
+    pub rules: Vec<siterules::RuleSpec>,
     /// Path cache.
     pub cache: CacheConfig,
     /// HTTP/2 bounds.
@@ -286,6 +296,11 @@ impl Default for Config {
             tls_cert: String::new(),
             tls_key: String::new(),
             tls_handshake_timeout: "10s".into(),
+            https_redirect: false,
+            spa: false,
+            headers: Vec::new(),
+            cors: Vec::new(),
+            rules: Vec::new(),
             cache: CacheConfig::default(),
             http2: Http2Config::default(),
             compression: CompressionConfig::default(),
@@ -485,6 +500,9 @@ fn overlay(dst: &mut toml::Table, src: toml::Table, prefix: &str, errors: &mut V
         };
         match (slot, v) {
             (toml::Value::Table(d), toml::Value::Table(s)) => overlay(d, s, &key, errors),
+            (slot, toml::Value::Array(items)) if key == "rules" => {
+                overlay_rules(slot, items, errors)
+            }
             (slot, v) => {
                 if std::mem::discriminant(slot) != std::mem::discriminant(&v) {
                     errors.push(err(
@@ -513,6 +531,27 @@ fn overlay(dst: &mut toml::Table, src: toml::Table, prefix: &str, errors: &mut V
                 }
             }
         }
+    }
+}
+
+/// `[[rules]]`: each table is read as a rule (unknown fields and wrong
+/// types are reported with the rule's position, counted from 1); what a
+/// rule's values mean is checked when the rules compile.
+fn overlay_rules(slot: &mut toml::Value, items: Vec<toml::Value>, errors: &mut Vec<ConfigError>) {
+    use serde::Deserialize;
+    let mut ok = true;
+    for (i, item) in items.iter().enumerate() {
+        let key = format!("rules[{}]", i + 1);
+        if !item.is_table() {
+            errors.push(err(&key, "expected a table: write each rule as [[rules]]"));
+            ok = false;
+        } else if let Err(e) = siterules::RuleSpec::deserialize(item.clone()) {
+            errors.push(err(&key, e.to_string().trim().replace('\n', " ")));
+            ok = false;
+        }
+    }
+    if ok {
+        *slot = toml::Value::Array(items);
     }
 }
 
@@ -558,6 +597,9 @@ pub fn all_keys() -> Vec<String> {
             };
             match v {
                 toml::Value::Table(sub) => walk(sub, &key, out),
+                // `[[rules]]` are tables in a file, not a value a flag or
+                // variable sets.
+                _ if key == "rules" => {}
                 _ => out.push(key),
             }
         }
@@ -622,6 +664,22 @@ fn set_from_str(
                 return;
             }
         },
+        // A header's value may hold commas: `headers` are one per line.
+        toml::Value::Array(_) if key == "headers" => toml::Value::Array(
+            value
+                .lines()
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(|s| toml::Value::String(s.to_string()))
+                .collect(),
+        ),
+        toml::Value::Array(_) if key == "rules" => {
+            errors.push(err(
+                key,
+                format!("rules are written in a config file's [[rules]] tables (from {origin})"),
+            ));
+            return;
+        }
         toml::Value::Array(_) => toml::Value::Array(
             value
                 .split(',')
@@ -1105,7 +1163,9 @@ impl Config {
         {
             e.push(err("cache_control", "must not contain control characters"));
         }
+        let rules = self.site_rules(e);
         decide::Options {
+            rules: std::sync::Arc::new(rules),
             index: self.index.clone(),
             listing: self.directory_listing,
             listing_max_entries: range(
@@ -1122,6 +1182,91 @@ impl Config {
             compression,
             redirect_base: String::new(),
         }
+    }
+}
+
+impl Config {
+    /// The site's rules: `https_redirect` first, then the `[[rules]]` in
+    /// order, then `headers`, `cors` and `spa` (every path's one-liners:
+    /// a `[[rules]]` table's `try_files` or `cors` for a path comes first,
+    /// and a `headers` line sets its field last).
+    fn site_rules(&self, e: &mut Vec<ConfigError>) -> siterules::Rules {
+        use siterules::{CorsSpec, RuleSpec, Rules};
+        if let Err(errors) = Rules::compile(&self.rules) {
+            for x in errors {
+                e.push(err(&format!("rules[{}].{}", x.rule, x.field), x.message));
+            }
+            return Rules::default();
+        }
+        let mut specs = Vec::new();
+        if self.https_redirect {
+            let port = self
+                .tls_listen
+                .rsplit_once(':')
+                .and_then(|(_, p)| p.parse::<u16>().ok());
+            let target = match port {
+                None => {
+                    e.push(err(
+                        "https_redirect",
+                        "needs tls_listen: where would it redirect to?",
+                    ));
+                    String::new()
+                }
+                Some(443) => "https://{hostname}{uri}".to_string(),
+                Some(p) => format!("https://{{hostname}}:{p}{{uri}}"),
+            };
+            specs.push(RuleSpec {
+                scheme: "http".into(),
+                redirect: target,
+                status: 308,
+                ..RuleSpec::default()
+            });
+        }
+        specs.extend(self.rules.iter().cloned());
+        let one_liner =
+            |key: &str, spec: RuleSpec, specs: &mut Vec<RuleSpec>, e: &mut Vec<ConfigError>| {
+                match Rules::compile(std::slice::from_ref(&spec)) {
+                    Ok(_) => specs.push(spec),
+                    Err(errors) => {
+                        for x in errors {
+                            e.push(err(key, x.message));
+                        }
+                    }
+                }
+            };
+        if !self.headers.is_empty() {
+            let mut spec = RuleSpec::default();
+            for line in &self.headers {
+                match line.split_once(':') {
+                    Some((name, value)) => {
+                        spec.headers
+                            .insert(name.trim().to_string(), value.trim().to_string());
+                    }
+                    None => e.push(err("headers", format!("`{line}` is not `Name: value`"))),
+                }
+            }
+            one_liner("headers", spec, &mut specs, e);
+        }
+        if !self.cors.is_empty() {
+            let cors = CorsSpec {
+                origins: self.cors.clone(),
+                ..CorsSpec::default()
+            };
+            let spec = RuleSpec {
+                cors: Some(cors),
+                ..RuleSpec::default()
+            };
+            one_liner("cors", spec, &mut specs, e);
+        }
+        if self.spa {
+            let spa = RuleSpec {
+                methods: vec!["GET".into(), "HEAD".into()],
+                try_files: vec!["{path}".into(), "/index.html".into()],
+                ..RuleSpec::default()
+            };
+            one_liner("spa", spa, &mut specs, e);
+        }
+        Rules::compile(&specs).unwrap_or_default()
     }
 }
 

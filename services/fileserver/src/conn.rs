@@ -63,7 +63,7 @@ pub async fn serve(ctx: Rc<ConnContext>, stream: TcpStream, peer: SocketAddr) {
             metrics::counter!("fileserver_h2c_connections_total").increment(1);
             let Conn { ctx, out, .. } = c;
             let h2 = crate::hyperconn::Protocol::Http2;
-            crate::hyperconn::serve(ctx, out.stream, read, peer, h2).await;
+            crate::hyperconn::serve(ctx, out.stream, read, peer, h2, false).await;
         }
         Err(e) => tracing::debug!(peer = %c.peer, "connection ended: {e}"),
     }
@@ -301,11 +301,20 @@ impl Conn {
         let ctx = self.ctx.clone();
         let fm = ctx.files().manager();
         let mut check = Check::BeforeSendUpTo(crate::send::COPY_MAX);
+        let mut head = req.head;
+        if !self.live.s.serve.rules.is_empty() {
+            // What the site's rules judge: the client behind trusted proxies.
+            head.client = Some(crate::http::forwarded::client_addr(
+                self.peer.ip(),
+                &self.live.s.trusted_proxies,
+                req.forwarded,
+                req.x_forwarded_for,
+            ));
+        }
         loop {
             let serve = &self.live.s.serve;
-            let decision =
-                decide::decide_checked(fm, serve, check, &req.head, &mut self.path).await;
-            let plan = decision.plan(&req.head, &mut self.ranges);
+            let decision = decide::decide_checked(fm, serve, check, &head, &mut self.path).await;
+            let plan = decision.plan(&head, &mut self.ranges);
             framing.keep_alive &= !plan.close;
             let file = decision.representation();
             match file {

@@ -135,19 +135,21 @@ pub async fn serve_tls(
     };
     if let Some((stream, h2)) = crate::tls::handshake(certs, stream, timeout, peer).await {
         let protocol = if h2 { Protocol::Http2 } else { Protocol::Http1 };
-        serve(ctx, stream, Vec::new(), peer, protocol).await;
+        serve(ctx, stream, Vec::new(), peer, protocol, true).await;
     }
 }
 
 /// Serves `io` with hyper until the client closes, the connection idles
 /// out, or shutdown drains it; `read_ahead` holds what was read of it
-/// before (empty, or the h2c preface and what followed).
+/// before (empty, or the h2c preface and what followed). `tls`: `io` is a
+/// TLS stream (what a rule's `scheme` matches).
 pub async fn serve<I>(
     ctx: Rc<ConnContext>,
     io: I,
     read_ahead: Vec<u8>,
     peer: SocketAddr,
     protocol: Protocol,
+    tls: bool,
 ) where
     I: AsyncRead + AsyncWrite + Unpin + 'static,
 {
@@ -184,6 +186,7 @@ pub async fn serve<I>(
         ctx: ctx.clone(),
         live: RefCell::new(live),
         peer,
+        tls,
         version: match protocol {
             Protocol::Http1 => "HTTP/1.1",
             Protocol::Http2 => "HTTP/2.0",
@@ -283,6 +286,7 @@ struct Responder {
     /// reload bumped it (one relaxed load per request, like conn.rs).
     live: RefCell<(Arc<Live>, u64)>,
     peer: SocketAddr,
+    tls: bool,
     version: &'static str,
     activity: Rc<Activity>,
     /// HTTP/2: what its file bodies may hold read and not yet written.
@@ -306,10 +310,25 @@ impl hyper::service::Service<Request<Incoming>> for Responder {
     type Error = Infallible;
     type Future = ResponseFuture;
 
-    fn call(&self, req: Request<Incoming>) -> ResponseFuture {
+    fn call(&self, mut req: Request<Incoming>) -> ResponseFuture {
         let t0 = Instant::now();
         let in_flight = InFlight::new(&self.activity);
         let live = self.live();
+        if !live.s.serve.rules.is_empty() {
+            // What the site's rules judge: the client behind trusted
+            // proxies, and the scheme.
+            let header = |name: &str| req.headers().get(name).map(HeaderValue::as_bytes);
+            let client = crate::http::forwarded::client_addr(
+                self.peer.ip(),
+                &live.s.trusted_proxies,
+                header("forwarded"),
+                header("x-forwarded-for"),
+            );
+            req.extensions_mut().insert(servedir::ClientAddr(client));
+            if self.tls {
+                req.extensions_mut().insert(servedir::Tls);
+            }
+        }
         let request = RequestFields::of(&req, live.access.is_some());
         let rejected = host_rule(&req).err();
         let h2 = req.version() == http::Version::HTTP_2;

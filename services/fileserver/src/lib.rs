@@ -97,6 +97,19 @@ pub struct Cli {
     /// PEM private key of the certificate [key: tls_key]
     #[arg(long, value_name = "FILE")]
     pub tls_key: Option<String>,
+    /// List directories that have no index, as Caddy's `file_server browse`
+    /// [key: directory_listing]
+    #[arg(long)]
+    pub browse: bool,
+    /// A single-page app: answer what is not found with /index.html [key: spa]
+    #[arg(long)]
+    pub spa: bool,
+    /// A header field set on every response, `Name: value` (repeatable) [key: headers]
+    #[arg(long = "header", short = 'H', value_name = "NAME: VALUE", value_hint = clap::ValueHint::Other)]
+    pub headers: Vec<String>,
+    /// Allow cross-origin requests from ORIGIN (`*`: any; repeatable) [key: cors]
+    #[arg(long = "cors", value_name = "ORIGIN", value_hint = clap::ValueHint::Other)]
+    pub cors: Vec<String>,
     /// Any other config key, e.g. --set cache.max_entries=1000 (repeatable)
     #[arg(long = "set", value_name = "KEY=VALUE", value_hint = clap::ValueHint::Other)]
     pub set: Vec<String>,
@@ -118,6 +131,14 @@ pub enum Cmd {
     },
     /// Print every config key with its default, environment variable and meaning.
     Keys,
+    /// Hash a password for a rule's basic_auth (bcrypt): reads it from
+    /// stdin (one line: `read -rs P; echo "$P" | fileserver hash-password`)
+    /// and prints the hash.
+    HashPassword {
+        /// bcrypt cost: each step doubles the work of every check.
+        #[arg(long, default_value_t = 12, value_parser = clap::value_parser!(u32).range(4..=31))]
+        cost: u32,
+    },
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions {
         /// The shell.
@@ -147,6 +168,18 @@ impl Cli {
             if let Some(val) = val {
                 v.push((k.to_string(), val.clone()));
             }
+        }
+        if self.browse {
+            v.push(("directory_listing".to_string(), "true".to_string()));
+        }
+        if self.spa {
+            v.push(("spa".to_string(), "true".to_string()));
+        }
+        if !self.headers.is_empty() {
+            v.push(("headers".to_string(), self.headers.join("\n")));
+        }
+        if !self.cors.is_empty() {
+            v.push(("cors".to_string(), self.cors.join(",")));
         }
         for s in &self.set {
             let Some((k, val)) = s.split_once('=') else {
@@ -193,6 +226,30 @@ fn print_all(text: &[u8]) -> i32 {
     match std::io::stdout().lock().write_all(text) {
         Ok(()) => 0,
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => 0,
+        Err(e) => {
+            eprintln!("fileserver: {e}");
+            1
+        }
+    }
+}
+
+/// `fileserver hash-password`: one line of stdin, hashed with bcrypt.
+fn hash_password(cost: u32) -> i32 {
+    let mut line = String::new();
+    if let Err(e) = std::io::stdin().read_line(&mut line) {
+        eprintln!("fileserver: cannot read the password: {e}");
+        return 1;
+    }
+    let password = line.trim_end_matches(['\r', '\n']);
+    if password.is_empty() {
+        eprintln!("fileserver: an empty password: type one, then Enter");
+        return 2;
+    }
+    match bcrypt::hash(password, cost) {
+        Ok(h) => {
+            println!("{h}");
+            0
+        }
         Err(e) => {
             eprintln!("fileserver: {e}");
             1
@@ -247,6 +304,7 @@ pub fn main_entry() -> i32 {
             };
         }
         Some(Cmd::Keys) => return print_all(manual::keys_text().as_bytes()),
+        Some(Cmd::HashPassword { cost }) => return hash_password(*cost),
         Some(Cmd::Completions { shell }) => {
             use clap::CommandFactory;
             // Rendered into memory first: clap_complete panics on a write

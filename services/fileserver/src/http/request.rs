@@ -132,6 +132,7 @@ pub fn parse_request<'b>(
             }
             5 if eq_ci(name, b"range") => r.head.range = Some(v),
             6 if eq_ci(name, b"accept") => r.head.accept = Some(v),
+            6 if eq_ci(name, b"origin") => r.head.origin = Some(v),
             7 if eq_ci(name, b"referer") => r.referer = Some(v),
             8 if eq_ci(name, b"if-match") => r.head.if_match = Some(v),
             8 if eq_ci(name, b"if-range") => r.head.if_range = Some(v),
@@ -145,6 +146,7 @@ pub fn parse_request<'b>(
             }
             10 if eq_ci(name, b"user-agent") => r.user_agent = Some(v),
             13 if eq_ci(name, b"if-none-match") => r.head.if_none_match = Some(v),
+            13 if eq_ci(name, b"authorization") => r.head.authorization = Some(v),
             14 if eq_ci(name, b"content-length") => {
                 if v.is_empty() || !v.iter().all(u8::is_ascii_digit) || v.len() > 18 {
                     return Err(ParseError::Bad("invalid Content-Length"));
@@ -160,6 +162,12 @@ pub fn parse_request<'b>(
             17 if eq_ci(name, b"if-modified-since") => r.head.if_modified_since = Some(v),
             17 if eq_ci(name, b"transfer-encoding") => transfer_encoding = true,
             19 if eq_ci(name, b"if-unmodified-since") => r.head.if_unmodified_since = Some(v),
+            29 if eq_ci(name, b"access-control-request-method") => {
+                r.head.access_control_request_method = Some(v)
+            }
+            30 if eq_ci(name, b"access-control-request-headers") => {
+                r.head.access_control_request_headers = Some(v)
+            }
             _ => {}
         }
     }

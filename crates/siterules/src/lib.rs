@@ -1,0 +1,394 @@
+//! `siterules`: what a site says about its paths, beyond serving files:
+//! response headers, redirects, rewrites, `try_files` (an SPA's fallback,
+//! clean URLs), error pages, basic auth, IP allow/deny and CORS.
+//!
+//! A site is an ordered list of [`RuleSpec`]s (the daemon's `[[rules]]`
+//! tables, or built in code), compiled once into [`Rules`]. A request is
+//! matched once, on its normalized, decoded path ([`glob`]), and every
+//! rule that matches contributes; the `decide` crate applies the result,
+//! so every listener and embedding server behaves the same.
+//!
+//! | what a matching rule says | how several matching rules combine |
+//! |---|---|
+//! | `allow` / `deny`, `basic_auth` | every one must pass (the strictest wins) |
+//! | `headers`, `add_headers`, `remove_headers` | all, in rule order |
+//! | `redirect`, `rewrite`, `try_files`, `cors` | the first rule that says it |
+//! | `error_pages` | per status, the first rule that names it |
+//!
+//! This crate matches and renders; it opens no file and runs no task.
+//! Password verification ([`BasicAuth::verify`]) is CPU work of tens of
+//! milliseconds that a caller runs off its event loop.
+//!
+//! ```
+//! use siterules::{RuleSpec, Rules, Facts};
+//! let rules = Rules::compile(&[RuleSpec {
+//!     path: "/assets/**".into(),
+//!     headers: [("Cache-Control".into(), "max-age=31536000, immutable".into())].into(),
+//!     ..RuleSpec::default()
+//! }]).unwrap();
+//! let facts = Facts { rel: "assets/app.3f9a.js", ..Facts::default() };
+//! let m = rules.matching(&facts);
+//! let mut edits = Vec::new();
+//! m.header_edits(&mut edits);
+//! assert_eq!(edits[0].name(), "Cache-Control");
+//! ```
+#![deny(missing_docs)]
+
+mod auth;
+mod cors;
+pub mod glob;
+mod ipnet;
+mod spec;
+mod template;
+
+pub use auth::BasicAuth;
+pub use cors::{Cors, CorsAnswer};
+pub use glob::Glob;
+pub use ipnet::IpNet;
+pub use spec::{BasicAuthSpec, CorsSpec, RuleError, RuleSpec};
+pub use template::Template;
+
+use httpfile::plan::HeaderEdit;
+use httpfile::Method;
+use std::net::IpAddr;
+use std::sync::Arc;
+
+/// A site's rules, compiled.
+#[derive(Debug, Default)]
+pub struct Rules {
+    specs: Vec<RuleSpec>,
+    rules: Vec<Rule>,
+    /// Some rule restricts access (allow/deny or basic auth): listings
+    /// hide what a client may not open, and a file reached through a
+    /// symlink is judged by where it really is.
+    guards: bool,
+}
+
+/// One compiled rule.
+#[derive(Debug)]
+struct Rule {
+    glob: Glob,
+    methods: Option<Vec<Method>>,
+    hosts: Vec<HostPattern>,
+    scheme: Option<bool>,
+    edits: Vec<(Edit, String, String)>,
+    redirect: Option<(u16, Template)>,
+    rewrite: Option<Template>,
+    try_files: Vec<Template>,
+    error_pages: Vec<(u16, String)>,
+    auth: Option<Arc<BasicAuth>>,
+    allow: Vec<IpNet>,
+    deny: Vec<IpNet>,
+    cors: Option<Cors>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Edit {
+    Set,
+    Add,
+    Remove,
+}
+
+#[derive(Debug)]
+enum HostPattern {
+    Exact(String),
+    /// `*.example.com`: any name ending in `.example.com`.
+    Wildcard(String),
+}
+
+impl HostPattern {
+    fn matches(&self, host: &[u8]) -> bool {
+        match self {
+            HostPattern::Exact(h) => host.eq_ignore_ascii_case(h.as_bytes()),
+            HostPattern::Wildcard(suffix) => {
+                host.len() > suffix.len()
+                    && host[host.len() - suffix.len()..].eq_ignore_ascii_case(suffix.as_bytes())
+            }
+        }
+    }
+}
+
+/// What a request is matched on.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Facts<'a> {
+    /// The method.
+    pub method: Method,
+    /// The normalized, decoded path, root-relative (no leading `/`).
+    pub rel: &'a str,
+    /// The `Host` (or `:authority`) as sent.
+    pub host: &'a [u8],
+    /// The host name asked for, without its port.
+    pub hostname: &'a [u8],
+    /// The request came over TLS.
+    pub tls: bool,
+}
+
+/// The host name of a `Host` or `:authority` value: without the port,
+/// and with an IPv6 literal's brackets kept.
+pub fn hostname(host: &[u8]) -> &[u8] {
+    if host.first() == Some(&b'[') {
+        let end = host
+            .iter()
+            .position(|&b| b == b']')
+            .map_or(host.len(), |p| p + 1);
+        return &host[..end];
+    }
+    match host.iter().rposition(|&b| b == b':') {
+        Some(p) => &host[..p],
+        None => host,
+    }
+}
+
+impl Rules {
+    /// Compiles `specs`, in order, reporting every problem with its rule's
+    /// position.
+    pub fn compile(specs: &[RuleSpec]) -> Result<Rules, Vec<RuleError>> {
+        let mut errors = Vec::new();
+        let rules: Vec<Rule> = specs
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| s.compile(i + 1, &mut errors))
+            .collect();
+        if !errors.is_empty() {
+            return Err(errors);
+        }
+        let guards = rules
+            .iter()
+            .any(|r| r.auth.is_some() || !r.allow.is_empty() || !r.deny.is_empty());
+        Ok(Rules {
+            specs: specs.to_vec(),
+            rules,
+            guards,
+        })
+    }
+
+    /// The rules as written.
+    pub fn specs(&self) -> &[RuleSpec] {
+        &self.specs
+    }
+
+    /// No rules: every request is served as the options alone say.
+    pub fn is_empty(&self) -> bool {
+        self.rules.is_empty()
+    }
+
+    /// Some rule restricts access.
+    pub fn has_guards(&self) -> bool {
+        self.guards
+    }
+
+    /// The rules that match `facts`.
+    pub fn matching<'r>(&'r self, facts: &Facts<'_>) -> Matched<'r> {
+        let mut hits = Vec::new();
+        for (i, r) in self.rules.iter().enumerate() {
+            if r.applies(facts, facts.rel) {
+                hits.push(i);
+            }
+        }
+        Matched { rules: self, hits }
+    }
+
+    /// Whether a client may open `rel` as far as the guards say without a
+    /// password check: every matching `allow`/`deny` passes and every
+    /// matching `basic_auth` already verified `authorization`. What a
+    /// listing shows, and a symlink's target is judged by.
+    pub fn permits(
+        &self,
+        facts: &Facts<'_>,
+        client: Option<IpAddr>,
+        authorization: Option<&[u8]>,
+    ) -> bool {
+        if !self.guards {
+            return true;
+        }
+        let m = self.matching(facts);
+        matches!(m.gate(client, authorization), Gate::Pass)
+    }
+
+    /// [`Rules::permits`] for the path and, when it names a precompressed
+    /// sibling (`a.js.gz`), the file it encodes: a rule for `*.js` guards
+    /// its `.gz` too.
+    pub fn permits_file(
+        &self,
+        facts: &Facts<'_>,
+        client: Option<IpAddr>,
+        authorization: Option<&[u8]>,
+    ) -> bool {
+        if !self.permits(facts, client, authorization) {
+            return false;
+        }
+        for suffix in [".gz", ".br", ".zst"] {
+            if let Some(stem) = facts.rel.strip_suffix(suffix) {
+                let stem = Facts {
+                    rel: stem,
+                    ..*facts
+                };
+                if !self.permits(&stem, client, authorization) {
+                    return false;
+                }
+            }
+        }
+        true
+    }
+}
+
+/// Two rule sets are equal when they were written the same (a reload
+/// that changes no rule keeps the compiled ones).
+impl PartialEq for Rules {
+    fn eq(&self, other: &Rules) -> bool {
+        self.specs == other.specs
+    }
+}
+
+impl Eq for Rules {}
+
+impl Rule {
+    #[inline]
+    fn applies(&self, facts: &Facts<'_>, rel: &str) -> bool {
+        self.glob.matches(rel)
+            && self
+                .methods
+                .as_ref()
+                .is_none_or(|m| m.contains(&facts.method))
+            && self.scheme.is_none_or(|tls| tls == facts.tls)
+            && (self.hosts.is_empty() || self.hosts.iter().any(|h| h.matches(facts.hostname)))
+    }
+}
+
+/// Whether a request may go on, after every matching guard.
+#[derive(Clone, Debug)]
+pub enum Gate<'r> {
+    /// Every guard passes.
+    Pass,
+    /// An `allow`/`deny` refuses the client: 403.
+    Deny,
+    /// A `basic_auth` wants credentials: 401 with its challenge.
+    Challenge(&'r BasicAuth),
+    /// These `basic_auth`s must verify the credentials sent (not yet
+    /// verified: the caller runs [`BasicAuth::verify`] off its event loop).
+    Verify(Vec<Arc<BasicAuth>>),
+}
+
+/// The rules one request matched.
+#[derive(Debug)]
+pub struct Matched<'r> {
+    rules: &'r Rules,
+    hits: Vec<usize>,
+}
+
+impl<'r> Matched<'r> {
+    fn each(&self) -> impl Iterator<Item = &'r Rule> + '_ {
+        let rules = &self.rules.rules;
+        self.hits.iter().map(move |&i| &rules[i])
+    }
+
+    /// No rule matched.
+    pub fn is_empty(&self) -> bool {
+        self.hits.is_empty()
+    }
+
+    /// The guards' verdict for `client` sending `authorization`.
+    pub fn gate(&self, client: Option<IpAddr>, authorization: Option<&[u8]>) -> Gate<'r> {
+        let mut verify = Vec::new();
+        for r in self.each() {
+            let denied = r.deny.iter().any(|n| client.is_none_or(|c| n.contains(c)));
+            let allowed =
+                r.allow.is_empty() || client.is_some_and(|c| r.allow.iter().any(|n| n.contains(c)));
+            if denied || !allowed {
+                return Gate::Deny;
+            }
+        }
+        for r in self.each() {
+            let Some(auth) = &r.auth else { continue };
+            match authorization {
+                None => return Gate::Challenge(auth),
+                Some(h) if auth.is_verified(h) => {}
+                Some(h) if !auth.is_well_formed(h) => {
+                    auth.count_failure();
+                    return Gate::Challenge(auth);
+                }
+                Some(_) => verify.push(auth.clone()),
+            }
+        }
+        if verify.is_empty() {
+            Gate::Pass
+        } else {
+            Gate::Verify(verify)
+        }
+    }
+
+    /// Every header edit of the matching rules, in rule order.
+    pub fn header_edits(&self, out: &mut Vec<HeaderEdit<'r>>) {
+        for r in self.each() {
+            for (kind, name, value) in &r.edits {
+                out.push(match kind {
+                    Edit::Set => HeaderEdit::Set(name, value),
+                    Edit::Add => HeaderEdit::Add(name, value),
+                    Edit::Remove => HeaderEdit::Remove(name),
+                });
+            }
+        }
+    }
+
+    /// The first matching redirect: its status and target, rendered for
+    /// `facts` and the request's raw `target`.
+    pub fn redirect(&self, facts: &Facts<'_>, target: &[u8]) -> Option<(u16, String)> {
+        let r = self.each().find(|r| r.redirect.is_some())?;
+        let (status, template) = r.redirect.as_ref()?;
+        Some((*status, template.render(&r.glob, facts, target, true)))
+    }
+
+    /// The first matching rewrite: the path served instead (rendered,
+    /// decoded; the caller normalizes it).
+    pub fn rewrite(&self, facts: &Facts<'_>, target: &[u8]) -> Option<String> {
+        let r = self.each().find(|r| r.rewrite.is_some())?;
+        Some(r.rewrite.as_ref()?.render(&r.glob, facts, target, false))
+    }
+
+    /// The first matching `try_files`: the paths tried in order.
+    pub fn try_files(&self, facts: &Facts<'_>, target: &[u8]) -> Vec<String> {
+        self.each()
+            .find(|r| !r.try_files.is_empty())
+            .map(|r| {
+                r.try_files
+                    .iter()
+                    .map(|t| t.render(&r.glob, facts, target, false))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// The error page for `status`: a path from the root (`/404.html`).
+    pub fn error_page(&self, status: u16) -> Option<&'r str> {
+        self.each()
+            .find_map(|r| r.error_pages.iter().find(|(s, _)| *s == status))
+            .map(|(_, p)| p.as_str())
+    }
+
+    /// The first matching CORS policy.
+    pub fn cors(&self) -> Option<&'r Cors> {
+        self.each().find_map(|r| r.cors.as_ref())
+    }
+}
+
+/// Counters a site's rules keep, for metrics.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RuleStats {
+    /// Credentials refused by a `basic_auth` (absent ones are not counted:
+    /// a browser's first request never has them).
+    pub auth_failures: u64,
+}
+
+impl Rules {
+    /// The counters, summed over the rules.
+    pub fn stats(&self) -> RuleStats {
+        RuleStats {
+            auth_failures: self
+                .rules
+                .iter()
+                .filter_map(|r| r.auth.as_ref())
+                .map(|a| a.failures())
+                .sum(),
+        }
+    }
+}
