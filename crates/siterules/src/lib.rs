@@ -371,24 +371,9 @@ impl<'r> Matched<'r> {
     }
 }
 
-/// Counters a site's rules keep, for metrics.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct RuleStats {
-    /// Credentials refused by a `basic_auth` (absent ones are not counted:
-    /// a browser's first request never has them).
-    pub auth_failures: u64,
-}
-
-impl Rules {
-    /// The counters, summed over the rules.
-    pub fn stats(&self) -> RuleStats {
-        RuleStats {
-            auth_failures: self
-                .rules
-                .iter()
-                .filter_map(|r| r.auth.as_ref())
-                .map(|a| a.failures())
-                .sum(),
-        }
-    }
+/// Credentials a `basic_auth` refused in this process, every rule and
+/// reload together (absent ones are not counted: a browser's first
+/// request never has them). Only grows: a metric's counter.
+pub fn auth_failures() -> u64 {
+    auth::FAILURES.load(std::sync::atomic::Ordering::Relaxed)
 }

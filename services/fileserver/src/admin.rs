@@ -24,6 +24,10 @@ pub fn install_recorder() -> anyhow::Result<PrometheusHandle> {
         .install_recorder()?;
     stats::describe();
     process_metrics().describe();
+    metrics::describe_counter!(
+        "fileserver_auth_failures_total",
+        "Credentials a rule's basic_auth refused (requests without any are not counted)."
+    );
     metrics::describe_gauge!(
         "fileserver_build_info",
         "Always 1; the labels say which build runs (version, git commit)."
@@ -59,6 +63,7 @@ pub fn render(shared: &Shared, handle: &PrometheusHandle) -> String {
     });
     metrics::counter!("fileserver_access_log_dropped_total")
         .absolute(shared.access_dropped.load(Relaxed));
+    metrics::counter!("fileserver_auth_failures_total").absolute(siterules::auth_failures());
     shared.files.export_metrics("fileserver");
     process_metrics().collect();
     handle.run_upkeep();

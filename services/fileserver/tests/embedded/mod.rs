@@ -52,7 +52,7 @@ impl Drop for Embedded {
 
 impl Server {
     /// Starts `kind` serving `root` with `extra` daemon arguments (only
-    /// `--set key=value` for the example).
+    /// `--set key=value` and `--config FILE` for the example).
     pub(crate) fn start(kind: ServerKind, root: &Path, extra: &[&str]) -> Server {
         match kind {
             ServerKind::Daemon => {
@@ -79,14 +79,21 @@ impl Server {
                 // The daemon's own parser reads the `--set` pairs: one
                 // definition of each setting for both servers.
                 let mut flags = Vec::new();
+                let mut file = None;
                 let mut args = extra.iter();
                 while let Some(a) = args.next() {
-                    assert_eq!(*a, "--set", "the example takes only --set: {extra:?}");
-                    let kv = args.next().expect("--set key=value");
-                    let (k, v) = kv.split_once('=').expect("key=value");
-                    flags.push((k.to_string(), v.to_string()));
+                    let value = args.next().expect("a value after each flag");
+                    match *a {
+                        "--config" => file = Some(std::path::PathBuf::from(value)),
+                        "--set" => {
+                            let (k, v) = value.split_once('=').expect("key=value");
+                            flags.push((k.to_string(), v.to_string()));
+                        }
+                        _ => panic!("the example takes only --set and --config: {extra:?}"),
+                    }
                 }
                 let sources = fileserver::config::Sources {
+                    file,
                     flags,
                     ..Default::default()
                 };

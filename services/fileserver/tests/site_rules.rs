@@ -1,0 +1,518 @@
+//! A site's `[[rules]]` and one-liners against real servers with curl:
+//! per-path headers, redirects with captures, clean URLs and an SPA's
+//! fallback (`try_files`), error pages, basic auth, allow/deny, CORS, and
+//! every side door into a protected tree.
+//!
+//! Every test runs on each listener: the daemon's plaintext HTTP/1.1, h2c
+//! (HTTP/2 with prior knowledge), HTTPS with HTTP/2 and with HTTP/1.1, and
+//! the `servedir` axum example built from the same config file.
+
+mod common;
+mod embedded;
+
+use common::Tree;
+use embedded::{Server, ServerKind};
+use std::process::{Command, Stdio};
+
+/// A listener and the curl flags that speak its protocol.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Listener {
+    Plain,
+    H2c,
+    HttpsH2,
+    HttpsH1,
+    Axum,
+}
+
+impl Listener {
+    fn kind(self) -> ServerKind {
+        match self {
+            Listener::Plain | Listener::H2c => ServerKind::Daemon,
+            Listener::HttpsH2 => ServerKind::DaemonHttps2,
+            Listener::HttpsH1 => ServerKind::DaemonHttps1,
+            Listener::Axum => ServerKind::AxumExample,
+        }
+    }
+
+    fn curl_args(self) -> &'static [&'static str] {
+        match self {
+            Listener::Plain | Listener::Axum => &["--http1.1"],
+            Listener::H2c => &["--http2-prior-knowledge"],
+            Listener::HttpsH2 => &["--http2", "-k"],
+            Listener::HttpsH1 => &["--http1.1", "-k"],
+        }
+    }
+}
+
+/// `alice`'s password, hashed at bcrypt's lowest cost (a test's speed).
+const PASSWORD: &str = "correct horse";
+
+struct Site {
+    tree: Tree,
+    server: Server,
+    listener: Listener,
+    _config: tempfile::TempDir,
+}
+
+/// A reply as curl saw it.
+#[derive(Debug)]
+struct Reply {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+}
+
+impl Reply {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    fn all(&self, name: &str) -> Vec<&str> {
+        self.headers
+            .iter()
+            .filter(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+            .collect()
+    }
+
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+}
+
+const CONFIG: &str = r#"
+headers = ["Strict-Transport-Security: max-age=63072000"]
+directory_listing = true
+
+[compression]
+enabled = true
+
+[[rules]]
+path = "/assets/**"
+headers = { "Cache-Control" = "public, max-age=31536000, immutable" }
+
+[[rules]]
+path = "*.html"
+headers = { "Cache-Control" = "no-cache" }
+add_headers = { "X-Page" = "html" }
+
+[[rules]]
+path = "/old/**"
+redirect = "/new/{1}?{query}"
+status = 301
+
+[[rules]]
+path = "/private/**"
+basic_auth = { realm = "Private area", users = { alice = "HASH" } }
+
+[[rules]]
+path = "/files/notes/**"
+basic_auth = { realm = "Notes", users = { alice = "HASH" } }
+
+[[rules]]
+path = "/internal/**"
+allow = ["10.0.0.0/8"]
+
+[[rules]]
+path = "/docs/**"
+try_files = ["{path}", "{path}.html"]
+
+[[rules]]
+path = "/app/**"
+methods = ["GET", "HEAD"]
+try_files = ["{path}", "/app/index.html"]
+
+[[rules]]
+path = "/leak/**"
+try_files = ["{path}", "/private/secret.txt"]
+
+[[rules]]
+path = "/api/**"
+cors = { origins = ["https://app.example"], credentials = true, max_age = 3600 }
+
+[[rules]]
+path = "/**"
+error_pages = { "404" = "/404.html", "403" = "/private/secret.txt" }
+remove_headers = ["X-Nothing"]
+"#;
+
+fn site(listener: Listener) -> Site {
+    let tree = Tree::new();
+    tree.write("index.html", b"<h1>home</h1>");
+    tree.write("assets/app.3f9a.js", b"console.log('app')");
+    tree.write("private/secret.txt", b"the secret");
+    tree.write("private/a.js", b"secret script");
+    tree.write("private/a.js.gz", b"secret gz");
+    tree.write("private/big.txt", "secret text ".repeat(200).as_bytes());
+    tree.write("files/ok.txt", b"listed");
+    tree.write("files/notes/n.txt", b"a note");
+    tree.write("internal/x.txt", b"internal");
+    tree.write("docs/intro.html", b"<p>intro</p>");
+    tree.write("app/index.html", b"<div id=app>spa shell</div>");
+    tree.write("api/data.json", b"{\"ok\":true}");
+    tree.write("404.html", b"<p>custom not found</p>");
+    tree.write("public/plain.txt", b"public");
+    std::os::unix::fs::symlink("../private/secret.txt", tree.root.join("public/link.txt")).unwrap();
+    std::os::unix::fs::symlink("../private", tree.root.join("public/dirlink")).unwrap();
+    let hash = bcrypt::hash(PASSWORD, 4).unwrap();
+    let config_dir = tempfile::tempdir().unwrap();
+    let config = config_dir.path().join("site.toml");
+    std::fs::write(&config, CONFIG.replace("HASH", &hash)).unwrap();
+    let config = config.display().to_string();
+    let server = Server::start(listener.kind(), &tree.root, &["--config", &config]);
+    Site {
+        tree,
+        server,
+        listener,
+        _config: config_dir,
+    }
+}
+
+impl Site {
+    /// curl `path` as written (`--path-as-is`: no client-side cleanup).
+    fn curl(&self, path: &str, args: &[&str]) -> Reply {
+        let out = Command::new("curl")
+            .args([
+                "-s",
+                "-S",
+                "--path-as-is",
+                "-D",
+                "-",
+                "-o",
+                "-",
+                "--max-time",
+                "10",
+            ])
+            .args(self.listener.curl_args())
+            .args(args)
+            .arg(self.server.url(path))
+            .stdin(Stdio::null())
+            .output()
+            .expect("curl (scripts/install-deps.sh installs it)");
+        assert!(
+            out.status.success(),
+            "curl {path}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        parse(&out.stdout)
+    }
+
+    fn get(&self, path: &str) -> Reply {
+        self.curl(path, &[])
+    }
+
+    fn auth(&self) -> String {
+        format!("alice:{PASSWORD}")
+    }
+}
+
+/// Splits curl's `-D - -o -` output: the last head and the body.
+fn parse(out: &[u8]) -> Reply {
+    let mut rest = out;
+    loop {
+        let end = rest
+            .windows(4)
+            .position(|w| w == b"\r\n\r\n")
+            .expect("a response head");
+        let head = String::from_utf8_lossy(&rest[..end]).into_owned();
+        let body = &rest[end + 4..];
+        let mut lines = head.lines();
+        let status: u16 = lines
+            .next()
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|s| s.parse().ok())
+            .expect("a status line");
+        // curl prints a 1xx head before the final one.
+        if (100..200).contains(&status) {
+            rest = body;
+            continue;
+        }
+        let headers = lines
+            .filter_map(|l| l.split_once(':'))
+            .map(|(n, v)| (n.trim().to_string(), v.trim().to_string()))
+            .collect();
+        return Reply {
+            status,
+            headers,
+            body: body.to_vec(),
+        };
+    }
+}
+
+fn headers_by_path(l: Listener) {
+    let s = site(l);
+    let asset = s.get("/assets/app.3f9a.js");
+    assert_eq!(asset.status, 200);
+    assert_eq!(
+        asset.header("cache-control"),
+        Some("public, max-age=31536000, immutable"),
+        "{asset:?}"
+    );
+    assert_eq!(
+        asset.all("cache-control").len(),
+        1,
+        "set replaces: {asset:?}"
+    );
+    assert_eq!(
+        asset.header("strict-transport-security"),
+        Some("max-age=63072000")
+    );
+    let page = s.get("/index.html");
+    assert_eq!(page.header("cache-control"), Some("no-cache"));
+    assert_eq!(page.header("x-page"), Some("html"));
+    assert!(asset.header("x-page").is_none());
+    // Errors carry the site-wide headers too.
+    let missing = s.get("/nothing-here.txt");
+    assert_eq!(missing.status, 404);
+    assert_eq!(
+        missing.header("strict-transport-security"),
+        Some("max-age=63072000")
+    );
+}
+
+fn redirects_with_captures(l: Listener) {
+    let s = site(l);
+    let r = s.get("/old/guide/part%201.html?lang=en");
+    assert_eq!(r.status, 301, "{r:?}");
+    assert_eq!(
+        r.header("location"),
+        Some("/new/guide/part%201.html?lang=en")
+    );
+    // A decoded CR LF never becomes a header line.
+    let r = s.get("/old/x%0d%0aSet-Cookie:%20a=b");
+    assert_eq!(r.status, 301);
+    assert!(r.header("set-cookie").is_none(), "{r:?}");
+    assert!(r.header("location").unwrap().contains("%0D%0A"), "{r:?}");
+}
+
+fn clean_urls_spa_fallback_and_error_pages(l: Listener) {
+    let s = site(l);
+    let r = s.get("/docs/intro");
+    assert_eq!((r.status, r.text().as_str()), (200, "<p>intro</p>"));
+    // A deep link into the app gets its shell; its real files stay themselves.
+    let r = s.get("/app/users/42/settings");
+    assert_eq!(
+        (r.status, r.text().as_str()),
+        (200, "<div id=app>spa shell</div>")
+    );
+    assert_eq!(r.header("content-type"), Some("text/html; charset=utf-8"));
+    let r = s.get("/app/index.html");
+    assert_eq!(r.status, 200);
+    // What nothing answers gets the custom page, with its 404.
+    let r = s.get("/no/such/page");
+    assert_eq!(
+        (r.status, r.text().as_str()),
+        (404, "<p>custom not found</p>")
+    );
+    assert!(
+        r.header("etag").is_none(),
+        "an error page has no validator: {r:?}"
+    );
+    // (With -I curl writes the head where the body would go.)
+    let r = s.curl("/no/such/page", &["-I"]);
+    assert_eq!(r.status, 404);
+    assert!(!r.text().contains("custom"), "{r:?}");
+    assert_eq!(
+        r.header("content-length"),
+        Some("23"),
+        "the page's length: {r:?}"
+    );
+    // Conditionals and ranges apply to resources, not to an error's page.
+    let r = s.curl(
+        "/no/such/page",
+        &["-H", "Range: bytes=0-1", "-H", "If-None-Match: *"],
+    );
+    assert_eq!(
+        (r.status, r.text().as_str()),
+        (404, "<p>custom not found</p>")
+    );
+}
+
+fn basic_auth_asks_checks_and_passes(l: Listener) {
+    let s = site(l);
+    let r = s.get("/private/secret.txt");
+    assert_eq!(r.status, 401, "{r:?}");
+    assert_eq!(
+        r.header("www-authenticate"),
+        Some("Basic realm=\"Private area\", charset=\"UTF-8\"")
+    );
+    assert!(!r.text().contains("the secret"));
+    let r = s.curl("/private/secret.txt", &["-u", "alice:wrong"]);
+    assert_eq!(r.status, 401);
+    let r = s.curl("/private/secret.txt", &["-u", "mallory:correct horse"]);
+    assert_eq!(r.status, 401);
+    let auth = s.auth();
+    let r = s.curl("/private/secret.txt", &["-u", &auth]);
+    assert_eq!((r.status, r.text().as_str()), (200, "the secret"));
+    // Again: the remembered credential, the same answer.
+    let r = s.curl("/private/secret.txt", &["-u", &auth]);
+    assert_eq!(r.status, 200);
+}
+
+fn allow_judges_the_client_address(l: Listener) {
+    let s = site(l);
+    // The test client is 127.0.0.1 (the example knows no address at all):
+    // outside 10.0.0.0/8.
+    let r = s.get("/internal/x.txt");
+    assert_eq!(r.status, 403, "{r:?}");
+    assert!(!r.text().contains("internal"));
+    // The 403's error page is a protected file: the plain 403 instead.
+    assert!(!r.text().contains("the secret"), "{r:?}");
+}
+
+fn cors_preflight_and_responses(l: Listener) {
+    let s = site(l);
+    let pre = s.curl(
+        "/api/data.json",
+        &[
+            "-X",
+            "OPTIONS",
+            "-H",
+            "Origin: https://app.example",
+            "-H",
+            "Access-Control-Request-Method: GET",
+            "-H",
+            "Access-Control-Request-Headers: range",
+        ],
+    );
+    assert_eq!(pre.status, 204, "{pre:?}");
+    assert_eq!(
+        pre.header("access-control-allow-origin"),
+        Some("https://app.example")
+    );
+    assert_eq!(pre.header("access-control-allow-credentials"), Some("true"));
+    assert_eq!(
+        pre.header("access-control-allow-methods"),
+        Some("GET, HEAD")
+    );
+    assert_eq!(pre.header("access-control-allow-headers"), Some("range"));
+    assert_eq!(pre.header("access-control-max-age"), Some("3600"));
+    let refused = s.curl(
+        "/api/data.json",
+        &[
+            "-X",
+            "OPTIONS",
+            "-H",
+            "Origin: https://evil.example",
+            "-H",
+            "Access-Control-Request-Method: GET",
+        ],
+    );
+    assert!(
+        refused.header("access-control-allow-origin").is_none(),
+        "{refused:?}"
+    );
+    let r = s.curl("/api/data.json", &["-H", "Origin: https://app.example"]);
+    assert_eq!(r.status, 200);
+    assert_eq!(
+        r.header("access-control-allow-origin"),
+        Some("https://app.example")
+    );
+    assert!(r.all("vary").iter().any(|v| v.contains("Origin")), "{r:?}");
+    let r = s.get("/api/data.json");
+    assert!(r.header("access-control-allow-origin").is_none());
+    assert!(
+        r.all("vary").iter().any(|v| v.contains("Origin")),
+        "a cache must key on it: {r:?}"
+    );
+}
+
+/// Every spelling and side door of `/private/` is refused, and none
+/// carries the secret. Matching the raw target instead of the normalized
+/// path lets at least the encoded, doubled and dotted spellings through.
+fn no_side_door_into_a_protected_tree(l: Listener) {
+    let s = site(l);
+    let doors: &[(&str, &[&str])] = &[
+        ("/private/secret.txt", &[]),
+        ("/private%2fsecret.txt", &[]),
+        ("/private%2Fsecret.txt", &[]),
+        ("//private//secret.txt", &[]),
+        ("/./private/./secret.txt", &[]),
+        ("/public/../private/secret.txt", &[]),
+        ("/%70rivate/secret.txt", &[]),
+        ("/PRIVATE/secret.txt", &[]),
+        ("/Private/Secret.txt", &[]),
+        ("/private./secret.txt", &[]),
+        ("/private;x=1/secret.txt", &[]),
+        ("/private/secret.txt", &["-I"]),
+        ("/private/secret.txt", &["-H", "Range: bytes=0-3"]),
+        ("/private/a.js.gz", &[]),
+        ("/private/a.js", &["-H", "Accept-Encoding: gzip"]),
+        ("/private/big.txt", &["-H", "Accept-Encoding: br"]),
+        ("/private/", &[]),
+        ("/private", &[]),
+        ("/leak/anything", &[]),
+        ("/public/link.txt", &[]),
+        ("/public/dirlink/secret.txt", &[]),
+    ];
+    for (path, args) in doors {
+        let r = s.curl(path, args);
+        assert!(
+            matches!(r.status, 400 | 401 | 403 | 404),
+            "{path} {args:?}: {} {r:?}",
+            r.status
+        );
+        let text = r.text();
+        for secret in ["the secret", "secret script", "secret gz", "secret text"] {
+            assert!(!text.contains(secret), "{path} {args:?} leaked: {text}");
+        }
+    }
+    // The listing of a parent shows what this client may open, no more.
+    let r = s.get("/files/");
+    assert_eq!(r.status, 200);
+    let text = r.text();
+    assert!(text.contains("ok.txt"), "{text}");
+    assert!(
+        !text.contains("notes"),
+        "a protected name is listed: {text}"
+    );
+    let auth = s.auth();
+    // Once the notes' credentials verified, their name shows.
+    assert_eq!(s.curl("/files/notes/n.txt", &["-u", &auth]).status, 200);
+    let r = s.curl("/files/", &["-u", &auth]);
+    assert!(r.text().contains("notes"), "{}", r.text());
+    assert!(!s.get("/public/").text().contains("the secret"));
+    assert!(s.tree.root.join("private/secret.txt").exists());
+}
+
+/// Runs each test on each listener.
+macro_rules! on_each_listener {
+    ($($test:ident),* $(,)?) => {
+        $(mod $test {
+            use super::Listener;
+            #[test]
+            fn plain() {
+                super::$test(Listener::Plain)
+            }
+            #[test]
+            fn h2c() {
+                super::$test(Listener::H2c)
+            }
+            #[test]
+            fn https_h2() {
+                super::$test(Listener::HttpsH2)
+            }
+            #[test]
+            fn https_h1() {
+                super::$test(Listener::HttpsH1)
+            }
+            #[test]
+            fn axum() {
+                super::$test(Listener::Axum)
+            }
+        })*
+    };
+}
+
+on_each_listener!(
+    headers_by_path,
+    redirects_with_captures,
+    clean_urls_spa_fallback_and_error_pages,
+    basic_auth_asks_checks_and_passes,
+    allow_judges_the_client_address,
+    cors_preflight_and_responses,
+    no_side_door_into_a_protected_tree,
+);
