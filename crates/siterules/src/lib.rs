@@ -167,6 +167,66 @@ impl Rules {
         &self.specs
     }
 
+    /// Each rule's error pages: `(rule position from 1, status, page)`.
+    pub fn error_pages(&self) -> impl Iterator<Item = (usize, u16, &str)> + '_ {
+        self.rules.iter().enumerate().flat_map(|(i, r)| {
+            r.error_pages
+                .iter()
+                .map(move |(status, page)| (i + 1, *status, page.as_str()))
+        })
+    }
+
+    /// One line per rule: its match and what it does (for the log at start
+    /// and reload).
+    pub fn describe(&self) -> Vec<String> {
+        self.rules
+            .iter()
+            .map(|r| {
+                let mut parts = vec![r.glob.as_str().to_string()];
+                if let Some(m) = &r.methods {
+                    parts.push(format!("methods={m:?}"));
+                }
+                if !r.hosts.is_empty() {
+                    parts.push(format!("hosts={}", r.hosts.len()));
+                }
+                if let Some(tls) = r.scheme {
+                    parts.push(if tls { "https" } else { "http" }.to_string());
+                }
+                let mut does = Vec::new();
+                if !r.allow.is_empty() || !r.deny.is_empty() {
+                    does.push("allow/deny".to_string());
+                }
+                if let Some(a) = &r.auth {
+                    does.push(format!("basic_auth({})", a.realm()));
+                }
+                if !r.edits.is_empty() {
+                    does.push(format!("headers({})", r.edits.len()));
+                }
+                if let Some((status, _)) = &r.redirect {
+                    does.push(format!("redirect({status})"));
+                }
+                if r.rewrite.is_some() {
+                    does.push("rewrite".to_string());
+                }
+                if !r.try_files.is_empty() {
+                    does.push("try_files".to_string());
+                }
+                if !r.error_pages.is_empty() {
+                    does.push("error_pages".to_string());
+                }
+                if r.cors.is_some() {
+                    does.push("cors".to_string());
+                }
+                format!("{} -> {}", parts.join(" "), does.join(", "))
+            })
+            .collect()
+    }
+
+    /// How many rules there are.
+    pub fn len(&self) -> usize {
+        self.rules.len()
+    }
+
     /// No rules: every request is served as the options alone say.
     pub fn is_empty(&self) -> bool {
         self.rules.is_empty()

@@ -1186,10 +1186,11 @@ impl Config {
 }
 
 impl Config {
-    /// The site's rules: `https_redirect` first, then the `[[rules]]` in
-    /// order, then `headers`, `cors` and `spa` (every path's one-liners:
-    /// a `[[rules]]` table's `try_files` or `cors` for a path comes first,
-    /// and a `headers` line sets its field last).
+    /// The site's rules: the `[[rules]]` in order (so a rule's position is
+    /// the same in every message), then `https_redirect`, `headers`, `cors`
+    /// and `spa`: every path's one-liners, after which a `[[rules]]`
+    /// table's redirect, `try_files` or `cors` for a path comes first, and
+    /// a `headers` line sets its field last.
     fn site_rules(&self, e: &mut Vec<ConfigError>) -> siterules::Rules {
         use siterules::{CorsSpec, RuleSpec, Rules};
         if let Err(errors) = Rules::compile(&self.rules) {
@@ -1198,17 +1199,28 @@ impl Config {
             }
             return Rules::default();
         }
-        let mut specs = Vec::new();
+        let mut specs = self.rules.clone();
+        let one_liner =
+            |key: &str, spec: RuleSpec, specs: &mut Vec<RuleSpec>, e: &mut Vec<ConfigError>| {
+                match Rules::compile(std::slice::from_ref(&spec)) {
+                    Ok(_) => specs.push(spec),
+                    Err(errors) => {
+                        for x in errors {
+                            e.push(err(key, x.message));
+                        }
+                    }
+                }
+            };
         if self.https_redirect {
             let port = self
                 .tls_listen
                 .rsplit_once(':')
                 .and_then(|(_, p)| p.parse::<u16>().ok());
             let target = match port {
-                None => {
+                None | Some(0) => {
                     e.push(err(
                         "https_redirect",
-                        "needs tls_listen: where would it redirect to?",
+                        "needs tls_listen with a fixed port: where would it redirect to?",
                     ));
                     String::new()
                 }
@@ -1222,18 +1234,6 @@ impl Config {
                 ..RuleSpec::default()
             });
         }
-        specs.extend(self.rules.iter().cloned());
-        let one_liner =
-            |key: &str, spec: RuleSpec, specs: &mut Vec<RuleSpec>, e: &mut Vec<ConfigError>| {
-                match Rules::compile(std::slice::from_ref(&spec)) {
-                    Ok(_) => specs.push(spec),
-                    Err(errors) => {
-                        for x in errors {
-                            e.push(err(key, x.message));
-                        }
-                    }
-                }
-            };
         if !self.headers.is_empty() {
             let mut spec = RuleSpec::default();
             for line in &self.headers {

@@ -47,6 +47,15 @@ pub fn check(s: &Settings) -> Vec<ConfigError> {
             e.push(problem(&key, m));
         }
     }
+    for (n, status, page) in s.serve.rules.error_pages() {
+        let file = s.root.join(page.trim_start_matches('/'));
+        if !file.is_file() {
+            e.push(problem(
+                &format!("rules[{n}].error_pages"),
+                format!("the page for {status}, `{page}`, is not a file under the root"),
+            ));
+        }
+    }
     if let AccessLog::File(p) = &s.access_log {
         if let Err(m) = check_access_log(p) {
             e.push(problem("access_log", m));

@@ -284,8 +284,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
         use std::io::Write;
         let line = match s.log_format {
             crate::config::LogFormat::Text => format!(
-                "listening http={http_addr}{tls_part} admin={admin_addr} workers={} backend={backend} fd_limit={fd_limit} url={url} root={}",
+                "listening http={http_addr}{tls_part} admin={admin_addr} workers={} backend={backend} fd_limit={fd_limit} rules={} url={url} root={}",
                 s.workers,
+                s.serve.rules.len(),
                 root.display()
             ),
             crate::config::LogFormat::Json => serde_json::json!({
@@ -298,6 +299,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
                     "tls_offload_off": offload,
                     "admin": admin_addr.to_string(),
                     "workers": s.workers,
+                    "rules": s.serve.rules.len(),
                     "backend": backend,
                     "fd_limit": fd_limit,
                     "url": url,
@@ -309,6 +311,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
         let mut out = std::io::stderr().lock();
         let _ = writeln!(out, "{line}");
         let _ = out.flush();
+    }
+    for (i, rule) in s.serve.rules.describe().iter().enumerate() {
+        tracing::info!("rule {}: {rule}", i + 1);
     }
 
     let code = rt.block_on(main_loop(
@@ -544,6 +549,7 @@ fn reload(
     if let Err(e) = set_log_level(&new.log_level) {
         tracing::error!("reload: log_level: {e}");
     }
+    let old_rules = shared.live().0.s.serve.rules.clone();
     match make_live(&new, &shared.files, &shared.access_dropped) {
         Ok((live, thread)) => {
             shared.set_live(live);
@@ -574,6 +580,12 @@ fn reload(
                     evicted,
                     "reload: cache settings applied"
                 );
+            }
+            if new.serve.rules != old_rules {
+                for (i, rule) in new.serve.rules.describe().iter().enumerate() {
+                    tracing::info!("reload: rule {}: {rule}", i + 1);
+                }
+                tracing::info!(rules = new.serve.rules.len(), "reload: site rules applied");
             }
             tracing::info!("configuration reloaded");
             Ok(())

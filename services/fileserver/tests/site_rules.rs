@@ -516,3 +516,268 @@ on_each_listener!(
     cors_preflight_and_responses,
     no_side_door_into_a_protected_tree,
 );
+
+/// curl against a daemon's plaintext listener.
+fn curl_plain(d: &common::Daemon, path: &str, args: &[&str]) -> Reply {
+    let out = Command::new("curl")
+        .args([
+            "-s",
+            "-S",
+            "--path-as-is",
+            "-D",
+            "-",
+            "-o",
+            "-",
+            "--max-time",
+            "10",
+        ])
+        .args(args)
+        .arg(d.url(path))
+        .stdin(Stdio::null())
+        .output()
+        .expect("curl");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    parse(&out.stdout)
+}
+
+/// The one-liners as people type them: `--browse`, `--spa`, `--header`
+/// (a value with commas in it), `--cors '*'`.
+#[test]
+fn command_line_one_liners() {
+    let tree = Tree::new();
+    tree.write("index.html", b"<p>spa shell</p>");
+    tree.write("files/a.txt", b"a");
+    let d = common::Daemon::start(
+        &tree.root,
+        &[
+            "--browse",
+            "--spa",
+            "--header",
+            "Cache-Control: public, max-age=60",
+            "-H",
+            "X-Content-Type-Options: nosniff",
+            "--cors",
+            "*",
+        ],
+    );
+    let listing = curl_plain(&d, "/files/", &[]);
+    assert_eq!(listing.status, 200);
+    assert!(
+        listing.text().contains("a.txt"),
+        "--browse lists: {listing:?}"
+    );
+    let deep = curl_plain(
+        &d,
+        "/settings/profile",
+        &["-H", "Origin: https://x.example"],
+    );
+    assert_eq!(
+        (deep.status, deep.text().as_str()),
+        (200, "<p>spa shell</p>")
+    );
+    assert_eq!(deep.header("cache-control"), Some("public, max-age=60"));
+    assert_eq!(deep.header("x-content-type-options"), Some("nosniff"));
+    assert_eq!(deep.header("access-control-allow-origin"), Some("*"));
+    // A missing asset is also the shell (miniserve's --spa); its real files
+    // stay themselves.
+    assert_eq!(curl_plain(&d, "/files/a.txt", &[]).text(), "a");
+}
+
+/// `https_redirect` sends plain HTTP to the HTTPS listener's port, path and
+/// query kept; HTTPS requests are served.
+#[test]
+fn https_redirect_keeps_path_and_query() {
+    let tree = Tree::new();
+    tree.write("a.txt", b"over tls");
+    let ca = common::tls::TestCa::new();
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let mut args = ca.args();
+    args[1] = format!("127.0.0.1:{port}");
+    args.extend(["--set".to_string(), "https_redirect=true".to_string()]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let d = common::Daemon::start(&tree.root, &args);
+    let r = curl_plain(&d, "/a.txt?x=1", &["-H", "Host: example.test:8080"]);
+    assert_eq!(r.status, 308, "{r:?}");
+    assert_eq!(
+        r.header("location").unwrap(),
+        format!("https://example.test:{port}/a.txt?x=1")
+    );
+    let r = ca
+        .client(true)
+        .get(format!("https://localhost:{port}/a.txt"))
+        .send();
+    let r = r.unwrap_or_else(|e| panic!("https: {e}"));
+    assert_eq!(r.status(), 200);
+}
+
+/// A rule limited to a host rewrites for that host only.
+#[test]
+fn hosts_and_rewrites() {
+    let tree = Tree::new();
+    tree.write("index.html", b"main site");
+    tree.write("docs/index.html", b"docs site");
+    tree.write("docs/guide.html", b"guide");
+    let config = tempfile::tempdir().unwrap();
+    let file = config.path().join("c.toml");
+    std::fs::write(
+        &file,
+        r#"
+[[rules]]
+path = "/**"
+hosts = ["docs.example", "*.docs.example"]
+rewrite = "/docs/{1}"
+"#,
+    )
+    .unwrap();
+    let d = common::Daemon::start(&tree.root, &["--config", file.to_str().unwrap()]);
+    assert_eq!(curl_plain(&d, "/", &[]).text(), "main site");
+    assert_eq!(
+        curl_plain(&d, "/", &["-H", "Host: docs.example"]).text(),
+        "docs site"
+    );
+    assert_eq!(
+        curl_plain(&d, "/guide.html", &["-H", "Host: v2.docs.example:8080"]).text(),
+        "guide"
+    );
+    assert_eq!(
+        curl_plain(&d, "/guide.html", &["-H", "Host: other.example"]).status,
+        404
+    );
+}
+
+/// Runs `fileserver check-config` on `text` with a root holding
+/// `404.html`; (exit code, stderr).
+fn check_config(text: &str) -> (Option<i32>, String) {
+    let tree = Tree::new();
+    tree.write("404.html", b"nf");
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("c.toml");
+    let text = format!("root = \"{}\"\n{text}", tree.root.display());
+    std::fs::write(&file, text).unwrap();
+    let out = Command::new(common::bin())
+        .arg("check-config")
+        .arg(&file)
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn check_config_names_each_bad_rule_by_position() {
+    let (code, err) = check_config(
+        r#"
+[[rules]]
+path = "/ok/**"
+error_pages = { "404" = "/404.html" }
+
+[[rules]]
+path = "assets/**"
+status = 301
+
+[[rules]]
+path = "/x/**"
+redirect = "/y/{3}"
+status = 200
+headers = { "Content-Length" = "1" }
+
+[[rules]]
+path = "/p/**"
+basic_auth = { realm = "r", users = { alice = "plaintext" } }
+allow = ["10.0.0.0/33"]
+error_pages = { "404" = "/missing.html", "200" = "/404.html" }
+
+[[rules]]
+path = "/c/**"
+cors = { origins = ["*"], credentials = true }
+"#,
+    );
+    assert_eq!(code, Some(2), "{err}");
+    for needle in [
+        "`rules[2].path`: `assets/**` must start with `/`",
+        "`rules[2].status`",
+        "`rules[3].redirect`",
+        "`rules[3].status`: 200 is not a redirect status",
+        "`rules[3].headers`: `Content-Length` is written by the server",
+        "`rules[4].basic_auth`",
+        "fileserver hash-password",
+        "`rules[4].allow`",
+        "`rules[4].error_pages`: `200` is not an error status",
+        "`rules[5].cors`",
+    ] {
+        assert!(err.contains(needle), "missing {needle:?} in:\n{err}");
+    }
+    assert!(!err.contains("rules[1]"), "{err}");
+    // An unknown field, and a page that is not there (checked once the
+    // values are valid).
+    let (code, err) = check_config("[[rules]]\npath = \"/\"\nredirct = \"/x\"\n");
+    assert_eq!(code, Some(2));
+    assert!(err.contains("rules[1]") && err.contains("redirct"), "{err}");
+    let (code, err) =
+        check_config("[[rules]]\npath = \"/\"\nerror_pages = { \"404\" = \"/missing.html\" }\n");
+    assert_eq!(code, Some(2));
+    assert!(
+        err.contains("rules[1].error_pages") && err.contains("/missing.html"),
+        "{err}"
+    );
+    let (code, err) =
+        check_config("[[rules]]\npath = \"/\"\nerror_pages = { \"404\" = \"/404.html\" }\n");
+    assert_eq!(code, Some(0), "{err}");
+}
+
+/// SIGHUP applies changed rules; failed credentials are counted, and the
+/// password never reaches the access log.
+#[test]
+fn sighup_applies_rules_and_failures_are_counted_not_logged() {
+    let tree = Tree::new();
+    tree.write("p/secret.txt", b"secret");
+    let config = tempfile::tempdir().unwrap();
+    let file = config.path().join("c.toml");
+    let hash = bcrypt::hash(PASSWORD, 4).unwrap();
+    let rules = format!(
+        "access_log = \"stdout\"\n[[rules]]\npath = \"/p/**\"\n\
+         basic_auth = {{ realm = \"r\", users = {{ alice = \"{hash}\" }} }}\n"
+    );
+    std::fs::write(&file, &rules).unwrap();
+    let d = common::Daemon::start(&tree.root, &["--config", file.to_str().unwrap()]);
+    assert_eq!(d.start.rules, Some(1));
+    let before = common::metric(&d.metrics(), "fileserver_auth_failures_total").unwrap_or(0.0);
+    let r = curl_plain(&d, "/p/secret.txt", &["-u", "alice:hunter2-wrong"]);
+    assert_eq!(r.status, 401);
+    assert_eq!(curl_plain(&d, "/p/secret.txt", &[]).status, 401);
+    let after = common::metric(&d.metrics(), "fileserver_auth_failures_total").unwrap();
+    assert_eq!(
+        after - before,
+        1.0,
+        "one refused credential; none sent is not a failure"
+    );
+    std::fs::write(
+        &file,
+        format!("{rules}\n[[rules]]\npath = \"/**\"\nheaders = {{ \"X-Reloaded\" = \"yes\" }}\n"),
+    )
+    .unwrap();
+    d.signal(libc::SIGHUP);
+    assert!(
+        d.wait_stderr(
+            "reload: site rules applied",
+            std::time::Duration::from_secs(10)
+        ),
+        "{}",
+        d.stderr_text()
+    );
+    let r = curl_plain(&d, "/p/secret.txt", &["-u", &format!("alice:{PASSWORD}")]);
+    assert_eq!((r.status, r.header("x-reloaded")), (200, Some("yes")));
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let log = d.stdout.lock().unwrap().join("\n");
+    assert!(log.contains("/p/secret.txt"), "{log}");
+    assert!(!log.contains("hunter2") && !log.contains(PASSWORD), "{log}");
+}

@@ -33,6 +33,8 @@ pub(crate) struct StartLine {
     pub workers: usize,
     pub backend: String,
     pub fd_limit: u64,
+    /// How many site rules are in force (absent from older builds).
+    pub rules: Option<usize>,
     pub root: PathBuf,
 }
 
@@ -54,6 +56,7 @@ pub(crate) fn parse_start_line(line: &str) -> Option<StartLine> {
             workers: f["workers"].as_u64()? as usize,
             backend: f["backend"].as_str()?.to_string(),
             fd_limit: f["fd_limit"].as_u64()?,
+            rules: f["rules"].as_u64().map(|n| n as usize),
             root: PathBuf::from(f["root"].as_str()?),
         });
     }
@@ -65,6 +68,7 @@ pub(crate) fn parse_start_line(line: &str) -> Option<StartLine> {
     let mut workers = None;
     let mut backend = None;
     let mut fd_limit = None;
+    let mut rules = None;
     for kv in fields.split(' ') {
         let (k, v) = kv.split_once('=')?;
         match k {
@@ -74,6 +78,7 @@ pub(crate) fn parse_start_line(line: &str) -> Option<StartLine> {
             "workers" => workers = v.parse().ok(),
             "backend" => backend = Some(v.to_string()),
             "fd_limit" => fd_limit = v.parse().ok(),
+            "rules" => rules = v.parse().ok(),
             _ => {}
         }
     }
@@ -84,6 +89,7 @@ pub(crate) fn parse_start_line(line: &str) -> Option<StartLine> {
         workers: workers?,
         backend: backend?,
         fd_limit: fd_limit?,
+        rules,
         root: PathBuf::from(root),
     })
 }

@@ -35,7 +35,7 @@ pub(crate) struct Server {
 }
 
 enum Running {
-    Daemon(Daemon),
+    Daemon(Box<Daemon>),
     Embedded(Embedded),
 }
 
@@ -60,7 +60,7 @@ impl Server {
                 Server {
                     http: d.http,
                     tls: None,
-                    _running: Running::Daemon(d),
+                    _running: Running::Daemon(Box::new(d)),
                 }
             }
             ServerKind::DaemonHttps2 | ServerKind::DaemonHttps1 => {
@@ -72,7 +72,7 @@ impl Server {
                 Server {
                     http: d.start.https.expect("an https= address in the start line"),
                     tls: Some((ca, kind == ServerKind::DaemonHttps2)),
-                    _running: Running::Daemon(d),
+                    _running: Running::Daemon(Box::new(d)),
                 }
             }
             ServerKind::AxumExample => {
