@@ -781,3 +781,89 @@ fn sighup_applies_rules_and_failures_are_counted_not_logged() {
     assert!(log.contains("/p/secret.txt"), "{log}");
     assert!(!log.contains("hunter2") && !log.contains(PASSWORD), "{log}");
 }
+
+/// Headless Chromium's DOM of `url` after its scripts ran.
+fn chromium_dom(url: &str) -> String {
+    let profile = tempfile::tempdir().unwrap();
+    let out = Command::new("chromium")
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--virtual-time-budget=5000",
+            "--dump-dom",
+        ])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .arg(url)
+        .stdin(Stdio::null())
+        .output()
+        .expect("chromium (scripts/install-deps.sh installs it)");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// An SPA opened by a deep link, then reloaded there: both loads get the
+/// app's shell, whose script sees the deep path.
+#[test]
+fn chromium_opens_and_reloads_an_spa_deep_link() {
+    let tree = Tree::new();
+    tree.write(
+        "index.html",
+        b"<!doctype html><html><body><p id=out>no script</p><script src=\"/app.js\"></script></body></html>",
+    );
+    tree.write(
+        "app.js",
+        b"const out = document.getElementById('out');\n\
+          if (!sessionStorage.getItem('loaded')) {\n\
+            sessionStorage.setItem('loaded', '1');\n\
+            location.reload();\n\
+          } else {\n\
+            out.textContent = 'reloaded at ' + location.pathname;\n\
+          }\n",
+    );
+    let d = common::Daemon::start(&tree.root, &["--spa", "--access-log", "stdout"]);
+    let dom = chromium_dom(&d.url("/users/42/settings"));
+    assert!(dom.contains("reloaded at /users/42/settings"), "{dom}");
+    let log = d.stdout.lock().unwrap().join("\n");
+    // The reload revalidates the shell it got: 304 by the shell's tag.
+    let first = log.matches("GET /users/42/settings HTTP/1.1\" 200").count();
+    let again = log.matches("GET /users/42/settings HTTP/1.1\" 304").count();
+    assert_eq!((first, first + again), (1, 2), "loaded, then reloaded: {log}");
+}
+
+/// A page on one origin fetches from another with a header that needs a
+/// preflight: the allowed origin reads the answer, the preflight is seen
+/// on the wire; a page from an origin not allowed cannot read it.
+#[test]
+fn chromium_fetches_cross_origin_after_a_preflight() {
+    let page = |api: &str| {
+        format!(
+            "<!doctype html><html><body><p id=out>pending</p><script>\n\
+             fetch('{api}/data.json', {{ headers: {{ 'If-None-Match': '\"nothing\"' }} }})\n\
+               .then(r => r.text())\n\
+               .then(t => document.getElementById('out').textContent = 'got ' + t)\n\
+               .catch(e => document.getElementById('out').textContent = 'blocked');\n\
+             </script></body></html>"
+        )
+    };
+    let app = Tree::new();
+    let other = Tree::new();
+    let a = common::Daemon::start(&app.root, &[]);
+    let o = common::Daemon::start(&other.root, &[]);
+    let api_tree = Tree::new();
+    api_tree.write("data.json", b"{\"answer\":42}");
+    let origin = format!("http://{}", a.http);
+    let api = common::Daemon::start(
+        &api_tree.root,
+        &["--cors", &origin, "--access-log", "stdout"],
+    );
+    let api_url = format!("http://{}", api.http);
+    app.write("index.html", page(&api_url).as_bytes());
+    other.write("index.html", page(&api_url).as_bytes());
+    let dom = chromium_dom(&a.url("/"));
+    assert!(dom.contains("got {\"answer\":42}"), "{dom}");
+    let log = api.stdout.lock().unwrap().join("\n");
+    assert!(log.contains("\"OPTIONS /data.json HTTP/1.1\" 204"), "a preflight: {log}");
+    let dom = chromium_dom(&o.url("/"));
+    assert!(dom.contains("blocked"), "another origin read it: {dom}");
+}
