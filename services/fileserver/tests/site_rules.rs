@@ -828,7 +828,11 @@ fn chromium_opens_and_reloads_an_spa_deep_link() {
     // The reload revalidates the shell it got: 304 by the shell's tag.
     let first = log.matches("GET /users/42/settings HTTP/1.1\" 200").count();
     let again = log.matches("GET /users/42/settings HTTP/1.1\" 304").count();
-    assert_eq!((first, first + again), (1, 2), "loaded, then reloaded: {log}");
+    assert_eq!(
+        (first, first + again),
+        (1, 2),
+        "loaded, then reloaded: {log}"
+    );
 }
 
 /// A page on one origin fetches from another with a header that needs a
@@ -863,7 +867,103 @@ fn chromium_fetches_cross_origin_after_a_preflight() {
     let dom = chromium_dom(&a.url("/"));
     assert!(dom.contains("got {\"answer\":42}"), "{dom}");
     let log = api.stdout.lock().unwrap().join("\n");
-    assert!(log.contains("\"OPTIONS /data.json HTTP/1.1\" 204"), "a preflight: {log}");
+    assert!(
+        log.contains("\"OPTIONS /data.json HTTP/1.1\" 204"),
+        "a preflight: {log}"
+    );
     let dom = chromium_dom(&o.url("/"));
     assert!(dom.contains("blocked"), "another origin read it: {dom}");
+}
+
+/// The shipped recipes (`config/examples/`) pass check-config, and each
+/// does what its comment says on a real tree.
+#[test]
+fn the_shipped_recipes_check_and_work() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/examples");
+    let mut names: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    names.sort();
+    assert!(names.len() >= 5, "{names:?}");
+    for file in &names {
+        let out = Command::new(common::bin())
+            .args(["check-config", "--values-only"])
+            .arg(file)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}: {}",
+            file.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let start = |name: &str, tree: &Tree, extra: &[&str]| {
+        let file = dir.join(name).display().to_string();
+        let mut args = vec!["--config", &file];
+        args.extend_from_slice(extra);
+        let d = common::Daemon::start(&tree.root, &args);
+        d
+    };
+    let t = Tree::new();
+    t.write("index.html", b"shell");
+    t.write("assets/app.1.js", b"js");
+    let d = start("spa.toml", &t, &[]);
+    assert_eq!(curl_plain(&d, "/users/1", &[]).text(), "shell");
+    let js = curl_plain(&d, "/assets/app.1.js", &[]);
+    assert!(js.header("cache-control").unwrap().contains("immutable"));
+    let t = Tree::new();
+    t.write("guide/install.html", b"install");
+    t.write("404.html", b"lost");
+    let d = start("docs-clean-urls.toml", &t, &[]);
+    assert_eq!(curl_plain(&d, "/guide/install", &[]).text(), "install");
+    assert_eq!(
+        curl_plain(&d, "/v1/install", &[]).header("location"),
+        Some("/guide/install")
+    );
+    assert_eq!(curl_plain(&d, "/nope", &[]).text(), "lost");
+    let t = Tree::new();
+    t.write("index.html", b"home");
+    t.write("404.html", b"lost");
+    let d = start("static-site.toml", &t, &[]);
+    let home = curl_plain(&d, "/index.html", &[]);
+    assert_eq!(home.header("x-frame-options"), Some("DENY"));
+    assert_eq!(curl_plain(&d, "/nope", &[]).status, 404);
+    let t = Tree::new();
+    t.write("private/x.txt", b"x");
+    t.write("pub.txt", b"p");
+    let d = start("private-dir.toml", &t, &[]);
+    // From 127.0.0.1, outside the office networks: refused before any
+    // password is asked; the listing does not name it.
+    assert_eq!(
+        curl_plain(&d, "/private/x.txt", &["-u", "alice:example"]).status,
+        403
+    );
+    let listing = curl_plain(&d, "/", &[]).text();
+    assert!(
+        listing.contains("pub.txt") && !listing.contains("private"),
+        "{listing}"
+    );
+    let t = Tree::new();
+    t.write("site/index.html", b"www");
+    t.write("docs/index.html", b"docs");
+    t.write("404.html", b"lost");
+    let ca = common::tls::TestCa::new();
+    let mut args = ca.args();
+    args.extend(["--set".into(), "https_redirect=false".into()]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let d = start("two-hosts.toml", &t, &args);
+    assert_eq!(
+        curl_plain(&d, "/", &["-H", "Host: www.example.com"]).text(),
+        "www"
+    );
+    assert_eq!(
+        curl_plain(&d, "/", &["-H", "Host: docs.example.com"]).text(),
+        "docs"
+    );
+    assert_eq!(
+        curl_plain(&d, "/", &["-H", "Host: elsewhere.example"]).status,
+        404
+    );
 }
