@@ -6,15 +6,15 @@
 # targets with rustup when they are missing.
 #
 # What each target checks (the README's "Platforms" says what runs there):
-#   macOS, FreeBSD: announce fdtable pathcache filemanager httpfile decide servedir
-#   Windows:        announce pathcache httpfile (fdtable, filemanager, decide and
+#   macOS, FreeBSD: announce fdtable pathcache filemanager httpfile siterules decide servedir
+#   Windows:        announce pathcache httpfile siterules (fdtable, filemanager, decide and
 #                   servedir hold Unix descriptors; not ported yet)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 unix_targets=(x86_64-apple-darwin aarch64-apple-darwin x86_64-unknown-freebsd)
 windows_targets=(x86_64-pc-windows-gnu)
-unix_crates=(-p announce -p fdtable -p pathcache -p filemanager -p httpfile -p decide -p servedir)
-windows_crates=(-p announce -p pathcache -p httpfile)
+unix_crates=(-p announce -p fdtable -p pathcache -p filemanager -p httpfile -p siterules -p decide -p servedir)
+windows_crates=(-p announce -p pathcache -p httpfile -p siterules)
 
 installed=$(rustup target list --installed)
 for t in "${unix_targets[@]}" "${windows_targets[@]}"; do

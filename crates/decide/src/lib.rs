@@ -471,7 +471,7 @@ fn real_path_permitted(
     real == r.file.path().trim_start_matches('/')
         || options
             .rules
-            .permits_file(&facts(head, &real), head.client, head.authorization)
+            .permits(&facts(head, &real), head.client, head.authorization)
 }
 
 /// The answer for `target` (a rewrite, a `try_files` entry: a decoded
@@ -499,7 +499,7 @@ async fn serve_instead<'a>(
     }
     if !options
         .rules
-        .permits_file(&facts(head, path.rel), head.client, head.authorization)
+        .permits(&facts(head, path.rel), head.client, head.authorization)
     {
         return Answer::Plan(Box::new(plan::error(head.method, 403, "")));
     }
@@ -547,7 +547,7 @@ async fn error_page<'a>(
     };
     if !options
         .rules
-        .permits_file(&facts(head, path.rel), head.client, head.authorization)
+        .permits(&facts(head, path.rel), head.client, head.authorization)
     {
         return plain();
     }
@@ -756,7 +756,7 @@ fn listing_page(listing: &Listing, req: &RequestHead<'_>, options: &Options, pat
                 child.push('/');
             }
             child.push_str(name);
-            rules.permits_file(&facts(req, &child), req.client, req.authorization)
+            rules.permits(&facts(req, &child), req.client, req.authorization)
         }
     };
     let mut shown = shown;

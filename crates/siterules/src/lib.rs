@@ -20,7 +20,7 @@
 //! milliseconds that a caller runs off its event loop.
 //!
 //! ```
-//! use siterules::{RuleSpec, Rules, Facts};
+//! use siterules::{Facts, RuleSpec, Rules};
 //! let rules = Rules::compile(&[RuleSpec {
 //!     path: "/assets/**".into(),
 //!     headers: [("Cache-Control".into(), "max-age=31536000, immutable".into())].into(),
@@ -152,9 +152,7 @@ impl Rules {
         if !errors.is_empty() {
             return Err(errors);
         }
-        let guards = rules
-            .iter()
-            .any(|r| r.auth.is_some() || !r.allow.is_empty() || !r.deny.is_empty());
+        let guards = rules.iter().any(Rule::guards);
         Ok(Rules {
             specs: specs.to_vec(),
             rules,
@@ -238,10 +236,22 @@ impl Rules {
     }
 
     /// The rules that match `facts`.
+    ///
+    /// A path that names a precompressed sibling (`a.js.gz`) also matches
+    /// the guarded rules of the file it encodes (`*.js`): the sibling is
+    /// that file's bytes.
     pub fn matching<'r>(&'r self, facts: &Facts<'_>) -> Matched<'r> {
+        let stem = if self.guards {
+            [".gz", ".br", ".zst"]
+                .iter()
+                .find_map(|s| facts.rel.strip_suffix(s))
+        } else {
+            None
+        };
         let mut hits = Vec::new();
         for (i, r) in self.rules.iter().enumerate() {
-            if r.applies(facts, facts.rel) {
+            let by_stem = || stem.is_some_and(|stem| r.guards() && r.applies(facts, stem));
+            if r.applies(facts, facts.rel) || by_stem() {
                 hits.push(i);
             }
         }
@@ -251,7 +261,9 @@ impl Rules {
     /// Whether a client may open `rel` as far as the guards say without a
     /// password check: every matching `allow`/`deny` passes and every
     /// matching `basic_auth` already verified `authorization`. What a
-    /// listing shows, and a symlink's target is judged by.
+    /// listing shows, and a symlink's target is judged by. A precompressed
+    /// sibling is judged as the file it encodes too (see
+    /// [`Rules::matching`]).
     pub fn permits(
         &self,
         facts: &Facts<'_>,
@@ -263,32 +275,6 @@ impl Rules {
         }
         let m = self.matching(facts);
         matches!(m.gate(client, authorization), Gate::Pass)
-    }
-
-    /// [`Rules::permits`] for the path and, when it names a precompressed
-    /// sibling (`a.js.gz`), the file it encodes: a rule for `*.js` guards
-    /// its `.gz` too.
-    pub fn permits_file(
-        &self,
-        facts: &Facts<'_>,
-        client: Option<IpAddr>,
-        authorization: Option<&[u8]>,
-    ) -> bool {
-        if !self.permits(facts, client, authorization) {
-            return false;
-        }
-        for suffix in [".gz", ".br", ".zst"] {
-            if let Some(stem) = facts.rel.strip_suffix(suffix) {
-                let stem = Facts {
-                    rel: stem,
-                    ..*facts
-                };
-                if !self.permits(&stem, client, authorization) {
-                    return false;
-                }
-            }
-        }
-        true
     }
 }
 
@@ -303,6 +289,10 @@ impl PartialEq for Rules {
 impl Eq for Rules {}
 
 impl Rule {
+    fn guards(&self) -> bool {
+        self.auth.is_some() || !self.allow.is_empty() || !self.deny.is_empty()
+    }
+
     #[inline]
     fn applies(&self, facts: &Facts<'_>, rel: &str) -> bool {
         self.glob.matches(rel)

@@ -49,6 +49,7 @@ struct Rule {
 const ABOVE_THE_DATA_STRUCTURES: &[&str] = &[
     "filemanager",
     "httpfile",
+    "siterules",
     "servedir",
     "decide",
     "fileserver",
@@ -58,6 +59,7 @@ const ABOVE_THE_DATA_STRUCTURES: &[&str] = &[
 /// speak HTTP (ours and the libraries).
 const HTTP_LAYERS: &[&str] = &[
     "httpfile",
+    "siterules",
     "servedir",
     "decide",
     "fileserver",
@@ -107,6 +109,14 @@ const RULES: &[Rule] = &[
         required: true,
         limit: Limit::Never(HTTP_LAYERS),
         why: "filemanager touches the filesystem and knows nothing of HTTP",
+    },
+    Rule {
+        krate: "siterules",
+        required: true,
+        // Matching and rendering only: it opens no file and runs no task
+        // (decide runs its password checks on the blocking pool).
+        limit: Limit::Only(&["httpfile", "serde", "bcrypt"]),
+        why: "siterules matches and renders a site's rules: no file, socket or runtime",
     },
     Rule {
         krate: "decide",
@@ -521,6 +531,7 @@ fn good_workspace() -> Packages {
         ("pathcache", true, &["announce", "foldhash"]),
         ("filemanager", true, &["fdtable", "pathcache", "tokio"]),
         ("httpfile", true, &["httpdate", "mime_guess"]),
+        ("siterules", true, &["httpfile", "serde", "bcrypt"]),
         ("servedir", true, &["filemanager", "httpfile", "http"]),
         ("fileserver", true, &["servedir", "hyper"]),
     ])

@@ -117,6 +117,10 @@ path = "/internal/**"
 allow = ["10.0.0.0/8"]
 
 [[rules]]
+path = "/scripts/*.js"
+deny = ["all"]
+
+[[rules]]
 path = "/docs/**"
 try_files = ["{path}", "{path}.html"]
 
@@ -147,6 +151,8 @@ fn site(listener: Listener) -> Site {
     tree.write("private/a.js", b"secret script");
     tree.write("private/a.js.gz", b"secret gz");
     tree.write("private/big.txt", "secret text ".repeat(200).as_bytes());
+    tree.write("scripts/x.js", b"secret script");
+    tree.write("scripts/x.js.gz", b"secret gz");
     tree.write("files/ok.txt", b"listed");
     tree.write("files/notes/n.txt", b"a note");
     tree.write("internal/x.txt", b"internal");
@@ -442,6 +448,9 @@ fn no_side_door_into_a_protected_tree(l: Listener) {
         ("/private/a.js.gz", &[]),
         ("/private/a.js", &["-H", "Accept-Encoding: gzip"]),
         ("/private/big.txt", &["-H", "Accept-Encoding: br"]),
+        ("/scripts/x.js", &["-H", "Accept-Encoding: gzip"]),
+        ("/scripts/x.js.gz", &[]),
+        ("/scripts/X.JS.GZ", &[]),
         ("/private/", &[]),
         ("/private", &[]),
         ("/leak/anything", &[]),
@@ -903,8 +912,7 @@ fn the_shipped_recipes_check_and_work() {
         let file = dir.join(name).display().to_string();
         let mut args = vec!["--config", &file];
         args.extend_from_slice(extra);
-        let d = common::Daemon::start(&tree.root, &args);
-        d
+        common::Daemon::start(&tree.root, &args)
     };
     let t = Tree::new();
     t.write("index.html", b"shell");
