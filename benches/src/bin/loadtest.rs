@@ -70,6 +70,11 @@ struct Args {
         allow_hyphen_values = true
     )]
     fileserver_args: Vec<String>,
+    /// TOML appended to fileserver's generated config, not the baseline's:
+    /// the `[[rules]]` whose cost a run measures against a build without
+    /// them.
+    #[arg(long, value_name = "FILE")]
+    fileserver_config_append: Option<PathBuf>,
     /// Peers to compare with (repeatable or comma-separated; default all):
     /// nginx, lighttpd, h2o, caddy, static-web-server. A peer whose binary is
     /// missing is skipped with a message.
@@ -271,6 +276,8 @@ struct Ctx<'a> {
     settings: &'a LoadSettings,
     /// The test certificate (`None` when no TLS scenario runs).
     cert: Option<&'a TestCert>,
+    /// `--fileserver-config-append`'s text (empty: none).
+    config_tail: String,
 }
 
 impl Ctx<'_> {
@@ -533,6 +540,11 @@ fn run(mut args: Args) -> Result<usize> {
         root: &root,
         settings: &settings,
         cert: cert.as_ref(),
+        config_tail: match &args.fileserver_config_append {
+            Some(p) => std::fs::read_to_string(p)
+                .with_context(|| format!("read --fileserver-config-append {}", p.display()))?,
+            None => String::new(),
+        },
     };
     let mut scenarios = Vec::new();
     let mut failures = 0;
@@ -803,7 +815,10 @@ fn start_daemon(scenario: Scenario, ctx: &Ctx<'_>, dir: &Path, bin: &Path) -> Re
         ctx.root,
         ctx.args.workers,
         scenario.cache_entries(),
-        &ctx.args.fileserver_args,
+        servers::Extra {
+            args: &ctx.args.fileserver_args,
+            config_tail: &ctx.config_tail,
+        },
         ctx.features(scenario),
     )
 }
@@ -844,7 +859,10 @@ fn start_peers_group(
             ctx.root,
             workers,
             scenario.cache_entries(),
-            &ctx.args.fileserver_args,
+            servers::Extra {
+                args: &ctx.args.fileserver_args,
+                config_tail: "",
+            },
             features,
         )
         .map(|mut r| {

@@ -667,8 +667,17 @@ pub fn render_fileserver_toml(cache_entries: Option<usize>, compression: bool) -
     toml
 }
 
+/// What one fileserver of a run gets beyond the harness's own settings.
+#[derive(Clone, Copy, Debug)]
+pub struct Extra<'a> {
+    /// Command-line arguments (`--fileserver-arg`).
+    pub args: &'a [String],
+    /// TOML appended to its config (`--fileserver-config-append`).
+    pub config_tail: &'a str,
+}
+
 /// Starts fileserver with `workers` workers serving `root`, with the config
-/// written into `dir`, plus any `extra_args`. With `features.tls` it also
+/// written into `dir`, plus `extra`. With `features.tls` it also
 /// serves HTTPS (`--tls-listen`, `--tls-cert`, `--tls-key`), and the
 /// returned address is that listener's.
 pub fn start_fileserver(
@@ -677,19 +686,23 @@ pub fn start_fileserver(
     root: &Path,
     workers: usize,
     cache_entries: Option<usize>,
-    extra_args: &[String],
+    extra: Extra<'_>,
     features: Features<'_>,
 ) -> Result<Running> {
+    let Extra {
+        args: extra_args,
+        config_tail,
+    } = extra;
     let tls = features.tls;
     fs::create_dir_all(dir)?;
     let port = free_port()?;
     let admin_port = free_port()?;
     let tls_port = tls.map(|_| free_port()).transpose()?;
     let config = dir.join("fileserver.toml");
-    fs::write(
-        &config,
-        render_fileserver_toml(cache_entries, features.compression),
-    )?;
+    let mut text = render_fileserver_toml(cache_entries, features.compression);
+    text.push('\n');
+    text.push_str(config_tail);
+    fs::write(&config, text)?;
     // A renamed key would otherwise surface as a daemon that exits at start.
     let check = Command::new(bin)
         .arg("check-config")

@@ -89,20 +89,41 @@ enum Edit {
     Remove,
 }
 
-#[derive(Debug)]
-enum HostPattern {
+/// A host name a rule or a site answers for: `example.com` exactly, or
+/// `*.example.com` for any name ending in `.example.com`; ASCII
+/// case-insensitive.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HostPattern {
+    /// This name.
     Exact(String),
-    /// `*.example.com`: any name ending in `.example.com`.
+    /// Any name ending in this suffix (`.example.com`).
     Wildcard(String),
 }
 
 impl HostPattern {
-    fn matches(&self, host: &[u8]) -> bool {
+    /// Parses `example.com` or `*.example.com` (no port).
+    pub fn parse(h: &str) -> Result<HostPattern, String> {
+        let name = h.strip_prefix("*.").unwrap_or(h);
+        if name.is_empty() || name.contains(':') || !httpfile::head::is_valid_host(name.as_bytes())
+        {
+            return Err(format!(
+                "`{h}` is not a host name (`example.com`, `*.example.com`)"
+            ));
+        }
+        Ok(match h.strip_prefix('*') {
+            Some(suffix) => HostPattern::Wildcard(suffix.to_ascii_lowercase()),
+            None => HostPattern::Exact(h.to_ascii_lowercase()),
+        })
+    }
+
+    /// Whether `hostname` (without a port; see [`hostname`]) is this.
+    pub fn matches(&self, hostname: &[u8]) -> bool {
         match self {
-            HostPattern::Exact(h) => host.eq_ignore_ascii_case(h.as_bytes()),
+            HostPattern::Exact(h) => hostname.eq_ignore_ascii_case(h.as_bytes()),
             HostPattern::Wildcard(suffix) => {
-                host.len() > suffix.len()
-                    && host[host.len() - suffix.len()..].eq_ignore_ascii_case(suffix.as_bytes())
+                hostname.len() > suffix.len()
+                    && hostname[hostname.len() - suffix.len()..]
+                        .eq_ignore_ascii_case(suffix.as_bytes())
             }
         }
     }

@@ -180,19 +180,9 @@ impl RuleSpec {
         }
         let mut hosts = Vec::new();
         for h in &self.hosts {
-            let name = h.strip_prefix("*.").unwrap_or(h);
-            if name.is_empty()
-                || !httpfile::head::is_valid_host(name.as_bytes())
-                || name.contains(':')
-            {
-                fail(
-                    "hosts",
-                    format!("`{h}` is not a host name (`example.com`, `*.example.com`)"),
-                );
-            } else if h.starts_with("*.") {
-                hosts.push(HostPattern::Wildcard(h[1..].to_ascii_lowercase()));
-            } else {
-                hosts.push(HostPattern::Exact(h.to_ascii_lowercase()));
+            match HostPattern::parse(h) {
+                Ok(p) => hosts.push(p),
+                Err(m) => fail("hosts", m),
             }
         }
         let scheme = match self.scheme.as_str() {

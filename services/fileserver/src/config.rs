@@ -172,6 +172,19 @@ impl Default for CompressionConfig {
     }
 }
 
+/// One `[[sites]]` table: a virtual host.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct SiteConfig {
+    /// The names it answers for (`example.com`, `*.example.com`).
+    pub hosts: Vec<String>,
+    /// Its directory.
+    pub root: PathBuf,
+    /// Its rules (`[[sites.rules]]`), before the one-liners every site
+    /// shares (`https_redirect`, `headers`, `cors`, `spa`).
+    pub rules: Vec<siterules::RuleSpec>,
+}
+
 /// The raw configuration, exactly the keys of `config/fileserver.toml`.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 #[serde(deny_unknown_fields, default)]
@@ -251,8 +264,11 @@ pub struct Config {
     pub headers: Vec<String>,
     /// Origins allowed cross-origin requests to every path (`*`: any).
     pub cors: Vec<String>,
-    /// Per-path rules, in order (`[[rules]]`).
+    /// Per-path rules of the default site, in order (`[[rules]]`).
     pub rules: Vec<siterules::RuleSpec>,
+    /// Virtual hosts: sites with their own root, chosen by `Host`
+    /// (`[[sites]]`); a request for any other name gets the default site.
+    pub sites: Vec<SiteConfig>,
     /// Path cache.
     pub cache: CacheConfig,
     /// HTTP/2 bounds.
@@ -301,6 +317,7 @@ impl Default for Config {
             headers: Vec::new(),
             cors: Vec::new(),
             rules: Vec::new(),
+            sites: Vec::new(),
             cache: CacheConfig::default(),
             http2: Http2Config::default(),
             compression: CompressionConfig::default(),
@@ -418,8 +435,10 @@ pub struct Settings {
     pub access_log_format: AccessLogFormat,
     pub symlinks: SymlinkPolicy,
     /// How files are answered: index, listing, dotfiles, cache policy,
-    /// ranges, precompressed siblings, compression.
+    /// ranges, precompressed siblings, compression, the default site's rules.
     pub serve: decide::Options,
+    /// Virtual hosts, each its own root and rules.
+    pub sites: Vec<Site>,
     pub trusted_proxies: Vec<crate::http::forwarded::IpNet>,
     pub limits: Limits,
     pub shutdown_timeout: Duration,
@@ -433,6 +452,41 @@ pub struct Settings {
     /// `cache.watch`: the change watcher (filemanager's `watch_changes`).
     pub watch_changes: bool,
     pub http2: Http2Settings,
+}
+
+/// A virtual host: the names it answers for, its root, and how its files
+/// are answered (the top-level options with its own rules).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Site {
+    /// The names.
+    pub hosts: Vec<siterules::HostPattern>,
+    /// Its directory.
+    pub root: PathBuf,
+    /// Its serving options.
+    pub serve: decide::Options,
+}
+
+impl Settings {
+    /// The site a request for `host` (`Host` or `:authority`, port and
+    /// all) goes to: an exact name first, then the first wildcard; `None`
+    /// is the default site (`root`).
+    pub fn site_for(&self, host: Option<&[u8]>) -> Option<usize> {
+        if self.sites.is_empty() {
+            return None;
+        }
+        let name = siterules::hostname(host?);
+        let exact = |p: &siterules::HostPattern| {
+            matches!(p, siterules::HostPattern::Exact(_)) && p.matches(name)
+        };
+        self.sites
+            .iter()
+            .position(|s| s.hosts.iter().any(exact))
+            .or_else(|| {
+                self.sites
+                    .iter()
+                    .position(|s| s.hosts.iter().any(|p| p.matches(name)))
+            })
+    }
 }
 
 /// Parses `10s`, `500ms`, `2m`, `1h`, `0.5s` (a bare number is seconds)
@@ -500,8 +554,8 @@ fn overlay(dst: &mut toml::Table, src: toml::Table, prefix: &str, errors: &mut V
         };
         match (slot, v) {
             (toml::Value::Table(d), toml::Value::Table(s)) => overlay(d, s, &key, errors),
-            (slot, toml::Value::Array(items)) if key == "rules" => {
-                overlay_rules(slot, items, errors)
+            (slot, toml::Value::Array(items)) if key == "rules" || key == "sites" => {
+                overlay_tables(&key, slot, items, errors)
             }
             (slot, v) => {
                 if std::mem::discriminant(slot) != std::mem::discriminant(&v) {
@@ -534,18 +588,30 @@ fn overlay(dst: &mut toml::Table, src: toml::Table, prefix: &str, errors: &mut V
     }
 }
 
-/// `[[rules]]`: each table is read as a rule (unknown fields and wrong
-/// types are reported with the rule's position, counted from 1); what a
-/// rule's values mean is checked when the rules compile.
-fn overlay_rules(slot: &mut toml::Value, items: Vec<toml::Value>, errors: &mut Vec<ConfigError>) {
+/// `[[rules]]` and `[[sites]]`: each table is read as a rule or a site
+/// (unknown fields and wrong types are reported with its position, counted
+/// from 1); what the values mean is checked in `validate`.
+fn overlay_tables(
+    name: &str,
+    slot: &mut toml::Value,
+    items: Vec<toml::Value>,
+    errors: &mut Vec<ConfigError>,
+) {
     use serde::Deserialize;
     let mut ok = true;
     for (i, item) in items.iter().enumerate() {
-        let key = format!("rules[{}]", i + 1);
+        let key = format!("{name}[{}]", i + 1);
+        let read = match name {
+            "rules" => siterules::RuleSpec::deserialize(item.clone()).map(drop),
+            _ => SiteConfig::deserialize(item.clone()).map(drop),
+        };
         if !item.is_table() {
-            errors.push(err(&key, "expected a table: write each rule as [[rules]]"));
+            errors.push(err(
+                &key,
+                format!("expected a table: write each as [[{name}]]"),
+            ));
             ok = false;
-        } else if let Err(e) = siterules::RuleSpec::deserialize(item.clone()) {
+        } else if let Err(e) = read {
             errors.push(err(&key, e.to_string().trim().replace('\n', " ")));
             ok = false;
         }
@@ -599,7 +665,7 @@ pub fn all_keys() -> Vec<String> {
                 toml::Value::Table(sub) => walk(sub, &key, out),
                 // `[[rules]]` are tables in a file, not a value a flag or
                 // variable sets.
-                _ if key == "rules" => {}
+                _ if key == "rules" || key == "sites" => {}
                 _ => out.push(key),
             }
         }
@@ -1049,7 +1115,8 @@ impl Config {
             access_log,
             access_log_format,
             symlinks,
-            serve: self.serve_options(compression, &mut e),
+            serve: self.serve_options(compression.clone(), &mut e),
+            sites: self.sites(compression, &mut e),
             trusted_proxies: self
                 .trusted_proxies
                 .iter()
@@ -1163,7 +1230,7 @@ impl Config {
         {
             e.push(err("cache_control", "must not contain control characters"));
         }
-        let rules = self.site_rules(e);
+        let rules = self.site_rules(&self.rules, "rules", e);
         decide::Options {
             rules: std::sync::Arc::new(rules),
             index: self.index.clone(),
@@ -1191,15 +1258,20 @@ impl Config {
     /// and `spa`: every path's one-liners, after which a `[[rules]]`
     /// table's redirect, `try_files` or `cors` for a path comes first, and
     /// a `headers` line sets its field last.
-    fn site_rules(&self, e: &mut Vec<ConfigError>) -> siterules::Rules {
+    fn site_rules(
+        &self,
+        rules: &[siterules::RuleSpec],
+        key: &str,
+        e: &mut Vec<ConfigError>,
+    ) -> siterules::Rules {
         use siterules::{CorsSpec, RuleSpec, Rules};
-        if let Err(errors) = Rules::compile(&self.rules) {
+        if let Err(errors) = Rules::compile(rules) {
             for x in errors {
-                e.push(err(&format!("rules[{}].{}", x.rule, x.field), x.message));
+                e.push(err(&format!("{key}[{}].{}", x.rule, x.field), x.message));
             }
             return Rules::default();
         }
-        let mut specs = self.rules.clone();
+        let mut specs = rules.to_vec();
         let one_liner =
             |key: &str, spec: RuleSpec, specs: &mut Vec<RuleSpec>, e: &mut Vec<ConfigError>| {
                 match Rules::compile(std::slice::from_ref(&spec)) {
@@ -1267,6 +1339,61 @@ impl Config {
             one_liner("spa", spa, &mut specs, e);
         }
         Rules::compile(&specs).unwrap_or_default()
+    }
+}
+
+impl Config {
+    /// The `[[sites]]`: each the top-level serving options with its own
+    /// rules. A name may belong to one site only.
+    fn sites(
+        &self,
+        compression: Option<CompressionOptions>,
+        e: &mut Vec<ConfigError>,
+    ) -> Vec<Site> {
+        let mut seen: Vec<(siterules::HostPattern, usize)> = Vec::new();
+        let mut out = Vec::new();
+        for (i, site) in self.sites.iter().enumerate() {
+            let n = i + 1;
+            let key = |field: &str| format!("sites[{n}].{field}");
+            if site.hosts.is_empty() {
+                e.push(err(
+                    &key("hosts"),
+                    "names no host: which requests is this site for?",
+                ));
+            }
+            if site.root.as_os_str().is_empty() {
+                e.push(err(&key("root"), "must be set: the site's directory"));
+            }
+            let mut hosts = Vec::new();
+            for h in &site.hosts {
+                match siterules::HostPattern::parse(h) {
+                    Ok(p) => {
+                        if let Some((_, other)) = seen.iter().find(|(q, _)| *q == p) {
+                            e.push(err(
+                                &key("hosts"),
+                                format!("`{h}` is also a name of sites[{other}]"),
+                            ));
+                        }
+                        seen.push((p.clone(), n));
+                        hosts.push(p);
+                    }
+                    Err(m) => e.push(err(&key("hosts"), m)),
+                }
+            }
+            let mut serve = self.serve_options(compression.clone(), &mut Vec::new());
+            // The one-liners' problems are reported once, by the default site.
+            let mut problems = Vec::new();
+            let prefix = format!("sites[{n}].rules");
+            let rules = self.site_rules(&site.rules, &prefix, &mut problems);
+            e.extend(problems.into_iter().filter(|p| p.key.starts_with(&prefix)));
+            serve.rules = std::sync::Arc::new(rules);
+            out.push(Site {
+                hosts,
+                root: site.root.clone(),
+                serve,
+            });
+        }
+        out
     }
 }
 

@@ -40,6 +40,8 @@ struct Conn {
     path: Vec<u8>,
     /// Its satisfiable ranges.
     ranges: Vec<ByteRange>,
+    /// The site whose manager `out` reads through (`None`: the default).
+    site: Option<usize>,
 }
 
 /// Serves one accepted connection until it closes.
@@ -56,6 +58,7 @@ pub async fn serve(ctx: Rc<ConnContext>, stream: TcpStream, peer: SocketAddr) {
         out: Output::new(stream, files, send_timeout),
         path: Vec::with_capacity(128),
         ranges: Vec::new(),
+        site: None,
     };
     match c.run().await {
         Ok(Ended::Closed) => {}
@@ -299,10 +302,17 @@ impl Conn {
     ) -> io::Result<()> {
         // Rc clone (not the Arc inside): no shared atomic write per request.
         let ctx = self.ctx.clone();
-        let fm = ctx.files().manager();
+        let site = self.live.s.site_for(req.head.host);
+        let fm = ctx.files().manager_for(site);
+        if site != self.site {
+            // The file is read through the manager that opened it.
+            self.out.files = fm.clone();
+            self.site = site;
+        }
         let mut check = Check::BeforeSendUpTo(crate::send::COPY_MAX);
         let mut head = req.head;
-        if !self.live.s.serve.rules.is_empty() {
+        let serve = site.map_or(&self.live.s.serve, |i| &self.live.s.sites[i].serve);
+        if !serve.rules.is_empty() {
             // What the site's rules judge: the client behind trusted proxies.
             head.client = Some(crate::http::forwarded::client_addr(
                 self.peer.ip(),
@@ -312,7 +322,6 @@ impl Conn {
             ));
         }
         loop {
-            let serve = &self.live.s.serve;
             let decision = decide::decide_checked(fm, serve, check, &head, &mut self.path).await;
             let plan = decision.plan(&head, &mut self.ranges);
             framing.keep_alive &= !plan.close;

@@ -6,17 +6,25 @@
 use crate::config::Settings;
 use std::io;
 
-/// File access beneath the root.
+/// File access beneath the root, and beneath each virtual host's.
 #[derive(Debug)]
 pub struct Files {
     fm: filemanager::FileManager,
+    /// One manager per `[[sites]]` root, in the order of `Settings::sites`
+    /// at start (a root changes only with a restart).
+    sites: Vec<filemanager::FileManager>,
 }
 
 impl Files {
     /// Applies the `[cache]` settings of `s` to the running cache (SIGHUP);
     /// returns the entries evicted at once by lower bounds.
     pub fn set_cache_limits(&self, s: &Settings) -> usize {
-        self.fm.set_cache_limits(s.cache.clone())
+        let sites: usize = self
+            .sites
+            .iter()
+            .map(|fm| fm.set_cache_limits(s.cache.clone()))
+            .sum();
+        self.fm.set_cache_limits(s.cache.clone()) + sites
     }
 
     /// The cache settings in use (`max_open` as capped by the fd budget).
@@ -24,10 +32,27 @@ impl Files {
         self.fm.cache_config()
     }
 
-    /// Starts the file manager (raises RLIMIT_NOFILE, picks the backend).
+    /// Starts the file managers (raises RLIMIT_NOFILE, picks the backend):
+    /// the default root's and one per site. The cache bounds and
+    /// `fd_budget` are each root's.
     pub fn new(s: &Settings) -> io::Result<Files> {
-        let config = filemanager::Config {
-            root: s.root.clone(),
+        let manager = |root: &std::path::Path| {
+            filemanager::FileManager::new(Files::config(s, root))
+                .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", root.display())))
+        };
+        Ok(Files {
+            fm: filemanager::FileManager::new(Files::config(s, &s.root))?,
+            sites: s
+                .sites
+                .iter()
+                .map(|site| manager(&site.root))
+                .collect::<io::Result<_>>()?,
+        })
+    }
+
+    fn config(s: &Settings, root: &std::path::Path) -> filemanager::Config {
+        filemanager::Config {
+            root: root.to_path_buf(),
             shards: s.workers.max(1),
             backend: s.io_backend,
             symlinks: s.symlinks,
@@ -38,10 +63,7 @@ impl Files {
             raise_nofile: true,
             reaper_thread: true,
             watch_changes: s.watch_changes,
-        };
-        Ok(Files {
-            fm: filemanager::FileManager::new(config)?,
-        })
+        }
     }
 
     /// The tower Service for the hyper listeners, answering with `s`'s
@@ -50,9 +72,23 @@ impl Files {
         servedir::ServeDir::with_options(self.fm.clone(), s.serve.clone())
     }
 
-    /// The file manager itself.
+    /// Each site's Service, in the order of `s.sites`.
+    pub fn site_services(&self, s: &Settings) -> Vec<servedir::ServeDir> {
+        self.sites
+            .iter()
+            .zip(&s.sites)
+            .map(|(fm, site)| servedir::ServeDir::with_options(fm.clone(), site.serve.clone()))
+            .collect()
+    }
+
+    /// The default root's file manager.
     pub fn manager(&self) -> &filemanager::FileManager {
         &self.fm
+    }
+
+    /// The file manager of `site` (`Settings::site_for`), or the default.
+    pub fn manager_for(&self, site: Option<usize>) -> &filemanager::FileManager {
+        site.and_then(|i| self.sites.get(i)).unwrap_or(&self.fm)
     }
 
     /// Backend that runs and why.
@@ -77,10 +113,12 @@ impl Files {
     /// Sets up the calling worker thread's I/O state (its io_uring) at
     /// start, so the worker's descriptors do not appear mid-traffic.
     pub fn attach_worker(&self) -> io::Result<()> {
+        self.sites.iter().try_for_each(|fm| fm.attach_worker())?;
         self.fm.attach_worker()
     }
 
-    /// Publishes the file layer's counters (prefix `fileserver`).
+    /// Publishes the file layer's counters (prefix `fileserver`): the
+    /// default root's.
     pub fn export_metrics(&self, prefix: &str) {
         self.fm.export_metrics(prefix);
     }

@@ -314,7 +314,7 @@ impl hyper::service::Service<Request<Incoming>> for Responder {
         let t0 = Instant::now();
         let in_flight = InFlight::new(&self.activity);
         let live = self.live();
-        if !live.s.serve.rules.is_empty() {
+        if !live.s.serve.rules.is_empty() || !live.s.sites.is_empty() {
             // What the site's rules judge: the client behind trusted
             // proxies, and the scheme.
             let header = |name: &str| req.headers().get(name).map(HeaderValue::as_bytes);
@@ -332,7 +332,8 @@ impl hyper::service::Service<Request<Incoming>> for Responder {
         let request = RequestFields::of(&req, live.access.is_some());
         let rejected = host_rule(&req).err();
         let h2 = req.version() == http::Version::HTTP_2;
-        let mut files = live.files.clone();
+        let host = servedir::request_host(req.version(), req.uri(), req.headers());
+        let mut files = live.service_for(host).clone();
         let (ctx, peer, version) = (self.ctx.clone(), self.peer, self.version);
         let gate = self.budget.clone().map(Gate::new);
         Box::pin(async move {

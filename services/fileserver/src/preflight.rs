@@ -47,13 +47,29 @@ pub fn check(s: &Settings) -> Vec<ConfigError> {
             e.push(problem(&key, m));
         }
     }
-    for (n, status, page) in s.serve.rules.error_pages() {
-        let file = s.root.join(page.trim_start_matches('/'));
-        if !file.is_file() {
-            e.push(problem(
-                &format!("rules[{n}].error_pages"),
-                format!("the page for {status}, `{page}`, is not a file under the root"),
-            ));
+    let default_site = (&s.root, &s.serve.rules, "rules".to_string());
+    let sites = s.sites.iter().enumerate().map(|(i, site)| {
+        (
+            &site.root,
+            &site.serve.rules,
+            format!("sites[{}].rules", i + 1),
+        )
+    });
+    for (n, (root, rules, key)) in std::iter::once(default_site).chain(sites).enumerate() {
+        if n > 0 {
+            if let Err(m) = check_root(root) {
+                e.push(problem(&format!("sites[{n}].root"), m));
+                continue;
+            }
+        }
+        for (rule, status, page) in rules.error_pages() {
+            let file = root.join(page.trim_start_matches('/'));
+            if !file.is_file() {
+                e.push(problem(
+                    &format!("{key}[{rule}].error_pages"),
+                    format!("the page for {status}, `{page}`, is not a file under the root"),
+                ));
+            }
         }
     }
     if let AccessLog::File(p) = &s.access_log {

@@ -315,6 +315,23 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
     for (i, rule) in s.serve.rules.describe().iter().enumerate() {
         tracing::info!("rule {}: {rule}", i + 1);
     }
+    for (i, site) in s.sites.iter().enumerate() {
+        let hosts: Vec<String> = site
+            .hosts
+            .iter()
+            .map(|h| match h {
+                siterules::HostPattern::Exact(n) => n.clone(),
+                siterules::HostPattern::Wildcard(suffix) => format!("*{suffix}"),
+            })
+            .collect();
+        tracing::info!(
+            "site {}: {} root={} rules={}",
+            i + 1,
+            hosts.join(","),
+            site.root.display(),
+            site.serve.rules.len()
+        );
+    }
 
     let code = rt.block_on(main_loop(
         shared.clone(),
@@ -335,6 +352,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
         s: last.s.clone(),
         access: None,
         files: last.files.clone(),
+        sites: last.sites.clone(),
     });
     drop(last);
     let handles: Vec<_> =
@@ -513,6 +531,20 @@ fn reload(
         }
     }
     let mut new = new;
+    // Each site's root has its manager since start: a changed list of
+    // sites (names or roots) waits for a restart; their rules reload.
+    let site_key = |s: &Settings| -> Vec<_> {
+        s.sites
+            .iter()
+            .map(|x| (x.hosts.clone(), x.root.clone()))
+            .collect()
+    };
+    if site_key(&new) != site_key(started) {
+        tracing::warn!(
+            "reload: `[[sites]]` names or roots changed but only take effect after a restart"
+        );
+        new.sites = started.sites.clone();
+    }
     // Keep the values that cannot change while running.
     new.root = started.root.clone();
     new.listen = started.listen;

@@ -26,6 +26,18 @@ pub struct Live {
     /// The Service the hyper listeners (HTTPS, h2c) answer with, built
     /// from these settings.
     pub files: servedir::ServeDir,
+    /// Each site's, in the order of `s.sites`.
+    pub sites: Vec<servedir::ServeDir>,
+}
+
+impl Live {
+    /// The Service for a request naming `host`: its site's or the default.
+    pub fn service_for(&self, host: Option<&[u8]>) -> &servedir::ServeDir {
+        self.s
+            .site_for(host)
+            .and_then(|i| self.sites.get(i))
+            .unwrap_or(&self.files)
+    }
 }
 
 /// State shared by all workers and the main thread.
@@ -187,6 +199,7 @@ pub(crate) fn make_live(
             s: s.clone(),
             access,
             files: files.service(s),
+            sites: files.site_services(s),
         },
         handle,
     ))

@@ -894,7 +894,7 @@ fn the_shipped_recipes_check_and_work() {
         .map(|e| e.unwrap().path())
         .collect();
     names.sort();
-    assert!(names.len() >= 5, "{names:?}");
+    assert!(names.len() >= 6, "{names:?}");
     for file in &names {
         let out = Command::new(common::bin())
             .args(["check-config", "--values-only"])
@@ -973,5 +973,118 @@ fn the_shipped_recipes_check_and_work() {
     assert_eq!(
         curl_plain(&d, "/", &["-H", "Host: elsewhere.example"]).status,
         404
+    );
+}
+
+/// `[[sites]]`: each name gets its own root and rules, on every daemon
+/// listener; any other name gets the default site, and no site reaches
+/// another's files.
+fn virtual_hosts_have_their_own_roots_and_rules(l: Listener) {
+    let default = Tree::new();
+    default.write("index.html", b"default site");
+    default.write("only-default.txt", b"default's own");
+    default.write("secret/x.txt", b"default secret is public here");
+    let a = Tree::new();
+    a.write("index.html", b"site a");
+    a.write("secret/x.txt", b"a's secret");
+    let b = Tree::new();
+    b.write("index.html", b"site b");
+    b.write("404.html", b"b's own 404");
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("sites.toml");
+    std::fs::write(
+        &file,
+        format!(
+            r#"
+[[sites]]
+hosts = ["a.example", "*.a.example"]
+root = "{}"
+
+[[sites.rules]]
+path = "/secret/**"
+deny = ["all"]
+
+[[sites]]
+hosts = ["b.example"]
+root = "{}"
+rules = [{{ path = "/**", error_pages = {{ "404" = "/404.html" }} }}]
+"#,
+            a.root.display(),
+            b.root.display()
+        ),
+    )
+    .unwrap();
+    let config = file.display().to_string();
+    let server = Server::start(l.kind(), &default.root, &["--config", &config]);
+    let s = Site {
+        tree: default,
+        server,
+        listener: l,
+        _config: dir,
+    };
+    let host = |name: &str, path: &str| {
+        // curl --resolve keeps the URL's authority for HTTP/2's :authority.
+        let r = s.curl(path, &["-H", &format!("Host: {name}")]);
+        (r.status, r.text())
+    };
+    assert_eq!(host("a.example", "/"), (200, "site a".into()));
+    assert_eq!(host("www.a.example:8443", "/"), (200, "site a".into()));
+    assert_eq!(host("B.Example", "/"), (200, "site b".into()));
+    assert_eq!(host("unknown.example", "/"), (200, "default site".into()));
+    assert_eq!(host("a.example", "/secret/x.txt").0, 403);
+    assert_eq!(
+        host("other.example", "/secret/x.txt"),
+        (200, "default secret is public here".into())
+    );
+    assert_eq!(host("b.example", "/nope"), (404, "b's own 404".into()));
+    assert_eq!(host("a.example", "/only-default.txt").0, 404);
+    assert_eq!(
+        host("b.example", "/only-default.txt"),
+        (404, "b's own 404".into())
+    );
+}
+
+mod virtual_hosts {
+    use super::Listener;
+    #[test]
+    fn plain() {
+        super::virtual_hosts_have_their_own_roots_and_rules(Listener::Plain)
+    }
+    #[test]
+    fn h2c() {
+        super::virtual_hosts_have_their_own_roots_and_rules(Listener::H2c)
+    }
+    #[test]
+    fn https_h2() {
+        super::virtual_hosts_have_their_own_roots_and_rules(Listener::HttpsH2)
+    }
+    #[test]
+    fn https_h1() {
+        super::virtual_hosts_have_their_own_roots_and_rules(Listener::HttpsH1)
+    }
+}
+
+#[test]
+fn check_config_refuses_overlapping_and_nameless_sites() {
+    let other = Tree::new();
+    let (code, err) = check_config(&format!(
+        "[[sites]]\nhosts = [\"a.example\"]\nroot = \"{0}\"\n\
+         [[sites]]\nhosts = [\"A.example\", \"bad host\"]\nroot = \"{0}\"\n\
+         [[sites]]\nroot = \"/no/such/dir\"\n",
+        other.root.display()
+    ));
+    assert_eq!(code, Some(2), "{err}");
+    for needle in [
+        "`sites[2].hosts`: `A.example` is also a name of sites[1]",
+        "`sites[2].hosts`: `bad host` is not a host name",
+        "`sites[3].hosts`: names no host",
+    ] {
+        assert!(err.contains(needle), "missing {needle:?} in:\n{err}");
+    }
+    let (code, err) = check_config("[[sites]]\nhosts = [\"a.example\"]\nroot = \"/no/such/dir\"\n");
+    assert_eq!(code, Some(2));
+    assert!(
+        err.contains("`sites[1].root`") && err.contains("/no/such/dir"),
+        "{err}"
     );
 }
