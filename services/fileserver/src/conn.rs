@@ -310,20 +310,26 @@ impl Conn {
             self.site = site;
         }
         let mut check = Check::BeforeSendUpTo(crate::send::COPY_MAX);
-        let mut head = req.head;
         let serve = site.map_or(&self.live.s.serve, |i| &self.live.s.sites[i].serve);
-        if !serve.rules.is_empty() {
+        let with_client;
+        let head = if serve.rules.is_empty() {
+            &req.head
+        } else {
             // What the site's rules judge: the client behind trusted proxies.
-            head.client = Some(crate::http::forwarded::client_addr(
-                self.peer.ip(),
-                &self.live.s.trusted_proxies,
-                req.forwarded,
-                req.x_forwarded_for,
-            ));
-        }
+            with_client = httpfile::RequestHead {
+                client: Some(crate::http::forwarded::client_addr(
+                    self.peer.ip(),
+                    &self.live.s.trusted_proxies,
+                    req.forwarded,
+                    req.x_forwarded_for,
+                )),
+                ..req.head
+            };
+            &with_client
+        };
         loop {
-            let decision = decide::decide_checked(fm, serve, check, &head, &mut self.path).await;
-            let plan = decision.plan(&head, &mut self.ranges);
+            let decision = decide::decide_checked(fm, serve, check, head, &mut self.path).await;
+            let plan = decision.plan(head, &mut self.ranges);
             framing.keep_alive &= !plan.close;
             let file = decision.representation();
             match file {

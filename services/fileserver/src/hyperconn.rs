@@ -330,9 +330,9 @@ impl hyper::service::Service<Request<Incoming>> for Responder {
             }
         }
         let request = RequestFields::of(&req, live.access.is_some());
-        let rejected = host_rule(&req).err();
-        let h2 = req.version() == http::Version::HTTP_2;
         let host = servedir::request_host(req.version(), req.uri(), req.headers());
+        let rejected = host_rule(&req, host).err();
+        let h2 = req.version() == http::Version::HTTP_2;
         let mut files = live.service_for(host).clone();
         let (ctx, peer, version) = (self.ctx.clone(), self.peer, self.version);
         let gate = self.budget.clone().map(Gate::new);
@@ -384,9 +384,9 @@ impl hyper::service::Service<Request<Incoming>> for Responder {
 /// `Host` as RFC 9112 3.2 and RFC 9113 8.3.1 require it
 /// ([`httpfile::head::check_host`], what the HTTP/1.1 engine's parser
 /// applies): HTTP/1.1 names one valid `Host`, HTTP/2 a valid authority.
-fn host_rule(req: &Request<Incoming>) -> Result<(), &'static str> {
+/// `host` is the one that counts (`servedir::request_host`).
+fn host_rule(req: &Request<Incoming>, host: Option<&[u8]>) -> Result<(), &'static str> {
     let hosts = req.headers().get_all(http::header::HOST).iter().count();
-    let host = servedir::request_host(req.version(), req.uri(), req.headers());
     httpfile::head::check_host(req.version() == http::Version::HTTP_11, hosts, host)
 }
 
