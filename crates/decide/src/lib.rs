@@ -327,7 +327,16 @@ pub async fn decide_checked<'a>(
         _ => None,
     };
     d.answer = match matched.filter(|m| !m.is_empty()) {
-        None => answer(fm, options, check, &d.policy, head, norm).await,
+        None => match answer(fm, options, check, &d.policy, head, norm).await {
+            // No rule names this path, but a symlink may lead into a
+            // guarded tree: judged by where the file really is.
+            Answer::File(r)
+                if rules.has_guards() && !real_path_permitted(fm, options, head, &r) =>
+            {
+                Answer::Plan(Box::new(plan::error(head.method, 403, "")))
+            }
+            a => a,
+        },
         Some(m) => {
             let rel = norm.map(|p| p.rel).unwrap_or_default();
             by_rules(fm, options, check, head, norm, rel, &m, &mut d).await
@@ -365,12 +374,14 @@ async fn by_rules<'a>(
 ) -> Answer<'a> {
     let method = head.method;
     m.header_edits(&mut d.edits);
-    // A malformed request is answered as such, rules or not.
-    if let Route::Respond(p) = plan::route(head, norm, &d.policy) {
-        if p.status == 400 {
-            return Answer::Plan(Box::new(p));
-        }
-    }
+    // What no rule changes: a malformed request (400), a method other than
+    // GET, HEAD and OPTIONS (405). A dotfile's 404 goes on to the error
+    // page; OPTIONS to CORS.
+    let options_204 = match plan::route(head, norm, &d.policy) {
+        Route::Respond(p) if p.status == 204 => Some(p),
+        Route::Respond(p) if p.status != 404 => return Answer::Plan(Box::new(p)),
+        _ => None,
+    };
     match m.gate(head.client, head.authorization) {
         Gate::Pass => {}
         Gate::Deny => return error_page(fm, options, check, head, m, d, 403).await,
@@ -409,6 +420,9 @@ async fn by_rules<'a>(
             return Answer::Plan(Box::new(p));
         }
         cors.response_edits(head.origin, &mut d.edits);
+    }
+    if let Some(p) = options_204 {
+        return Answer::Plan(Box::new(p));
     }
     if let Some((status, url)) = m.redirect(&facts, head.target) {
         d.location = Some(url);

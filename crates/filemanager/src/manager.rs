@@ -253,8 +253,13 @@ impl FileManager {
     /// (`a/b.txt`), as the kernel names its open descriptor: not
     /// `file.path()` when a symlink led there. `None` where the system
     /// does not say (Linux's `/proc` does; other systems here do not) or
-    /// the file is not beneath the root's current directory.
+    /// the file is not beneath the root's current directory; `None` too
+    /// under `SymlinkPolicy::Deny`, where no link is followed and the path
+    /// is where the file is.
     pub fn real_path(&self, file: &crate::CachedFile) -> Option<String> {
+        if self.shared.policy == crate::SymlinkPolicy::Deny {
+            return None;
+        }
         #[cfg(target_os = "linux")]
         {
             use std::os::fd::{AsFd, AsRawFd, BorrowedFd};

@@ -326,6 +326,17 @@ fn clean_urls_spa_fallback_and_error_pages(l: Listener) {
         Some("23"),
         "the page's length: {r:?}"
     );
+    // Rules change no method's answer: POST is 405 (a rewrite or
+    // try_files serves nothing to it), OPTIONS 204 with Allow.
+    let r = s.curl("/docs/intro", &["-X", "POST"]);
+    assert_eq!(r.status, 405, "{r:?}");
+    assert!(!r.text().contains("intro"));
+    let r = s.curl("/app/users/42", &["-X", "OPTIONS"]);
+    assert_eq!(
+        (r.status, r.header("allow")),
+        (204, Some("GET, HEAD, OPTIONS")),
+        "{r:?}"
+    );
     // Conditionals and ranges apply to resources, not to an error's page.
     let r = s.curl(
         "/no/such/page",
@@ -659,6 +670,14 @@ rewrite = "/docs/{1}"
         curl_plain(&d, "/guide.html", &["-H", "Host: other.example"]).status,
         404
     );
+    // A rewrite serves nothing to a method files are not served to.
+    let post = curl_plain(
+        &d,
+        "/guide.html",
+        &["-X", "POST", "-H", "Host: docs.example"],
+    );
+    assert_eq!(post.status, 405, "{post:?}");
+    assert!(!post.text().contains("guide"));
 }
 
 /// Runs `fileserver check-config` on `text` with a root holding
@@ -1087,4 +1106,33 @@ fn check_config_refuses_overlapping_and_nameless_sites() {
         err.contains("`sites[1].root`") && err.contains("/no/such/dir"),
         "{err}"
     );
+}
+
+/// A guard on one tree, and no rule anywhere else: a symlink elsewhere
+/// into the tree is judged by where its file really is.
+#[test]
+fn a_symlink_into_a_guarded_tree_is_refused_where_no_rule_matches() {
+    let tree = Tree::new();
+    tree.write("private/secret.txt", b"the secret");
+    tree.write("public/ok.txt", b"ok");
+    std::os::unix::fs::symlink("../private/secret.txt", tree.root.join("public/link.txt")).unwrap();
+    std::os::unix::fs::symlink("../private", tree.root.join("public/dirlink")).unwrap();
+    let config = tempfile::tempdir().unwrap();
+    let file = config.path().join("c.toml");
+    let hash = bcrypt::hash(PASSWORD, 4).unwrap();
+    std::fs::write(
+        &file,
+        format!(
+            "[[rules]]\npath = \"/private/**\"\n\
+             basic_auth = {{ realm = \"r\", users = {{ alice = \"{hash}\" }} }}\n"
+        ),
+    )
+    .unwrap();
+    let d = common::Daemon::start(&tree.root, &["--config", file.to_str().unwrap()]);
+    assert_eq!(curl_plain(&d, "/public/ok.txt", &[]).text(), "ok");
+    for path in ["/public/link.txt", "/public/dirlink/secret.txt"] {
+        let r = curl_plain(&d, path, &[]);
+        assert_eq!(r.status, 403, "{path}: {r:?}");
+        assert!(!r.text().contains("the secret"), "{path}");
+    }
 }
