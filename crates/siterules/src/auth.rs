@@ -3,9 +3,10 @@
 //! A bcrypt check costs tens of milliseconds of CPU by design, far more
 //! than serving a file, so a credential that verified is remembered
 //! (bounded, per rule) and later requests with the same `Authorization`
-//! pass with a compare. Credentials that fail are never remembered, and an
-//! unknown user costs the same bcrypt work as a known one, so timing tells
-//! neither whether a name exists nor how much of a password was right.
+//! pass with a constant-time compare. Credentials that fail are never
+//! remembered, and an unknown user costs the same bcrypt work as a known
+//! one, so timing tells neither whether a name exists nor how much of a
+//! password was right.
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Mutex;
@@ -80,10 +81,17 @@ impl BasicAuth {
         &self.challenge
     }
 
-    /// `authorization` verified before (a compare, no bcrypt).
+    /// `authorization` verified before (a compare, no bcrypt). Constant
+    /// time in the bytes compared, and every remembered value is compared:
+    /// the time says nothing of how much of a remembered credential a
+    /// guess got right.
     pub fn is_verified(&self, authorization: &[u8]) -> bool {
+        use subtle::ConstantTimeEq;
         let v = self.verified.lock().unwrap_or_else(|p| p.into_inner());
-        v.iter().any(|k| k.as_slice() == authorization)
+        v.iter().fold(false, |found, k| {
+            found
+                | (k.len() == authorization.len() && bool::from(k.as_slice().ct_eq(authorization)))
+        })
     }
 
     /// `authorization` is a `Basic` credential at all (else it fails

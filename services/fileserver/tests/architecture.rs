@@ -115,7 +115,7 @@ const RULES: &[Rule] = &[
         required: true,
         // Matching and rendering only: it opens no file and runs no task
         // (decide runs its password checks on the blocking pool).
-        limit: Limit::Only(&["httpfile", "serde", "bcrypt"]),
+        limit: Limit::Only(&["httpfile", "serde", "bcrypt", "subtle"]),
         why: "siterules matches and renders a site's rules: no file, socket or runtime",
     },
     Rule {
@@ -531,7 +531,11 @@ fn good_workspace() -> Packages {
         ("pathcache", true, &["announce", "foldhash"]),
         ("filemanager", true, &["fdtable", "pathcache", "tokio"]),
         ("httpfile", true, &["httpdate", "mime_guess"]),
-        ("siterules", true, &["httpfile", "serde", "bcrypt"]),
+        (
+            "siterules",
+            true,
+            &["httpfile", "serde", "bcrypt", "subtle"],
+        ),
         ("servedir", true, &["filemanager", "httpfile", "http"]),
         ("fileserver", true, &["servedir", "hyper"]),
     ])
