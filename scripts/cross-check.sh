@@ -7,14 +7,15 @@
 #
 # What each target checks (the README's "Platforms" says what runs there):
 #   macOS, FreeBSD: announce fdtable pathcache filemanager httpfile siterules decide servedir
+#                   and the fdwarden facade (packages fdwarden-*)
 #   Windows:        announce pathcache httpfile siterules (fdtable, filemanager, decide and
 #                   servedir hold Unix descriptors; not ported yet)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 unix_targets=(x86_64-apple-darwin aarch64-apple-darwin x86_64-unknown-freebsd)
 windows_targets=(x86_64-pc-windows-gnu)
-unix_crates=(-p announce -p fdtable -p pathcache -p filemanager -p httpfile -p siterules -p decide -p servedir)
-windows_crates=(-p announce -p pathcache -p httpfile -p siterules)
+unix_crates=(-p fdwarden-announce -p fdwarden-fdtable -p fdwarden-pathcache -p fdwarden-filemanager -p fdwarden-httpfile -p fdwarden-siterules -p fdwarden-decide -p fdwarden-servedir -p fdwarden)
+windows_crates=(-p fdwarden-announce -p fdwarden-pathcache -p fdwarden-httpfile -p fdwarden-siterules)
 
 installed=$(rustup target list --installed)
 for t in "${unix_targets[@]}" "${windows_targets[@]}"; do

@@ -16,12 +16,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-120}
 export FUZZ_CASES=${FUZZ_CASES:-20000}
-cargo test -q -p httpfile --test fuzz --no-run
+cargo test -q -p fdwarden-httpfile --test fuzz --no-run
 cargo test -q -p fileserver --test reliability_fuzz --no-run
 end=$(( $(date +%s) + secs ))
 rounds=0
 while [ "$(date +%s)" -lt "$end" ]; do
-    cargo test -q -p httpfile --test fuzz -- --test-threads=2
+    cargo test -q -p fdwarden-httpfile --test fuzz -- --test-threads=2
     cargo test -q -p fileserver --test reliability_fuzz -- --test-threads=2
     rounds=$((rounds + 1))
 done

@@ -13,4 +13,4 @@ for crate in announce fdtable pathcache; do
   fi
 done
 # Models kept beside the code they check (crate-private types).
-cargo test --release -p pathcache --lib -- copy::loom_tests
+cargo test --release -p fdwarden-pathcache --lib -- copy::loom_tests

@@ -28,8 +28,8 @@ if ! cargo +nightly miri --version >/dev/null 2>&1; then
 fi
 export MIRIFLAGS="-Zmiri-permissive-provenance -Zmiri-ignore-leaks ${MIRIFLAGS:-}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-target}/miri"
-cargo +nightly miri test -p pathcache --test reuse
-cargo +nightly miri test -p pathcache --lib -- table:: entry::tests refcount:: copy::tests
-cargo +nightly miri test -p fdtable --lib
-cargo +nightly miri test -p fdtable --test api -- --skip os_files
-cargo +nightly miri test -p announce --lib
+cargo +nightly miri test -p fdwarden-pathcache --test reuse
+cargo +nightly miri test -p fdwarden-pathcache --lib -- table:: entry::tests refcount:: copy::tests
+cargo +nightly miri test -p fdwarden-fdtable --lib
+cargo +nightly miri test -p fdwarden-fdtable --test api -- --skip os_files
+cargo +nightly miri test -p fdwarden-announce --lib

@@ -5,7 +5,7 @@
 //! Every execution starts with a fresh registry, so each reader also races
 //! its first `mine` (the lease and the raise of `high`) with the releaser.
 //!
-//! Run: `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 cargo test --release -p announce --test loom`
+//! Run: `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 cargo test --release -p fdwarden-announce --test loom`
 #![cfg(loom)]
 
 use loom::cell::UnsafeCell;

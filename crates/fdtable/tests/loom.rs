@@ -1,5 +1,5 @@
 //! Loom model checks of the table's concurrent paths (run by
-//! `scripts/loom.sh`: `RUSTFLAGS="--cfg loom" cargo test --release -p fdtable --test loom`).
+//! `scripts/loom.sh`: `RUSTFLAGS="--cfg loom" cargo test --release -p fdwarden-fdtable --test loom`).
 //!
 //! Each test builds a tiny table inside the model so every atomic access of
 //! the state words, deferred lists and claim flags is explored, and checks

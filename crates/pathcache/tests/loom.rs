@@ -4,7 +4,7 @@
 //! not modeled: a lookup here pins an address the way a lookup pins what it
 //! read from a slot, which may be stale by then (removed, freed, reused).
 //!
-//! Run: `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 cargo test --release -p pathcache --test loom`
+//! Run: `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 cargo test --release -p fdwarden-pathcache --test loom`
 #![cfg(loom)]
 
 use loom::sync::atomic::{AtomicUsize, Ordering};

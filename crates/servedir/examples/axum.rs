@@ -2,7 +2,7 @@
 //! `/static`, serving a directory through `filemanager`:
 //!
 //! ```text
-//! cargo run -p servedir --example axum -- [DIR] [ADDR]     (default: . 127.0.0.1:3000)
+//! cargo run -p fdwarden-servedir --example axum -- [DIR] [ADDR]     (default: . 127.0.0.1:3000)
 //! curl http://127.0.0.1:3000/api/health
 //! curl -I http://127.0.0.1:3000/static/README.md
 //! ```

@@ -1,7 +1,7 @@
 //! The file service on a bare hyper-util server (no framework):
 //!
 //! ```text
-//! cargo run -p servedir --example hyper -- [DIR] [ADDR]    (default: . 127.0.0.1:3000)
+//! cargo run -p fdwarden-servedir --example hyper -- [DIR] [ADDR]    (default: . 127.0.0.1:3000)
 //! curl -I http://127.0.0.1:3000/README.md
 //! ```
 

@@ -202,7 +202,7 @@ fn workspace_packages() -> Packages {
     let meta: serde_json::Value = serde_json::from_slice(&out.stdout).expect("metadata is JSON");
     let mut packages = Packages::new();
     for p in meta["packages"].as_array().expect("a package list") {
-        let name = p["name"].as_str().expect("a package name").to_owned();
+        let name = family_member(p["name"].as_str().expect("a package name"));
         let lib = p["targets"].as_array().is_some_and(|targets| {
             targets.iter().any(|t| {
                 t["kind"].as_array().is_some_and(|kinds| {
@@ -220,11 +220,21 @@ fn workspace_packages() -> Packages {
             .expect("a dependency list")
             .iter()
             .filter(|d| d["kind"].as_str() != Some("dev"))
-            .map(|d| d["name"].as_str().expect("a dependency name").to_owned())
+            .map(|d| family_member(d["name"].as_str().expect("a dependency name")))
             .collect();
         packages.insert(name, Package { lib, deps });
     }
     packages
+}
+
+/// The name the rules use for a package: the library name a member of the
+/// family is published under `fdwarden-` with (`fdwarden-filemanager` is
+/// `filemanager`, what the code calls it); other names as they are.
+fn family_member(package: &str) -> String {
+    package
+        .strip_prefix("fdwarden-")
+        .unwrap_or(package)
+        .to_owned()
 }
 
 /// Module graph of a crate: top-level module -> the top-level modules it
