@@ -485,7 +485,7 @@ fn real_path_permitted(
     real == r.file.path().trim_start_matches('/')
         || options
             .rules
-            .permits(&facts(head, &real), head.client, head.authorization)
+            .permits(&facts(head, real), head.client, head.authorization)
 }
 
 /// The answer for `target` (a rewrite, a `try_files` entry: a decoded

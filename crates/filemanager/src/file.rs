@@ -92,6 +92,9 @@ pub struct FileValue {
     /// The watcher's epoch when the descriptor was last checked against
     /// its metadata (0: never; see `watch.rs`).
     stamp: AtomicU64,
+    /// Where the file really lies beneath the root, asked once
+    /// (`FileManager::real_path`): a changed file or link is a new value.
+    real_path: OnceLock<Option<Box<str>>>,
     _budget: BudgetToken,
 }
 
@@ -103,8 +106,17 @@ impl FileValue {
             rings: AtomicU64::new(0),
             size,
             stamp: AtomicU64::new(0),
+            real_path: OnceLock::new(),
             _budget: budget,
         }
+    }
+
+    /// The root-relative path the kernel names this descriptor by, made by
+    /// `find` at the first ask and kept.
+    pub(crate) fn real_path(&self, find: impl FnOnce() -> Option<String>) -> Option<&str> {
+        self.real_path
+            .get_or_init(|| find().map(String::into_boxed_str))
+            .as_deref()
     }
 
     /// Size of the file when it was opened.
@@ -152,6 +164,7 @@ impl fdtable::Release for FileValue {
             rings,
             size: _,
             stamp: _,
+            real_path: _,
             _budget,
         } = self;
         #[cfg(target_os = "linux")]

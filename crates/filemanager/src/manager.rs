@@ -256,26 +256,32 @@ impl FileManager {
     /// the file is not beneath the root's current directory; `None` too
     /// under `SymlinkPolicy::Deny`, where no link is followed and the path
     /// is where the file is.
-    pub fn real_path(&self, file: &crate::CachedFile) -> Option<String> {
+    ///
+    /// Asked of the kernel once per cached descriptor (two `readlink`s of
+    /// `/proc/self/fd`) and kept with it: a file changed, replaced or
+    /// reached through a re-pointed link is a new cache entry.
+    pub fn real_path<'f>(&self, file: &'f crate::CachedFile) -> Option<&'f str> {
         if self.shared.policy == crate::SymlinkPolicy::Deny {
             return None;
         }
-        #[cfg(target_os = "linux")]
-        {
-            use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
-            let link = |fd: BorrowedFd<'_>| {
-                std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).ok()
-            };
-            let root = link(self.shared.root().as_fd())?;
-            let real = link(file.as_fd())?;
-            let rel = real.strip_prefix(&root).ok()?;
-            rel.to_str().map(str::to_owned)
-        }
-        #[cfg(not(target_os = "linux"))]
-        {
-            let _ = file;
-            None
-        }
+        file.value().real_path(|| self.ask_real_path(file))
+    }
+
+    #[cfg(target_os = "linux")]
+    fn ask_real_path(&self, file: &crate::CachedFile) -> Option<String> {
+        use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+        let link = |fd: BorrowedFd<'_>| {
+            std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).ok()
+        };
+        let root = link(self.shared.root().as_fd())?;
+        let real = link(file.as_fd())?;
+        let rel = real.strip_prefix(&root).ok()?;
+        rel.to_str().map(str::to_owned)
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn ask_real_path(&self, _file: &crate::CachedFile) -> Option<String> {
+        None
     }
 
     /// Reads up to `len` bytes at `offset` (fewer only at end of file).
