@@ -357,8 +357,8 @@ fn facts<'h>(head: &RequestHead<'h>, rel: &'h str) -> Facts<'h> {
     }
 }
 
-/// The answer when some rule matched: guards first (a refused request
-/// learns nothing of what is there), then CORS, a redirect, a rewrite,
+/// The answer when some rule matched: a CORS preflight, then the guards
+/// (a refused request learns nothing of what is there), a redirect, a rewrite,
 /// the files (`try_files` in turn), and an error page for an error. Every
 /// path served instead of the request's own is judged by the guards too.
 #[allow(clippy::too_many_arguments)]
@@ -382,6 +382,24 @@ async fn by_rules<'a>(
         Route::Respond(p) if p.status != 404 => return Answer::Plan(Box::new(p)),
         _ => None,
     };
+    // A preflight carries no credentials (Fetch): it is answered before
+    // the guards, and says nothing of the files. Every answer, a 401 or
+    // 403 too, carries the CORS fields, so a page's script can read it.
+    if let Some(cors) = m.cors() {
+        let preflight = cors.preflight(
+            method,
+            head.origin,
+            head.access_control_request_method,
+            head.access_control_request_headers,
+            &mut d.edits,
+        );
+        if preflight == siterules::CorsAnswer::Preflight {
+            let mut p = plan::error(Method::Get, 204, "");
+            p.headers.allow = Some(plan::ALLOW);
+            return Answer::Plan(Box::new(p));
+        }
+        cors.response_edits(head.origin, &mut d.edits);
+    }
     match m.gate(head.client, head.authorization) {
         Gate::Pass => {}
         Gate::Deny => return error_page(fm, options, check, head, m, d, 403).await,
@@ -406,21 +424,6 @@ async fn by_rules<'a>(
         }
     }
     let facts = facts(head, rel);
-    if let Some(cors) = m.cors() {
-        let preflight = cors.preflight(
-            method,
-            head.origin,
-            head.access_control_request_method,
-            head.access_control_request_headers,
-            &mut d.edits,
-        );
-        if preflight == siterules::CorsAnswer::Preflight {
-            let mut p = plan::error(Method::Get, 204, "");
-            p.headers.allow = Some(plan::ALLOW);
-            return Answer::Plan(Box::new(p));
-        }
-        cors.response_edits(head.origin, &mut d.edits);
-    }
     if let Some(p) = options_204 {
         return Answer::Plan(Box::new(p));
     }

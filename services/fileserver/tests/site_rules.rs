@@ -138,6 +138,10 @@ path = "/api/**"
 cors = { origins = ["https://app.example"], credentials = true, max_age = 3600 }
 
 [[rules]]
+path = "/api/private/**"
+basic_auth = { realm = "API", users = { alice = "HASH" } }
+
+[[rules]]
 path = "/**"
 error_pages = { "404" = "/404.html", "403" = "/private/secret.txt" }
 remove_headers = ["X-Nothing"]
@@ -159,6 +163,7 @@ fn site(listener: Listener) -> Site {
     tree.write("docs/intro.html", b"<p>intro</p>");
     tree.write("app/index.html", b"<div id=app>spa shell</div>");
     tree.write("api/data.json", b"{\"ok\":true}");
+    tree.write("api/private/data.json", b"{\"private\":true}");
     tree.write("404.html", b"<p>custom not found</p>");
     tree.write("public/plain.txt", b"public");
     std::os::unix::fs::symlink("../private/secret.txt", tree.root.join("public/link.txt")).unwrap();
@@ -429,6 +434,40 @@ fn cors_preflight_and_responses(l: Listener) {
         Some("https://app.example")
     );
     assert!(r.all("vary").iter().any(|v| v.contains("Origin")), "{r:?}");
+    // A preflight carries no credentials: a protected path answers it
+    // without asking for any, and its 401 carries the CORS fields.
+    let pre = s.curl(
+        "/api/private/data.json",
+        &[
+            "-X",
+            "OPTIONS",
+            "-H",
+            "Origin: https://app.example",
+            "-H",
+            "Access-Control-Request-Method: GET",
+        ],
+    );
+    assert_eq!(pre.status, 204, "{pre:?}");
+    assert_eq!(
+        pre.header("access-control-allow-origin"),
+        Some("https://app.example")
+    );
+    let r = s.curl(
+        "/api/private/data.json",
+        &["-H", "Origin: https://app.example"],
+    );
+    assert_eq!(r.status, 401);
+    assert_eq!(
+        r.header("access-control-allow-origin"),
+        Some("https://app.example")
+    );
+    assert!(!r.text().contains("private"));
+    let auth = s.auth();
+    let r = s.curl(
+        "/api/private/data.json",
+        &["-u", &auth, "-H", "Origin: https://app.example"],
+    );
+    assert_eq!((r.status, r.text().as_str()), (200, "{\"private\":true}"));
     let r = s.get("/api/data.json");
     assert!(r.header("access-control-allow-origin").is_none());
     assert!(
