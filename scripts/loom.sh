@@ -9,7 +9,7 @@ export LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-3}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-target}/loom"
 for crate in announce fdtable pathcache; do
   if [ -f "crates/$crate/tests/loom.rs" ]; then
-    cargo test --release -p "$crate" --test loom -- --test-threads=2
+    cargo test --release -p "fdwarden-$crate" --test loom -- --test-threads=2
   fi
 done
 # Models kept beside the code they check (crate-private types).

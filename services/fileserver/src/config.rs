@@ -739,10 +739,10 @@ fn set_from_str(
                 .map(|s| toml::Value::String(s.to_string()))
                 .collect(),
         ),
-        toml::Value::Array(_) if key == "rules" => {
+        toml::Value::Array(_) if key == "rules" || key == "sites" => {
             errors.push(err(
                 key,
-                format!("rules are written in a config file's [[rules]] tables (from {origin})"),
+                format!("{key} are written in a config file's [[{key}]] tables (from {origin})"),
             ));
             return;
         }
