@@ -505,21 +505,13 @@ async fn serve_instead<'a>(
     d: &mut Decision<'a>,
     only_files: bool,
 ) -> Answer<'a> {
-    let mut encoded = Vec::with_capacity(target.len() + 8);
-    httpfile::text::push_encoded_path(&mut encoded, target);
     let mut buf = Vec::new();
-    let Ok(path) = httpfile::path::normalize_path(&encoded, &mut buf) else {
-        return Answer::NotFound;
+    let path = match guarded_path(options, head, target, &mut buf) {
+        Ok(path) if path.dotfile && !options.dotfiles => return Answer::NotFound,
+        Ok(path) => path,
+        Err(Refused::NotAPath) => return Answer::NotFound,
+        Err(Refused::Guarded) => return Answer::Plan(Box::new(plan::error(head.method, 403, ""))),
     };
-    if path.dotfile && !options.dotfiles {
-        return Answer::NotFound;
-    }
-    if !options
-        .rules
-        .permits(&facts(head, path.rel), head.client, head.authorization)
-    {
-        return Answer::Plan(Box::new(plan::error(head.method, 403, "")));
-    }
     let found = resolve_answer(fm, options, check, head, path).await;
     match found {
         Found::Answer(Answer::Listing(_)) if only_files && !path.trailing_slash => Answer::NotFound,
@@ -535,6 +527,35 @@ async fn serve_instead<'a>(
             d.location = Some(String::from_utf8_lossy(&url).into_owned());
             Answer::Plan(Box::new(plan::error(head.method, 301, "")))
         }
+    }
+}
+
+/// Why a path served instead of the request's is not served.
+enum Refused {
+    /// It does not normalize (a rule's target made `..` or NUL).
+    NotAPath,
+    /// A guard keeps it from this client.
+    Guarded,
+}
+
+/// `target` (a decoded path a rule names) normalized into `buf`, when
+/// the guards let this client have it.
+fn guarded_path<'b>(
+    options: &Options,
+    head: &RequestHead<'_>,
+    target: &str,
+    buf: &'b mut Vec<u8>,
+) -> Result<httpfile::path::NormPath<'b>, Refused> {
+    let mut encoded = Vec::with_capacity(target.len() + 8);
+    httpfile::text::push_encoded_path(&mut encoded, target);
+    let path = httpfile::path::normalize_path(&encoded, buf).map_err(|_| Refused::NotAPath)?;
+    let permitted = options
+        .rules
+        .permits(&facts(head, path.rel), head.client, head.authorization);
+    if permitted {
+        Ok(path)
+    } else {
+        Err(Refused::Guarded)
     }
 }
 
@@ -557,17 +578,9 @@ async fn error_page<'a>(
         return plain();
     };
     let mut buf = Vec::new();
-    let mut encoded = Vec::new();
-    httpfile::text::push_encoded_path(&mut encoded, page);
-    let Ok(path) = httpfile::path::normalize_path(&encoded, &mut buf) else {
+    let Ok(path) = guarded_path(options, head, page, &mut buf) else {
         return plain();
     };
-    if !options
-        .rules
-        .permits(&facts(head, path.rel), head.client, head.authorization)
-    {
-        return plain();
-    }
     // The page is the body of an error: no conditional or range applies.
     let bare = RequestHead {
         method: head.method,

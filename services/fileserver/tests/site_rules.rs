@@ -183,32 +183,11 @@ fn site(listener: Listener) -> Site {
 }
 
 impl Site {
-    /// curl `path` as written (`--path-as-is`: no client-side cleanup).
+    /// curl `path` on this site's listener, in its protocol.
     fn curl(&self, path: &str, args: &[&str]) -> Reply {
-        let out = Command::new("curl")
-            .args([
-                "-s",
-                "-S",
-                "--path-as-is",
-                "-D",
-                "-",
-                "-o",
-                "-",
-                "--max-time",
-                "10",
-            ])
-            .args(self.listener.curl_args())
-            .args(args)
-            .arg(self.server.url(path))
-            .stdin(Stdio::null())
-            .output()
-            .expect("curl (scripts/install-deps.sh installs it)");
-        assert!(
-            out.status.success(),
-            "curl {path}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        parse(&out.stdout)
+        let mut all = self.listener.curl_args().to_vec();
+        all.extend_from_slice(args);
+        curl(&self.server.url(path), &all)
     }
 
     fn get(&self, path: &str) -> Reply {
@@ -578,6 +557,12 @@ on_each_listener!(
 
 /// curl against a daemon's plaintext listener.
 fn curl_plain(d: &common::Daemon, path: &str, args: &[&str]) -> Reply {
+    curl(&d.url(path), args)
+}
+
+/// curl `url` as written (`--path-as-is`: no client-side cleanup), the
+/// head and the body of its final response.
+fn curl(url: &str, args: &[&str]) -> Reply {
     let out = Command::new("curl")
         .args([
             "-s",
@@ -591,15 +576,12 @@ fn curl_plain(d: &common::Daemon, path: &str, args: &[&str]) -> Reply {
             "10",
         ])
         .args(args)
-        .arg(d.url(path))
+        .arg(url)
         .stdin(Stdio::null())
         .output()
-        .expect("curl");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+        .expect("curl (scripts/install-deps.sh installs it)");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "curl {url}: {stderr}");
     parse(&out.stdout)
 }
 
