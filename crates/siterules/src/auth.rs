@@ -141,36 +141,20 @@ fn decode(authorization: &[u8]) -> Option<(Vec<u8>, Vec<u8>)> {
     if !scheme.eq_ignore_ascii_case("basic") {
         return None;
     }
-    let raw = base64_decode(b64.trim())?;
-    let colon = raw.iter().position(|&b| b == b':')?;
-    Some((raw[..colon].to_vec(), raw[colon + 1..].to_vec()))
-}
-
-fn base64_decode(s: &str) -> Option<Vec<u8>> {
-    let val = |c: u8| -> Option<u32> {
-        Some(match c {
-            b'A'..=b'Z' => c - b'A',
-            b'a'..=b'z' => c - b'a' + 26,
-            b'0'..=b'9' => c - b'0' + 52,
-            b'+' => 62,
-            b'/' => 63,
-            _ => return None,
-        } as u32)
-    };
-    let s = s.trim_end_matches('=').as_bytes();
-    if s.len() > 4096 || s.len() % 4 == 1 {
+    use base64::engine::{general_purpose, DecodePaddingMode, GeneralPurpose};
+    use base64::Engine;
+    // Padded or not: a client that leaves the `=` off is still understood.
+    const LENIENT: GeneralPurpose = GeneralPurpose::new(
+        &base64::alphabet::STANDARD,
+        general_purpose::PAD.with_decode_padding_mode(DecodePaddingMode::Indifferent),
+    );
+    let b64 = b64.trim();
+    if b64.len() > 4096 {
         return None;
     }
-    let mut out = Vec::with_capacity(s.len() * 3 / 4);
-    for chunk in s.chunks(4) {
-        let mut n = 0u32;
-        for (i, &c) in chunk.iter().enumerate() {
-            n |= val(c)? << (18 - 6 * i);
-        }
-        let bytes = n.to_be_bytes();
-        out.extend_from_slice(&bytes[1..chunk.len()]);
-    }
-    Some(out)
+    let raw = LENIENT.decode(b64).ok()?;
+    let colon = raw.iter().position(|&b| b == b':')?;
+    Some((raw[..colon].to_vec(), raw[colon + 1..].to_vec()))
 }
 
 #[cfg(test)]
@@ -188,6 +172,10 @@ mod tests {
         assert!(decode(b"Bearer abc").is_none());
         assert!(decode(b"Basic !!!").is_none());
         assert!(decode(b"Basic YWxpY2U=").is_none(), "no colon");
+        assert!(
+            decode(b"Basic YWxpY2U6b3BlbiBzZXNhbWU").is_some(),
+            "unpadded"
+        );
     }
 
     #[test]
@@ -210,21 +198,7 @@ mod tests {
     }
 
     fn b64(s: &str) -> String {
-        const T: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-        let mut out = String::new();
-        for c in s.as_bytes().chunks(3) {
-            let n = c
-                .iter()
-                .enumerate()
-                .fold(0u32, |n, (i, &b)| n | (b as u32) << (16 - 8 * i));
-            for i in 0..4 {
-                if i <= c.len() {
-                    out.push(T[(n >> (18 - 6 * i) & 63) as usize] as char);
-                } else {
-                    out.push('=');
-                }
-            }
-        }
-        out
+        use base64::Engine;
+        base64::engine::general_purpose::STANDARD.encode(s)
     }
 }

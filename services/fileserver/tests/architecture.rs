@@ -115,7 +115,7 @@ const RULES: &[Rule] = &[
         required: true,
         // Matching and rendering only: it opens no file and runs no task
         // (decide runs its password checks on the blocking pool).
-        limit: Limit::Only(&["httpfile", "serde", "bcrypt", "subtle"]),
+        limit: Limit::Only(&["httpfile", "serde", "bcrypt", "subtle", "base64"]),
         why: "siterules matches and renders a site's rules: no file, socket or runtime",
     },
     Rule {
@@ -544,7 +544,7 @@ fn good_workspace() -> Packages {
         (
             "siterules",
             true,
-            &["httpfile", "serde", "bcrypt", "subtle"],
+            &["httpfile", "serde", "bcrypt", "subtle", "base64"],
         ),
         ("servedir", true, &["filemanager", "httpfile", "http"]),
         ("fileserver", true, &["servedir", "hyper"]),
