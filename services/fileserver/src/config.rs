@@ -1104,6 +1104,7 @@ impl Config {
             0
         };
         let cache = self.cache.validate(workers, variant_budget, &mut e);
+        let serve = self.serve_options(compression, &mut e);
         let settings = Settings {
             root: self.root.clone(),
             listen,
@@ -1115,8 +1116,8 @@ impl Config {
             access_log,
             access_log_format,
             symlinks,
-            serve: self.serve_options(compression.clone(), &mut e),
-            sites: self.sites(compression, &mut e),
+            sites: self.sites(&serve, &mut e),
+            serve,
             trusted_proxies: self
                 .trusted_proxies
                 .iter()
@@ -1343,13 +1344,9 @@ impl Config {
 }
 
 impl Config {
-    /// The `[[sites]]`: each the top-level serving options with its own
-    /// rules. A name may belong to one site only.
-    fn sites(
-        &self,
-        compression: Option<CompressionOptions>,
-        e: &mut Vec<ConfigError>,
-    ) -> Vec<Site> {
+    /// The `[[sites]]`: each the default site's serving options with its
+    /// own rules. A name may belong to one site only.
+    fn sites(&self, default: &decide::Options, e: &mut Vec<ConfigError>) -> Vec<Site> {
         let mut seen: Vec<(siterules::HostPattern, usize)> = Vec::new();
         let mut out = Vec::new();
         for (i, site) in self.sites.iter().enumerate() {
@@ -1380,7 +1377,7 @@ impl Config {
                     Err(m) => e.push(err(&key("hosts"), m)),
                 }
             }
-            let mut serve = self.serve_options(compression.clone(), &mut Vec::new());
+            let mut serve = default.clone();
             // The one-liners' problems are reported once, by the default site.
             let mut problems = Vec::new();
             let prefix = format!("sites[{n}].rules");
