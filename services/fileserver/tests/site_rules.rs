@@ -516,36 +516,27 @@ fn no_side_door_into_a_protected_tree(l: Listener) {
     assert!(s.tree.root.join("private/secret.txt").exists());
 }
 
-/// Runs each test on each listener.
-macro_rules! on_each_listener {
-    ($($test:ident),* $(,)?) => {
-        $(mod $test {
+/// Runs each test on each listener named in the brackets: a module per
+/// test, a `#[test]` per listener.
+macro_rules! on_listeners {
+    ($listeners:tt $($test:ident),* $(,)?) => {
+        $(on_listeners!(@one $test $listeners);)*
+    };
+    (@one $test:ident [$($name:ident: $listener:ident),*]) => {
+        mod $test {
             use super::Listener;
-            #[test]
-            fn plain() {
-                super::$test(Listener::Plain)
-            }
-            #[test]
-            fn h2c() {
-                super::$test(Listener::H2c)
-            }
-            #[test]
-            fn https_h2() {
-                super::$test(Listener::HttpsH2)
-            }
-            #[test]
-            fn https_h1() {
-                super::$test(Listener::HttpsH1)
-            }
-            #[test]
-            fn axum() {
-                super::$test(Listener::Axum)
-            }
-        })*
+            $(
+                #[test]
+                fn $name() {
+                    super::$test(Listener::$listener)
+                }
+            )*
+        }
     };
 }
 
-on_each_listener!(
+on_listeners!(
+    [plain: Plain, h2c: H2c, https_h2: HttpsH2, https_h1: HttpsH1, axum: Axum]
     headers_by_path,
     redirects_with_captures,
     clean_urls_spa_fallback_and_error_pages,
@@ -831,26 +822,6 @@ fn sighup_applies_rules_and_failures_are_counted_not_logged() {
     assert!(!log.contains("hunter2") && !log.contains(PASSWORD), "{log}");
 }
 
-/// Headless Chromium's DOM of `url` after its scripts ran.
-fn chromium_dom(url: &str) -> String {
-    let profile = tempfile::tempdir().unwrap();
-    let out = Command::new("chromium")
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--no-first-run",
-            "--virtual-time-budget=5000",
-            "--dump-dom",
-        ])
-        .arg(format!("--user-data-dir={}", profile.path().display()))
-        .arg(url)
-        .stdin(Stdio::null())
-        .output()
-        .expect("chromium (scripts/install-deps.sh installs it)");
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 /// An SPA opened by a deep link, then reloaded there: both loads get the
 /// app's shell, whose script sees the deep path.
 #[test]
@@ -871,7 +842,7 @@ fn chromium_opens_and_reloads_an_spa_deep_link() {
           }\n",
     );
     let d = common::Daemon::start(&tree.root, &["--spa", "--access-log", "stdout"]);
-    let dom = chromium_dom(&d.url("/users/42/settings"));
+    let (dom, _) = common::chromium_dom(&d.url("/users/42/settings"));
     assert!(dom.contains("reloaded at /users/42/settings"), "{dom}");
     let log = d.stdout.lock().unwrap().join("\n");
     // The reload revalidates the shell it got: 304 by the shell's tag.
@@ -913,14 +884,14 @@ fn chromium_fetches_cross_origin_after_a_preflight() {
     let api_url = format!("http://{}", api.http);
     app.write("index.html", page(&api_url).as_bytes());
     other.write("index.html", page(&api_url).as_bytes());
-    let dom = chromium_dom(&a.url("/"));
+    let (dom, _) = common::chromium_dom(&a.url("/"));
     assert!(dom.contains("got {\"answer\":42}"), "{dom}");
     let log = api.stdout.lock().unwrap().join("\n");
     assert!(
         log.contains("\"OPTIONS /data.json HTTP/1.1\" 204"),
         "a preflight: {log}"
     );
-    let dom = chromium_dom(&o.url("/"));
+    let (dom, _) = common::chromium_dom(&o.url("/"));
     assert!(dom.contains("blocked"), "another origin read it: {dom}");
 }
 
@@ -1084,25 +1055,11 @@ rules = [{{ path = "/**", error_pages = {{ "404" = "/404.html" }} }}]
     );
 }
 
-mod virtual_hosts {
-    use super::Listener;
-    #[test]
-    fn plain() {
-        super::virtual_hosts_have_their_own_roots_and_rules(Listener::Plain)
-    }
-    #[test]
-    fn h2c() {
-        super::virtual_hosts_have_their_own_roots_and_rules(Listener::H2c)
-    }
-    #[test]
-    fn https_h2() {
-        super::virtual_hosts_have_their_own_roots_and_rules(Listener::HttpsH2)
-    }
-    #[test]
-    fn https_h1() {
-        super::virtual_hosts_have_their_own_roots_and_rules(Listener::HttpsH1)
-    }
-}
+// Sites are the daemon's: every listener but the servedir example.
+on_listeners!(
+    [plain: Plain, h2c: H2c, https_h2: HttpsH2, https_h1: HttpsH1]
+    virtual_hosts_have_their_own_roots_and_rules,
+);
 
 #[test]
 fn check_config_refuses_overlapping_and_nameless_sites() {

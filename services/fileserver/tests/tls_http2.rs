@@ -230,27 +230,10 @@ fn chromium_loads_a_page_with_its_script_and_images_over_h2() {
     );
     f.tree.write("img/a.png", PNG_1X1);
     f.tree.write("img/b.png", PNG_1X1);
-    let profile = tempfile::tempdir().unwrap();
-    let out = Command::new("chromium")
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--no-first-run",
-            "--ignore-certificate-errors",
-            "--virtual-time-budget=5000",
-            "--dump-dom",
-        ])
-        .arg(format!("--user-data-dir={}", profile.path().display()))
-        .arg(f.https_url("/"))
-        .stdin(Stdio::null())
-        .output()
-        .expect("chromium (scripts/install-deps.sh installs it)");
-    let dom = String::from_utf8_lossy(&out.stdout);
+    let (dom, stderr) = common::chromium_dom(&f.https_url("/"));
     assert!(
         dom.contains("images decoded: 2"),
-        "the page's script did not see both images: {dom}\n{}",
-        String::from_utf8_lossy(&out.stderr)
+        "the page's script did not see both images: {dom}\n{stderr}"
     );
     for path in ["/", "/js/app.js", "/img/a.png", "/img/b.png"] {
         let line = f.d.json_log_line("target", &serde_json::json!(path));

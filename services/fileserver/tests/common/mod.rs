@@ -338,6 +338,32 @@ pub(crate) fn metric_sum(text: &str, name: &str, labels: &[(&str, &str)]) -> Opt
 }
 
 /// A blocking HTTP client without redirects, compression or proxies.
+/// Headless Chromium's DOM of `url` once its scripts ran (5 s of virtual
+/// time; certificates are not checked: the tests' CAs are their own), and
+/// what it wrote on stderr.
+pub(crate) fn chromium_dom(url: &str) -> (String, String) {
+    let profile = tempfile::tempdir().unwrap();
+    let out = Command::new("chromium")
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--ignore-certificate-errors",
+            "--virtual-time-budget=5000",
+            "--dump-dom",
+        ])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .arg(url)
+        .stdin(Stdio::null())
+        .output()
+        .expect("chromium (scripts/install-deps.sh installs it)");
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 pub(crate) fn client() -> reqwest::blocking::Client {
     reqwest::blocking::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
