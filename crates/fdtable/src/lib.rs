@@ -74,7 +74,10 @@ mod sync;
 mod table;
 
 use std::fmt;
+#[cfg(unix)]
 use std::os::fd::{IntoRawFd, OwnedFd};
+#[cfg(windows)]
+use std::os::windows::io::{IntoRawHandle, OwnedHandle};
 
 pub use table::{FdTable, Guard, LocalShard, Owned};
 
@@ -99,6 +102,7 @@ pub trait Release: Send + 'static {
     fn release(self) -> Result<(), Self::Error>;
 }
 
+#[cfg(unix)]
 impl Release for OwnedFd {
     type Error = std::io::Error;
 
@@ -117,12 +121,34 @@ impl Release for OwnedFd {
     }
 }
 
+#[cfg(windows)]
+impl Release for OwnedHandle {
+    type Error = std::io::Error;
+
+    /// `CloseHandle`, its error reported once (dropping the handle would
+    /// lose it).
+    fn release(self) -> Result<(), std::io::Error> {
+        let raw = self.into_raw_handle();
+        // SAFETY: `into_raw_handle` gave us sole ownership of `raw`; it is
+        // closed exactly once here and never used again.
+        if unsafe { windows_sys::Win32::Foundation::CloseHandle(raw) } != 0 {
+            Ok(())
+        } else {
+            Err(std::io::Error::last_os_error())
+        }
+    }
+}
+
 impl Release for std::fs::File {
     type Error = std::io::Error;
 
-    /// `close(2)`, as for [`OwnedFd`].
+    /// `close(2)` (`CloseHandle` on Windows), as for the owned descriptor.
     fn release(self) -> Result<(), std::io::Error> {
-        OwnedFd::from(self).release()
+        #[cfg(unix)]
+        let owned = OwnedFd::from(self);
+        #[cfg(windows)]
+        let owned = OwnedHandle::from(self);
+        owned.release()
     }
 }
 

@@ -273,6 +273,42 @@ impl Reservation {
                 len,
             });
         }
+        let base = os::reserve(len)?;
+        Ok(Reservation { base, len })
+    }
+
+    /// Makes bytes `from..to` (widened to whole pages) readable and writable.
+    fn commit(&self, from: usize, to: usize) -> std::io::Result<()> {
+        if from >= to {
+            return Ok(());
+        }
+        let page = os::page_size();
+        let start = from / page * page;
+        let end = to.div_ceil(page).saturating_mul(page).min(self.len);
+        // SAFETY: `start..end` lies inside the reservation (`to <= len`, and
+        // `end` is capped by it); it belongs to this shard alone.
+        unsafe { os::commit(self.base.as_ptr().add(start), end - start) }
+    }
+}
+
+#[cfg(not(any(loom, miri)))]
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        if self.len > 0 {
+            // SAFETY: the reservation made in `new`, released once; nothing
+            // points into it any more (the shard that used it is being dropped).
+            unsafe { os::release(self.base, self.len) };
+        }
+    }
+}
+
+/// Address space reserved with no access, committed in place, released
+/// whole: `mmap(PROT_NONE)` and `mprotect` on Unix.
+#[cfg(all(unix, not(any(loom, miri))))]
+mod os {
+    use std::ptr::NonNull;
+
+    pub(super) fn reserve(len: usize) -> std::io::Result<NonNull<u8>> {
         // SAFETY: a new private anonymous mapping; no existing memory is
         // affected.
         let base = unsafe {
@@ -288,51 +324,82 @@ impl Reservation {
         if base == libc::MAP_FAILED {
             return Err(std::io::Error::last_os_error());
         }
-        let base = NonNull::new(base.cast::<u8>()).expect("mmap returned null");
-        Ok(Reservation { base, len })
+        Ok(NonNull::new(base.cast::<u8>()).expect("mmap returned null"))
     }
 
-    /// Makes bytes `from..to` (widened to whole pages) readable and writable.
-    fn commit(&self, from: usize, to: usize) -> std::io::Result<()> {
-        if from >= to {
-            return Ok(());
-        }
-        let page = page_size();
-        let start = from / page * page;
-        let end = to.div_ceil(page).saturating_mul(page).min(self.len);
-        // SAFETY: `start..end` lies inside the mapping (`to <= len`, and
-        // `end` is capped by it); changing its protection affects no memory
-        // anyone else owns.
-        let result = unsafe {
-            libc::mprotect(
-                self.base.as_ptr().add(start).cast(),
-                end - start,
-                libc::PROT_READ | libc::PROT_WRITE,
-            )
-        };
+    /// # Safety
+    /// `at..at + len` lies inside one reservation and is page-aligned.
+    pub(super) unsafe fn commit(at: *mut u8, len: usize) -> std::io::Result<()> {
+        // SAFETY: the caller's range is ours; only its protection changes.
+        let result = unsafe { libc::mprotect(at.cast(), len, libc::PROT_READ | libc::PROT_WRITE) };
         if result != 0 {
             return Err(std::io::Error::last_os_error());
         }
         Ok(())
     }
-}
 
-#[cfg(not(any(loom, miri)))]
-impl Drop for Reservation {
-    fn drop(&mut self) {
-        if self.len > 0 {
-            // SAFETY: the mapping made in `new`, unmapped once; nothing points
-            // into it any more (the shard that used it is being dropped).
-            unsafe { libc::munmap(self.base.as_ptr().cast(), self.len) };
-        }
+    /// # Safety
+    /// `base, len` is a reservation from [`reserve`], released once.
+    pub(super) unsafe fn release(base: NonNull<u8>, len: usize) {
+        // SAFETY: per the caller, the whole mapping and nothing else.
+        unsafe { libc::munmap(base.as_ptr().cast(), len) };
+    }
+
+    pub(super) fn page_size() -> usize {
+        // SAFETY: sysconf has no preconditions.
+        let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+        usize::try_from(size).unwrap_or(4096).max(1)
     }
 }
 
-#[cfg(not(any(loom, miri)))]
-fn page_size() -> usize {
-    // SAFETY: sysconf has no preconditions.
-    let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    usize::try_from(size).unwrap_or(4096).max(1)
+/// The same on Windows: `VirtualAlloc(MEM_RESERVE, PAGE_NOACCESS)`, then
+/// `MEM_COMMIT` of the pages a shard grows into.
+#[cfg(all(windows, not(any(loom, miri))))]
+mod os {
+    use std::ptr::NonNull;
+
+    use windows_sys::Win32::System::Memory::{
+        VirtualAlloc, VirtualFree, MEM_COMMIT, MEM_RELEASE, MEM_RESERVE, PAGE_NOACCESS,
+        PAGE_READWRITE,
+    };
+    use windows_sys::Win32::System::SystemInformation::{GetSystemInfo, SYSTEM_INFO};
+
+    pub(super) fn reserve(len: usize) -> std::io::Result<NonNull<u8>> {
+        // SAFETY: a new reservation at an address the system picks; no
+        // existing memory is affected.
+        let base = unsafe { VirtualAlloc(std::ptr::null(), len, MEM_RESERVE, PAGE_NOACCESS) };
+        NonNull::new(base.cast::<u8>()).ok_or_else(std::io::Error::last_os_error)
+    }
+
+    /// # Safety
+    /// `at..at + len` lies inside one reservation and is page-aligned.
+    pub(super) unsafe fn commit(at: *mut u8, len: usize) -> std::io::Result<()> {
+        // SAFETY: the caller's range is reserved by us; committing it again
+        // where it already is leaves its contents as they are.
+        let done = unsafe { VirtualAlloc(at.cast(), len, MEM_COMMIT, PAGE_READWRITE) };
+        if done.is_null() {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// # Safety
+    /// `base` is a reservation from [`reserve`], released once.
+    pub(super) unsafe fn release(base: NonNull<u8>, _len: usize) {
+        // SAFETY: per the caller; MEM_RELEASE frees the whole reservation
+        // (the size must be 0).
+        unsafe { VirtualFree(base.as_ptr().cast(), 0, MEM_RELEASE) };
+    }
+
+    pub(super) fn page_size() -> usize {
+        // SAFETY: GetSystemInfo fills the struct it is given and cannot fail.
+        let info: SYSTEM_INFO = unsafe {
+            let mut info = std::mem::zeroed();
+            GetSystemInfo(&mut info);
+            info
+        };
+        usize::try_from(info.dwPageSize).unwrap_or(4096).max(1)
+    }
 }
 
 /// Under Miri, which has no `mprotect`: one zeroed allocation, all usable.
@@ -523,10 +590,6 @@ mod tests {
         assert!(per_slot_512ths <= 16 * 512);
         // The value cell adds nothing to the value.
         assert_eq!(size_of::<MaybeUninit<u64>>(), size_of::<u64>());
-        assert_eq!(
-            size_of::<MaybeUninit<std::os::fd::OwnedFd>>(),
-            size_of::<std::os::fd::OwnedFd>()
-        );
         assert_eq!(
             size_of::<MaybeUninit<std::fs::File>>(),
             size_of::<std::fs::File>()

@@ -2,6 +2,7 @@
 
 mod common;
 
+#[cfg(unix)]
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::{Arc, Barrier};
 
@@ -330,6 +331,7 @@ fn threads_beyond_the_shard_count_use_the_shared_shard() {
     assert!(table.stats().contention_events <= 1);
 }
 
+#[cfg(unix)]
 #[test]
 fn os_files_are_closed_by_close() {
     let table: FdTable<OwnedFd> = FdTable::new(Config::default());
@@ -349,6 +351,7 @@ fn os_files_are_closed_by_close() {
     table.close(write_fd).unwrap();
 }
 
+#[cfg(unix)]
 fn pipe() -> (OwnedFd, OwnedFd) {
     use std::os::fd::FromRawFd;
     let mut fds = [0; 2];
@@ -358,9 +361,35 @@ fn pipe() -> (OwnedFd, OwnedFd) {
     unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) }
 }
 
+#[cfg(unix)]
 fn fd_is_open(raw: i32) -> bool {
     // SAFETY: F_GETFD only queries the descriptor number.
     unsafe { libc::fcntl(raw, libc::F_GETFD) != -1 }
+}
+
+#[cfg(windows)]
+#[test]
+fn os_files_are_closed_by_close() {
+    use std::os::windows::io::{AsRawHandle, OwnedHandle, RawHandle};
+    fn handle_is_open(raw: RawHandle) -> bool {
+        let mut flags = 0;
+        // SAFETY: GetHandleInformation only queries the handle value.
+        unsafe { windows_sys::Win32::Foundation::GetHandleInformation(raw, &mut flags) != 0 }
+    }
+    let table: FdTable<OwnedHandle> = FdTable::new(Config::default());
+    let opened = OwnedHandle::from(std::fs::File::open("Cargo.toml").unwrap());
+    let raw = opened.as_raw_handle();
+    let fd = table.insert(opened).unwrap();
+    assert!(handle_is_open(raw));
+    table.close(fd).unwrap();
+    assert!(!handle_is_open(raw), "CloseHandle ran in the caller");
+    let file: FdTable<std::fs::File> = FdTable::new(Config::default());
+    let opened = std::fs::File::open("Cargo.toml").unwrap();
+    let raw_file = opened.as_raw_handle();
+    let file_fd = file.insert(opened).unwrap();
+    assert!(handle_is_open(raw_file));
+    file.close(file_fd).unwrap();
+    assert!(!handle_is_open(raw_file));
 }
 
 #[test]
