@@ -276,6 +276,7 @@ fn a_bad_host_is_400_whatever_the_method() {
     });
 }
 
+#[cfg(unix)]
 #[test]
 fn a_link_out_of_the_root_is_refused() {
     rt().block_on(async {

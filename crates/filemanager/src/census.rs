@@ -38,15 +38,14 @@
 //! name. Names are compared without ASCII case, so a case-folding directory
 //! can only make it look up more.
 
-use std::os::fd::{AsFd, OwnedFd};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use pathcache::{FileMeta, Loaded, Negative};
-use rustix::fs::OFlags;
 
 use crate::loader::LoadEpoch;
 use crate::query::Sibling;
 use crate::resolve::{self, c_path, is_exhausted, map_open_error, open_beneath, Kind, Rules};
+use crate::sys::{AsFd, OFlags, OwnedFd};
 use crate::{OpenError, Shared};
 
 /// Directories the census cache keeps.
@@ -243,23 +242,19 @@ fn take(
 fn read_names(dir: &OwnedFd, suffixes: &[Box<str>]) -> std::io::Result<Option<Box<[Box<str>]>>> {
     let mut names = Vec::new();
     let mut bytes = 0;
-    for (scanned, entry) in rustix::fs::Dir::read_from(dir)?.enumerate() {
-        if scanned >= MAX_SCANNED {
-            return Ok(None);
+    let mut scanned = 0;
+    let mut within_bounds = true;
+    crate::sys::read_dir(dir, |name| {
+        scanned += 1;
+        if suffixes.iter().any(|s| ends_with_ignore_case(name, s)) {
+            bytes += name.len();
+            names.push(name.to_ascii_lowercase().into_boxed_str());
         }
-        let entry = entry?;
-        // A name that is not UTF-8 cannot be asked for.
-        let Ok(name) = entry.file_name().to_str() else {
-            continue;
-        };
-        if !suffixes.iter().any(|s| ends_with_ignore_case(name, s)) {
-            continue;
-        }
-        bytes += name.len();
-        if bytes > MAX_NAME_BYTES {
-            return Ok(None);
-        }
-        names.push(name.to_ascii_lowercase().into_boxed_str());
+        within_bounds = scanned <= MAX_SCANNED && bytes <= MAX_NAME_BYTES;
+        within_bounds
+    })?;
+    if !within_bounds {
+        return Ok(None);
     }
     names.sort_unstable();
     Ok(Some(names.into_boxed_slice()))

@@ -12,11 +12,15 @@
 
 use std::cell::RefCell;
 use std::io;
-use std::os::fd::{AsFd, BorrowedFd, IntoRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use crossbeam_utils::CachePadded;
+use fdtable::Release;
+
+#[cfg(windows)]
+use crate::sys::AsFd;
+use crate::sys::OwnedFd;
 
 #[cfg(target_os = "linux")]
 pub(crate) use crate::backend::uring::FixedSlot;
@@ -148,13 +152,21 @@ impl FileValue {
     }
 }
 
-impl AsFd for FileValue {
-    fn as_fd(&self) -> BorrowedFd<'_> {
+#[cfg(unix)]
+impl std::os::fd::AsFd for FileValue {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
         self.fd.as_fd()
     }
 }
 
-impl fdtable::Release for FileValue {
+#[cfg(windows)]
+impl std::os::windows::io::AsHandle for FileValue {
+    fn as_handle(&self) -> std::os::windows::io::BorrowedHandle<'_> {
+        self.fd.as_fd()
+    }
+}
+
+impl Release for FileValue {
     type Error = io::Error;
 
     fn release(self) -> Result<(), io::Error> {
@@ -181,15 +193,8 @@ impl fdtable::Release for FileValue {
         let Some(fd) = try_batch(fd) else {
             return Ok(());
         };
-        // close(2) is called exactly once: the error is reported, never
-        // retried (the descriptor is gone either way on Linux).
-        let raw = fd.into_raw_fd();
-        // SAFETY: `raw` came out of an OwnedFd we own, so it is open and
-        // closed exactly once here.
-        if unsafe { libc::close(raw) } == 0 {
-            Ok(())
-        } else {
-            Err(io::Error::last_os_error())
-        }
+        // close(2) (CloseHandle) is called exactly once: the error is
+        // reported, never retried (the descriptor is gone either way).
+        fd.release()
     }
 }

@@ -117,6 +117,7 @@ mod residency;
 mod resolve;
 mod root;
 mod stats;
+mod sys;
 mod types;
 #[cfg(target_os = "linux")]
 mod watch;
@@ -125,10 +126,10 @@ mod watch;
 mod watch;
 
 use std::fmt;
-use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
+use sys::OwnedFd;
 
 use crossbeam_utils::CachePadded;
 use fdtable::{FdTable, Owned};

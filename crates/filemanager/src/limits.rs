@@ -8,13 +8,33 @@
 
 use std::io;
 
+#[cfg(unix)]
 use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
 
 /// The smallest budget ever derived, so a tiny limit still serves something.
 const MIN_BUDGET: usize = 16;
 
+/// Windows has no descriptor limit to raise: a process may hold about 16
+/// million handles.
+#[cfg(windows)]
+const WINDOWS_HANDLES: u64 = 1 << 24;
+
 /// Raises the soft `RLIMIT_NOFILE` to the hard limit and returns the new soft
 /// limit. Failure to raise is not fatal: the current soft limit is returned.
+#[cfg(windows)]
+pub(crate) fn raise_nofile() -> u64 {
+    WINDOWS_HANDLES
+}
+
+/// The soft `RLIMIT_NOFILE` as it is (unlimited reads as `u64::MAX`).
+#[cfg(windows)]
+pub(crate) fn soft_nofile() -> u64 {
+    WINDOWS_HANDLES
+}
+
+/// Raises the soft `RLIMIT_NOFILE` to the hard limit and returns the new soft
+/// limit. Failure to raise is not fatal: the current soft limit is returned.
+#[cfg(unix)]
 pub(crate) fn raise_nofile() -> u64 {
     let cur = getrlimit(Resource::Nofile);
     let soft = cur.current.unwrap_or(u64::MAX);
@@ -30,10 +50,12 @@ pub(crate) fn raise_nofile() -> u64 {
 }
 
 /// The soft `RLIMIT_NOFILE` as it is (unlimited reads as `u64::MAX`).
+#[cfg(unix)]
 pub(crate) fn soft_nofile() -> u64 {
     getrlimit(Resource::Nofile).current.unwrap_or(u64::MAX)
 }
 
+#[cfg(unix)]
 fn try_set(soft: u64, target: u64) -> u64 {
     if target <= soft {
         return soft;
@@ -53,8 +75,21 @@ fn try_set(soft: u64, target: u64) -> u64 {
     }
 }
 
+/// Number of handles open in this process right now.
+#[cfg(windows)]
+pub fn open_fd_count() -> io::Result<usize> {
+    use windows_sys::Win32::System::Threading::{GetCurrentProcess, GetProcessHandleCount};
+    let mut count = 0u32;
+    // SAFETY: the pseudo handle of this process, and a live out-pointer.
+    if unsafe { GetProcessHandleCount(GetCurrentProcess(), &mut count) } == 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(count as usize)
+}
+
 /// Number of descriptors open in this process right now (`/proc/self/fd`;
 /// `/dev/fd` elsewhere, which FreeBSD fills only with fdescfs mounted).
+#[cfg(unix)]
 pub fn open_fd_count() -> io::Result<usize> {
     let dir = if cfg!(target_os = "linux") {
         "/proc/self/fd"

@@ -21,12 +21,10 @@
 //! It runs on tokio's blocking pool: a large directory or a cold inode table
 //! never stalls the worker thread that asked.
 
+use crate::sys::{AsFd, OFlags, OwnedFd};
 use std::ffi::CString;
 use std::io;
-use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
-
-use rustix::fs::OFlags;
 
 use crate::resolve::{self, c_path, is_exhausted, map_open_error, open_beneath, Kind, Rules};
 use crate::OpenError;
@@ -107,22 +105,25 @@ pub(crate) fn read_dir(
     let dir = open_beneath(root.as_fd(), &dir_path, dir_oflags, rules).map_err(open_error)?;
     let prefix = rel.trim_matches('/');
     let mut listing = Listing::default();
-    let names = rustix::fs::Dir::read_from(&dir).map_err(|e| open_error(e.into()))?;
-    for raw in names {
-        let raw = raw.map_err(|e| open_error(e.into()))?;
-        let Ok(name) = raw.file_name().to_str() else {
-            continue;
-        };
+    let mut failed = None;
+    crate::sys::read_dir(&dir, |name| {
         if name == "." || name == ".." || (!opts.hidden && name.starts_with('.')) {
-            continue;
+            return true;
         }
         if listing.entries.len() >= opts.max_entries {
             listing.truncated = true;
-            break;
+            return false;
         }
-        if let Some(entry) = resolve_entry(root, prefix, name, rules)? {
-            listing.entries.push(entry);
+        match resolve_entry(root, prefix, name, rules) {
+            Ok(Some(entry)) => listing.entries.push(entry),
+            Ok(None) => {}
+            Err(e) => failed = Some(e),
         }
+        failed.is_none()
+    })
+    .map_err(open_error)?;
+    if let Some(e) = failed {
+        return Err(e);
     }
     listing.entries.sort_by(|a, b| {
         (b.kind == EntryKind::Dir)

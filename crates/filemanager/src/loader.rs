@@ -4,7 +4,6 @@
 //! drops what it indexed. Opens and stats through the open paths
 //! (`open.rs`); reads a small file's bytes through the backend.
 
-use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use fdtable::Owned;
@@ -13,6 +12,7 @@ use pathcache::{Loaded, Negative};
 use crate::backend::{self, Target};
 use crate::file::FileValue;
 use crate::resolve::{self, Kind};
+use crate::sys::AsFd;
 use crate::{FileMeta, OpenError, Shared, SymlinkPolicy};
 
 /// The `Loader` the path cache calls on a miss or revalidation.

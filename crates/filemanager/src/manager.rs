@@ -17,6 +17,8 @@ use crate::backend::{self, Backend, Counters, Target};
 use crate::open::cache_key;
 use crate::reaper::register_reaper;
 use crate::root::links_on_the_way;
+#[cfg(any(target_os = "linux", windows))]
+use crate::sys::AsFd;
 use crate::{
     census, limits, listing, resolve, watch, BackendKind, Config, FileManager, ForbiddenReason,
     ListOptions, Listing, OpenError, ReadTarget, Shared,
@@ -104,16 +106,9 @@ impl FileManager {
     /// pool. Each manager holds the root's descriptor and, with the
     /// watcher, one inotify descriptor; servedir's README lists it all.
     pub fn new(config: Config) -> io::Result<FileManager> {
-        let root = rustix::fs::open(
-            &config.root,
-            rustix::fs::OFlags::RDONLY
-                | rustix::fs::OFlags::DIRECTORY
-                | rustix::fs::OFlags::CLOEXEC,
-            rustix::fs::Mode::empty(),
-        )
-        .map_err(|e| {
+        let root = crate::sys::open_dir(&config.root).map_err(|e| {
             io::Error::new(
-                io::Error::from(e).kind(),
+                e.kind(),
                 format!("cannot open root {}: {e}", config.root.display()),
             )
         })?;
@@ -269,7 +264,7 @@ impl FileManager {
 
     #[cfg(target_os = "linux")]
     fn ask_real_path(&self, file: &crate::CachedFile) -> Option<String> {
-        use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+        use std::os::fd::{AsRawFd, BorrowedFd};
         let link = |fd: BorrowedFd<'_>| {
             std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).ok()
         };
@@ -279,7 +274,12 @@ impl FileManager {
         rel.to_str().map(str::to_owned)
     }
 
-    #[cfg(not(target_os = "linux"))]
+    #[cfg(windows)]
+    fn ask_real_path(&self, file: &crate::CachedFile) -> Option<String> {
+        crate::sys::windows::real_path(self.shared.root().as_fd(), file.as_fd())
+    }
+
+    #[cfg(not(any(target_os = "linux", windows)))]
     fn ask_real_path(&self, _file: &crate::CachedFile) -> Option<String> {
         None
     }

@@ -4,7 +4,6 @@
 //! descriptor table. Touches the backend, the descriptor table, the budget
 //! counters and the path cache.
 
-use std::os::fd::OwnedFd;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -17,6 +16,7 @@ use crate::file;
 use crate::file::{BudgetToken, FileValue};
 use crate::loader::CacheLoader;
 use crate::resolve::{self, c_path, is_exhausted, map_open_error, Kind};
+use crate::sys::OwnedFd;
 use crate::{watch, CachedFile, FileHandle, FileManager, FileMeta, OpenError, Opened, Shared};
 
 pub(crate) fn cache_key(rel_path: &str) -> &str {
@@ -32,7 +32,7 @@ impl Shared {
     pub(crate) async fn open_raw(
         &self,
         path: &str,
-        oflags: rustix::fs::OFlags,
+        oflags: crate::sys::OFlags,
     ) -> Result<(OwnedFd, resolve::Stat), OpenError> {
         let c = c_path(path)?;
         let mut recovered = false;

@@ -1,7 +1,7 @@
 //! Page-cache residency where the system cannot say cheaply (see the
 //! Linux version for what these answer there).
 
-use std::os::fd::BorrowedFd;
+use crate::sys::BorrowedFd;
 
 /// Whether `len` bytes at `offset` of `fd` are all in the page cache:
 /// not knowable here, so `true` (a send then waits as a read would).

@@ -18,7 +18,7 @@
 //! file outside the served root is ever served, so `follow` resolves every
 //! symlink as if the root were `/` (`RESOLVE_IN_ROOT`), like a chroot.
 //!
-//! The portable confinement (every system but Linux, and Linux with
+//! The portable confinement (every Unix but Linux, and Linux with
 //! [`BackendKind::Portable`](crate::BackendKind::Portable)) has no
 //! `openat2`: it walks the path one component at a time from the root's
 //! descriptor, each step an `openat(dir, name, O_NOFOLLOW)`, so no step can
@@ -31,20 +31,20 @@
 //! the root for an absolute target under `follow`. A rename racing the
 //! walk can only move a directory the walk already holds, so it cannot
 //! lead outside. On FreeBSD 13+ `within_root` is one
-//! `openat(root, path, O_RESOLVE_BENEATH)`, probed at start.
+//! `openat(root, path, O_RESOLVE_BENEATH)`, probed at start. Windows
+//! checks the final path of the handle it opened instead (`sys::windows`).
 
 use std::ffi::CString;
 use std::io;
-use std::os::fd::{AsFd, OwnedFd};
 #[cfg(target_os = "linux")]
 use std::sync::atomic::{AtomicBool, Ordering};
 
 #[cfg(target_os = "linux")]
 use rustix::fs::Mode;
-use rustix::fs::OFlags;
 #[cfg(target_os = "linux")]
 use rustix::fs::{AtFlags, ResolveFlags, StatxFlags};
 
+use crate::sys::{AsFd, OFlags, OwnedFd};
 use crate::{OpenError, SymlinkPolicy};
 
 /// How paths are confined: the symlink policy, and whether the portable
@@ -116,8 +116,15 @@ pub(crate) fn open_beneath(
     if !rules.walk {
         return openat2_beneath(root.as_fd(), path, oflags, rules.policy);
     }
-    walk::open(root.as_fd(), path, oflags, rules.policy)
+    portable_open(root.as_fd(), path, oflags, rules.policy)
 }
+
+/// The confinement without `openat2`: the Unix walk, or Windows' check of
+/// the opened handle's final path.
+#[cfg(windows)]
+use crate::sys::windows::open_beneath as portable_open;
+#[cfg(unix)]
+use walk::open as portable_open;
 
 /// `openat2(root, path, oflags, policy's resolve flags)`, retried on a
 /// racing `..`.
@@ -251,6 +258,7 @@ pub(crate) struct Stat {
 }
 
 /// Kind of a `st_mode`.
+#[cfg(unix)]
 pub(crate) fn kind_of(mode: u32) -> Kind {
     match rustix::fs::FileType::from_raw_mode(mode as _) {
         rustix::fs::FileType::RegularFile => Kind::Regular,
@@ -274,21 +282,35 @@ pub(crate) fn stat_fd(fd: impl AsFd) -> io::Result<Stat> {
 }
 
 /// `fstatat(root, path, AT_SYMLINK_NOFOLLOW)` where there is no `statx`.
-#[cfg(not(target_os = "linux"))]
+#[cfg(all(unix, not(target_os = "linux")))]
 pub(crate) fn stat_unconfined(root: impl AsFd, path: &str) -> io::Result<Stat> {
     let st = rustix::fs::statat(root, path, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)?;
     Ok(from_stat(&st))
 }
 
 /// `fstat(fd)` where there is no `statx`.
-#[cfg(not(target_os = "linux"))]
+#[cfg(all(unix, not(target_os = "linux")))]
 pub(crate) fn stat_fd(fd: impl AsFd) -> io::Result<Stat> {
     Ok(from_stat(&rustix::fs::fstat(fd)?))
 }
 
+/// The file at `path` under the root's real path, opened for its
+/// attributes only, links followed (the caller's rules say when that is
+/// enough).
+#[cfg(windows)]
+pub(crate) fn stat_unconfined(root: impl AsFd, path: &str) -> io::Result<Stat> {
+    crate::sys::windows::stat_unconfined(root.as_fd(), path)
+}
+
+/// The handle's file information.
+#[cfg(windows)]
+pub(crate) fn stat_fd(fd: impl AsFd) -> io::Result<Stat> {
+    crate::sys::windows::stat(fd.as_fd())
+}
+
 // The field types of `struct stat` differ between systems (`st_dev` is
 // an i32 on macOS, `st_nlink` a u16), hence the casts.
-#[cfg(not(target_os = "linux"))]
+#[cfg(all(unix, not(target_os = "linux")))]
 #[allow(clippy::unnecessary_cast, clippy::useless_conversion)]
 fn from_stat(s: &rustix::fs::Stat) -> Stat {
     let ns = |sec: i64, nsec: i64| sec.saturating_mul(1_000_000_000).saturating_add(nsec);
@@ -340,6 +362,7 @@ fn statx(dir: impl AsFd, path: impl rustix::path::Arg, flags: AtFlags) -> io::Re
 ///
 /// `EMFILE`/`ENFILE` are kept as [`OpenError::Io`] here: the manager turns
 /// them into recovery (evict, reap, retry) and only then into `Exhausted`.
+#[cfg(unix)]
 pub(crate) fn map_open_error(err: io::Error) -> OpenError {
     match err.raw_os_error() {
         Some(libc::ENOENT) | Some(libc::ENOTDIR) | Some(libc::ENAMETOOLONG) => OpenError::NotFound,
@@ -353,6 +376,9 @@ pub(crate) fn map_open_error(err: io::Error) -> OpenError {
         _ => OpenError::Io(err),
     }
 }
+
+#[cfg(windows)]
+pub(crate) use crate::sys::windows::{is_exhausted, map_open_error};
 
 /// Why a path was refused ([`FileManager::why_forbidden`](crate::FileManager::why_forbidden)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -401,6 +427,9 @@ pub(crate) fn why_forbidden(root: &OwnedFd, rel: &str, rules: Rules) -> Forbidde
             Ok(st) if st.kind == Kind::Other => ForbiddenReason::NotRegular,
             _ => ForbiddenReason::Other,
         },
+        #[cfg(windows)]
+        Err(e) => crate::sys::windows::forbidden_reason(&e),
+        #[cfg(unix)]
         Err(e) => match e.raw_os_error() {
             Some(libc::EXDEV) => ForbiddenReason::LeavesRoot,
             Some(libc::ELOOP) if rules.policy == SymlinkPolicy::Deny => ForbiddenReason::Symlink,
@@ -413,12 +442,14 @@ pub(crate) fn why_forbidden(root: &OwnedFd, rel: &str, rules: Rules) -> Forbidde
 }
 
 /// Whether an error means "out of descriptors".
+#[cfg(unix)]
 pub(crate) fn is_exhausted(err: &io::Error) -> bool {
     matches!(err.raw_os_error(), Some(libc::EMFILE) | Some(libc::ENFILE))
 }
 
 /// The portable confinement: the path walked one component at a time with
 /// `O_NOFOLLOW` (see the module docs).
+#[cfg(unix)]
 mod walk {
     use std::ffi::{CStr, CString};
     use std::io;

@@ -3,11 +3,11 @@
 //! applying the changes the watcher reports to the caches. Replaces the
 //! root's descriptor and invalidates cache entries; opens nothing else.
 
-use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use crate::sys::OwnedFd;
 use crate::{changes, resolve, Shared};
 
 impl Shared {
@@ -30,20 +30,17 @@ impl Shared {
     /// cached answer is dropped, while responses already started finish
     /// from the descriptors they hold. True when the root changed.
     pub(crate) fn follow_root(&self) -> bool {
-        let flags = rustix::fs::OFlags::RDONLY
-            | rustix::fs::OFlags::DIRECTORY
-            | rustix::fs::OFlags::CLOEXEC;
-        let new = match rustix::fs::open(&self.root_path, flags, rustix::fs::Mode::empty()) {
+        let new = match crate::sys::open_dir(&self.root_path) {
             Ok(fd) => fd,
             Err(e) => {
                 tracing::warn!(root = %self.root_path.display(), "root path not reachable ({e}); still serving the directory it led to");
                 return false;
             }
         };
-        let same = |a: &rustix::fs::Stat, b: &rustix::fs::Stat| {
-            (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+        let same = |a: &resolve::Stat, b: &resolve::Stat| {
+            (a.meta.dev, a.meta.ino) == (b.meta.dev, b.meta.ino)
         };
-        match (rustix::fs::fstat(&new), rustix::fs::fstat(&*self.root())) {
+        match (resolve::stat_fd(&new), resolve::stat_fd(&*self.root())) {
             (Ok(a), Ok(b)) if !same(&a, &b) => {}
             _ => return false,
         }

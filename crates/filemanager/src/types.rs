@@ -7,11 +7,18 @@
 
 use std::fmt;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+#[cfg(unix)]
+use std::os::fd::{AsFd as AsOsHandle, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+#[cfg(windows)]
+use std::os::windows::io::{
+    AsHandle as AsOsHandle, AsRawHandle, BorrowedHandle, OwnedHandle, RawHandle,
+};
 
 use fdtable::Owned;
 
 use crate::file::FileValue;
+#[cfg(windows)]
+use crate::sys::AsFd;
 use crate::{resolve, FileMeta};
 
 /// Why an open failed.
@@ -81,7 +88,7 @@ impl fmt::Debug for CachedFile {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CachedFile")
             .field("path", &self.entry.path())
-            .field("fd", &self.as_raw_fd())
+            .field("fd", &self.value().as_fd())
             .finish()
     }
 }
@@ -132,15 +139,31 @@ impl CachedFile {
     }
 }
 
-impl AsFd for CachedFile {
+#[cfg(unix)]
+impl AsOsHandle for CachedFile {
     fn as_fd(&self) -> BorrowedFd<'_> {
         self.value().as_fd()
     }
 }
 
+#[cfg(unix)]
 impl AsRawFd for CachedFile {
     fn as_raw_fd(&self) -> RawFd {
         self.as_fd().as_raw_fd()
+    }
+}
+
+#[cfg(windows)]
+impl AsOsHandle for CachedFile {
+    fn as_handle(&self) -> BorrowedHandle<'_> {
+        self.value().as_handle()
+    }
+}
+
+#[cfg(windows)]
+impl AsRawHandle for CachedFile {
+    fn as_raw_handle(&self) -> RawHandle {
+        self.as_handle().as_raw_handle()
     }
 }
 
@@ -153,7 +176,7 @@ pub struct FileHandle {
 impl fmt::Debug for FileHandle {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("FileHandle")
-            .field("fd", &self.as_raw_fd())
+            .field("fd", &self.value().as_fd())
             .finish()
     }
 }
@@ -179,15 +202,31 @@ impl FileHandle {
     }
 }
 
-impl AsFd for FileHandle {
+#[cfg(unix)]
+impl AsOsHandle for FileHandle {
     fn as_fd(&self) -> BorrowedFd<'_> {
         self.owned.as_fd()
     }
 }
 
+#[cfg(unix)]
 impl AsRawFd for FileHandle {
     fn as_raw_fd(&self) -> RawFd {
         self.as_fd().as_raw_fd()
+    }
+}
+
+#[cfg(windows)]
+impl AsOsHandle for FileHandle {
+    fn as_handle(&self) -> BorrowedHandle<'_> {
+        self.owned.as_handle()
+    }
+}
+
+#[cfg(windows)]
+impl AsRawHandle for FileHandle {
+    fn as_raw_handle(&self) -> RawHandle {
+        self.as_handle().as_raw_handle()
     }
 }
 
@@ -196,8 +235,9 @@ mod sealed {
 }
 
 /// What [`FileManager::read_at`](crate::FileManager::read_at) can read: [`CachedFile`] and [`FileHandle`]
-/// (which use io_uring fixed-file slots), or any plain descriptor.
-pub trait ReadTarget: AsFd + sealed::Sealed {
+/// (which use io_uring fixed-file slots), or any plain descriptor (a
+/// handle on Windows).
+pub trait ReadTarget: AsOsHandle + sealed::Sealed {
     #[doc(hidden)]
     fn file_value(&self) -> Option<&FileValue>;
 }
@@ -220,14 +260,34 @@ impl ReadTarget for std::fs::File {
         None
     }
 }
+#[cfg(unix)]
 impl sealed::Sealed for OwnedFd {}
+#[cfg(unix)]
 impl ReadTarget for OwnedFd {
     fn file_value(&self) -> Option<&FileValue> {
         None
     }
 }
+#[cfg(unix)]
 impl sealed::Sealed for BorrowedFd<'_> {}
+#[cfg(unix)]
 impl ReadTarget for BorrowedFd<'_> {
+    fn file_value(&self) -> Option<&FileValue> {
+        None
+    }
+}
+#[cfg(windows)]
+impl sealed::Sealed for OwnedHandle {}
+#[cfg(windows)]
+impl ReadTarget for OwnedHandle {
+    fn file_value(&self) -> Option<&FileValue> {
+        None
+    }
+}
+#[cfg(windows)]
+impl sealed::Sealed for BorrowedHandle<'_> {}
+#[cfg(windows)]
+impl ReadTarget for BorrowedHandle<'_> {
     fn file_value(&self) -> Option<&FileValue> {
         None
     }

@@ -4,10 +4,10 @@
 //! inotify watcher and what it adds).
 
 use std::io;
-use std::os::fd::OwnedFd;
 use std::sync::Arc;
 
 use crate::changes::{Change, WatchStats};
+use crate::sys::OwnedFd;
 
 /// A watcher that cannot be made.
 pub(crate) enum Watcher {}

@@ -1,5 +1,6 @@
 //! `close().await` reports the OS error. Its own test binary: it closes a
 //! descriptor behind the manager's back, which must not race other tests.
+#![cfg(unix)]
 
 mod common;
 

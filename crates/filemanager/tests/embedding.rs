@@ -3,6 +3,7 @@
 //! managers), and what an embedder can opt into or out of. Each test runs
 //! in its own process under nextest; all change or inspect process-wide
 //! state, so they live in this file alone.
+#![cfg(unix)]
 
 use filemanager::{Config, FileManager, Opened};
 use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};

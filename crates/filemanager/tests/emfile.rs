@@ -1,6 +1,7 @@
 //! EMFILE recovery: with a lowered RLIMIT_NOFILE (in a child process, never
 //! in the shared test process) the manager evicts cold cache entries, reaps
 //! and retries, and only reports `Exhausted` when nothing can be freed.
+#![cfg(unix)]
 
 mod common;
 

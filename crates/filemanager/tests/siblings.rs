@@ -8,7 +8,7 @@ mod common;
 use std::time::Duration;
 
 use common::{current_thread, Tree};
-use filemanager::{BackendKind, Config, FileManager, Query, Resolved, Sibling};
+use filemanager::{Config, FileManager, Query, Resolved, Sibling};
 
 const NEGATIVE_TTL: Duration = Duration::from_millis(40);
 
@@ -29,7 +29,7 @@ const ALL: [Sibling<'static>; 3] = [
 
 fn manager(t: &Tree) -> FileManager {
     let mut cfg = Config::new(&t.root);
-    cfg.backend = BackendKind::Blocking;
+    cfg.backend = common::pool_backend();
     cfg.cache.negative_ttl = NEGATIVE_TTL;
     FileManager::new(cfg).unwrap()
 }
@@ -96,6 +96,9 @@ fn a_file_without_siblings_costs_one_lookup() {
 
 #[test]
 fn a_listed_sibling_is_served_and_an_added_one_within_negative_ttl() {
+    if common::skip_on_wine("an open file's name gone at delete (POSIX semantics, Windows 10+)") {
+        return;
+    }
     let t = Tree::create();
     std::fs::write(t.path("a.css"), "plain").unwrap();
     std::fs::write(t.path("a.css.gz"), "gzip").unwrap();

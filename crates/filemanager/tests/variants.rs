@@ -76,7 +76,7 @@ async fn a_changed_file_never_gets_the_old_variant() {
     std::fs::write(&path, "<p>one</p>\n".repeat(300)).unwrap();
     let fm = Arc::new(common::manager(
         &tree.root,
-        filemanager::BackendKind::Blocking,
+        common::pool_backend(),
         SymlinkPolicy::Deny,
     ));
     let f = open(&fm, "page.html").await;

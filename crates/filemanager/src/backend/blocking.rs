@@ -15,15 +15,14 @@ use std::ffi::CString;
 use std::io;
 #[cfg(target_os = "linux")]
 use std::os::fd::AsRawFd;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
 
 use bytes::Bytes;
-use rustix::fs::OFlags;
 
 use super::{Counters, IoBackend, Op, Target};
 use crate::resolve::Rules;
 use crate::resolve::{open_beneath, stat_fd, Stat};
+use crate::sys::{AsFd, BorrowedFd, OFlags, OwnedFd};
 
 /// The blocking-pool backend.
 #[derive(Debug)]
@@ -74,11 +73,9 @@ pub(crate) fn pread_nowait(
 pub(crate) fn pread_full(fd: impl AsFd, buf: &mut [u8], offset: u64) -> io::Result<usize> {
     let mut done = 0;
     while done < buf.len() {
-        match rustix::io::pread(fd.as_fd(), &mut buf[done..], offset + done as u64) {
-            Ok(0) => break,
-            Ok(n) => done += n,
-            Err(rustix::io::Errno::INTR) => continue,
-            Err(e) => return Err(e.into()),
+        match crate::sys::pread(fd.as_fd(), &mut buf[done..], offset + done as u64)? {
+            0 => break,
+            n => done += n,
         }
     }
     Ok(done)

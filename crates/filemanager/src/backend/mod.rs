@@ -16,16 +16,15 @@ use std::cell::Cell;
 use std::ffi::CString;
 use std::future::Future;
 use std::io;
-use std::os::fd::{BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
 use crossbeam_utils::CachePadded;
-use rustix::fs::OFlags;
 
 use crate::file::FileValue;
 use crate::resolve::{Rules, Stat};
+use crate::sys::{BorrowedFd, OFlags, OwnedFd};
 
 /// What a read is aimed at: the kernel descriptor, and when the file lives in
 /// this crate's descriptor table, its value (for the io_uring fixed slot).

@@ -31,7 +31,23 @@ impl Tree {
 
 /// The backends to test: blocking and portable (the confinement walk every
 /// other system runs) always; uring when the kernel allows it (otherwise
-/// prints why it is skipped).
+/// prints why it is skipped). Elsewhere: portable, the only one there is.
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn backends(_root: &Path) -> Vec<BackendKind> {
+    vec![BackendKind::Portable]
+}
+
+/// The backend that reads on tokio's blocking pool: `Blocking` on Linux,
+/// `Portable` (the same reads, the portable confinement) elsewhere.
+pub(crate) fn pool_backend() -> BackendKind {
+    if cfg!(target_os = "linux") {
+        BackendKind::Blocking
+    } else {
+        BackendKind::Portable
+    }
+}
+
+#[cfg(target_os = "linux")]
 pub(crate) fn backends(root: &Path) -> Vec<BackendKind> {
     let mut v = vec![BackendKind::Blocking, BackendKind::Portable];
     let mut cfg = Config::new(root);
@@ -89,6 +105,26 @@ pub(crate) fn multi_thread() -> tokio::runtime::Runtime {
         .enable_all()
         .build()
         .unwrap()
+}
+
+/// True, with the reason printed, when this Windows test runs under Wine
+/// (CI runs the Windows build there) and needs what Wine does not have.
+pub(crate) fn skip_on_wine(needs: &str) -> bool {
+    #[cfg(windows)]
+    {
+        use windows_sys::Win32::System::LibraryLoader::{GetModuleHandleA, GetProcAddress};
+        // SAFETY: NUL-terminated names; ntdll is loaded in every process.
+        let wine = unsafe {
+            let ntdll = GetModuleHandleA(c"ntdll.dll".as_ptr().cast());
+            !ntdll.is_null() && GetProcAddress(ntdll, c"wine_get_version".as_ptr().cast()).is_some()
+        };
+        if wine {
+            eprintln!("SKIP under Wine: needs {needs}");
+            return true;
+        }
+    }
+    let _ = needs;
+    false
 }
 
 pub(crate) fn open_fds() -> usize {
