@@ -33,5 +33,10 @@ ln -s sub "$tree/root/in_dir"
 export WINEDEBUG=-all WINEPATH="Z:${dlls//\//\\}"
 export FILEMANAGER_LINK_TREE="Z:${tree//\//\\}"
 export CARGO_TARGET_X86_64_PC_WINDOWS_GNU_RUNNER=wine
-cargo test --target "$target" --no-fail-fast \
-  -p fdwarden-fdtable -p fdwarden-filemanager -p fdwarden-decide -p fdwarden-servedir
+crates=(-p fdwarden-fdtable -p fdwarden-filemanager -p fdwarden-decide -p fdwarden-servedir)
+status=0
+cargo test --target "$target" --no-fail-fast --lib --tests "${crates[@]}" || status=1
+# The doc examples one Wine process at a time: launched together, one now
+# and then exits 1 before main with no output.
+cargo test --target "$target" --no-fail-fast --doc "${crates[@]}" -- --test-threads=1 || status=1
+exit $status

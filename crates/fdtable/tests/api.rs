@@ -371,25 +371,36 @@ fn fd_is_open(raw: i32) -> bool {
 #[test]
 fn os_files_are_closed_by_close() {
     use std::os::windows::io::{AsRawHandle, OwnedHandle, RawHandle};
-    fn handle_is_open(raw: RawHandle) -> bool {
-        let mut flags = 0;
-        // SAFETY: GetHandleInformation only queries the handle value.
-        unsafe { windows_sys::Win32::Foundation::GetHandleInformation(raw, &mut flags) != 0 }
+    use windows_sys::Win32::Storage::FileSystem::{
+        GetFileInformationByHandle, BY_HANDLE_FILE_INFORMATION,
+    };
+    /// The file a handle value names now (volume, index), if it is open: a
+    /// closed value may be reused at once by another test's open, but not
+    /// for this file.
+    fn names(raw: RawHandle) -> Option<(u32, u32, u32)> {
+        let mut info = BY_HANDLE_FILE_INFORMATION::default();
+        // SAFETY: only queries the handle value, into a live out-struct.
+        let ok = unsafe { GetFileInformationByHandle(raw, &mut info) } != 0;
+        ok.then_some((
+            info.dwVolumeSerialNumber,
+            info.nFileIndexHigh,
+            info.nFileIndexLow,
+        ))
     }
     let table: FdTable<OwnedHandle> = FdTable::new(Config::default());
     let opened = OwnedHandle::from(std::fs::File::open("Cargo.toml").unwrap());
     let raw = opened.as_raw_handle();
+    let file_id = names(raw).expect("open");
     let fd = table.insert(opened).unwrap();
-    assert!(handle_is_open(raw));
     table.close(fd).unwrap();
-    assert!(!handle_is_open(raw), "CloseHandle ran in the caller");
+    assert_ne!(names(raw), Some(file_id), "CloseHandle ran in the caller");
     let file: FdTable<std::fs::File> = FdTable::new(Config::default());
     let opened = std::fs::File::open("Cargo.toml").unwrap();
     let raw_file = opened.as_raw_handle();
     let file_fd = file.insert(opened).unwrap();
-    assert!(handle_is_open(raw_file));
+    assert_eq!(names(raw_file), Some(file_id));
     file.close(file_fd).unwrap();
-    assert!(!handle_is_open(raw_file));
+    assert_ne!(names(raw_file), Some(file_id));
 }
 
 #[test]

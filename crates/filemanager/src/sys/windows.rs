@@ -270,10 +270,13 @@ pub(crate) fn stat(fd: BorrowedFd<'_>) -> io::Result<Stat> {
     if !ok {
         return Err(io::Error::last_os_error());
     }
-    let attributes = info.dwFileAttributes;
-    let kind = if attributes & fs::FILE_ATTRIBUTE_REPARSE_POINT != 0 {
+    // Every open follows links, so a reparse point here is the file's own
+    // (deduplicated, cloud placeholder): its contents read as any file's.
+    // SAFETY: GetFileType only queries the handle.
+    let disk = unsafe { fs::GetFileType(fd.as_raw_handle()) } == fs::FILE_TYPE_DISK;
+    let kind = if !disk {
         Kind::Other
-    } else if attributes & fs::FILE_ATTRIBUTE_DIRECTORY != 0 {
+    } else if info.dwFileAttributes & fs::FILE_ATTRIBUTE_DIRECTORY != 0 {
         Kind::Dir
     } else {
         Kind::Regular
