@@ -26,3 +26,6 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 rustup component list --installed 2>/dev/null | grep -q '^clippy' || rustup component add clippy rustfmt
 command -v cargo-nextest >/dev/null 2>&1 || cargo install --locked cargo-nextest
+# oha: the load harness's latency at a fixed rate, corrected for coordinated
+# omission (benches/README.md); Debian does not package it.
+command -v oha >/dev/null 2>&1 || [ -x "$HOME/.cargo/bin/oha" ] || cargo install --locked oha

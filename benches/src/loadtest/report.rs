@@ -586,10 +586,13 @@ pub fn headline_table(report: &Report) -> String {
         "| scenario | judged by | fileserver | best peer | best peer's | fileserver / best peer |",
     );
     out.push_str(if ceiling {
-        " fileserver / ceiling | best peer / ceiling |\n|---|---|---|---|---|---|---|---|\n"
+        " fileserver / ceiling | best peer / ceiling |"
     } else {
-        "\n|---|---|---|---|---|---|\n"
+        ""
     });
+    out.push_str(" CPU µs/req | lowest-CPU peer's | fileserver / it |\n|");
+    out.push_str(&"---|".repeat(if ceiling { 11 } else { 9 }));
+    out.push('\n');
     for s in in_group(report, Group::Peers) {
         let fs = s.fileserver();
         let figure = |x: &ServerSummary| match s.headline {
@@ -624,6 +627,26 @@ pub fn headline_table(report: &Report) -> String {
             };
             let best = s.headline_best().and_then(|b| s.server(&b.peer));
             out.push_str(&format!(" {} | {} |", share(fs), share(best)));
+        }
+        // The server's own cost, which the load generator's ceiling does
+        // not hide: against the peer that spends the least.
+        let cpu = |x: &ServerSummary| x.cpu_us_per_req;
+        let lowest = s
+            .servers
+            .iter()
+            .skip(1)
+            .filter(|x| x.name != CEILING && x.name != BASELINE && cpu(x) > 0.0)
+            .min_by(|a, b| cpu(a).total_cmp(&cpu(b)));
+        match (fs.map(cpu).filter(|c| c.is_finite()), lowest) {
+            (Some(mine), Some(peer)) => out.push_str(&format!(
+                " {} | {} {} | **{:.2}** |",
+                human(mine),
+                peer.name,
+                human(cpu(peer)),
+                mine / cpu(peer)
+            )),
+            (Some(mine), None) => out.push_str(&format!(" {} | - | - |", human(mine))),
+            _ => out.push_str(" - | - | - |"),
         }
         out.push('\n');
     }
@@ -994,7 +1017,10 @@ fn peers_markdown(report: &Report, out: &mut String) {
     out.push_str(
         "\nRatios are fileserver / peer: the median over rounds of the per-round ratio (min-max in \
          parentheses). Above 1 is better for req/s and MB/s, below 1 is better for latency, RSS \
-         and CPU.\n",
+         and CPU.\n\nCPU µs/req is the server's own CPU time (user + system) over the requests \
+         wrk completed against it: what a request costs the server, which the load \
+         generator's ceiling does not hide. It is set against the peer that spends the least, \
+         whichever is fastest.\n",
     );
     if has_ceiling(report) {
         out.push_str(
@@ -1601,6 +1627,20 @@ mod tests {
         // Without a ceiling the headline keeps its six columns.
         let plain = headline_table(&sample_report());
         assert!(!plain.contains("ceiling"), "{plain}");
+        // And every headline row ends with CPU per request against the
+        // peer that spends the least (lighttpd here, not the req/s best).
+        let sample = sample_report();
+        let cpu = |name| sample.scenarios[0].server(name).unwrap().cpu_us_per_req;
+        let (mine, lowest) = (cpu("fileserver"), cpu("lighttpd"));
+        assert!(lowest < cpu("nginx"));
+        let row = format!(
+            "| {} | lighttpd {} | **{:.2}** |",
+            human(mine),
+            human(lowest),
+            mine / lowest
+        );
+        assert!(plain.contains(&row), "{row} in {plain}");
+        assert!(table.contains(&row), "{row} in {table}");
     }
 
     #[test]
@@ -1634,9 +1674,11 @@ mod tests {
     fn tables_show_every_server_the_best_peer_and_ratios() {
         let table = markdown_table(&sample_report());
         let head = table.lines().nth(2).unwrap();
-        assert_eq!(
-            head,
-            "| small_random | req/s (higher is better) | 40.0k | lighttpd | 45.0k | **0.89 (0.82-0.97)** |"
+        assert!(
+            head.starts_with(
+                "| small_random | req/s (higher is better) | 40.0k | lighttpd | 45.0k | **0.89 (0.82-0.97)** |"
+            ),
+            "{head}"
         );
         assert!(
             table.contains("| scenario | fileserver | nginx | lighttpd |\n|---|---|---|---|\n"),
