@@ -283,12 +283,13 @@ pub enum Check {
     /// checks again before its last bytes. What [`decide`] does.
     #[default]
     AtResolve,
-    /// For files of at most this many bytes, the sender alone: it reads
-    /// all of the body, checks the file before any byte of the response
-    /// leaves, and when it changed decides again with
-    /// [`Check::AtResolve`]; one `statx` per response instead of two.
-    /// Larger files are checked at resolve too, since their head leaves
-    /// before the sender's check.
+    /// For files of at most this many bytes, and a GET's one range of at
+    /// most this many bytes, the sender alone: it reads all of the body,
+    /// checks the file before any byte of the response leaves, and when it
+    /// changed decides again with [`Check::AtResolve`]; one check per
+    /// response instead of two. Other answers from larger files are checked
+    /// at resolve (a range's once its plan is known), since their head
+    /// leaves before the sender's check.
     BeforeSendUpTo(u64),
 }
 
@@ -635,6 +636,51 @@ async fn resolve_answer(
     head: &RequestHead<'_>,
     path: httpfile::path::NormPath<'_>,
 ) -> Found {
+    // A GET with a `Range` may ask for a few KiB of a large file, which a
+    // `BeforeSendUpTo` sender reads whole and checks before any byte
+    // leaves: its file is checked once the plan's body is known, not at
+    // resolve (one check per range response, not two).
+    let defer = match check {
+        Check::BeforeSendUpTo(_) => head.range.is_some() && head.method == Method::Get,
+        Check::AtResolve => false,
+    };
+    let found = resolve_with(fm, options, check, defer, head, path).await;
+    let (Check::BeforeSendUpTo(bound), Found::Answer(Answer::File(r))) = (check, &found) else {
+        return found;
+    };
+    if !defer || body_within(options, head, r, bound) || fm.is_current(&r.file) {
+        return found;
+    }
+    // Changed since it was cached: the reopened file, checked at resolve.
+    fm.invalidate(r.file.path());
+    drop(found);
+    resolve_with(fm, options, Check::AtResolve, false, head, path).await
+}
+
+/// Whether the file body `head` gets of `r` is one range of at most
+/// `bound` bytes read from the descriptor: all of it is read, and the file
+/// checked, before any byte of the response leaves.
+fn body_within(options: &Options, head: &RequestHead<'_>, r: &Representation, bound: u64) -> bool {
+    let (Precondition::Proceed { use_range: true }, Some(range), None) =
+        (r.precondition, head.range, r.bytes())
+    else {
+        return false;
+    };
+    let mut ranges = Vec::new();
+    let outcome =
+        httpfile::range::parse_range(range, r.info().size, options.max_ranges, &mut ranges);
+    outcome == httpfile::range::RangeOutcome::Partial
+        && matches!(&ranges[..], [one] if one.len() <= bound)
+}
+
+async fn resolve_with(
+    fm: &FileManager,
+    options: &Options,
+    check: Check,
+    defer: bool,
+    head: &RequestHead<'_>,
+    path: httpfile::path::NormPath<'_>,
+) -> Found {
     let accept = head
         .accept_encoding
         .map(AcceptEncoding::parse)
@@ -657,6 +703,7 @@ async fn resolve_answer(
             max_entries: options.listing_max_entries,
         }),
         check_files_over: match check {
+            _ if defer => u64::MAX,
             Check::AtResolve => 0,
             Check::BeforeSendUpTo(size) => size,
         },

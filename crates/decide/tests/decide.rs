@@ -289,3 +289,75 @@ fn a_link_out_of_the_root_is_refused() {
         assert_eq!(answer(&d, &options, &get("/link")).await.0, 403);
     });
 }
+
+/// A `BeforeSendUpTo` sender reads a GET's one small range whole and
+/// checks the file before any byte leaves, so resolve leaves that check
+/// to it: one per range response, not two. A whole file, a larger range
+/// and a HEAD are still checked at resolve, and a 304 that a stale entry
+/// would give is decided again from the file as it now is.
+#[test]
+fn a_small_range_is_checked_by_the_sender_not_at_resolve() {
+    rt().block_on(async {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::write(tmp.path().join("big.bin"), vec![b'a'; 100_000]).unwrap();
+        let mut config = Config::new(tmp.path());
+        // No watcher to vouch and no copy in memory: every check is a statx.
+        config.watch_changes = false;
+        config.cache.small_file_max = 0;
+        let fm = FileManager::new(config).unwrap();
+        let stat = filemanager::BackendStats::ops_labels()
+            .iter()
+            .position(|l| *l == "stat")
+            .unwrap();
+        let stats = || fm.stats().io.ops[stat];
+        let options = Options::default();
+        let check = decide::Check::BeforeSendUpTo(16 * 1024);
+        let decide = |head: RequestHead<'static>| {
+            let (fm, options) = (&fm, &options);
+            async move {
+                let mut path = Vec::new();
+                let d = decide::decide_checked(fm, options, check, &head, &mut path).await;
+                let mut ranges = Vec::new();
+                let plan = d.plan(&head, &mut ranges);
+                (plan.status, plan.headers.etag.map(str::to_owned))
+            }
+        };
+        let ranged = |range: &'static [u8]| RequestHead {
+            range: Some(range),
+            ..get("/big.bin")
+        };
+        let (status, old_tag) = decide(get("/big.bin")).await;
+        assert_eq!(status, 200);
+        let checks = |before: u64| stats() - before;
+        let before = stats();
+        assert_eq!(decide(ranged(b"bytes=0-99")).await.0, 206);
+        assert_eq!(checks(before), 0, "the sender checks a small range");
+        for (head, what) in [
+            (get("/big.bin"), "a whole file"),
+            (ranged(b"bytes=0-19999"), "a range over the bound"),
+            (ranged(b"bytes=0-9,20-29"), "two ranges"),
+            (
+                RequestHead {
+                    method: Method::Head,
+                    ..ranged(b"bytes=0-99")
+                },
+                "a HEAD",
+            ),
+        ] {
+            let before = stats();
+            decide(head).await;
+            assert_eq!(checks(before), 1, "{what} is checked at resolve");
+        }
+        // Rewritten in place, same size: only the times tell.
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        std::fs::write(tmp.path().join("big.bin"), vec![b'b'; 100_000]).unwrap();
+        let old_tag: &'static [u8] = old_tag.unwrap().into_bytes().leak();
+        let revalidate = RequestHead {
+            if_none_match: Some(old_tag),
+            ..ranged(b"bytes=0-99")
+        };
+        let (status, tag) = decide(revalidate).await;
+        assert_eq!(status, 206, "not a 304 from the stale entry");
+        assert_ne!(tag.as_deref().map(str::as_bytes), Some(old_tag));
+    });
+}

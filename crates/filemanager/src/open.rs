@@ -214,6 +214,26 @@ impl FileManager {
         f.is_current()
     }
 
+    /// Whether `f`, about to be sent from its descriptor, is the version its
+    /// metadata describes: yes for bytes in memory or a descriptor this
+    /// lookup just checked, else the watcher's word or one `statx`
+    /// ([`CachedFile::is_current`]). For a caller that resolved with a
+    /// [`Query::check_files_over`](crate::Query::check_files_over) bound
+    /// and then finds it must check after all.
+    pub fn is_current(&self, f: &CachedFile) -> bool {
+        f.bytes().is_some() || f.checked || self.check_current(f)
+    }
+
+    /// Whether the bytes behind `f` are still those its metadata describes,
+    /// asked after reading some of them and before the last leave: the
+    /// watcher's word where it vouches (no change under the root since the
+    /// descriptor was checked, one `FIONREAD`), else
+    /// [`CachedFile::contents_unchanged`] (one `statx`).
+    pub fn contents_unchanged(&self, f: &CachedFile) -> bool {
+        let vouched = |w: &Arc<watch::Watcher>| f.own.is_none() && w.holds(f.value().stamp());
+        self.shared.watcher.as_ref().is_some_and(vouched) || f.contents_unchanged()
+    }
+
     /// Drops the cached entry for `rel_path` (its descriptor is released when
     /// the last user finishes).
     pub fn invalidate(&self, rel_path: &str) -> bool {

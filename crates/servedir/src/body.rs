@@ -138,11 +138,12 @@ impl FileBody {
                 self.unread -= want as u64;
                 // A file rewritten in place since the head was planned would
                 // go out as a mix of versions under the old validators. One
-                // statx before the last bytes suffices: a change at any
-                // earlier point shows in it, and the body then ends short
-                // (the client sees fewer bytes than Content-Length), never
-                // complete with mixed contents. Per chunk it was 8 per MiB.
-                if self.unread == 0 && !self.file.contents_unchanged() {
+                // check before the last bytes suffices (the watcher's word,
+                // else a statx): a change at any earlier point shows in it,
+                // and the body then ends short (the client sees fewer bytes
+                // than Content-Length), never complete with mixed contents.
+                // Per chunk it was 8 per MiB.
+                if self.unread == 0 && !self.fm.contents_unchanged(&self.file) {
                     return Poll::Ready(Some(Err("file changed while it was sent".into())));
                 }
                 return Poll::Ready(Some(Ok(bytes)));

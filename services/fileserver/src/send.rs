@@ -209,8 +209,8 @@ impl Output {
 
     /// Sends the last bytes of a range read from the file: read into the
     /// batch (from the page cache, else through the backend), then the file
-    /// is checked to be the version the head described (one statx), then
-    /// sent. A file rewritten in place at any point of the send shows in
+    /// is checked to be the version the head described (the change
+    /// watcher's word, one `FIONREAD`, else one statx), then sent. A file rewritten in place at any point of the send shows in
     /// that check, and the body then ends short (the client sees fewer
     /// bytes than `Content-Length`), never complete with mixed contents:
     /// the rule `servedir`'s body follows too. When nothing of the response
@@ -244,7 +244,7 @@ impl Output {
                 }
             }
         }
-        if !whole || (check && !f.contents_unchanged()) {
+        if !whole || (check && !self.files.contents_unchanged(f)) {
             if let (true, Some(at)) = (self.may_withdraw, self.response_at) {
                 self.wbuf.truncate(at);
                 self.progress = Progress::default();
