@@ -129,7 +129,6 @@ use std::fmt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
-use sys::OwnedFd;
 
 use crossbeam_utils::CachePadded;
 use fdtable::{FdTable, Owned};
@@ -148,6 +147,7 @@ pub use query::{Query, Resolved, ResolvedFile, Sibling};
 pub use residency::{is_resident, read_resident};
 pub use resolve::ForbiddenReason;
 pub use stats::Stats;
+use sys::OwnedFd;
 pub use types::{CachedFile, FileHandle, OpenError, Opened, ReadTarget};
 /// The crates whose types appear in this one's API (`Config::cache`,
 /// `Stats`), so a user needs no matching versions of them.

@@ -21,12 +21,12 @@
 //! It runs on tokio's blocking pool: a large directory or a cold inode table
 //! never stalls the worker thread that asked.
 
-use crate::sys::{AsFd, OFlags, OwnedFd};
 use std::ffi::CString;
 use std::io;
 use std::sync::Arc;
 
 use crate::resolve::{self, c_path, is_exhausted, map_open_error, open_beneath, Kind, Rules};
+use crate::sys::{AsFd, OFlags, OwnedFd};
 use crate::OpenError;
 
 /// What to list.
