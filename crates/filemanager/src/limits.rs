@@ -19,14 +19,13 @@ const MIN_BUDGET: usize = 16;
 #[cfg(windows)]
 const WINDOWS_HANDLES: u64 = 1 << 24;
 
-/// Raises the soft `RLIMIT_NOFILE` to the hard limit and returns the new soft
-/// limit. Failure to raise is not fatal: the current soft limit is returned.
+/// Nothing to raise on Windows: the handle ceiling.
 #[cfg(windows)]
 pub(crate) fn raise_nofile() -> u64 {
     WINDOWS_HANDLES
 }
 
-/// The soft `RLIMIT_NOFILE` as it is (unlimited reads as `u64::MAX`).
+/// The handle ceiling, Windows' stand-in for the soft `RLIMIT_NOFILE`.
 #[cfg(windows)]
 pub(crate) fn soft_nofile() -> u64 {
     WINDOWS_HANDLES

@@ -206,8 +206,7 @@ impl FileManager {
     /// Asked only of responses sent from a descriptor: a copy in memory
     /// needs neither, and asking every hit was one ioctl per request.
     pub(crate) fn check_current(&self, f: &CachedFile) -> bool {
-        let vouched = |w: &Arc<watch::Watcher>| f.own.is_none() && w.holds(f.value().stamp());
-        if self.shared.watcher.as_ref().is_some_and(vouched) {
+        if self.vouched(f) {
             return true;
         }
         self.shared.backend.counters().op(backend::Op::Stat);
@@ -230,8 +229,14 @@ impl FileManager {
     /// descriptor was checked, one `FIONREAD`), else
     /// [`CachedFile::contents_unchanged`] (one `statx`).
     pub fn contents_unchanged(&self, f: &CachedFile) -> bool {
-        let vouched = |w: &Arc<watch::Watcher>| f.own.is_none() && w.holds(f.value().stamp());
-        self.shared.watcher.as_ref().is_some_and(vouched) || f.contents_unchanged()
+        self.vouched(f) || f.contents_unchanged()
+    }
+
+    /// The change watcher's word that `f`'s file is as it was checked: no
+    /// event under the root since its descriptor's stamp, none queued.
+    fn vouched(&self, f: &CachedFile) -> bool {
+        let holds = |w: &Arc<watch::Watcher>| w.holds(f.value().stamp());
+        f.own.is_none() && self.shared.watcher.as_ref().is_some_and(holds)
     }
 
     /// Drops the cached entry for `rel_path` (its descriptor is released when

@@ -8,17 +8,16 @@
 use std::fmt;
 use std::io;
 #[cfg(unix)]
-use std::os::fd::{AsFd as AsOsHandle, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd as AsOsHandle, AsRawFd, RawFd};
 #[cfg(windows)]
-use std::os::windows::io::{
-    AsHandle as AsOsHandle, AsRawHandle, BorrowedHandle, OwnedHandle, RawHandle,
-};
+use std::os::windows::io::{AsHandle as AsOsHandle, AsRawHandle, RawHandle};
 
 use fdtable::Owned;
 
 use crate::file::FileValue;
 #[cfg(windows)]
 use crate::sys::AsFd;
+use crate::sys::{BorrowedFd, OwnedFd};
 use crate::{resolve, FileMeta};
 
 /// Why an open failed.
@@ -155,7 +154,7 @@ impl AsRawFd for CachedFile {
 
 #[cfg(windows)]
 impl AsOsHandle for CachedFile {
-    fn as_handle(&self) -> BorrowedHandle<'_> {
+    fn as_handle(&self) -> BorrowedFd<'_> {
         self.value().as_handle()
     }
 }
@@ -218,7 +217,7 @@ impl AsRawFd for FileHandle {
 
 #[cfg(windows)]
 impl AsOsHandle for FileHandle {
-    fn as_handle(&self) -> BorrowedHandle<'_> {
+    fn as_handle(&self) -> BorrowedFd<'_> {
         self.owned.as_handle()
     }
 }
@@ -260,34 +259,15 @@ impl ReadTarget for std::fs::File {
         None
     }
 }
-#[cfg(unix)]
+// The platform's owned and borrowed descriptor (handles on Windows).
 impl sealed::Sealed for OwnedFd {}
-#[cfg(unix)]
 impl ReadTarget for OwnedFd {
     fn file_value(&self) -> Option<&FileValue> {
         None
     }
 }
-#[cfg(unix)]
 impl sealed::Sealed for BorrowedFd<'_> {}
-#[cfg(unix)]
 impl ReadTarget for BorrowedFd<'_> {
-    fn file_value(&self) -> Option<&FileValue> {
-        None
-    }
-}
-#[cfg(windows)]
-impl sealed::Sealed for OwnedHandle {}
-#[cfg(windows)]
-impl ReadTarget for OwnedHandle {
-    fn file_value(&self) -> Option<&FileValue> {
-        None
-    }
-}
-#[cfg(windows)]
-impl sealed::Sealed for BorrowedHandle<'_> {}
-#[cfg(windows)]
-impl ReadTarget for BorrowedHandle<'_> {
     fn file_value(&self) -> Option<&FileValue> {
         None
     }

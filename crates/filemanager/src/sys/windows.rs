@@ -197,11 +197,7 @@ pub(crate) fn open_beneath(
         }
     }
     let root_path = final_path(root)?;
-    let mut asked = root_path.clone();
-    for part in &parts {
-        asked.push(u16::from(b'\\'));
-        asked.extend(OsStr::new(part).encode_wide());
-    }
+    let asked = joined(root_path.clone(), parts);
     let file = open_path(&PathBuf::from(OsString::from_wide(&asked)))?;
     let real = final_path(file.as_handle())?;
     if !within(&real, &root_path) {
@@ -216,14 +212,19 @@ pub(crate) fn open_beneath(
     Ok(file)
 }
 
+/// `dir` (UTF-16) with each of `parts` appended behind a `\\`.
+fn joined<'p>(mut dir: Vec<u16>, parts: impl IntoIterator<Item = &'p str>) -> Vec<u16> {
+    for part in parts {
+        dir.push(u16::from(b'\\'));
+        dir.extend(OsStr::new(part).encode_wide());
+    }
+    dir
+}
+
 /// The metadata of `root`'s real path joined with `path`: one open for
 /// attributes only (no read access, so no sharing conflict), one query.
 pub(crate) fn stat_unconfined(root: BorrowedFd<'_>, path: &str) -> io::Result<Stat> {
-    let mut full = final_path(root)?;
-    for part in path.split('/').filter(|p| !p.is_empty()) {
-        full.push(u16::from(b'\\'));
-        full.extend(OsStr::new(part).encode_wide());
-    }
+    let full = joined(final_path(root)?, path.split('/').filter(|p| !p.is_empty()));
     let file = std::fs::OpenOptions::new()
         .access_mode(fs::FILE_READ_ATTRIBUTES)
         .custom_flags(fs::FILE_FLAG_BACKUP_SEMANTICS)
