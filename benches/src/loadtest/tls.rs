@@ -37,7 +37,7 @@ pub fn generate(dir: &Path) -> Result<TestCert> {
         .push(DnType::CommonName, "loadtest CA");
     ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
     ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
-    let ca_cert = ca_params.self_signed(&ca_key)?;
+    let ca_cert = ca_params.clone().self_signed(&ca_key)?;
 
     let key = KeyPair::generate_for(&PKCS_ECDSA_P256_SHA256)?;
     let mut params = CertificateParams::new(SERVER_NAMES.map(String::from).to_vec())?;
@@ -46,7 +46,8 @@ pub fn generate(dir: &Path) -> Result<TestCert> {
         .push(DnType::CommonName, "localhost");
     params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
     params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-    let cert = params.signed_by(&key, &ca_cert, &ca_key)?;
+    let issuer = rcgen::Issuer::from_params(&ca_params, &ca_key);
+    let cert = params.signed_by(&key, &issuer)?;
 
     let files = TestCert {
         ca: dir.join("ca.pem"),

@@ -183,6 +183,52 @@ pub struct SiteConfig {
     /// Its rules (`[[sites.rules]]`), before the one-liners every site
     /// shares (`https_redirect`, `headers`, `cors`, `spa`).
     pub rules: Vec<siterules::RuleSpec>,
+    /// Obtain a certificate for its `hosts` through `[acme]` (one
+    /// certificate per site; wildcard names cannot be).
+    pub acme: bool,
+}
+
+/// `[acme]`: certificates for the HTTPS listener from an ACME CA
+/// (RFC 8555), renewed before they expire. Setting it up agrees to the
+/// CA's terms of service.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct AcmeConfig {
+    /// Names of one certificate for the default site (`[[sites]]` with
+    /// `acme = true` get one each).
+    pub domains: Vec<String>,
+    /// Contact address given to the CA (`mailto:`); "" = none.
+    pub email: String,
+    /// The CA's directory URL.
+    pub directory: String,
+    /// Account, certificates and the lock; replicas may share it.
+    pub state_dir: PathBuf,
+    /// `tls-alpn-01` (on `tls_listen`) or `http-01` (on `listen`).
+    pub challenge: String,
+    /// PEM root the CA's own HTTPS is checked against ("" = the system's).
+    pub ca_root: String,
+    /// Renew this long before expiry ("" = a third of the lifetime).
+    pub renew_before: String,
+    /// First wait after a failed order; it doubles up to a day.
+    pub retry_after: String,
+}
+
+/// Let's Encrypt's production directory, `[acme].directory`'s default.
+pub const LETS_ENCRYPT: &str = "https://acme-v02.api.letsencrypt.org/directory";
+
+impl Default for AcmeConfig {
+    fn default() -> Self {
+        AcmeConfig {
+            domains: Vec::new(),
+            email: String::new(),
+            directory: LETS_ENCRYPT.into(),
+            state_dir: PathBuf::from("/var/lib/fileserver/acme"),
+            challenge: "tls-alpn-01".into(),
+            ca_root: String::new(),
+            renew_before: String::new(),
+            retry_after: "1m".into(),
+        }
+    }
 }
 
 /// The raw configuration, exactly the keys of `config/fileserver.toml`.
@@ -275,6 +321,8 @@ pub struct Config {
     pub http2: Http2Config,
     /// On-the-fly compression.
     pub compression: CompressionConfig,
+    /// Certificates from an ACME CA (`[acme]`; absent = none).
+    pub acme: Option<AcmeConfig>,
 }
 
 impl Default for Config {
@@ -321,6 +369,7 @@ impl Default for Config {
             cache: CacheConfig::default(),
             http2: Http2Config::default(),
             compression: CompressionConfig::default(),
+            acme: None,
         }
     }
 }
@@ -386,9 +435,55 @@ pub enum LogFormat {
 #[allow(missing_docs)]
 pub struct TlsSettings {
     pub listen: SocketAddr,
+    /// `tls_cert` and `tls_key`: the certificate for names `[acme]` does
+    /// not cover (all names without `[acme]`).
+    pub manual: Option<CertFiles>,
+    pub handshake_timeout: Duration,
+}
+
+/// A PEM certificate chain and its key, as files.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[allow(missing_docs)]
+pub struct CertFiles {
     pub cert: PathBuf,
     pub key: PathBuf,
-    pub handshake_timeout: Duration,
+}
+
+/// How the CA checks that a name is ours.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AcmeChallenge {
+    /// A handshake on `tls_listen` offering ALPN `acme-tls/1` (RFC 8737).
+    TlsAlpn01,
+    /// `GET /.well-known/acme-challenge/TOKEN` on `listen` (port 80).
+    Http01,
+}
+
+impl AcmeChallenge {
+    /// The RFC's name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AcmeChallenge::TlsAlpn01 => "tls-alpn-01",
+            AcmeChallenge::Http01 => "http-01",
+        }
+    }
+}
+
+/// Typed `[acme]` (see [`AcmeConfig`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[allow(missing_docs)]
+pub struct AcmeSettings {
+    /// The certificates to keep, each the names it covers (first: the
+    /// default site's `domains`, then each `[[sites]]` with `acme`).
+    pub certificates: Vec<Vec<String>>,
+    /// `mailto:` + `email`.
+    pub contact: Option<String>,
+    pub directory: String,
+    pub state_dir: PathBuf,
+    pub challenge: AcmeChallenge,
+    pub ca_root: Option<PathBuf>,
+    /// `None`: a third of each certificate's lifetime.
+    pub renew_before: Option<Duration>,
+    pub retry_after: Duration,
 }
 
 /// Typed `[http2]` settings (see [`Http2Config`]).
@@ -446,6 +541,8 @@ pub struct Settings {
     pub fd_headroom: usize,
     pub inline_opens: bool,
     pub tls: Option<TlsSettings>,
+    /// `[acme]`: certificates obtained and renewed for `tls`.
+    pub acme: Option<AcmeSettings>,
     /// The path cache's own configuration (`[cache]`; `shards` is
     /// `workers`, `variant_budget` is `compression.budget` or 0).
     pub cache: pathcache::Config,
@@ -548,6 +645,22 @@ fn overlay(dst: &mut toml::Table, src: toml::Table, prefix: &str, errors: &mut V
         } else {
             format!("{prefix}.{k}")
         };
+        if key == "acme" && !dst.contains_key(&k) {
+            // Absent by default (no ACME): its keys are checked against
+            // [acme]'s defaults once the table is given.
+            match v {
+                toml::Value::Table(given) => {
+                    let mut table = match toml::Value::try_from(AcmeConfig::default()) {
+                        Ok(toml::Value::Table(t)) => t,
+                        _ => unreachable!("AcmeConfig serializes to a table"),
+                    };
+                    overlay(&mut table, given, &key, errors);
+                    dst.insert(k, toml::Value::Table(table));
+                }
+                _ => errors.push(err(&key, "expected a table: write it as [acme]")),
+            }
+            continue;
+        }
         let Some(slot) = dst.get_mut(&k) else {
             errors.push(err(&key, unknown_key_message(&k, dst.keys())));
             continue;
@@ -1004,6 +1117,27 @@ pub fn check_log_level(v: &str) -> Result<(), String> {
         .map_err(|e| format!("`{v}` is not a tracing filter: {e}"))
 }
 
+/// Why a CA could not validate `name` by http-01 or tls-alpn-01, if so.
+fn acme_name_problem(name: &str) -> Option<&'static str> {
+    if name.starts_with("*.") || name.contains('*') {
+        return Some("is a wildcard: only dns-01 proves those, and this server answers http-01 and tls-alpn-01");
+    }
+    if name.parse::<std::net::IpAddr>().is_ok() {
+        return Some("is an address: ACME certificates here are for DNS names");
+    }
+    let label_ok = |l: &str| {
+        !l.is_empty()
+            && l.len() <= 63
+            && !l.starts_with('-')
+            && !l.ends_with('-')
+            && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+    };
+    if name.len() > 253 || !name.contains('.') || !name.split('.').all(label_ok) {
+        return Some("is not a fully qualified DNS name");
+    }
+    None
+}
+
 fn parse_addr(key: &str, v: &str, errors: &mut Vec<ConfigError>) -> SocketAddr {
     parse_listen(v).unwrap_or_else(|e| {
         errors.push(err(key, e));
@@ -1096,6 +1230,7 @@ impl Config {
         let limits = self.limits(&mut e);
         let shutdown_timeout = dur("shutdown_timeout", &self.shutdown_timeout, &mut e);
         let tls = self.tls_settings(&mut e);
+        let acme = self.acme_settings(&mut e);
         let http2 = self.http2.validate(&mut e);
         let compression = self.compression.validate(&mut e);
         let variant_budget = if compression.is_some() {
@@ -1133,6 +1268,7 @@ impl Config {
             fd_headroom: self.fd_headroom as usize,
             inline_opens: self.inline_opens,
             tls,
+            acme,
             cache,
             watch_changes: self.cache.watch,
             http2,
@@ -1146,9 +1282,10 @@ impl Config {
 }
 
 impl Config {
-    /// The `tls_*` keys: all of listen, cert and key, or none of them. The
-    /// files themselves are read (and checked against each other) when the
-    /// listener starts and at each reload.
+    /// The `tls_*` keys: all of listen, cert and key, or none of them;
+    /// with `[acme]`, listen alone (cert and key then serve the names ACME
+    /// does not). The files themselves are read (and checked against each
+    /// other) when the listener starts and at each reload.
     fn tls_settings(&self, e: &mut Vec<ConfigError>) -> Option<TlsSettings> {
         let handshake_timeout = dur("tls_handshake_timeout", &self.tls_handshake_timeout, e);
         if handshake_timeout.is_zero() && !e.iter().any(|x| x.key == "tls_handshake_timeout") {
@@ -1162,11 +1299,17 @@ impl Config {
         if set.iter().all(|(_, v)| v.is_empty()) {
             return None;
         }
+        let pair_optional =
+            self.acme.is_some() && self.tls_cert.is_empty() && self.tls_key.is_empty();
         for (key, v) in set {
-            if v.is_empty() {
+            if v.is_empty() && !(pair_optional && key != "tls_listen") {
                 e.push(err(
                     key,
-                    "must be set: tls_listen, tls_cert and tls_key go together",
+                    if self.acme.is_some() {
+                        "must be set: tls_cert and tls_key go together, and [acme] needs tls_listen"
+                    } else {
+                        "must be set: tls_listen, tls_cert and tls_key go together"
+                    },
                 ));
             }
         }
@@ -1175,9 +1318,124 @@ impl Config {
         }
         Some(TlsSettings {
             listen: parse_addr("tls_listen", &self.tls_listen, e),
-            cert: PathBuf::from(&self.tls_cert),
-            key: PathBuf::from(&self.tls_key),
+            manual: (!self.tls_cert.is_empty() && !self.tls_key.is_empty()).then(|| CertFiles {
+                cert: PathBuf::from(&self.tls_cert),
+                key: PathBuf::from(&self.tls_key),
+            }),
             handshake_timeout,
+        })
+    }
+
+    /// `[acme]` and the sites with `acme = true`: which certificates, from
+    /// where, proven how. Each name must be one a CA can validate by
+    /// http-01 or tls-alpn-01 (a DNS name, no wildcard) and belong to one
+    /// certificate only.
+    fn acme_settings(&self, e: &mut Vec<ConfigError>) -> Option<AcmeSettings> {
+        let Some(a) = &self.acme else {
+            for (i, site) in self.sites.iter().enumerate() {
+                if site.acme {
+                    e.push(err(
+                        &format!("sites[{}].acme", i + 1),
+                        "needs an [acme] table (state_dir, email, the CA)",
+                    ));
+                }
+            }
+            return None;
+        };
+        if self.tls_listen.is_empty() {
+            e.push(err(
+                "acme",
+                "needs tls_listen: the certificates are for the HTTPS listener",
+            ));
+        }
+        let mut seen: Vec<String> = Vec::new();
+        let mut names = |key: &str, list: &[String], e: &mut Vec<ConfigError>| {
+            let mut out = Vec::new();
+            for name in list {
+                let name = name.trim_end_matches('.').to_ascii_lowercase();
+                if let Some(why) = acme_name_problem(&name) {
+                    e.push(err(key, format!("`{name}` {why}")));
+                } else if seen.contains(&name) {
+                    e.push(err(
+                        key,
+                        format!("`{name}` is named twice: one certificate per name"),
+                    ));
+                } else {
+                    seen.push(name.clone());
+                    out.push(name);
+                }
+            }
+            out
+        };
+        let mut certificates = Vec::new();
+        let domains = names("acme.domains", &a.domains, e);
+        if !domains.is_empty() {
+            certificates.push(domains);
+        }
+        for (i, site) in self.sites.iter().enumerate() {
+            if site.acme {
+                let key = format!("sites[{}].hosts", i + 1);
+                let hosts = names(&key, &site.hosts, e);
+                if !hosts.is_empty() {
+                    certificates.push(hosts);
+                }
+            }
+        }
+        if certificates.is_empty()
+            && !e
+                .iter()
+                .any(|x| x.key.starts_with("acme") || x.key.starts_with("sites"))
+        {
+            e.push(err(
+                "acme.domains",
+                "names no domain: list the names, or set `acme = true` on a [[sites]] table",
+            ));
+        }
+        let challenge = match a.challenge.as_str() {
+            "tls-alpn-01" => AcmeChallenge::TlsAlpn01,
+            "http-01" => AcmeChallenge::Http01,
+            o => {
+                e.push(err(
+                    "acme.challenge",
+                    format!("`{o}` is not one of tls-alpn-01, http-01"),
+                ));
+                AcmeChallenge::TlsAlpn01
+            }
+        };
+        if !a.directory.starts_with("https://") {
+            e.push(err(
+                "acme.directory",
+                format!("`{}` is not an https:// URL", a.directory),
+            ));
+        }
+        if a.state_dir.as_os_str().is_empty() {
+            e.push(err(
+                "acme.state_dir",
+                "must be set: where the account and certificates are kept",
+            ));
+        }
+        if !a.email.is_empty() && (!a.email.contains('@') || a.email.contains(char::is_whitespace))
+        {
+            e.push(err(
+                "acme.email",
+                format!("`{}` is not an email address", a.email),
+            ));
+        }
+        let renew_before =
+            (!a.renew_before.is_empty()).then(|| dur("acme.renew_before", &a.renew_before, e));
+        let retry_after = dur("acme.retry_after", &a.retry_after, e);
+        if retry_after.is_zero() && !e.iter().any(|x| x.key == "acme.retry_after") {
+            e.push(err("acme.retry_after", "must be greater than zero"));
+        }
+        Some(AcmeSettings {
+            certificates,
+            contact: (!a.email.is_empty()).then(|| format!("mailto:{}", a.email)),
+            directory: a.directory.clone(),
+            state_dir: a.state_dir.clone(),
+            challenge,
+            ca_root: (!a.ca_root.is_empty()).then(|| PathBuf::from(&a.ca_root)),
+            renew_before,
+            retry_after,
         })
     }
 }

@@ -302,6 +302,21 @@ impl Conn {
     ) -> io::Result<()> {
         // Rc clone (not the Arc inside): no shared atomic write per request.
         let ctx = self.ctx.clone();
+        if req.target().starts_with(crate::acme::HTTP01_PREFIX) {
+            if let Some(answer) = ctx
+                .acme_challenges()
+                .and_then(|c| c.http01(httpfile::path::path_part(req.target()).ok()?))
+            {
+                // Before the site's rules: a CA validates over plain HTTP
+                // even where every other path redirects to HTTPS.
+                let plan = crate::acme::challenge::http01_plan(req.head.method, &answer);
+                self.out.write_head(&plan, *framing);
+                if let Body::Bytes(bytes) = plan.body {
+                    self.out.send_bytes(bytes);
+                }
+                return Ok(());
+            }
+        }
         let site = self.live.s.site_for(req.head.host);
         let fm = ctx.files().manager_for(site);
         if site != self.site {

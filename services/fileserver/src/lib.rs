@@ -18,6 +18,7 @@
 #![deny(missing_docs)]
 
 pub mod accesslog;
+pub mod acme;
 pub mod admin;
 pub mod config;
 pub mod conn;

@@ -37,14 +37,35 @@ pub fn check(s: &Settings) -> Vec<ConfigError> {
     if let Err(m) = check_root(&s.root) {
         e.push(problem("root", m));
     }
-    if let Some(t) = &s.tls {
-        if let Err(m) = crate::tls::load_pair(t) {
+    if let Some(files) = s.tls.as_ref().and_then(|t| t.manual.as_ref()) {
+        if let Err(m) = crate::tls::load_pair(files) {
             // load_pair's message starts with the key at fault.
             let (key, m) = match m.split_once(": ") {
                 Some((k, rest)) if k.starts_with("tls_") => (k.to_string(), rest.to_string()),
                 _ => ("tls_cert".to_string(), m),
             };
             e.push(problem(&key, m));
+        }
+    }
+    if let Some(a) = &s.acme {
+        if let Some(root) = &a.ca_root {
+            match std::fs::read(root) {
+                Ok(pem) if pem.windows(27).any(|w| w == b"-----BEGIN CERTIFICATE-----") => {}
+                Ok(_) => e.push(problem(
+                    "acme.ca_root",
+                    format!("{} holds no PEM certificate", root.display()),
+                )),
+                Err(err) => e.push(problem(
+                    "acme.ca_root",
+                    format!("cannot read {}: {err}", root.display()),
+                )),
+            }
+        }
+        if a.state_dir.exists() && !a.state_dir.is_dir() {
+            e.push(problem(
+                "acme.state_dir",
+                format!("{} is not a directory", a.state_dir.display()),
+            ));
         }
     }
     let default_site = (&s.root, &s.serve.rules, "rules".to_string());

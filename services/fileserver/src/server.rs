@@ -149,8 +149,15 @@ impl std::fmt::Debug for RunArgs {
 pub fn run(args: RunArgs) -> anyhow::Result<i32> {
     let s = args.settings.clone();
     // Before the file layer starts (and logs): a bad pair is one line.
+    let acme = match &s.acme {
+        Some(a) => Some(crate::acme::prepare(a).map_err(anyhow::Error::msg)?),
+        None => None,
+    };
     let tls = match &s.tls {
-        Some(t) => Some(crate::tls::Certs::load(t).map_err(anyhow::Error::msg)?),
+        Some(t) => Some(Arc::new(
+            crate::tls::Certs::load(t, acme.as_ref().map(|(_, c)| c.clone()))
+                .map_err(anyhow::Error::msg)?,
+        )),
         None => None,
     };
     // Then the listeners, before the file layer starts (and logs): an
@@ -233,6 +240,12 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
+    // Certificates ACME keeps are installed before the first handshake
+    // and renewed on this thread's runtime.
+    if let (Some(a), Some((store, challenges)), Some(certs)) = (&s.acme, acme, &shared.tls) {
+        crate::acme::describe();
+        crate::acme::spawn(a, store, challenges, certs.clone(), rt.handle());
+    }
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let (ready_tx, ready_rx) = std::sync::mpsc::channel::<()>();
     let mut threads = Vec::new();
@@ -568,8 +581,11 @@ fn reload(
         (Some(old), None) => Some(old.clone()),
         (None, _) => None,
     };
-    let new_pair = match (&shared.tls, &new.tls) {
-        (Some(_), Some(t)) => match crate::tls::load_pair(t) {
+    let new_pair = match (
+        &shared.tls,
+        new.tls.as_ref().and_then(|t| t.manual.as_ref()),
+    ) {
+        (Some(_), Some(files)) => match crate::tls::load_pair(files) {
             Ok(pair) => Some(pair),
             Err(e) => {
                 tracing::error!("reload rejected, keeping the running config and certificate: {e}");

@@ -46,7 +46,7 @@ pub struct Shared {
     /// File access beneath the root.
     pub files: Files,
     /// The HTTPS listener's certificate, when one is configured.
-    pub tls: Option<crate::tls::Certs>,
+    pub tls: Option<Arc<crate::tls::Certs>>,
     pub(crate) live: RwLock<Arc<Live>>,
     pub(crate) generation: AtomicU64,
     /// One counter block per worker.
@@ -155,6 +155,11 @@ impl ConnContext {
     /// The file layer.
     pub fn files(&self) -> &Files {
         &self.shared.files
+    }
+
+    /// The ACME challenge answers, with `[acme]`.
+    pub fn acme_challenges(&self) -> Option<&crate::acme::challenge::Challenges> {
+        self.shared.tls.as_ref()?.challenges()
     }
 
     /// The process-wide HTTP/2 send budget (`[http2] send_budget`).

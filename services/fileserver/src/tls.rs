@@ -17,85 +17,168 @@
 //! post-quantum hybrid key exchange (X25519MLKEM768); clients then agree on
 //! X25519.
 
-use crate::config::TlsSettings;
+use crate::acme::challenge::Challenges;
+use crate::config::{CertFiles, TlsSettings};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::server::{ClientHello, ResolvesServerCert};
+use rustls::sign::CertifiedKey;
 use rustls::ServerConfig;
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 use tokio::net::TcpStream;
 use tokio_rustls::server::TlsStream;
 
-/// The certificate in force; a reload swaps it for new handshakes while
-/// connections already established keep theirs.
+/// The ALPN protocol of the tls-alpn-01 challenge (RFC 8737).
+pub const ACME_TLS_ALPN: &[u8] = b"acme-tls/1";
+
+/// The certificates in force, chosen per handshake by the name the client
+/// asks for (SNI): one ACME issued for it, else the `tls_cert` pair. A
+/// reload or a renewal swaps them for new handshakes while connections
+/// already established keep theirs.
 #[derive(Debug)]
 pub struct Certs {
-    config: RwLock<Arc<ServerConfig>>,
+    config: Arc<ServerConfig>,
+    chosen: Arc<Chooser>,
 }
 
-impl Certs {
-    /// Reads and checks `s.cert` and `s.key`.
-    pub fn load(s: &TlsSettings) -> Result<Certs, String> {
-        Ok(Certs {
-            config: RwLock::new(load_pair(s)?),
-        })
-    }
+#[derive(Debug)]
+struct Chooser {
+    manual: RwLock<Option<Arc<CertifiedKey>>>,
+    issued: RwLock<HashMap<String, Arc<CertifiedKey>>>,
+    challenges: Option<Arc<Challenges>>,
+}
 
-    /// Takes a pair [`load_pair`] checked for the next handshakes.
-    pub fn replace(&self, pair: Arc<ServerConfig>) {
-        *self.config.write().unwrap_or_else(|e| e.into_inner()) = pair;
-    }
-
-    fn current(&self) -> Arc<ServerConfig> {
-        self.config
+impl ResolvesServerCert for Chooser {
+    fn resolve(&self, hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        let name = hello.server_name();
+        if let Some(challenges) = &self.challenges {
+            // Only a CA validating a name offers acme-tls/1 (RFC 8737 3).
+            if hello
+                .alpn()
+                .is_some_and(|mut protocols| protocols.any(|p| p == ACME_TLS_ALPN))
+            {
+                return challenges.tls_alpn_cert(name?);
+            }
+        }
+        if let Some(name) = name {
+            let issued = self.issued.read().unwrap_or_else(|e| e.into_inner());
+            if let Some(key) = issued.get(name) {
+                return Some(key.clone());
+            }
+        }
+        self.manual
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
     }
 }
 
-/// A rustls configuration for the pair in `s`: TLS 1.2 and 1.3, ALPN `h2`
-/// then `http/1.1`, no client certificates. The error names the key and
-/// file at fault: unreadable, no certificate, no key, or a key that is not
-/// the certificate's.
-pub fn load_pair(s: &TlsSettings) -> Result<Arc<ServerConfig>, String> {
+impl Certs {
+    /// Reads and checks the `tls_cert` pair of `s`, if any; `challenges`
+    /// (with `[acme]`) answers tls-alpn-01 handshakes.
+    pub fn load(s: &TlsSettings, challenges: Option<Arc<Challenges>>) -> Result<Certs, String> {
+        let manual = s.manual.as_ref().map(load_pair).transpose()?;
+        let mut alpn = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        if challenges.is_some() {
+            alpn.push(ACME_TLS_ALPN.to_vec());
+        }
+        let chosen = Arc::new(Chooser {
+            manual: RwLock::new(manual),
+            issued: RwLock::new(HashMap::new()),
+            challenges,
+        });
+        let mut config = ServerConfig::builder_with_provider(provider())
+            .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
+            .map_err(|e| format!("tls: {e}"))?
+            .with_no_client_auth()
+            .with_cert_resolver(chosen.clone());
+        config.alpn_protocols = alpn;
+        Ok(Certs {
+            config: Arc::new(config),
+            chosen,
+        })
+    }
+
+    /// Takes a `tls_cert` pair [`load_pair`] checked for the next handshakes.
+    pub fn replace(&self, pair: Arc<CertifiedKey>) {
+        *self
+            .chosen
+            .manual
+            .write()
+            .unwrap_or_else(|e| e.into_inner()) = Some(pair);
+    }
+
+    /// Serves `key` for each of `names` from the next handshake on.
+    pub fn install(&self, names: &[String], key: Arc<CertifiedKey>) {
+        let mut issued = self
+            .chosen
+            .issued
+            .write()
+            .unwrap_or_else(|e| e.into_inner());
+        for name in names {
+            issued.insert(name.clone(), key.clone());
+        }
+    }
+
+    /// The ACME challenge answers, with `[acme]`.
+    pub fn challenges(&self) -> Option<&Challenges> {
+        self.chosen.challenges.as_deref()
+    }
+
+    fn current(&self) -> Arc<ServerConfig> {
+        self.config.clone()
+    }
+}
+
+fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// A certificate chain (leaf first) and its key from PEM text, checked
+/// against each other; the error says which part is at fault, naming the
+/// files `cert` and `key` (`tls_cert: PATH` when `label`).
+pub fn certified_key(
+    cert_pem: &[u8],
+    key_pem: &[u8],
+    cert: &std::path::Path,
+    key: &std::path::Path,
+    label: bool,
+) -> Result<CertifiedKey, String> {
+    let (c, k) = (cert.display(), key.display());
+    let (cl, kl) = if label {
+        ("tls_cert: ", "tls_key: ")
+    } else {
+        ("", "")
+    };
+    let chain = CertificateDer::pem_slice_iter(cert_pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("{cl}{c}: {e}"))?;
+    if chain.is_empty() {
+        return Err(format!("{cl}{c} holds no PEM certificate"));
+    }
+    let private = PrivateKeyDer::from_pem_slice(key_pem)
+        .map_err(|e| format!("{kl}{k} holds no usable PEM private key: {e}"))?;
+    CertifiedKey::from_der(chain, private, &provider()).map_err(|e| match e {
+        rustls::Error::InconsistentKeys(_) => {
+            format!("{kl}{k} is not the key of the certificate in {c}")
+        }
+        e => format!("{cl}{c}, {kl}{k}: {e}"),
+    })
+}
+
+/// The `tls_cert` pair for TLS 1.2 and 1.3 with ALPN `h2` then
+/// `http/1.1`. The error names the key and file at fault: unreadable, no
+/// certificate, no key, or a key that is not the certificate's.
+pub fn load_pair(files: &CertFiles) -> Result<Arc<CertifiedKey>, String> {
     let read = |key: &str, path: &std::path::Path| {
         std::fs::read(path).map_err(|e| format!("{key}: cannot read {}: {e}", path.display()))
     };
-    let cert_pem = read("tls_cert", &s.cert)?;
-    let key_pem = read("tls_key", &s.key)?;
-    let chain = CertificateDer::pem_slice_iter(&cert_pem)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| format!("tls_cert: {}: {e}", s.cert.display()))?;
-    if chain.is_empty() {
-        return Err(format!(
-            "tls_cert: {} holds no PEM certificate",
-            s.cert.display()
-        ));
-    }
-    let key = PrivateKeyDer::from_pem_slice(&key_pem).map_err(|e| {
-        format!(
-            "tls_key: {} holds no usable PEM private key: {e}",
-            s.key.display()
-        )
-    })?;
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = ServerConfig::builder_with_provider(provider)
-        .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
-        .map_err(|e| format!("tls: {e}"))?
-        .with_no_client_auth()
-        .with_single_cert(chain, key)
-        .map_err(|e| match e {
-            rustls::Error::InconsistentKeys(_) => format!(
-                "tls_key: {} is not the key of the certificate in {}",
-                s.key.display(),
-                s.cert.display()
-            ),
-            e => format!("tls_cert/tls_key: {e}"),
-        })?;
-    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-    Ok(Arc::new(config))
+    let cert_pem = read("tls_cert", &files.cert)?;
+    let key_pem = read("tls_key", &files.key)?;
+    certified_key(&cert_pem, &key_pem, &files.cert, &files.key, true).map(Arc::new)
 }
 
 /// Why TLS records are sealed in user space, for the start line and the
@@ -116,7 +199,7 @@ pub fn offload_reason() -> &'static str {
 pub fn describe() {
     metrics::describe_counter!(
         "fileserver_tls_handshakes_total",
-        "TLS handshakes on the HTTPS listener by result (ok, error, timeout)."
+        "TLS handshakes on the HTTPS listener by result (ok, error, timeout, acme_challenge)."
     );
     metrics::describe_counter!(
         "fileserver_tls_connections_total",
@@ -155,6 +238,13 @@ pub async fn handshake(
             return None;
         }
     };
+    if stream.get_ref().1.alpn_protocol() == Some(ACME_TLS_ALPN) {
+        // A CA saw the challenge certificate; nothing is served here.
+        metrics::counter!("fileserver_tls_handshakes_total", "result" => "acme_challenge")
+            .increment(1);
+        tracing::info!(%peer, "acme: tls-alpn-01 handshake answered");
+        return None;
+    }
     metrics::counter!("fileserver_tls_handshakes_total", "result" => "ok").increment(1);
     let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2");
     let alpn = if h2 { "h2" } else { "http/1.1" };

@@ -59,8 +59,8 @@ impl TestCa {
             CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()]).unwrap();
         params.distinguished_name.push(DnType::CommonName, name);
         let key = KeyPair::generate().unwrap();
-        let issuer = self.ca_params.clone().self_signed(&self.ca_key).unwrap();
-        let cert = params.signed_by(&key, &issuer, &self.ca_key).unwrap();
+        let issuer = rcgen::Issuer::from_params(&self.ca_params, &self.ca_key);
+        let cert = params.signed_by(&key, &issuer).unwrap();
         let cert_path = self.dir.path().join(format!("{name}.cert.pem"));
         let key_path = self.dir.path().join(format!("{name}.key.pem"));
         std::fs::write(&cert_path, cert.pem()).unwrap();
