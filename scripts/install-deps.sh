@@ -13,11 +13,13 @@ SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 # python3-httpx + python3-h2, chromium: real HTTP/2 clients for the HTTPS tests
 # (services/fileserver/tests/tls_http2.rs); chromium also screenshots the
 # directory listing (tests/listing.rs, into target/tmp/listing-*.png).
+# pebble (with pebble-challtestsrv): Let's Encrypt's test ACME server and its
+# DNS, which the ACME tests start on loopback (services/fileserver/tests/acme.rs).
 # wine, wine64, gcc-mingw-w64-x86-64-win32: the Windows build of the crates,
 # cross-compiled and its tests run under Wine (scripts/windows-tests.sh).
 pkgs=(prometheus nginx-light wrk curl wfuzz systemd nghttp2-client strace python3-venv util-linux
       fonts-dejavu-core valgrind lighttpd lighttpd-mod-openssl lighttpd-mod-deflate h2o caddy
-      python3-httpx python3-h2 chromium openssl wine wine64 gcc-mingw-w64-x86-64-win32)
+      python3-httpx python3-h2 chromium openssl pebble wine wine64 gcc-mingw-w64-x86-64-win32)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then

@@ -155,8 +155,12 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
     };
     let tls = match &s.tls {
         Some(t) => Some(Arc::new(
-            crate::tls::Certs::load(t, acme.as_ref().map(|(_, c)| c.clone()))
-                .map_err(anyhow::Error::msg)?,
+            crate::tls::Certs::load(
+                t,
+                acme.as_ref()
+                    .map(|(_, c)| c.clone() as Arc<dyn crate::tls::AlpnChallenges>),
+            )
+            .map_err(anyhow::Error::msg)?,
         )),
         None => None,
     };
@@ -204,6 +208,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
     let shared = Arc::new(Shared {
         files,
         tls,
+        acme: acme.as_ref().map(|(_, c)| c.clone()),
         live: RwLock::new(Arc::new(live)),
         generation: AtomicU64::new(0),
         worker_stats: (0..s.workers)
@@ -538,12 +543,15 @@ fn reload(
             "tls_listen",
             new.tls.as_ref().map(|t| t.listen) != started.tls.as_ref().map(|t| t.listen),
         ),
+        ("acme", new.acme != started.acme),
     ] {
         if changed {
             tracing::warn!("reload: `{key}` changed but only takes effect after a restart");
         }
     }
     let mut new = new;
+    // The ordering tasks run with the [acme] they started with.
+    new.acme = started.acme.clone();
     // Each site's root has its manager since start: a changed list of
     // sites (names or roots) waits for a restart; their rules reload.
     let site_key = |s: &Settings| -> Vec<_> {

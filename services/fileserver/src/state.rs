@@ -47,6 +47,8 @@ pub struct Shared {
     pub files: Files,
     /// The HTTPS listener's certificate, when one is configured.
     pub tls: Option<Arc<crate::tls::Certs>>,
+    /// The ACME challenge answers (`[acme]`).
+    pub acme: Option<Arc<crate::acme::challenge::Challenges>>,
     pub(crate) live: RwLock<Arc<Live>>,
     pub(crate) generation: AtomicU64,
     /// One counter block per worker.
@@ -159,7 +161,7 @@ impl ConnContext {
 
     /// The ACME challenge answers, with `[acme]`.
     pub fn acme_challenges(&self) -> Option<&crate::acme::challenge::Challenges> {
-        self.shared.tls.as_ref()?.challenges()
+        self.shared.acme.as_deref()
     }
 
     /// The process-wide HTTP/2 send budget (`[http2] send_budget`).

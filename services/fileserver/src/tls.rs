@@ -17,7 +17,6 @@
 //! post-quantum hybrid key exchange (X25519MLKEM768); clients then agree on
 //! X25519.
 
-use crate::acme::challenge::Challenges;
 use crate::config::{CertFiles, TlsSettings};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
@@ -34,6 +33,13 @@ use tokio_rustls::server::TlsStream;
 /// The ALPN protocol of the tls-alpn-01 challenge (RFC 8737).
 pub const ACME_TLS_ALPN: &[u8] = b"acme-tls/1";
 
+/// Where a tls-alpn-01 handshake's certificate comes from (`acme`'s
+/// pending challenges): the certificate for `name`, if one is pending.
+pub trait AlpnChallenges: Send + Sync + std::fmt::Debug {
+    /// The challenge certificate for `name`.
+    fn certificate(&self, name: &str) -> Option<Arc<CertifiedKey>>;
+}
+
 /// The certificates in force, chosen per handshake by the name the client
 /// asks for (SNI): one ACME issued for it, else the `tls_cert` pair. A
 /// reload or a renewal swaps them for new handshakes while connections
@@ -48,7 +54,7 @@ pub struct Certs {
 struct Chooser {
     manual: RwLock<Option<Arc<CertifiedKey>>>,
     issued: RwLock<HashMap<String, Arc<CertifiedKey>>>,
-    challenges: Option<Arc<Challenges>>,
+    challenges: Option<Arc<dyn AlpnChallenges>>,
 }
 
 impl ResolvesServerCert for Chooser {
@@ -60,7 +66,7 @@ impl ResolvesServerCert for Chooser {
                 .alpn()
                 .is_some_and(|mut protocols| protocols.any(|p| p == ACME_TLS_ALPN))
             {
-                return challenges.tls_alpn_cert(name?);
+                return challenges.certificate(name?);
             }
         }
         if let Some(name) = name {
@@ -79,7 +85,10 @@ impl ResolvesServerCert for Chooser {
 impl Certs {
     /// Reads and checks the `tls_cert` pair of `s`, if any; `challenges`
     /// (with `[acme]`) answers tls-alpn-01 handshakes.
-    pub fn load(s: &TlsSettings, challenges: Option<Arc<Challenges>>) -> Result<Certs, String> {
+    pub fn load(
+        s: &TlsSettings,
+        challenges: Option<Arc<dyn AlpnChallenges>>,
+    ) -> Result<Certs, String> {
         let manual = s.manual.as_ref().map(load_pair).transpose()?;
         let mut alpn = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
         if challenges.is_some() {
@@ -121,11 +130,6 @@ impl Certs {
         for name in names {
             issued.insert(name.clone(), key.clone());
         }
-    }
-
-    /// The ACME challenge answers, with `[acme]`.
-    pub fn challenges(&self) -> Option<&Challenges> {
-        self.chosen.challenges.as_deref()
     }
 
     fn current(&self) -> Arc<ServerConfig> {

@@ -982,7 +982,8 @@ fn the_first_scrape_has_every_documented_metric() {
             break;
         }
         if let Some(section) = line.strip_prefix("### ") {
-            tls_only = section.contains("tls_listen");
+            // `### TLS (only with `tls_listen`)`, `### ACME (only with `[acme]`)`.
+            tls_only = section.contains("only with");
         }
         if let Some(rest) = line.strip_prefix("| `fileserver_") {
             let name = format!("fileserver_{}", &rest[..rest.find('`').unwrap()]);

@@ -20,7 +20,7 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -134,14 +134,6 @@ fn prometheus_bin() -> PathBuf {
     bin
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// Replaces `from` with `to`, insisting it occurs exactly once so that a
 /// changed template fails loudly instead of producing a config that scrapes
 /// nothing.
@@ -184,7 +176,7 @@ fn start_prometheus(dir: &Path, admin: SocketAddr) -> Prometheus {
         .unwrap();
     // The free port may be taken between probe and bind: retry with another.
     for attempt in 0..3 {
-        let port = free_port();
+        let port = common::free_port();
         let log = dir.join(format!("prometheus-{attempt}.log"));
         let child = Command::new(&bin)
             .arg(format!("--config.file={}", config.display()))

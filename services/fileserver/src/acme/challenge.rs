@@ -101,6 +101,12 @@ impl Challenges {
     }
 }
 
+impl crate::tls::AlpnChallenges for Challenges {
+    fn certificate(&self, name: &str) -> Option<Arc<CertifiedKey>> {
+        self.tls_alpn_cert(name)
+    }
+}
+
 /// The response to an http-01 request: the key authorization as
 /// `application/octet-stream` (RFC 8555 8.3), never cached.
 pub fn http01_plan(method: httpfile::Method, key_authorization: &str) -> httpfile::Plan<'_> {

@@ -76,6 +76,21 @@ pub fn spawn(
         challenges,
         certs,
     });
+    tracing::info!(
+        certificates = s.certificates.len(),
+        challenge = s.challenge.as_str(),
+        state_dir = %s.state_dir.display(),
+        "acme: keeping certificates from {}",
+        s.directory
+    );
+    // Every outcome is a series from the first scrape (rate() of a
+    // series that appears at its first failure misses that failure).
+    for kind in ["first", "renewal"] {
+        for result in ["issued", "failed"] {
+            metrics::counter!("fileserver_acme_orders_total", "kind" => kind, "result" => result)
+                .increment(0);
+        }
+    }
     for names in &s.certificates {
         let stored = ctx.load(names);
         handle.spawn(keep(ctx.clone(), names.clone(), stored));
@@ -277,9 +292,25 @@ impl From<instant_acme::Error> for OrderError {
     fn from(e: instant_acme::Error) -> Self {
         match e {
             instant_acme::Error::Api(p) => OrderError::Api(p),
-            e => OrderError::Other(e.to_string()),
+            e => OrderError::Other(with_causes(&e)),
         }
     }
+}
+
+/// `e` and what caused it ("client error (Connect): tcp connect error:
+/// Connection refused"): the outermost alone rarely says what to fix.
+fn with_causes(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let text = c.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        cause = c.source();
+    }
+    out
 }
 
 /// The stored account for the CA, or a new one (then stored).
@@ -287,7 +318,7 @@ async fn account(ctx: &Ctx) -> Result<Account, String> {
     let builder = || match &ctx.s.ca_root {
         Some(root) => Account::builder_with_root(root)
             .map_err(|e| format!("acme.ca_root: {}: {e}", root.display())),
-        None => Account::builder().map_err(|e| e.to_string()),
+        None => Account::builder().map_err(|e| with_causes(&e)),
     };
     let stored = ctx
         .store
@@ -299,7 +330,7 @@ async fn account(ctx: &Ctx) -> Result<Account, String> {
                 return builder()?
                     .from_credentials(credentials)
                     .await
-                    .map_err(|e| format!("acme: {}: {e}", ctx.s.directory));
+                    .map_err(|e| format!("{}: {}", ctx.s.directory, with_causes(&e)));
             }
             Err(e) => {
                 tracing::warn!("acme: stored account unreadable ({e}); registering a new one")
@@ -318,7 +349,7 @@ async fn account(ctx: &Ctx) -> Result<Account, String> {
             None,
         )
         .await
-        .map_err(|e| format!("registering with {}: {e}", ctx.s.directory))?;
+        .map_err(|e| format!("registering with {}: {}", ctx.s.directory, with_causes(&e)))?;
     let bytes = serde_json::to_vec(&credentials).map_err(|e| e.to_string())?;
     ctx.store
         .save_account(&ctx.s.directory, &bytes)
