@@ -61,6 +61,53 @@ impl Default for CacheConfig {
     }
 }
 
+/// HTTP/3 keys (`[http3]` table): QUIC on `tls_listen`'s port (UDP),
+/// advertised to HTTPS clients with `Alt-Svc`.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Http3Config {
+    /// Serve HTTP/3 (needs `tls_listen`).
+    pub enabled: bool,
+    /// Requests a client may have open at once on one connection.
+    pub max_concurrent_streams: u64,
+    /// A connection with no packet for this long is closed.
+    pub idle_timeout: String,
+    /// Flow-control window of each request stream, bytes.
+    pub stream_window: u64,
+    /// Flow-control window of the connection, bytes.
+    pub connection_window: u64,
+    /// Largest request head (decoded field section), bytes.
+    pub max_field_section_size: u64,
+    /// `Alt-Svc` `ma`: how long a client may remember that HTTP/3 is here.
+    pub alt_svc_max_age: String,
+}
+
+impl Default for Http3Config {
+    fn default() -> Self {
+        Http3Config {
+            enabled: false,
+            max_concurrent_streams: 100,
+            idle_timeout: "30s".into(),
+            stream_window: 1 << 20,
+            connection_window: 4 << 20,
+            max_field_section_size: 16384,
+            alt_svc_max_age: "24h".into(),
+        }
+    }
+}
+
+/// Typed `[http3]` (see [`Http3Config`]); `None` in `Settings` when off.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[allow(missing_docs)]
+pub struct Http3Settings {
+    pub max_concurrent_streams: u32,
+    pub idle_timeout: Duration,
+    pub stream_window: u32,
+    pub connection_window: u32,
+    pub max_field_section_size: u64,
+    pub alt_svc_max_age: Duration,
+}
+
 /// HTTP/2 keys (`[http2]` table): per-connection bounds for the TLS
 /// listener (ALPN `h2`) and h2c with prior knowledge on the plaintext one.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
@@ -319,6 +366,8 @@ pub struct Config {
     pub cache: CacheConfig,
     /// HTTP/2 bounds.
     pub http2: Http2Config,
+    /// HTTP/3 (QUIC).
+    pub http3: Http3Config,
     /// On-the-fly compression.
     pub compression: CompressionConfig,
     /// Certificates from an ACME CA (`[acme]`; absent = none).
@@ -368,6 +417,7 @@ impl Default for Config {
             sites: Vec::new(),
             cache: CacheConfig::default(),
             http2: Http2Config::default(),
+            http3: Http3Config::default(),
             compression: CompressionConfig::default(),
             acme: None,
         }
@@ -549,6 +599,8 @@ pub struct Settings {
     /// `cache.watch`: the change watcher (filemanager's `watch_changes`).
     pub watch_changes: bool,
     pub http2: Http2Settings,
+    /// `[http3]` when enabled.
+    pub http3: Option<Http3Settings>,
 }
 
 /// A virtual host: the names it answers for, its root, and how its files
@@ -1232,6 +1284,7 @@ impl Config {
         let tls = self.tls_settings(&mut e);
         let acme = self.acme_settings(&mut e);
         let http2 = self.http2.validate(&mut e);
+        let http3 = self.http3.validate(!self.tls_listen.is_empty(), &mut e);
         let compression = self.compression.validate(&mut e);
         let variant_budget = if compression.is_some() {
             self.compression.budget
@@ -1272,6 +1325,7 @@ impl Config {
             cache,
             watch_changes: self.cache.watch,
             http2,
+            http3,
         };
         if e.is_empty() {
             Ok(settings)
@@ -1676,6 +1730,57 @@ impl CacheConfig {
             min_uses: range("cache.min_uses", c.min_uses, 0, u32::MAX as u64, e) as u32,
             variant_budget,
         }
+    }
+}
+
+impl Http3Config {
+    /// The `[http3]` table; `None` when off. `tls`: `tls_listen` is set.
+    fn validate(&self, tls: bool, e: &mut Vec<ConfigError>) -> Option<Http3Settings> {
+        let h = self;
+        let idle_timeout = dur("http3.idle_timeout", &h.idle_timeout, e);
+        let alt_svc_max_age = dur("http3.alt_svc_max_age", &h.alt_svc_max_age, e);
+        // QUIC's varint limit is 2^62; quinn's windows are u32 here.
+        let window_max = u64::from(u32::MAX);
+        let settings = Http3Settings {
+            max_concurrent_streams: range(
+                "http3.max_concurrent_streams",
+                h.max_concurrent_streams,
+                1,
+                10_000,
+                e,
+            ) as u32,
+            idle_timeout,
+            stream_window: range("http3.stream_window", h.stream_window, 16384, window_max, e)
+                as u32,
+            connection_window: range(
+                "http3.connection_window",
+                h.connection_window,
+                16384,
+                window_max,
+                e,
+            ) as u32,
+            max_field_section_size: range(
+                "http3.max_field_section_size",
+                h.max_field_section_size,
+                1024,
+                1 << 20,
+                e,
+            ) as u64,
+            alt_svc_max_age,
+        };
+        if idle_timeout.is_zero() && !e.iter().any(|x| x.key == "http3.idle_timeout") {
+            e.push(err("http3.idle_timeout", "must be greater than zero"));
+        }
+        if !h.enabled {
+            return None;
+        }
+        if !tls {
+            e.push(err(
+                "http3.enabled",
+                "needs tls_listen: HTTP/3 runs on its port (UDP) with its certificate",
+            ));
+        }
+        Some(settings)
     }
 }
 

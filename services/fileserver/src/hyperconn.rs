@@ -25,7 +25,6 @@ use bytes::Bytes;
 use http::header::{HeaderValue, CONNECTION, REFERER, SERVER, USER_AGENT};
 use http::{Request, Response};
 use http_body::{Body as HttpBody, Frame, SizeHint};
-use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use std::cell::{Cell, RefCell};
@@ -94,6 +93,19 @@ struct Activity {
     busy: tokio::sync::Notify,
 }
 
+impl Activity {
+    fn new() -> Activity {
+        Activity {
+            last: Cell::new(Instant::now()),
+            progress: Cell::new(Instant::now()),
+            in_flight: Cell::new(0),
+            abort: Cell::new(None),
+            closing_at: Cell::new(None),
+            busy: tokio::sync::Notify::new(),
+        }
+    }
+}
+
 /// How long a closing HTTP/2 connection reads and drops input after its
 /// GOAWAY, so that the GOAWAY is read before the close (a close with
 /// unread input sends a reset, which may discard it).
@@ -156,14 +168,7 @@ pub async fn serve<I>(
     let live = ctx.live();
     let limits = live.0.s.limits.clone();
     let builder = builder(&live.0.s, protocol);
-    let activity = Rc::new(Activity {
-        last: Cell::new(Instant::now()),
-        progress: Cell::new(Instant::now()),
-        in_flight: Cell::new(0),
-        abort: Cell::new(None),
-        closing_at: Cell::new(None),
-        busy: tokio::sync::Notify::new(),
-    });
+    let activity = Rc::new(Activity::new());
     let h2 = protocol == Protocol::Http2;
     let h2_settings = &live.0.s.http2;
     let io = Watched {
@@ -183,6 +188,7 @@ pub async fn serve<I>(
         })
     });
     let responder = Responder {
+        alt_svc: if tls { ctx.alt_svc().cloned() } else { None },
         ctx: ctx.clone(),
         live: RefCell::new(live),
         peer,
@@ -280,7 +286,7 @@ fn builder(s: &crate::config::Settings, protocol: Protocol) -> auto::Builder<Loc
 /// `ServeDir` built from them, and the bookkeeping that makes its
 /// responses counted and logged.
 #[derive(Debug)]
-struct Responder {
+pub(crate) struct Responder {
     ctx: Rc<ConnContext>,
     /// The settings in force and their generation, re-read only when a
     /// reload bumped it (one relaxed load per request, like conn.rs).
@@ -291,9 +297,28 @@ struct Responder {
     activity: Rc<Activity>,
     /// HTTP/2: what its file bodies may hold read and not yet written.
     budget: Option<Rc<SendBudget>>,
+    /// `Alt-Svc` advertising HTTP/3 (HTTPS connections, `[http3]` on).
+    alt_svc: Option<HeaderValue>,
 }
 
 impl Responder {
+    /// The responder of one HTTP/3 connection from `peer` (`h3conn`):
+    /// the same answers, counting and log as the TCP listeners', with the
+    /// flow control and idle rule QUIC itself enforces.
+    pub(crate) fn for_http3(ctx: Rc<ConnContext>, peer: SocketAddr) -> Responder {
+        let live = ctx.live();
+        Responder {
+            ctx,
+            live: RefCell::new(live),
+            peer,
+            tls: true,
+            version: "HTTP/3.0",
+            activity: Rc::new(Activity::new()),
+            budget: None,
+            alt_svc: None,
+        }
+    }
+
     fn live(&self) -> Arc<Live> {
         let mut live = self.live.borrow_mut();
         if self.ctx.generation() != live.1 {
@@ -305,12 +330,12 @@ impl Responder {
 
 type ResponseFuture = Pin<Box<dyn Future<Output = Result<Response<Logged>, Infallible>>>>;
 
-impl hyper::service::Service<Request<Incoming>> for Responder {
+impl<B: Send + 'static> hyper::service::Service<Request<B>> for Responder {
     type Response = Response<Logged>;
     type Error = Infallible;
     type Future = ResponseFuture;
 
-    fn call(&self, mut req: Request<Incoming>) -> ResponseFuture {
+    fn call(&self, mut req: Request<B>) -> ResponseFuture {
         let t0 = Instant::now();
         let in_flight = InFlight::new(&self.activity);
         let live = self.live();
@@ -336,6 +361,7 @@ impl hyper::service::Service<Request<Incoming>> for Responder {
         let mut files = live.service_for(host).clone();
         let (ctx, peer, version) = (self.ctx.clone(), self.peer, self.version);
         let gate = self.budget.clone().map(Gate::new);
+        let alt_svc = self.alt_svc.clone();
         Box::pin(async move {
             let response = match rejected {
                 // The HTTP/1.1 parser's rule (`http::request`), which hyper
@@ -359,6 +385,9 @@ impl hyper::service::Service<Request<Incoming>> for Responder {
             parts
                 .headers
                 .insert(SERVER, HeaderValue::from_static(httpfile::encode::SERVER));
+            if let Some(v) = alt_svc {
+                parts.headers.insert(http::header::ALT_SVC, v);
+            }
             let status = parts.status.as_u16();
             let body = Logged {
                 body,
@@ -385,7 +414,7 @@ impl hyper::service::Service<Request<Incoming>> for Responder {
 /// ([`httpfile::head::check_host`], what the HTTP/1.1 engine's parser
 /// applies): HTTP/1.1 names one valid `Host`, HTTP/2 a valid authority.
 /// `host` is the one that counts (`servedir::request_host`).
-fn host_rule(req: &Request<Incoming>, host: Option<&[u8]>) -> Result<(), &'static str> {
+fn host_rule<B>(req: &Request<B>, host: Option<&[u8]>) -> Result<(), &'static str> {
     let hosts = req.headers().get_all(http::header::HOST).iter().count();
     httpfile::head::check_host(req.version() == http::Version::HTTP_11, hosts, host)
 }
@@ -408,7 +437,7 @@ struct LogFields {
 }
 
 impl RequestFields {
-    fn of(req: &Request<Incoming>, logged: bool) -> RequestFields {
+    fn of<B>(req: &Request<B>, logged: bool) -> RequestFields {
         let header = |name| req.headers().get(name).cloned();
         RequestFields {
             method: req.method().clone(),

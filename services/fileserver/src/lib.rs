@@ -25,6 +25,7 @@ pub mod conn;
 pub mod exchange;
 pub mod files;
 pub mod h2guard;
+pub mod h3conn;
 pub mod http;
 pub mod hyperconn;
 pub mod manual;

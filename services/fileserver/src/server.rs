@@ -48,7 +48,20 @@ fn browsable_url(addr: SocketAddr) -> String {
 /// binds as soon as the old process closed its listeners (SO_REUSEADDR
 /// covers its connections still in TIME_WAIT).
 fn bind_worker_socket(addr: SocketAddr, claim: bool) -> std::io::Result<std::net::TcpListener> {
-    use rustix::net::{sockopt, AddressFamily, SocketFlags, SocketType};
+    let fd = bind_reuseport(addr, claim, rustix::net::SocketType::STREAM)?;
+    rustix::net::listen(&fd, 4096)?;
+    Ok(std::net::TcpListener::from(fd))
+}
+
+/// A non-blocking socket of `kind` bound to `addr` with SO_REUSEPORT; the
+/// first (`claim`) binds before it allows sharing, so a port another
+/// process holds is an error, not a silent share.
+fn bind_reuseport(
+    addr: SocketAddr,
+    claim: bool,
+    kind: rustix::net::SocketType,
+) -> std::io::Result<std::os::fd::OwnedFd> {
+    use rustix::net::{sockopt, AddressFamily, SocketFlags};
     let family = if addr.is_ipv4() {
         AddressFamily::INET
     } else {
@@ -56,7 +69,7 @@ fn bind_worker_socket(addr: SocketAddr, claim: bool) -> std::io::Result<std::net
     };
     let fd = rustix::net::socket_with(
         family,
-        SocketType::STREAM,
+        kind,
         SocketFlags::CLOEXEC | SocketFlags::NONBLOCK,
         None,
     )?;
@@ -68,8 +81,14 @@ fn bind_worker_socket(addr: SocketAddr, claim: bool) -> std::io::Result<std::net
     if claim {
         sockopt::set_socket_reuseport(&fd, true)?;
     }
-    rustix::net::listen(&fd, 4096)?;
-    Ok(std::net::TcpListener::from(fd))
+    Ok(fd)
+}
+
+/// One UDP socket per worker on `addr` (HTTP/3 beside the HTTPS listener).
+fn reuseport_udp(addr: SocketAddr, workers: usize) -> std::io::Result<Vec<std::net::UdpSocket>> {
+    (0..workers)
+        .map(|i| bind_reuseport(addr, i == 0, rustix::net::SocketType::DGRAM).map(Into::into))
+        .collect()
 }
 
 /// Listeners for the workers: systemd's socket (dup'ed per worker) or one
@@ -188,6 +207,31 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
         }
         None => ((0..s.workers).map(|_| None).collect::<Vec<_>>(), None),
     };
+    // HTTP/3 on the HTTPS port, UDP.
+    let quic_sockets = match (&s.http3, tls_addr) {
+        (Some(_), Some(addr)) => reuseport_udp(addr, s.workers)
+            .map_err(|e| {
+                anyhow::anyhow!(listen_error(
+                    addr,
+                    "tls_listen (UDP, for [http3])",
+                    "--tls-listen ADDR",
+                    &e
+                ))
+            })?
+            .into_iter()
+            .map(Some)
+            .collect(),
+        _ => (0..s.workers).map(|_| None).collect::<Vec<_>>(),
+    };
+    let alt_svc = match (&s.http3, tls_addr) {
+        (Some(h), Some(addr)) => http::HeaderValue::from_str(&format!(
+            "h3=\":{}\"; ma={}",
+            addr.port(),
+            h.alt_svc_max_age.as_secs()
+        ))
+        .ok(),
+        _ => None,
+    };
     // A socket named `admin` from systemd replaces admin_listen, as the
     // `http` one replaces listen.
     let admin = match args.activated.admin {
@@ -209,6 +253,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
         files,
         tls,
         acme: acme.as_ref().map(|(_, c)| c.clone()),
+        alt_svc,
         live: RwLock::new(Arc::new(live)),
         generation: AtomicU64::new(0),
         worker_stats: (0..s.workers)
@@ -254,11 +299,16 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let (ready_tx, ready_rx) = std::sync::mpsc::channel::<()>();
     let mut threads = Vec::new();
-    for (i, (l, tls)) in listeners.into_iter().zip(tls_listeners).enumerate() {
+    let sockets = listeners.into_iter().zip(tls_listeners).zip(quic_sockets);
+    for (i, ((l, tls), quic)) in sockets.enumerate() {
         let shared = shared.clone();
         let rx = shutdown_rx.clone();
         let ready = ready_tx.clone();
-        let listeners = WorkerListeners { plain: l, tls };
+        let listeners = WorkerListeners {
+            plain: l,
+            tls,
+            quic,
+        };
         threads.push(
             std::thread::Builder::new()
                 .name(format!("worker-{i}"))
@@ -284,7 +334,12 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
     let tls_part = match (tls_addr, offload) {
         (Some(addr), Some(reason)) => {
             tracing::debug!(%addr, reason, "HTTPS (h2, http/1.1) with userspace TLS (rustls)");
-            format!(" https={addr} tls=userspace tls_offload_off={reason}")
+            let h3 = if s.http3.is_some() {
+                format!(" http3={addr}")
+            } else {
+                String::new()
+            };
+            format!(" https={addr}{h3} tls=userspace tls_offload_off={reason}")
         }
         _ => String::new(),
     };
@@ -314,6 +369,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
                     "message": "listening",
                     "http": http_addr.to_string(),
                     "https": tls_addr.map(|a| a.to_string()),
+                    "http3": tls_addr.filter(|_| s.http3.is_some()).map(|a| a.to_string()),
                     "tls_offload_off": offload,
                     "admin": admin_addr.to_string(),
                     "workers": s.workers,
@@ -544,6 +600,7 @@ fn reload(
             new.tls.as_ref().map(|t| t.listen) != started.tls.as_ref().map(|t| t.listen),
         ),
         ("acme", new.acme != started.acme),
+        ("http3", new.http3 != started.http3),
     ] {
         if changed {
             tracing::warn!("reload: `{key}` changed but only takes effect after a restart");
@@ -552,6 +609,8 @@ fn reload(
     let mut new = new;
     // The ordering tasks run with the [acme] they started with.
     new.acme = started.acme.clone();
+    // The QUIC endpoints were built with the [http3] of the start.
+    new.http3 = started.http3.clone();
     // Each site's root has its manager since start: a changed list of
     // sites (names or roots) waits for a restart; their rules reload.
     let site_key = |s: &Settings| -> Vec<_> {
@@ -658,6 +717,8 @@ fn reload(
 struct WorkerListeners {
     plain: std::net::TcpListener,
     tls: Option<std::net::TcpListener>,
+    /// HTTP/3's UDP socket.
+    quic: Option<std::net::UdpSocket>,
 }
 
 /// What an accept loop does with a connection.
@@ -776,7 +837,22 @@ async fn run_worker(w: Rc<Worker>, listeners: WorkerListeners, ready: std::sync:
             accept_loop(&w, l, Listener::Tls).await;
         }
     };
-    tokio::join!(accept_loop(&w, plain, Listener::Plain), tls_loop);
+    let quic = match (listeners.quic, &w.shared.tls, &w.shared.live().0.s.http3) {
+        (Some(socket), Some(certs), Some(h)) => match crate::h3conn::endpoint(socket, certs, h) {
+            Ok(e) => Some(e),
+            Err(e) => {
+                tracing::error!("HTTP/3 endpoint: {e}");
+                None
+            }
+        },
+        _ => None,
+    };
+    let quic_loop = async {
+        if let Some(e) = &quic {
+            accept_quic(&w, e).await;
+        }
+    };
+    tokio::join!(accept_loop(&w, plain, Listener::Plain), tls_loop, quic_loop);
     w.conn.stopping.set(true);
     let deadline = Instant::now() + w.shared.live().0.s.shutdown_timeout;
     while w.local_conns.get() > 0 && Instant::now() < deadline {
@@ -804,7 +880,44 @@ async fn run_worker(w: Rc<Worker>, listeners: WorkerListeners, ready: std::sync:
         // Any still left are dropped with the runtime; keep the global count right.
         w.shared.open_conns.fetch_sub(w.local_conns.get(), Relaxed);
     }
+    if let Some(e) = quic {
+        // CONNECTION_CLOSE to whatever is left, and time for it to leave.
+        e.close(0u32.into(), b"shutdown");
+        let _ = tokio::time::timeout(Duration::from_millis(200), e.wait_idle()).await;
+    }
     flush_samples(&mut w.conn.samples.borrow_mut());
+}
+
+/// Accepts QUIC connections on the worker's endpoint until shutdown, each
+/// a local task counted like a TCP connection (`max_connections`
+/// included: at the limit a new one is refused, and the client may retry).
+async fn accept_quic(w: &Rc<Worker>, endpoint: &quinn::Endpoint) {
+    let mut shutdown = w.conn.shutdown.clone();
+    loop {
+        let incoming = tokio::select! {
+            biased;
+            _ = shutdown.changed() => break,
+            i = endpoint.accept() => match i {
+                Some(i) => i,
+                None => break,
+            },
+        };
+        let max = w.shared.live().0.s.limits.max_connections;
+        if w.shared.active_conns.fetch_add(1, Relaxed) >= max {
+            w.shared.active_conns.fetch_sub(1, Relaxed);
+            incoming.refuse();
+            continue;
+        }
+        w.shared.open_conns.fetch_add(1, Relaxed);
+        w.local_conns.set(w.local_conns.get() + 1);
+        let w2 = w.clone();
+        tokio::task::spawn_local(async move {
+            crate::h3conn::serve(w2.conn.clone(), incoming).await;
+            w2.shared.active_conns.fetch_sub(1, Relaxed);
+            w2.local_conns.set(w2.local_conns.get() - 1);
+            w2.shared.open_conns.fetch_sub(1, Relaxed);
+        });
+    }
 }
 
 /// Accepts on `listener` until shutdown, each connection a local task.

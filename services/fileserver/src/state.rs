@@ -49,6 +49,8 @@ pub struct Shared {
     pub tls: Option<Arc<crate::tls::Certs>>,
     /// The ACME challenge answers (`[acme]`).
     pub acme: Option<Arc<crate::acme::challenge::Challenges>>,
+    /// `Alt-Svc` for HTTPS responses while HTTP/3 runs (`h3=":PORT"`).
+    pub alt_svc: Option<http::HeaderValue>,
     pub(crate) live: RwLock<Arc<Live>>,
     pub(crate) generation: AtomicU64,
     /// One counter block per worker.
@@ -157,6 +159,11 @@ impl ConnContext {
     /// The file layer.
     pub fn files(&self) -> &Files {
         &self.shared.files
+    }
+
+    /// `Alt-Svc` for HTTPS responses, while HTTP/3 runs.
+    pub fn alt_svc(&self) -> Option<&http::HeaderValue> {
+        self.shared.alt_svc.as_ref()
     }
 
     /// The ACME challenge answers, with `[acme]`.

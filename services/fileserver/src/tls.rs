@@ -111,6 +111,21 @@ impl Certs {
         })
     }
 
+    /// The TLS configuration of HTTP/3: TLS 1.3 only (QUIC requires it),
+    /// ALPN `h3`, no 0-RTT (a replayed request must not reach the file
+    /// layer twice), and the same certificates as the TCP listener, so a
+    /// reload or a renewal applies to both.
+    pub fn quic(&self) -> Result<quinn::crypto::rustls::QuicServerConfig, String> {
+        let mut config = ServerConfig::builder_with_provider(provider())
+            .with_protocol_versions(&[&rustls::version::TLS13])
+            .map_err(|e| format!("tls: {e}"))?
+            .with_no_client_auth()
+            .with_cert_resolver(self.chosen.clone());
+        config.alpn_protocols = vec![b"h3".to_vec()];
+        config.max_early_data_size = 0;
+        quinn::crypto::rustls::QuicServerConfig::try_from(config).map_err(|e| format!("http3: {e}"))
+    }
+
     /// Takes a `tls_cert` pair [`load_pair`] checked for the next handshakes.
     pub fn replace(&self, pair: Arc<CertifiedKey>) {
         *self

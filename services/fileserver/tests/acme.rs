@@ -398,7 +398,10 @@ fn tls_alpn_01_issues_a_certificate_browsers_would_trust() {
     d.signal(libc::SIGHUP);
     assert!(d.wait_stderr("configuration reloaded", Duration::from_secs(10)));
     assert_eq!(served_leaf(https(&d), "site.test", &root).unwrap(), leaf);
-    assert_eq!(orders(&d, "first", "issued") + orders(&d, "renewal", "issued"), 1.0);
+    assert_eq!(
+        orders(&d, "first", "issued") + orders(&d, "renewal", "issued"),
+        1.0
+    );
 
     // A restart serves the stored pair at once, with the CA gone.
     drop(pebble);

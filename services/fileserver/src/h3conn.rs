@@ -1,0 +1,193 @@
+//! HTTP/3: QUIC (quinn) on `tls_listen`'s port, UDP, one endpoint per
+//! worker on its own SO_REUSEPORT socket. Each request is answered by the
+//! HTTPS listener's [`Responder`] (`servedir::ServeDir`, the decide stage,
+//! the file manager), so HTTP/3 gives the same answers and every response
+//! is counted and logged (`HTTP/3.0` in the access log) like the others.
+//! QUIC itself enforces the idle timeout, the stream limit and flow
+//! control (`[http3]`); a request's body is sent as the responder yields
+//! it, each chunk after QUIC took the one before.
+//!
+//! ```text
+//! UDP socket (worker i) -> quinn Endpoint -> Incoming
+//!   -> timeout(tls_handshake_timeout, QUIC + TLS 1.3 handshake, ALPN h3)
+//!   -> h3 Connection: accept request streams until GOAWAY / close
+//!        each: Responder::call -> send_response, send_data.., finish
+//! shutdown: GOAWAY; requests in flight finish; then the connection closes
+//! ```
+//!
+//! Connection migration is off: a client whose address changes may land
+//! on another worker's socket, which does not know the connection.
+
+use crate::config::Http3Settings;
+use crate::hyperconn::Responder;
+use crate::state::ConnContext;
+use bytes::Bytes;
+use hyper::service::Service as _;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The worker's QUIC endpoint on `socket`, with `[http3]`'s limits and
+/// the HTTPS listener's certificates.
+pub fn endpoint(
+    socket: std::net::UdpSocket,
+    certs: &crate::tls::Certs,
+    s: &Http3Settings,
+) -> std::io::Result<quinn::Endpoint> {
+    let crypto = certs.quic().map_err(std::io::Error::other)?;
+    let mut server = quinn::ServerConfig::with_crypto(Arc::new(crypto));
+    let mut transport = quinn::TransportConfig::default();
+    transport
+        .max_concurrent_bidi_streams(s.max_concurrent_streams.into())
+        // HTTP/3 needs three from the client (control, QPACK encoder and
+        // decoder); a few more for extensions it may open.
+        .max_concurrent_uni_streams(8u32.into())
+        .max_idle_timeout(Some(
+            quinn::IdleTimeout::try_from(s.idle_timeout).map_err(std::io::Error::other)?,
+        ))
+        .stream_receive_window(s.stream_window.into())
+        .receive_window(s.connection_window.into())
+        .send_window(u64::from(s.connection_window));
+    server.transport_config(Arc::new(transport));
+    server.migration(false);
+    quinn::Endpoint::new(
+        quinn::EndpointConfig::default(),
+        Some(server),
+        socket,
+        Arc::new(quinn::TokioRuntime),
+    )
+}
+
+/// Serves one QUIC connection until the client closes it, it idles out,
+/// or shutdown drains it.
+pub async fn serve(ctx: Rc<ConnContext>, incoming: quinn::Incoming) {
+    let peer = incoming.remote_address();
+    let (timeout, settings) = {
+        let live = ctx.live().0;
+        let timeout = live
+            .s
+            .tls
+            .as_ref()
+            .map_or(Duration::from_secs(10), |t| t.handshake_timeout);
+        match live.s.http3.clone() {
+            Some(h) => (timeout, h),
+            None => return,
+        }
+    };
+    let conn = match tokio::time::timeout(timeout, incoming).await {
+        Ok(Ok(conn)) => conn,
+        Ok(Err(e)) => {
+            metrics::counter!("fileserver_tls_handshakes_total", "result" => "error").increment(1);
+            tracing::debug!(%peer, "QUIC handshake failed: {e}");
+            return;
+        }
+        Err(_) => {
+            metrics::counter!("fileserver_tls_handshakes_total", "result" => "timeout")
+                .increment(1);
+            tracing::debug!(%peer, "QUIC handshake timed out");
+            return;
+        }
+    };
+    metrics::counter!("fileserver_tls_handshakes_total", "result" => "ok").increment(1);
+    metrics::counter!("fileserver_tls_connections_total", "alpn" => "h3").increment(1);
+    let mut h3 = match h3::server::builder()
+        .max_field_section_size(settings.max_field_section_size)
+        .build::<_, Bytes>(h3_quinn::Connection::new(conn))
+        .await
+    {
+        Ok(h3) => h3,
+        Err(e) => {
+            tracing::debug!(%peer, "HTTP/3 connection setup failed: {e}");
+            return;
+        }
+    };
+    let responder = Rc::new(Responder::for_http3(ctx.clone(), peer));
+    let mut requests = tokio::task::JoinSet::new();
+    let mut shutdown = ctx.shutdown.clone();
+    let mut stop_seen = ctx.stopping.get() || *shutdown.borrow();
+    if stop_seen {
+        let _ = h3.shutdown(0).await;
+    }
+    loop {
+        tokio::select! {
+            accepted = h3.accept() => match accepted {
+                Ok(Some(resolver)) => {
+                    requests.spawn_local(respond(responder.clone(), resolver, peer));
+                }
+                // GOAWAY sent and every request before it accepted, or
+                // the client closed.
+                Ok(None) => break,
+                Err(e) => {
+                    tracing::debug!(%peer, "HTTP/3 connection ended: {e}");
+                    break;
+                }
+            },
+            Some(_) = requests.join_next(), if !requests.is_empty() => {}
+            _ = shutdown.changed(), if !stop_seen => {
+                stop_seen = true;
+                let _ = h3.shutdown(0).await;
+            }
+        }
+    }
+    // The connection stays open while its responses finish.
+    while requests.join_next().await.is_some() {}
+}
+
+/// Answers one request stream.
+async fn respond(
+    responder: Rc<Responder>,
+    resolver: h3::server::RequestResolver<h3_quinn::Connection, Bytes>,
+    peer: SocketAddr,
+) {
+    let (req, mut stream) = match resolver.resolve_request().await {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::debug!(%peer, "HTTP/3 request refused: {e}");
+            return;
+        }
+    };
+    let response = match responder.call(req).await {
+        Ok(r) => r,
+        Err(never) => match never {},
+    };
+    let (parts, body) = response.into_parts();
+    // Dropped on every path below: the response is counted and logged
+    // with the bytes QUIC took, complete or not.
+    let mut body = Box::pin(body);
+    if let Err(e) = stream
+        .send_response(http::Response::from_parts(parts, ()))
+        .await
+    {
+        tracing::debug!(%peer, "HTTP/3 response head not sent: {e}");
+        return;
+    }
+    while let Some(frame) = next_frame(body.as_mut()).await {
+        let data = match frame.map(|f| f.into_data()) {
+            Ok(Ok(data)) => data,
+            // Trailers: none are sent.
+            Ok(Err(_)) => continue,
+            Err(e) => {
+                // The file changed or failed mid-send: end the stream
+                // short, as the other engines close theirs.
+                tracing::debug!(%peer, "HTTP/3 body ended early: {e}");
+                stream.stop_stream(h3::error::Code::H3_INTERNAL_ERROR);
+                return;
+            }
+        };
+        if let Err(e) = stream.send_data(data).await {
+            tracing::debug!(%peer, "HTTP/3 client went away: {e}");
+            return;
+        }
+    }
+    if let Err(e) = stream.finish().await {
+        tracing::debug!(%peer, "HTTP/3 stream not finished: {e}");
+    }
+}
+
+async fn next_frame<B: http_body::Body>(
+    mut body: Pin<&mut B>,
+) -> Option<Result<http_body::Frame<B::Data>, B::Error>> {
+    std::future::poll_fn(|cx| body.as_mut().poll_frame(cx)).await
+}
