@@ -31,3 +31,11 @@ command -v cargo-nextest >/dev/null 2>&1 || cargo install --locked cargo-nextest
 # oha: the load harness's latency at a fixed rate, corrected for coordinated
 # omission (benches/README.md); Debian does not package it.
 command -v oha >/dev/null 2>&1 || [ -x "$HOME/.cargo/bin/oha" ] || cargo install --locked oha
+# aioquic: an HTTP/3 client independent of quinn and h3, for the HTTP/3 tests
+# (services/fileserver/tests/http3.rs runs tests/h3client.py with this venv's
+# python). PyPI, in a venv under target/ (Debian has no aioquic package).
+venv="$(cd "$(dirname "$0")/.." && pwd)/target/test-venv"
+if ! "$venv/bin/python" -c 'import aioquic' >/dev/null 2>&1; then
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check 'aioquic>=1.2,<2'
+fi

@@ -92,6 +92,7 @@ pub async fn serve(ctx: Rc<ConnContext>, incoming: quinn::Incoming) {
     };
     metrics::counter!("fileserver_tls_handshakes_total", "result" => "ok").increment(1);
     metrics::counter!("fileserver_tls_connections_total", "alpn" => "h3").increment(1);
+    let quic = conn.clone();
     let mut h3 = match h3::server::builder()
         .max_field_section_size(settings.max_field_section_size)
         .build::<_, Bytes>(h3_quinn::Connection::new(conn))
@@ -111,6 +112,11 @@ pub async fn serve(ctx: Rc<ConnContext>, incoming: quinn::Incoming) {
         let _ = h3.shutdown(0).await;
     }
     loop {
+        // After GOAWAY, once the requests before it are answered: h3
+        // would wait for the client's own GOAWAY, which may never come.
+        if stop_seen && requests.is_empty() {
+            break;
+        }
         tokio::select! {
             accepted = h3.accept() => match accepted {
                 Ok(Some(resolver)) => {
@@ -133,7 +139,13 @@ pub async fn serve(ctx: Rc<ConnContext>, incoming: quinn::Incoming) {
     }
     // The connection stays open while its responses finish.
     while requests.join_next().await.is_some() {}
+    if stop_seen {
+        quic.close(H3_NO_ERROR.into(), b"shutting down");
+    }
 }
+
+/// HTTP/3's code for a connection closed with nothing wrong (RFC 9114 8.1).
+const H3_NO_ERROR: u32 = 0x100;
 
 /// Answers one request stream.
 async fn respond(

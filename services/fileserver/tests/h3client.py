@@ -30,10 +30,21 @@ from aioquic.quic.configuration import QuicConfiguration
 from aioquic.quic.events import ConnectionTerminated, StreamReset
 
 
+class HeadAwareH3(H3Connection):
+    """aioquic checks every response's Content-Length against its body,
+    HEAD's too, whose Content-Length is the GET's (RFC 9110 9.3.2)."""
+
+    head_streams = set()
+
+    def _check_content_length(self, stream):
+        if stream.stream_id not in self.head_streams:
+            super()._check_content_length(stream)
+
+
 class Client(QuicConnectionProtocol):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.h3 = H3Connection(self._quic)
+        self.h3 = HeadAwareH3(self._quic)
         self.waiters = {}
         self.results = {}
         self.terminated = None
@@ -69,6 +80,8 @@ class Client(QuicConnectionProtocol):
 
     async def request(self, method, authority, path, headers):
         sid = self._quic.get_next_available_stream_id()
+        if method == "HEAD":
+            self.h3.head_streams.add(sid)
         fields = [
             (b":method", method.encode()),
             (b":scheme", b"https"),

@@ -36,18 +36,8 @@ fn fixture(extra: &[&str]) -> Fixture {
     tree.write("small.txt", b"hello over TLS\n");
     tree.write("large.bin", &pattern(3 << 20));
     let ca = TestCa::new();
-    let ca_file = ca.dir.path().join("ca.pem");
-    std::fs::write(&ca_file, &ca.ca_pem).unwrap();
-    let mut args = ca.args();
-    args.extend(
-        ["--access-log", "stdout", "--set", "access_log_format=json"]
-            .iter()
-            .map(|s| s.to_string()),
-    );
-    args.extend(extra.iter().map(|s| s.to_string()));
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let d = Daemon::start(&tree.root, &args);
-    let https = d.start.https.expect("https= in the start line");
+    let ca_file = ca.ca_file();
+    let (d, https) = ca.https_daemon(&tree.root, extra);
     Fixture {
         tree,
         ca,
@@ -204,15 +194,6 @@ fn h2load_many_streams_on_few_connections_all_succeed() {
     }
 }
 
-/// A 1x1 PNG (valid: Chromium decodes it).
-const PNG_1X1: &[u8] = &[
-    0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x48, 0x44, 0x52,
-    0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x01, 0x08, 0x06, 0x00, 0x00, 0x00, 0x1f, 0x15, 0xc4,
-    0x89, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x44, 0x41, 0x54, 0x78, 0x9c, 0x63, 0xf8, 0xcf, 0xc0, 0xf0,
-    0x1f, 0x00, 0x05, 0x00, 0x01, 0xff, 0x89, 0x99, 0x3d, 0x1d, 0x00, 0x00, 0x00, 0x00, 0x49, 0x45,
-    0x4e, 0x44, 0xae, 0x42, 0x60, 0x82,
-];
-
 #[test]
 fn chromium_loads_a_page_with_its_script_and_images_over_h2() {
     let f = fixture(&[]);
@@ -228,8 +209,8 @@ fn chromium_loads_a_page_with_its_script_and_images_over_h2() {
           const ok = [...document.images].filter(i => i.complete && i.naturalWidth === 1).length;\n\
           document.getElementById('out').textContent = 'images decoded: ' + ok;\n});\n",
     );
-    f.tree.write("img/a.png", PNG_1X1);
-    f.tree.write("img/b.png", PNG_1X1);
+    f.tree.write("img/a.png", common::PNG_1X1);
+    f.tree.write("img/b.png", common::PNG_1X1);
     let (dom, stderr) = common::chromium_dom(&f.https_url("/"));
     assert!(
         dom.contains("images decoded: 2"),

@@ -342,6 +342,12 @@ pub(crate) fn metric_sum(text: &str, name: &str, labels: &[(&str, &str)]) -> Opt
 /// time; certificates are not checked: the tests' CAs are their own), and
 /// what it wrote on stderr.
 pub(crate) fn chromium_dom(url: &str) -> (String, String) {
+    chromium_dom_with(url, &["--ignore-certificate-errors".into()])
+}
+
+/// [`chromium_dom`] with other flags in place of
+/// `--ignore-certificate-errors`.
+pub(crate) fn chromium_dom_with(url: &str, flags: &[String]) -> (String, String) {
     let profile = tempfile::tempdir().unwrap();
     let out = Command::new("chromium")
         .args([
@@ -349,10 +355,10 @@ pub(crate) fn chromium_dom(url: &str) -> (String, String) {
             "--no-sandbox",
             "--disable-gpu",
             "--no-first-run",
-            "--ignore-certificate-errors",
             "--virtual-time-budget=5000",
             "--dump-dom",
         ])
+        .args(flags)
         .arg(format!("--user-data-dir={}", profile.path().display()))
         .arg(url)
         .stdin(Stdio::null())
@@ -487,3 +493,12 @@ impl Default for Tree {
         Tree::new()
     }
 }
+
+/// A 1x1 PNG (valid: Chromium decodes it).
+pub(crate) const PNG_1X1: &[u8] = &[
+    0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x48, 0x44, 0x52,
+    0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x01, 0x08, 0x06, 0x00, 0x00, 0x00, 0x1f, 0x15, 0xc4,
+    0x89, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x44, 0x41, 0x54, 0x78, 0x9c, 0x63, 0xf8, 0xcf, 0xc0, 0xf0,
+    0x1f, 0x00, 0x05, 0x00, 0x01, 0xff, 0x89, 0x99, 0x3d, 0x1d, 0x00, 0x00, 0x00, 0x00, 0x49, 0x45,
+    0x4e, 0x44, 0xae, 0x42, 0x60, 0x82,
+];

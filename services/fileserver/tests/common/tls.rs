@@ -80,6 +80,34 @@ impl TestCa {
         ]
     }
 
+    /// The CA's PEM as a file (for curl's `--cacert`, a Python client).
+    pub(crate) fn ca_file(&self) -> PathBuf {
+        let path = self.dir.path().join("ca.pem");
+        std::fs::write(&path, &self.ca_pem).unwrap();
+        path
+    }
+
+    /// The daemon serving `root` on HTTP and on HTTPS with the leaf, with
+    /// a JSON access log on stdout and `extra` arguments; and its HTTPS
+    /// address.
+    pub(crate) fn https_daemon(
+        &self,
+        root: &std::path::Path,
+        extra: &[&str],
+    ) -> (super::Daemon, SocketAddr) {
+        let mut args = self.args();
+        args.extend(
+            ["--access-log", "stdout", "--set", "access_log_format=json"]
+                .iter()
+                .chain(extra)
+                .map(|s| s.to_string()),
+        );
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let d = super::Daemon::start(root, &args);
+        let https = d.start.https.expect("https= in the start line");
+        (d, https)
+    }
+
     /// A reqwest client trusting only this CA, speaking HTTP/2 (ALPN h2
     /// only) or HTTP/1.1; no redirects, compression or proxies.
     pub(crate) fn client(&self, http2: bool) -> reqwest::blocking::Client {

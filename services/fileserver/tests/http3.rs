@@ -1,0 +1,474 @@
+//! HTTP/3 with clients independent of the server's stack: aioquic (Python,
+//! its own QUIC and HTTP/3; `tests/h3client.py`) and headless Chromium
+//! forced onto QUIC. The semantics are checked by asking the same daemon
+//! the same questions over HTTP/3 and over HTTPS with HTTP/2, whose
+//! answers the `http_semantics` suite checks rule by rule: every answer
+//! must be the same (status, every header but `Date`, the body). Then what
+//! is HTTP/3's own: `Alt-Svc` on HTTPS, counting and logging, the idle
+//! timeout from `[http3]`, and GOAWAY at SIGTERM.
+
+mod common;
+
+use common::tls::TestCa;
+use common::{bin, metric_sum, Daemon, Tree};
+use serde_json::Value;
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn pattern(n: usize) -> Vec<u8> {
+    (0..n).map(|i| (i * 13 % 251) as u8).collect()
+}
+
+/// The venv `scripts/install-deps.sh` puts aioquic in.
+fn python() -> PathBuf {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/test-venv/bin/python");
+    assert!(
+        p.exists(),
+        "{} not found: scripts/install-deps.sh installs aioquic into target/test-venv",
+        p.display()
+    );
+    p
+}
+
+fn client_script() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/h3client.py")
+}
+
+struct Fixture {
+    tree: Tree,
+    ca: TestCa,
+    ca_file: PathBuf,
+    d: Daemon,
+    https: SocketAddr,
+}
+
+fn fixture(extra: &[&str]) -> Fixture {
+    let tree = Tree::new();
+    tree.write("small.txt", b"hello over HTTP/3\n");
+    tree.write("large.bin", &pattern(3 << 20));
+    tree.write("dir/index.html", b"<h1>dir</h1>");
+    tree.write("empty/readme.txt", b"no index");
+    tree.write(".hidden", b"dot");
+    tree.write("app.js", b"console.log('plain');");
+    tree.write("app.js.gz", b"GZ-BYTES");
+    tree.write("app.js.br", b"BR-BYTES");
+    tree.write("page.html", "<p>compress me</p>\n".repeat(200).as_bytes());
+    tree.write("a b.txt", b"space");
+    let ca = TestCa::new();
+    let ca_file = ca.ca_file();
+    let mut args = vec!["--set", "http3.enabled=true", "--browse"];
+    args.extend_from_slice(extra);
+    let (d, https) = ca.https_daemon(&tree.root, &args);
+    Fixture {
+        tree,
+        ca,
+        ca_file,
+        d,
+        https,
+    }
+}
+
+/// One request: method, path, headers.
+type Ask<'a> = (&'a str, &'a str, Vec<(&'a str, String)>);
+
+impl Fixture {
+    /// The requests of `asks` with one `method`, at once on one HTTP/3
+    /// connection; one JSON object per answer, in order.
+    fn h3(&self, method: &str, asks: &[(&str, Vec<(&str, String)>)]) -> Vec<Value> {
+        self.h3_lines(method, asks, &[])[..asks.len()].to_vec()
+    }
+
+    /// What h3client printed after the ALPN line: the answers, then what
+    /// `extra` asked for (`--goaway-wait`: whether the connection ended).
+    fn h3_lines(
+        &self,
+        method: &str,
+        asks: &[(&str, Vec<(&str, String)>)],
+        extra: &[&str],
+    ) -> Vec<Value> {
+        let specs: Vec<String> = asks
+            .iter()
+            .map(|(path, headers)| {
+                let mut spec = path.to_string();
+                for (k, v) in headers {
+                    spec.push_str(&format!("\t{k}: {v}"));
+                }
+                spec
+            })
+            .collect();
+        let out = Command::new(python())
+            .arg(client_script())
+            .args(["--port", &self.https.port().to_string()])
+            .arg("--ca")
+            .arg(&self.ca_file)
+            .args(["--method", method])
+            .args(extra)
+            .args(&specs)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        let lines: Vec<Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert!(
+            out.status.success(),
+            "h3client failed: {text}\n{}\ndaemon:\n{}",
+            String::from_utf8_lossy(&out.stderr),
+            self.d.stderr_text()
+        );
+        assert_eq!(lines[0]["alpn"], "h3", "{text}");
+        lines[1..].to_vec()
+    }
+
+    /// The same request over HTTPS with HTTP/2 (reqwest), as h3client
+    /// reports an answer.
+    fn h2(&self, ask: &Ask<'_>) -> Value {
+        let (method, path, headers) = ask;
+        let mut rb = self.ca.client(true).request(
+            method.parse().unwrap(),
+            format!("https://localhost:{}{path}", self.https.port()),
+        );
+        for (k, v) in headers {
+            rb = rb.header(*k, v);
+        }
+        let r = rb.send().unwrap();
+        assert_eq!(r.version(), reqwest::Version::HTTP_2);
+        let status = r.status().as_u16();
+        let mut h = serde_json::Map::new();
+        for (k, v) in r.headers() {
+            h.insert(k.to_string(), v.to_str().unwrap().into());
+        }
+        let body = r.bytes().unwrap();
+        serde_json::json!({"status": status, "headers": h, "length": body.len(), "sha256": sha256(&body)})
+    }
+}
+
+fn sha256(b: &[u8]) -> String {
+    ring::digest::digest(&ring::digest::SHA256, b)
+        .as_ref()
+        .iter()
+        .map(|x| format!("{x:02x}"))
+        .collect()
+}
+
+/// What must match between two answers: status, headers but `Date` (and
+/// HTTP/2's `Alt-Svc`), body; a multipart body's boundary is random, so
+/// there only the type before it.
+fn comparable(v: &Value) -> Value {
+    let mut headers = v["headers"].as_object().unwrap().clone();
+    headers.remove("date");
+    headers.remove("alt-svc");
+    let multipart = headers
+        .get("content-type")
+        .and_then(Value::as_str)
+        .is_some_and(|t| t.starts_with("multipart/byteranges"));
+    if multipart {
+        headers.insert("content-type".into(), "multipart/byteranges".into());
+        headers.remove("content-length");
+    }
+    serde_json::json!({
+        "status": v["status"],
+        "headers": headers,
+        "length": if multipart { Value::Null } else { v["length"].clone() },
+        "sha256": if multipart { Value::Null } else { v["sha256"].clone() },
+    })
+}
+
+#[test]
+fn every_answer_over_http3_equals_the_answer_over_http2() {
+    let f = fixture(&[]);
+    let etag = f.h2(&("GET", "/small.txt", vec![]))["headers"]["etag"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let h = |pairs: &[(&'static str, &str)]| -> Vec<(&'static str, String)> {
+        let mut v: Vec<(&str, String)> = vec![("accept", "*/*".into())];
+        v.extend(pairs.iter().map(|(k, x)| (*k, x.to_string())));
+        v
+    };
+    let asks: Vec<Ask<'_>> = vec![
+        ("GET", "/small.txt", h(&[])),
+        ("HEAD", "/small.txt", h(&[])),
+        ("GET", "/large.bin", h(&[])),
+        ("HEAD", "/large.bin", h(&[])),
+        ("GET", "/large.bin", h(&[("range", "bytes=100-199")])),
+        ("GET", "/large.bin", h(&[("range", "bytes=-50")])),
+        ("GET", "/large.bin", h(&[("range", "bytes=999999999-")])),
+        ("GET", "/large.bin", h(&[("range", "bytes=0-9,20-29")])),
+        ("GET", "/small.txt", h(&[("if-none-match", &etag)])),
+        ("HEAD", "/small.txt", h(&[("if-none-match", &etag)])),
+        ("GET", "/small.txt", h(&[("if-none-match", "\"other\"")])),
+        (
+            "GET",
+            "/small.txt",
+            h(&[("if-modified-since", "Fri, 01 Jan 2100 00:00:00 GMT")]),
+        ),
+        ("GET", "/small.txt", h(&[("if-match", "\"nope\"")])),
+        (
+            "GET",
+            "/small.txt",
+            h(&[("if-range", "\"nope\""), ("range", "bytes=0-4")]),
+        ),
+        (
+            "GET",
+            "/small.txt",
+            h(&[("if-range", &etag), ("range", "bytes=0-4")]),
+        ),
+        ("GET", "/dir", h(&[])),
+        ("GET", "/dir/", h(&[])),
+        ("GET", "/.hidden", h(&[])),
+        ("GET", "/nope", h(&[])),
+        ("GET", "/a%20b.txt", h(&[])),
+        ("GET", "/app.js", h(&[("accept-encoding", "gzip")])),
+        ("GET", "/app.js", h(&[("accept-encoding", "br, gzip")])),
+        ("GET", "/page.html", h(&[("accept-encoding", "gzip")])),
+        ("GET", "/page.html", h(&[("accept-encoding", "zstd")])),
+        ("GET", "/empty/", h(&[])),
+        ("GET", "/empty/", h(&[("accept", "application/json")])),
+        ("POST", "/small.txt", h(&[])),
+        ("OPTIONS", "/small.txt", h(&[])),
+        ("DELETE", "/small.txt", h(&[])),
+    ];
+    // h3client sends one method per connection: group by method.
+    let mut checked = 0;
+    for method in ["GET", "HEAD", "POST", "OPTIONS", "DELETE"] {
+        let same: Vec<&Ask<'_>> = asks.iter().filter(|a| a.0 == method).collect();
+        let over_h3 = f.h3(
+            method,
+            &same
+                .iter()
+                .map(|(_, p, hs)| (*p, hs.clone()))
+                .collect::<Vec<_>>(),
+        );
+        for (ask, got) in same.iter().zip(over_h3) {
+            let want = f.h2(ask);
+            assert_eq!(
+                comparable(&got),
+                comparable(&want),
+                "{} {} {:?}: HTTP/3 (left) and HTTP/2 (right) differ",
+                ask.0,
+                ask.1,
+                ask.2
+            );
+            assert!(!got["reset"].as_bool().unwrap(), "{got}");
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, asks.len());
+    // The cases said what they mean: spot-check a few answers outright.
+    let answers = f.h3(
+        "GET",
+        &[
+            ("/large.bin", vec![("range", "bytes=100-199".into())]),
+            ("/small.txt", vec![("if-none-match", etag.clone())]),
+            ("/app.js", vec![("accept-encoding", "gzip".into())]),
+        ],
+    );
+    let large = pattern(3 << 20);
+    assert_eq!(answers[0]["status"], 206);
+    assert_eq!(answers[0]["sha256"], sha256(&large[100..200]));
+    assert_eq!(answers[1]["status"], 304);
+    assert_eq!(answers[1]["length"], 0);
+    assert_eq!(answers[2]["headers"]["content-encoding"], "gzip");
+    assert_eq!(answers[2]["text"], "GZ-BYTES");
+    // A target that climbs out of the root, sent as it is (reqwest's URL
+    // parser would have removed the dot segments): refused as the
+    // plaintext engine refuses it.
+    let escape = f.h3("GET", &[("/%2e%2e/%2e%2e/etc/passwd", vec![])]);
+    assert_eq!(escape[0]["status"], 400, "{}", escape[0]);
+    assert!(!escape[0]["text"].as_str().unwrap().contains("root:"));
+    let raw = common::raw(
+        f.d.http,
+        b"GET /%2e%2e/%2e%2e/etc/passwd HTTP/1.1\r\nHost: x\r\n\r\n",
+        Duration::from_secs(5),
+    );
+    assert_eq!(common::status_of(&raw), 400);
+}
+
+#[test]
+fn http3_is_advertised_counted_and_logged() {
+    let f = fixture(&[]);
+    let port = f.https.port();
+    // Alt-Svc on both HTTPS protocols; not on plain HTTP (browsers use
+    // HTTP/3 only for https origins).
+    for http2 in [true, false] {
+        let r =
+            f.ca.client(http2)
+                .get(format!("https://localhost:{port}/small.txt"))
+                .send()
+                .unwrap();
+        assert_eq!(
+            r.headers()["alt-svc"],
+            format!("h3=\":{port}\"; ma=86400").as_str()
+        );
+    }
+    let plain = common::client().get(f.d.url("/small.txt")).send().unwrap();
+    assert!(plain.headers().get("alt-svc").is_none());
+    assert!(
+        f.d.stderr_text()
+            .contains(&format!(" http3=127.0.0.1:{port} ")),
+        "the start line names the HTTP/3 address: {}",
+        f.d.stderr_text()
+    );
+
+    let got = f.h3("GET", &[("/large.bin", vec![]), ("/nope", vec![])]);
+    assert_eq!(got[0]["sha256"], sha256(&pattern(3 << 20)));
+    for (path, status, bytes) in [("/large.bin", 200, 3 << 20), ("/nope", 404, 14)] {
+        let line = f.d.json_log_line("target", &serde_json::json!(path));
+        assert_eq!(line["version"], "HTTP/3.0", "{line}");
+        assert_eq!(line["status"], status, "{line}");
+        assert_eq!(line["bytes"], bytes, "{line}");
+        assert_eq!(line["completed"], true, "{line}");
+        assert_eq!(line["user_agent"], "aioquic-test", "{line}");
+    }
+    let m = f.d.metrics();
+    assert_eq!(
+        metric_sum(&m, "fileserver_tls_connections_total", &[("alpn", "h3")]),
+        Some(1.0),
+        "{m}"
+    );
+    assert!(
+        metric_sum(&m, "fileserver_http_requests_total", &[("code", "404")]).unwrap_or(0.0) >= 1.0,
+        "{m}"
+    );
+}
+
+/// The SPKI pin of the leaf in `cert`, as Chromium's
+/// `--ignore-certificate-errors-spki-list` takes it (its QUIC stack
+/// ignores `--ignore-certificate-errors`).
+fn spki_pin(cert: &std::path::Path) -> String {
+    let pem = std::fs::read(cert).unwrap();
+    use rustls::pki_types::pem::PemObject;
+    let der = rustls::pki_types::CertificateDer::from_pem_slice(&pem).unwrap();
+    let (_, parsed) = x509_parser::parse_x509_certificate(der.as_ref()).unwrap();
+    let spki = parsed.tbs_certificate.subject_pki.raw;
+    base64(ring::digest::digest(&ring::digest::SHA256, spki).as_ref())
+}
+
+fn base64(bytes: &[u8]) -> String {
+    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for chunk in bytes.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = u32::from(b[0]) << 16 | u32::from(b[1]) << 8 | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(A[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn chromium_loads_a_page_and_its_assets_over_http3() {
+    let f = fixture(&[]);
+    f.tree.write(
+        "index.html",
+        b"<!doctype html><html><head><script src=\"/js/app.js\"></script></head>\
+          <body><img src=\"/img/a.png\"><p id=out>not run</p></body></html>",
+    );
+    f.tree.write(
+        "js/app.js",
+        b"window.addEventListener('load', () => {\n\
+          const nav = performance.getEntriesByType('navigation')[0].nextHopProtocol;\n\
+          const res = performance.getEntriesByType('resource').map(r => r.nextHopProtocol);\n\
+          const img = document.images[0].naturalWidth;\n\
+          document.getElementById('out').textContent = `page=${nav} assets=${res.join(',')} img=${img}`;\n});\n",
+    );
+    f.tree.write("img/a.png", common::PNG_1X1);
+    let port = f.https.port();
+    let (dom, stderr) = common::chromium_dom_with(
+        &format!("https://localhost:{port}/"),
+        &[
+            "--enable-quic".into(),
+            format!("--origin-to-force-quic-on=localhost:{port}"),
+            // localhost may resolve to ::1 first; the listener is 127.0.0.1.
+            "--host-resolver-rules=MAP localhost 127.0.0.1".into(),
+            format!(
+                "--ignore-certificate-errors-spki-list={}",
+                spki_pin(&f.ca.cert)
+            ),
+        ],
+    );
+    assert!(
+        dom.contains("page=h3 assets=h3,h3 img=1"),
+        "not all over HTTP/3: {dom}\n{stderr}"
+    );
+    for path in ["/", "/js/app.js", "/img/a.png"] {
+        let line = f.d.json_log_line("target", &serde_json::json!(path));
+        assert_eq!(line["version"], "HTTP/3.0", "{line}");
+        assert_eq!(line["status"], 200, "{line}");
+    }
+}
+
+#[test]
+fn idle_connections_close_after_the_configured_timeout() {
+    let f = fixture(&["--set", "http3.idle_timeout=1s"]);
+    let t0 = Instant::now();
+    let lines = f.h3_lines("GET", &[("/small.txt", vec![])], &["--goaway-wait", "10"]);
+    assert_eq!(lines[0]["status"], 200);
+    assert_eq!(lines[1]["terminated"], true, "not closed within 10 s");
+    assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+}
+
+#[test]
+fn sigterm_sends_goaway_and_the_daemon_exits() {
+    let mut f = fixture(&[]);
+    // A client that fetches, then keeps its connection open.
+    let mut client = Command::new(python())
+        .arg(client_script())
+        .args(["--port", &f.https.port().to_string()])
+        .arg("--ca")
+        .arg(&f.ca_file)
+        .args(["--goaway-wait", "20", "/small.txt"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(client.stdout.take().unwrap()).lines();
+    let _alpn = lines.next().unwrap().unwrap();
+    let answer: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+    assert_eq!(answer["status"], 200);
+    let t0 = Instant::now();
+    f.d.signal(libc::SIGTERM);
+    let status = f.d.wait_exit(Duration::from_secs(15)).expect("exited");
+    assert!(status.success(), "{status:?}");
+    assert!(t0.elapsed() < Duration::from_secs(10), "{:?}", t0.elapsed());
+    let end: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+    assert_eq!(end["terminated"], true, "the client saw the connection end");
+    let _ = client.wait();
+}
+
+#[test]
+fn check_config_says_http3_needs_tls_listen() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.toml");
+    std::fs::write(&path, "[http3]\nenabled = true\n").unwrap();
+    let out = Command::new(bin())
+        .arg("check-config")
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(e.contains("key `http3.enabled`: needs tls_listen"), "{e}");
+    std::fs::write(&path, "[http3]\nidle_timeout = \"0s\"\n").unwrap();
+    let out = Command::new(bin())
+        .arg("check-config")
+        .arg(&path)
+        .output()
+        .unwrap();
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(e.contains("key `http3.idle_timeout`"), "{e}");
+}
