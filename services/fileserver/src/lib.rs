@@ -45,7 +45,7 @@ use std::path::PathBuf;
 #[command(
     name = "fileserver",
     version,
-    about = "Static file server: HTTP/1.1, and HTTPS with HTTP/2",
+    about = "Static file server: HTTP/1.1, HTTPS with HTTP/2, and HTTP/3",
     args_conflicts_with_subcommands = true
 )]
 pub struct Cli {
