@@ -1,6 +1,6 @@
 //! HTTP/3: QUIC (quinn) on `tls_listen`'s port, UDP, one endpoint per
 //! worker on its own SO_REUSEPORT socket. Each request is answered by the
-//! HTTPS listener's [`Responder`] (`servedir::ServeDir`, the decide stage,
+//! HTTPS listener's `Responder` (`servedir::ServeDir`, the decide stage,
 //! the file manager), so HTTP/3 gives the same answers and every response
 //! is counted and logged (`HTTP/3.0` in the access log) like the others.
 //! QUIC itself enforces the idle timeout, the stream limit and flow
