@@ -287,6 +287,7 @@ impl Ctx<'_> {
             tls: self.cert.filter(|_| scenario.protocol().tls()),
             compression: scenario == Scenario::CompressedText,
             aio_threads: scenario == Scenario::Cold,
+            http3: scenario.protocol() == Protocol::Https3,
         }
     }
 
@@ -342,7 +343,7 @@ fn run(mut args: Args) -> Result<usize> {
     }
     let runs_group = |g: Group| args.scenarios.iter().any(|s| s.group() == g);
     let runs_embedded = runs_group(Group::Embedded);
-    let runs_peers = [Group::Peers, Group::Tls, Group::Compression]
+    let runs_peers = [Group::Peers, Group::Tls, Group::Compression, Group::Http3]
         .into_iter()
         .any(runs_group);
     let runs_tls = args.scenarios.iter().any(|s| s.protocol().tls());
@@ -947,7 +948,7 @@ fn run_scenario(scenario: Scenario, ctx: &Ctx<'_>) -> Result<(ScenarioReport, us
     // Every server lives for the whole scenario, so none pays a cold start
     // inside the timed window. The subject first; it must verify.
     let started = match scenario.group() {
-        Group::Peers | Group::Tls | Group::Compression => {
+        Group::Peers | Group::Tls | Group::Compression | Group::Http3 => {
             start_peers_group(scenario, ctx, &dir, &mut left_out)?
         }
         Group::Embedded => start_embedded_group(scenario, ctx, &dir, &mut left_out)?,
@@ -963,6 +964,19 @@ fn run_scenario(scenario: Scenario, ctx: &Ctx<'_>) -> Result<(ScenarioReport, us
             Throughput::Wrk | Throughput::Handshakes => (
                 dir.join(format!("{}.lua", running.name)),
                 loadgen::wrk_script(scenario, &etags, plan.cold_files)?,
+            ),
+            // For the record: what each run passes (with its own -z).
+            Throughput::Oha => (
+                dir.join(format!("{}.oha-args", running.name)),
+                loadgen::oha_args_with(
+                    scenario,
+                    running.addr,
+                    "",
+                    settings.connections,
+                    plan.duration,
+                    None,
+                )
+                .join(" "),
             ),
         };
         std::fs::write(&script, text)?;
@@ -1048,11 +1062,14 @@ fn run_scenario(scenario: Scenario, ctx: &Ctx<'_>) -> Result<(ScenarioReport, us
             }
         }
         // A handshake per request at half the rate says little that the
-        // handshake rate does not; oha would also resume sessions.
-        let oha = settings
-            .oha
-            .as_ref()
-            .filter(|_| scenario.throughput() != Throughput::Handshakes);
+        // handshake rate does not; oha would also resume sessions. Where
+        // oha measured the throughput, its run gave the latency too.
+        let oha = settings.oha.as_ref().filter(|_| {
+            !matches!(
+                scenario.throughput(),
+                Throughput::Handshakes | Throughput::Oha
+            )
+        });
         match oha {
             Some(oha) => {
                 // Equal offered load: a share of the slowest server's rate.
@@ -1188,6 +1205,20 @@ fn throughput_run(
             );
             loadgen::run_handshakes(settings, &url, duration, out)
         }
+        Throughput::Oha => {
+            let oha = settings.oha.as_ref().context(
+                "the HTTP/3 scenarios need oha built with HTTP/3 (scripts/install-deps.sh)",
+            )?;
+            let args = loadgen::oha_args_with(
+                scenario,
+                e.running.addr,
+                "",
+                settings.connections,
+                duration,
+                None,
+            );
+            loadgen::run_oha(oha, &args, scenario, duration, out)
+        }
     }
 }
 
@@ -1238,7 +1269,7 @@ fn cold_round(
                 "",
                 COLD_SMALL_CONNECTIONS,
                 duration,
-                COLD_SMALL_RATE as f64,
+                Some(COLD_SMALL_RATE as f64),
             );
             loadgen::spawn_oha(oha, &oha_args, duration, &small_out)?
         }

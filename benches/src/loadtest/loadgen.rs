@@ -510,18 +510,19 @@ pub fn oha_args(
         etag,
         settings.connections,
         settings.duration_s,
-        rate,
+        Some(rate),
     )
 }
 
-/// [`oha_args`] with the connections and duration given.
+/// [`oha_args`] with the connections and duration given; without a `rate`
+/// oha sends as fast as it can (a throughput run).
 pub fn oha_args_with(
     scenario: Scenario,
     addr: std::net::SocketAddr,
     etag: &str,
     connections: usize,
     duration_s: u64,
-    rate: f64,
+    rate: Option<f64>,
 ) -> Vec<String> {
     let mut args = vec![
         "--no-tui".to_string(),
@@ -531,10 +532,14 @@ pub fn oha_args_with(
         format!("{duration_s}s"),
         "-c".to_string(),
         connections.to_string(),
-        "-q".to_string(),
-        format!("{:.0}", rate.max(1.0)),
-        "--latency-correction".to_string(),
     ];
+    if let Some(rate) = rate {
+        args.extend([
+            "-q".to_string(),
+            format!("{:.0}", rate.max(1.0)),
+            "--latency-correction".to_string(),
+        ]);
+    }
     match scenario.load() {
         Scenario::NotModified => args.extend(["-H".to_string(), format!("If-None-Match: {etag}")]),
         Scenario::Range => args.extend([
@@ -552,8 +557,10 @@ pub fn oha_args_with(
         // The checks verify the chain; oha only has to get through.
         args.push("--insecure".to_string());
     }
-    if protocol == Protocol::Https2 {
-        args.push("--http2".to_string());
+    match protocol {
+        Protocol::Https2 => args.push("--http2".to_string()),
+        Protocol::Https3 => args.extend(["--http-version".to_string(), "3".to_string()]),
+        Protocol::Http1 | Protocol::Https1 => {}
     }
     let scheme = protocol.scheme();
     match scenario.oha_path() {
@@ -816,7 +823,7 @@ mod tests {
         let args = oha_args(Scenario::CompressedText, addr, "", &settings, 10.0);
         assert!(args.contains(&format!("Accept-Encoding: {BROWSER_ACCEPT_ENCODING}")));
         assert!(!args.contains(&"--insecure".to_string()), "{args:?}");
-        let args = oha_args_with(Scenario::Cold, addr, "", 4, 2, 1000.0);
+        let args = oha_args_with(Scenario::Cold, addr, "", 4, 2, Some(1000.0));
         assert!(args.windows(2).any(|w| w == ["-c", "4"]), "{args:?}");
         assert!(args.windows(2).any(|w| w == ["-z", "2s"]), "{args:?}");
         assert!(args.contains(&"http://127.0.0.1:8080/small/[0-9]{3}.bin".to_string()));

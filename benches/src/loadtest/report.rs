@@ -846,8 +846,15 @@ const COMPRESSION_INTRO: &str = "Text files requested with `Accept-Encoding: gzi
     is bytes on the wire per response, headers included (wrk). The last columns are fileserver / \
     that server; the headline is fileserver / nginx on req/s.";
 
+/// What the HTTP/3 group compares.
+const HTTP3_INTRO: &str = "HTTP/3 over QUIC, load from oha (built with its `http3` feature; \
+    h2load here has no QUIC). fileserver: the daemon with `[http3] enabled = true`; Caddy: its \
+    default HTTP/3 (`protocols h1 h2 h3`). Debian's nginx, lighttpd and h2o are built without \
+    HTTP/3. oha's QUIC client, not the servers, limits req/s on these 2 cores: judge by CPU per \
+    request. The last columns are fileserver / Caddy.";
+
 /// The groups with a table of their own, with its heading and what it compares.
-const GROUP_SECTIONS: [(Group, &str, &str); 3] = [
+const GROUP_SECTIONS: [(Group, &str, &str); 4] = [
     (
         Group::Embedded,
         "Embedded group: servedir against tower-http's ServeDir and the daemon",
@@ -858,6 +865,11 @@ const GROUP_SECTIONS: [(Group, &str, &str); 3] = [
         Group::Compression,
         "Compression group: compressed text against nginx's gzip",
         COMPRESSION_INTRO,
+    ),
+    (
+        Group::Http3,
+        "HTTP/3 group: QUIC against Caddy",
+        HTTP3_INTRO,
     ),
 ];
 

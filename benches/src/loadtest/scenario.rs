@@ -99,6 +99,10 @@ pub enum Scenario {
     /// A tree of JavaScript, CSS and JSON asked for with a browser's
     /// `Accept-Encoding`, plaintext HTTP/1.1.
     CompressedText,
+    /// `small_random` over HTTP/3 (oha, 16 connections).
+    H3Small,
+    /// The 1 MiB file over HTTP/3 (oha, 16 connections).
+    H3Large,
 }
 
 /// How a scenario's requests travel.
@@ -110,6 +114,8 @@ pub enum Protocol {
     Https1,
     /// HTTP/2 over TLS (ALPN `h2`).
     Https2,
+    /// HTTP/3 over QUIC (ALPN `h3`).
+    Https3,
 }
 
 impl Protocol {
@@ -117,7 +123,7 @@ impl Protocol {
     pub fn scheme(self) -> &'static str {
         match self {
             Self::Http1 => "http",
-            Self::Https1 | Self::Https2 => "https",
+            Self::Https1 | Self::Https2 | Self::Https3 => "https",
         }
     }
 
@@ -140,6 +146,10 @@ pub enum Throughput {
     /// Back-to-back h2load bursts of [`HANDSHAKE_BURST`] fresh HTTP/1.1
     /// clients, one request each, so every request pays a full handshake.
     Handshakes,
+    /// oha as fast as it goes (no rate), over the scenario's protocol: the
+    /// one load tool here that speaks HTTP/3 (built with its `http3`
+    /// feature by scripts/install-deps.sh).
+    Oha,
 }
 
 impl Throughput {
@@ -148,6 +158,7 @@ impl Throughput {
         match self {
             Self::Wrk => "wrk",
             Self::H2load { .. } | Self::Handshakes => "h2load",
+            Self::Oha => "oha",
         }
     }
 }
@@ -169,6 +180,9 @@ pub enum Group {
     /// Text files sent compressed to a browser's `Accept-Encoding`, against
     /// the peers configured to compress (nginx, lighttpd, h2o, Caddy).
     Compression,
+    /// HTTP/3 against the peer that serves it here (Caddy; Debian's nginx,
+    /// lighttpd and h2o are built without it).
+    Http3,
 }
 
 impl Group {
@@ -179,11 +193,18 @@ impl Group {
             Self::Embedded => "embedded",
             Self::Tls => "tls",
             Self::Compression => "compression",
+            Self::Http3 => "http3",
         }
     }
 
     /// Every group, in report order.
-    pub const ALL: [Group; 4] = [Self::Peers, Self::Embedded, Self::Tls, Self::Compression];
+    pub const ALL: [Group; 5] = [
+        Self::Peers,
+        Self::Embedded,
+        Self::Tls,
+        Self::Compression,
+        Self::Http3,
+    ];
 
     /// Whether a run that names no scenario and no group runs this group
     /// (`tls` and `compression` would take the default run past 20 minutes).
@@ -194,7 +215,9 @@ impl Group {
     /// The server the others are compared with (`servers[0]` of a report).
     pub fn subject(self) -> &'static str {
         match self {
-            Self::Peers | Self::Tls | Self::Compression => crate::loadtest::servers::FILESERVER,
+            Self::Peers | Self::Tls | Self::Compression | Self::Http3 => {
+                crate::loadtest::servers::FILESERVER
+            }
             Self::Embedded => crate::loadtest::servers::Embedded::Servedir.name(),
         }
     }
@@ -206,6 +229,7 @@ impl Group {
             Self::Peers => None,
             Self::Embedded => Some(crate::loadtest::servers::Embedded::TowerHttp.name()),
             Self::Tls | Self::Compression => Some(Peer::Nginx.name()),
+            Self::Http3 => Some(Peer::Caddy.name()),
         }
     }
 
@@ -216,6 +240,7 @@ impl Group {
             Self::Peers => true,
             Self::Embedded => false,
             Self::Tls | Self::Compression => peer != Peer::StaticWebServer,
+            Self::Http3 => peer == Peer::Caddy,
         }
     }
 
@@ -256,7 +281,7 @@ pub enum Headline {
 
 impl Scenario {
     /// All scenarios in report order.
-    pub const ALL: [Scenario; 17] = [
+    pub const ALL: [Scenario; 19] = [
         Self::SmallRandom,
         Self::Large,
         Self::CachePressure,
@@ -274,6 +299,8 @@ impl Scenario {
         Self::TlsLargeH2,
         Self::TlsHandshakes,
         Self::CompressedText,
+        Self::H3Small,
+        Self::H3Large,
     ];
 
     /// The group whose servers run in this scenario.
@@ -286,6 +313,7 @@ impl Scenario {
             | Self::TlsLargeH2
             | Self::TlsHandshakes => Group::Tls,
             Self::CompressedText => Group::Compression,
+            Self::H3Small | Self::H3Large => Group::Http3,
             _ => Group::Peers,
         }
     }
@@ -295,6 +323,7 @@ impl Scenario {
         match self {
             Self::TlsSmallH1 | Self::TlsLargeH1 | Self::TlsHandshakes => Protocol::Https1,
             Self::TlsSmallH2 | Self::TlsLargeH2 => Protocol::Https2,
+            Self::H3Small | Self::H3Large => Protocol::Https3,
             _ => Protocol::Http1,
         }
     }
@@ -307,6 +336,7 @@ impl Scenario {
             },
             Self::TlsLargeH2 => Throughput::H2load { streams: 1 },
             Self::TlsHandshakes => Throughput::Handshakes,
+            Self::H3Small | Self::H3Large => Throughput::Oha,
             _ => Throughput::Wrk,
         }
     }
@@ -321,8 +351,10 @@ impl Scenario {
             Self::EmbeddedSmall => Self::SmallRandom,
             Self::EmbeddedLarge => Self::Large,
             Self::EmbeddedRange => Self::Range,
-            Self::TlsSmallH1 | Self::TlsSmallH2 | Self::TlsHandshakes => Self::SmallRandom,
-            Self::TlsLargeH1 | Self::TlsLargeH2 => Self::Large,
+            Self::TlsSmallH1 | Self::TlsSmallH2 | Self::TlsHandshakes | Self::H3Small => {
+                Self::SmallRandom
+            }
+            Self::TlsLargeH1 | Self::TlsLargeH2 | Self::H3Large => Self::Large,
             Self::ManyFilesBrowser => Self::ManyFiles,
             other => other,
         }
@@ -352,9 +384,12 @@ impl Scenario {
     /// Open connections of every run, given the `--connections` setting.
     pub fn connections(self, default: usize) -> usize {
         match self {
-            Self::EmbeddedLarge | Self::TlsSmallH2 | Self::TlsLargeH1 | Self::TlsLargeH2 => {
-                EMBEDDED_LARGE_CONNECTIONS
-            }
+            Self::EmbeddedLarge
+            | Self::TlsSmallH2
+            | Self::TlsLargeH1
+            | Self::TlsLargeH2
+            | Self::H3Small
+            | Self::H3Large => EMBEDDED_LARGE_CONNECTIONS,
             Self::TlsHandshakes => HANDSHAKE_BURST,
             _ => default,
         }
@@ -380,6 +415,8 @@ impl Scenario {
             Self::TlsLargeH2 => "tls_large_h2",
             Self::TlsHandshakes => "tls_handshakes",
             Self::CompressedText => "compressed_text",
+            Self::H3Small => "h3_small",
+            Self::H3Large => "h3_large",
         }
     }
 
@@ -421,6 +458,8 @@ impl Scenario {
                 "300 JavaScript/CSS/JSON files of 20-200 KiB with Accept-Encoding: gzip, deflate, \
                  br, zstd (HTTP/1.1; MB/s and kB/response: bytes on the wire)"
             }
+            Self::H3Small => "HTTP/3 (oha, 16 connections): 1 KiB files, random over 1000",
+            Self::H3Large => "HTTP/3 (oha, 16 connections): one 1 MiB file",
         }
     }
 

@@ -291,6 +291,9 @@ pub struct Features<'a> {
     /// Compress text responses (the peers on the fly; the daemon once per
     /// file, `[compression] enabled = true`).
     pub compression: bool,
+    /// With `tls`: HTTP/3 on the HTTPS port, UDP (Caddy's `protocols h1 h2
+    /// h3`; the daemon's `[http3] enabled = true`).
+    pub http3: bool,
     /// nginx reads files that are not in the page cache on its thread pool
     /// (`aio threads`), as a deployment serving cold files would set it
     /// (the `cold` scenario); the others have no such switch.
@@ -488,7 +491,12 @@ pub fn render_peer_conf(peer: Peer, setup: &PeerSetup<'_>) -> String {
                 ),
                 (
                     "@PROTOCOLS@",
-                    if tls.is_some() { "h1 h2" } else { "h1" }.into(),
+                    match (tls, setup.features.http3) {
+                        (Some(_), true) => "h1 h2 h3",
+                        (Some(_), false) => "h1 h2",
+                        (None, _) => "h1",
+                    }
+                    .into(),
                 ),
                 (
                     "@TLS@",
@@ -742,6 +750,9 @@ pub fn start_fileserver(
             .arg(&cert.chain)
             .arg("--tls-key")
             .arg(&cert.key);
+        if features.http3 {
+            command.args(["--set", "http3.enabled=true"]);
+        }
     }
     let mut running = Running::spawn(FILESERVER, command, tls_port.unwrap_or(port), dir)?;
     wait_until_accepting(&mut running)?;
@@ -832,6 +843,7 @@ mod tests {
             tls: Some(&cert),
             compression: false,
             aio_threads: false,
+            http3: false,
         };
         // The directives only: the templates' comments name them too.
         let directives = |conf: String| -> String {
@@ -871,10 +883,14 @@ mod tests {
         assert!(!nginx_has_http2_directive("nginx version: nginx/1.22.1\n"));
         assert!(!nginx_has_http2_directive("nginx version: nginx/1.25.0"));
 
+        let h3 = Features { http3: true, ..tls };
+        let caddy_h3 = directives(render_peer_conf(Peer::Caddy, &with(h3, false)));
+        assert!(caddy_h3.contains("protocols h1 h2 h3"), "{caddy_h3}");
         let gzip = Features {
             tls: None,
             compression: true,
             aio_threads: false,
+            http3: false,
         };
         let conf = nginx(gzip, false);
         assert!(
@@ -1105,11 +1121,21 @@ mod tests {
                     tls: Some(&cert),
                     compression: false,
                     aio_threads: false,
+                    http3: false,
                 });
                 variants.push(Features {
                     tls: None,
                     compression: true,
                     aio_threads: false,
+                    http3: false,
+                });
+            }
+            if crate::loadtest::scenario::Group::Http3.runs_peer(peer) {
+                variants.push(Features {
+                    tls: Some(&cert),
+                    compression: false,
+                    aio_threads: false,
+                    http3: true,
                 });
             }
             let directive = peer == Peer::Nginx && {
