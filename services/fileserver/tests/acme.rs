@@ -260,9 +260,25 @@ impl Setup {
         format!("https://127.0.0.1:{}/dir", self.directory_port)
     }
 
-    /// A daemon with `[acme]` for NAMES, an HTTPS listener and a JSON
-    /// access log; `acme` is the rest of the table.
+    /// A daemon with [`Setup::config`], and a JSON access log.
     fn daemon(&self, acme: &str) -> Daemon {
+        let config = self.config(acme);
+        Daemon::start(
+            &self.tree.root,
+            &[
+                "--config",
+                config.to_str().unwrap(),
+                "--access-log",
+                "stdout",
+                "--set",
+                "access_log_format=json",
+            ],
+        )
+    }
+
+    /// A config with an HTTPS listener and `[acme]` for NAMES; `acme` is
+    /// the rest of the table.
+    fn config(&self, acme: &str) -> PathBuf {
         let config = self.dir.path().join("fs.toml");
         std::fs::write(
             &config,
@@ -276,17 +292,7 @@ impl Setup {
             ),
         )
         .unwrap();
-        Daemon::start(
-            &self.tree.root,
-            &[
-                "--config",
-                config.to_str().unwrap(),
-                "--access-log",
-                "stdout",
-                "--set",
-                "access_log_format=json",
-            ],
-        )
+        config
     }
 
     /// Starts pebble on the directory port, points `ca_root` at its HTTPS
@@ -556,6 +562,32 @@ fn two_daemons_sharing_a_state_directory_order_once() {
     assert_eq!(from_a, from_b, "both serve the one certificate");
     let issued = orders(&a, "first", "issued") + orders(&b, "first", "issued");
     assert_eq!(issued, 1.0, "one order between them");
+}
+
+/// `tls_cert`/`tls_key` beside `[acme]`: the names ACME covers get its
+/// certificate, any other name (or none) the manual one.
+#[test]
+fn the_manual_certificate_serves_the_names_acme_does_not() {
+    let t = Setup::new();
+    let manual = TestCa::new();
+    let config = t.config("challenge = \"tls-alpn-01\"");
+    let d = Daemon::start(
+        &t.tree.root,
+        &[
+            "--config",
+            config.to_str().unwrap(),
+            "--tls-cert",
+            manual.cert.to_str().unwrap(),
+            "--tls-key",
+            manual.key.to_str().unwrap(),
+        ],
+    );
+    let (pebble, root) = t.pebble(tls_alpn01(&d, 0, &[]));
+    let acme_leaf = wait_served(&d, "site.test", &root, &pebble);
+    // localhost is the manual leaf's name; ACME does not cover it.
+    let other = manual.served_cert(https(&d));
+    assert_ne!(other, acme_leaf);
+    assert_eq!(other, common::tls::cert_in(&manual.cert));
 }
 
 #[test]
