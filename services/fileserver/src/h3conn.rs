@@ -140,8 +140,39 @@ pub async fn serve(ctx: Rc<ConnContext>, incoming: quinn::Incoming) {
     // The connection stays open while its responses finish.
     while requests.join_next().await.is_some() {}
     if stop_seen {
-        quic.close(H3_NO_ERROR.into(), b"shutting down");
+        close_when_delivered(&quic).await;
     }
+}
+
+/// How long a draining connection must move no datagram either way before
+/// it is closed.
+const QUIET: Duration = Duration::from_millis(300);
+
+/// Closes a drained connection once what its responses handed to QUIC has
+/// been delivered, or when the client closes it first. A response is done
+/// for h3 when QUIC has taken its last bytes, not when the client has them;
+/// a close then would discard what is still unacknowledged. While data is
+/// in flight the client acknowledges it (and QUIC resends what was lost),
+/// so datagrams move both ways; when none has moved for [`QUIET`], nothing
+/// is left to deliver.
+async fn close_when_delivered(quic: &quinn::Connection) {
+    let moved = |q: &quinn::Connection| {
+        let s = q.stats();
+        (s.udp_tx.datagrams, s.udp_rx.datagrams)
+    };
+    let mut last = moved(quic);
+    loop {
+        tokio::select! {
+            _ = quic.closed() => return,
+            _ = tokio::time::sleep(QUIET) => {}
+        }
+        let now = moved(quic);
+        if now == last {
+            break;
+        }
+        last = now;
+    }
+    quic.close(H3_NO_ERROR.into(), b"shutting down");
 }
 
 /// HTTP/3's code for a connection closed with nothing wrong (RFC 9114 8.1).

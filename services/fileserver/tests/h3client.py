@@ -21,6 +21,7 @@ import hashlib
 import json
 import ssl
 import sys
+import time
 
 from aioquic.asyncio import connect
 from aioquic.asyncio.protocol import QuicConnectionProtocol
@@ -28,6 +29,10 @@ from aioquic.h3.connection import H3_ALPN, H3Connection
 from aioquic.h3.events import DataReceived, HeadersReceived
 from aioquic.quic.configuration import QuicConfiguration
 from aioquic.quic.events import ConnectionTerminated, StreamReset
+
+
+def new_result():
+    return {"headers": [], "sha256": hashlib.sha256(), "length": 0, "head": b""}
 
 
 class HeadAwareH3(H3Connection):
@@ -54,13 +59,13 @@ class Client(QuicConnectionProtocol):
             self.terminated = event
             for sid, fut in list(self.waiters.items()):
                 if not fut.done():
-                    r = self.results.setdefault(sid, {"headers": [], "body": b""})
+                    r = self.results.setdefault(sid, new_result())
                     r["reset"] = True
                     fut.set_result(r)
             return
         if isinstance(event, StreamReset):
             fut = self.waiters.get(event.stream_id)
-            r = self.results.setdefault(event.stream_id, {"headers": [], "body": b""})
+            r = self.results.setdefault(event.stream_id, new_result())
             r["reset"] = True
             if fut and not fut.done():
                 fut.set_result(r)
@@ -68,12 +73,17 @@ class Client(QuicConnectionProtocol):
             sid = getattr(e, "stream_id", None)
             if sid is None:
                 continue
-            r = self.results.setdefault(sid, {"headers": [], "body": b""})
+            r = self.results.setdefault(sid, new_result())
             if isinstance(e, HeadersReceived):
                 r["headers"] += [(k.decode(), v.decode()) for k, v in e.headers]
             elif isinstance(e, DataReceived):
-                r["body"] += e.data
+                # Hashed as it comes: a large body is never held whole.
+                r["sha256"].update(e.data)
+                r["length"] += len(e.data)
+                if len(r["head"]) < 4096:
+                    r["head"] += e.data[: 4096 - len(r["head"])]
             if getattr(e, "stream_ended", False):
+                r["finished_at"] = time.time()
                 fut = self.waiters.get(sid)
                 if fut and not fut.done():
                     fut.set_result(r)
@@ -93,7 +103,7 @@ class Client(QuicConnectionProtocol):
         fut = self._loop.create_future()
         self.waiters[sid] = fut
         self.transmit()
-        return await asyncio.wait_for(fut, 30)
+        return await asyncio.wait_for(fut, 120)
 
 
 def report(path, r):
@@ -104,15 +114,15 @@ def report(path, r):
             status = int(v)
         else:
             headers[k] = v if k not in headers else headers[k] + ", " + v
-    body = r["body"]
     return {
         "path": path,
         "status": status,
         "headers": headers,
-        "length": len(body),
-        "sha256": hashlib.sha256(body).hexdigest(),
-        "text": body[:4096].decode("utf-8", "replace"),
+        "length": r["length"],
+        "sha256": r["sha256"].hexdigest(),
+        "text": r["head"].decode("utf-8", "replace"),
         "reset": bool(r.get("reset")),
+        "finished_at": r.get("finished_at"),
     }
 
 

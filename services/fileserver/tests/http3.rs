@@ -451,6 +451,67 @@ fn sigterm_sends_goaway_and_the_daemon_exits() {
 }
 
 #[test]
+fn sigterm_lets_an_http3_download_in_flight_finish() {
+    let mut f = fixture(&[]);
+    // aioquic takes some seconds for this (it reads a few MB/s here):
+    // long enough to be in flight at SIGTERM, well within shutdown_timeout.
+    let huge = pattern(24 << 20);
+    f.tree.write("huge.bin", &huge);
+    let client = Command::new(python())
+        .arg(client_script())
+        .args(["--port", &f.https.port().to_string()])
+        .arg("--ca")
+        .arg(&f.ca_file)
+        .arg("/huge.bin")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Once the response has started (the file is open), stop the daemon.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while metric_sum(
+        &f.d.metrics(),
+        "fileserver_tls_connections_total",
+        &[("alpn", "h3")],
+    )
+    .is_none()
+    {
+        assert!(Instant::now() < deadline, "no HTTP/3 connection");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let stopped_at = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    f.d.signal(libc::SIGTERM);
+    let out = client.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut answer: Value = serde_json::from_str(text.lines().nth(1).expect(&text)).unwrap();
+    answer["text"] = Value::Null;
+    assert_eq!(answer["status"], 200, "{answer}");
+    assert_eq!(answer["length"], huge.len(), "{answer}");
+    assert_eq!(answer["sha256"], sha256(&huge), "the whole file arrived");
+    let finished_at = answer["finished_at"].as_f64().unwrap();
+    assert!(
+        finished_at > stopped_at,
+        "the download ended {:.2} s before SIGTERM: nothing was in flight",
+        stopped_at - finished_at
+    );
+    let line = f.d.json_log_line("target", &serde_json::json!("/huge.bin"));
+    assert_eq!(
+        (&line["completed"], &line["version"]),
+        (&true.into(), &"HTTP/3.0".into())
+    );
+    let status = f.d.wait_exit(Duration::from_secs(30)).expect("exited");
+    assert!(status.success(), "{status:?}");
+    assert!(
+        f.d.stderr_text().contains("shutting down"),
+        "the drain began while the download ran: {}",
+        f.d.stderr_text()
+    );
+}
+
+#[test]
 fn check_config_says_http3_needs_tls_listen() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("c.toml");
