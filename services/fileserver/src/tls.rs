@@ -1,12 +1,16 @@
-//! The HTTPS listener's TLS: the certificate and key (read and checked
-//! against each other at start and at each SIGHUP), the rustls server
-//! configuration, the handshake with its deadline, and what the start line
-//! and `/metrics` say about kernel offload. It knows nothing of the
-//! connection after the handshake, which belongs to `hyperconn`.
+//! The HTTPS listener's TLS: which certificate a handshake gets (by SNI:
+//! one `acme` installed for the name, else the `tls_cert` pair, read and
+//! checked against its key at start and at each SIGHUP; a tls-alpn-01
+//! handshake gets its challenge certificate), the rustls configurations
+//! (TCP, and QUIC's for HTTP/3, sharing that choice), the handshake with
+//! its deadline, and what the start line and `/metrics` say about kernel
+//! offload. It knows nothing of the connection after the handshake, which
+//! belongs to `hyperconn` (and `h3conn`).
 //!
 //! ```text
 //! accept -> timeout(tls_handshake_timeout, rustls handshake) -> ALPN h2 | http/1.1
 //!             | garbage, stall, bad version: counted, closed; no one else waits
+//!             | ALPN acme-tls/1 (a CA's tls-alpn-01 check): counted, closed
 //!             v
 //!           hyperconn::serve_tls (servedir's Service, counted and logged)
 //! ```
@@ -71,7 +75,13 @@ impl ResolvesServerCert for Chooser {
         }
         if let Some(name) = name {
             let issued = self.issued.read().unwrap_or_else(|e| e.into_inner());
-            if let Some(key) = issued.get(name) {
+            // Names are kept lowercase; DNS names compare without case.
+            let found = if name.bytes().any(|b| b.is_ascii_uppercase()) {
+                issued.get(&name.to_ascii_lowercase())
+            } else {
+                issued.get(name)
+            };
+            if let Some(key) = found {
                 return Some(key.clone());
             }
         }

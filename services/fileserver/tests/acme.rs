@@ -398,6 +398,11 @@ fn tls_alpn_01_issues_a_certificate_browsers_would_trust() {
             d.stderr_text()
         );
     }
+    // Names compare without case.
+    assert_eq!(
+        served_leaf(https(&d), "WWW.Site.Test", &root).unwrap(),
+        leaf
+    );
     // A name the daemon has no certificate for gets no certificate at all.
     assert!(served_leaf(https(&d), "other.test", &root).is_err());
     // SIGHUP keeps what was issued and orders nothing.
