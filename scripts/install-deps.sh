@@ -33,8 +33,10 @@ command -v cargo-nextest >/dev/null 2>&1 || cargo install --locked cargo-nextest
 # does not package it; built with its http3 feature (an oha without it says
 # so at once, and is replaced).
 oha_bin=$(command -v oha || echo "$HOME/.cargo/bin/oha")
-if [ ! -x "$oha_bin" ] || timeout 3 "$oha_bin" --http-version 3 -n 1 -t 1s --no-tui \
-    https://127.0.0.1:9/ 2>&1 | grep -q 'not been built with HTTP/3'; then
+oha_h3=""
+[ -x "$oha_bin" ] && oha_h3=$(timeout 3 "$oha_bin" --http-version 3 -n 1 -t 1s --no-tui \
+  https://127.0.0.1:9/ 2>&1 || true)
+if [ ! -x "$oha_bin" ] || [[ $oha_h3 == *'not been built with HTTP/3'* ]]; then
   cargo install --locked --force oha --features http3
 fi
 # aioquic: an HTTP/3 client independent of quinn and h3, for the HTTP/3 tests
