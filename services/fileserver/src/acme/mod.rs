@@ -104,17 +104,25 @@ struct Ctx {
     certs: Arc<Certs>,
 }
 
-/// A certificate in force: when it stops and how long it was valid.
+/// A certificate's validity, as its leaf states it (Unix seconds).
 #[derive(Clone, Copy, Debug)]
 struct Validity {
     not_before: u64,
     not_after: u64,
 }
 
+/// The certificate in force: when it stops, and when it is due for
+/// renewal (its jitter drawn once, when it was loaded).
+#[derive(Clone, Copy, Debug)]
+struct Kept {
+    not_after: u64,
+    due: u64,
+}
+
 impl Ctx {
     /// Installs the stored pair for `names` if it is whole, matches its
-    /// key and covers every name; returns its validity.
-    fn load(&self, names: &[String]) -> Option<Validity> {
+    /// key and covers every name; returns when it expires and is due.
+    fn load(&self, names: &[String]) -> Option<Kept> {
         let pair = match self.store.pair(&names[0]) {
             Ok(Some(p)) => p,
             Ok(None) => return None,
@@ -139,7 +147,10 @@ impl Ctx {
                     metrics::gauge!("fileserver_acme_certificate_expiry_timestamp_seconds", "name" => n.clone())
                         .set(validity.not_after as f64);
                 }
-                Some(validity)
+                Some(Kept {
+                    not_after: validity.not_after,
+                    due: self.due(validity),
+                })
             }
             Err(e) => {
                 tracing::warn!("acme: stored certificate not used: {e}");
@@ -169,11 +180,11 @@ impl Ctx {
 }
 
 /// Keeps the certificate for `names` from now on.
-async fn keep(ctx: Arc<Ctx>, names: Vec<String>, mut stored: Option<Validity>) {
+async fn keep(ctx: Arc<Ctx>, names: Vec<String>, mut stored: Option<Kept>) {
     let mut failures = 0u32;
     loop {
         let wait = match stored {
-            Some(v) => ctx.due(v).saturating_sub(now()),
+            Some(k) => k.due.saturating_sub(now()),
             None => 0,
         };
         if wait > 0 {
@@ -201,9 +212,9 @@ async fn keep(ctx: Arc<Ctx>, names: Vec<String>, mut stored: Option<Validity>) {
             }
         };
         // Under the lock: a replica may have renewed while this one slept.
-        if let Some(v) = ctx.load(&names) {
-            if ctx.due(v) > now() {
-                stored = Some(v);
+        if let Some(k) = ctx.load(&names) {
+            if k.due > now() {
+                stored = Some(k);
                 continue;
             }
         }
