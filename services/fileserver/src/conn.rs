@@ -302,10 +302,13 @@ impl Conn {
     ) -> io::Result<()> {
         // Rc clone (not the Arc inside): no shared atomic write per request.
         let ctx = self.ctx.clone();
-        if req.target().starts_with(crate::acme::HTTP01_PREFIX) {
-            if let Some(answer) = ctx
-                .acme_challenges()
-                .and_then(|c| c.http01(httpfile::path::path_part(req.target()).ok()?))
+        // Without [acme] this is one pointer test per request.
+        if let Some(challenges) = ctx.acme_challenges() {
+            if let Some(answer) = req
+                .target()
+                .starts_with(crate::acme::HTTP01_PREFIX)
+                .then(|| challenges.http01(httpfile::path::path_part(req.target()).ok()?))
+                .flatten()
             {
                 // Before the site's rules: a CA validates over plain HTTP
                 // even where every other path redirects to HTTPS.
