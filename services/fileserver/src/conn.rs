@@ -74,7 +74,7 @@ pub async fn serve(ctx: Rc<ConnContext>, stream: TcpStream, peer: SocketAddr) {
 
 /// How [`Conn::run`] ends: the connection is done, or it opened with the
 /// HTTP/2 preface (h2c with prior knowledge, RFC 9113 3.3) and goes to
-/// hyper with the bytes read so far.
+/// `h2conn` with the bytes read so far.
 enum Ended {
     Closed,
     H2c(Vec<u8>),

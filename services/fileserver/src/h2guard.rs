@@ -1,12 +1,12 @@
-//! What hyper's HTTP/2 (h2) does not bound or names with the wrong code,
-//! checked on the bytes between the connection's I/O and hyper: a frame
+//! What the h2 crate does not bound or names with the wrong code,
+//! checked on the bytes between the connection's I/O and h2: a frame
 //! header parse per frame in each direction, no allocation.
 //!
 //! ```text
-//! client -> [read: frame headers (and SETTINGS entries)] -> hyper/h2
+//! client -> [read: frame headers (and SETTINGS entries)] -> h2
 //!             | cheap frame: credit - 1        | bad length / value: the frame is
 //!             | credit < 0: ENHANCE_YOUR_CALM  |   withheld, GOAWAY with RFC 9113's code
-//! client <- [write: frame headers] <- hyper/h2
+//! client <- [write: frame headers] <- h2
 //!             HEADERS or DATA with payload: credit + 2 (up to the budget), send progress
 //!             closing: bytes up to the next frame boundary, then our GOAWAY,
 //!             close_notify/FIN, and input read and dropped until the peer closes

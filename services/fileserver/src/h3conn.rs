@@ -19,7 +19,7 @@
 //! on another worker's socket, which does not know the connection.
 
 use crate::config::Http3Settings;
-use crate::hyperconn::Responder;
+use crate::responder::Responder;
 use crate::state::ConnContext;
 use bytes::Bytes;
 use hyper::service::Service as _;

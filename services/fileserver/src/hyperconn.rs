@@ -1,48 +1,34 @@
-//! Connections hyper serves: HTTPS (HTTP/2 or HTTP/1.1, as ALPN chose) and
-//! h2c with prior knowledge handed over by the plaintext engine. Every
-//! request is answered by `servedir::ServeDir`, which plans with `httpfile`
-//! and resolves through the same file manager as the hand-written engine,
-//! so both listeners give the same answers. This module adds what the
-//! daemon promises for every response that was started: it is counted in
-//! the worker's counters and logged once its body ends or is dropped half
-//! sent. Everything runs on the worker's thread (h2 streams are spawned
-//! with `spawn_local`), so the single-writer counters stay single-writer.
+//! The TLS listener's connections and h2c: the handshake (`tls`), then
+//! HTTP/2 (`h2conn`, ALPN `h2` or the h2c preface the plaintext engine
+//! handed over) or HTTP/1.1 (hyper, ALPN `http/1.1` or none). Both answer
+//! through the shared `Responder`; this module owns what sits around
+//! them: the I/O wrapper that notes activity, checks HTTP/2 frames
+//! (`h2guard`) and gathers small writes, and the loop that closes idle and
+//! stalled connections and drains them at shutdown. Everything runs on the
+//! worker's thread, so the single-writer counters stay single-writer.
 //!
 //! ```text
-//! io -> Watched (last activity) -> hyper auto::Builder (h1 | h2 limits)
-//!         -> Responder (Service) -> ServeDir::call -> Logged body
-//!                                                     `-> Drop: count + log
+//! io -> Watched (activity, h2guard, coalesce) -> h2conn::Connection | hyper http1
+//!         -> Responder -> ServeDir::call -> Logged body -> Drop: count + log
 //! idle: no byte moved for keepalive_timeout (send_timeout with a response
 //! in flight) closes the connection; shutdown: graceful (GOAWAY / close
 //! after the response in flight).
 //! ```
 
-use crate::accesslog::RequestLine;
-use crate::exchange::Exchange;
 use crate::h2guard::{Closing, Guard};
-use crate::state::{ConnContext, Live};
-use bytes::Bytes;
-use http::header::{HeaderValue, CONNECTION, REFERER, SERVER, USER_AGENT};
-use http::{Request, Response};
-use http_body::{Body as HttpBody, Frame, SizeHint};
+use crate::responder::{Activity, Responder, SendBudget};
+use crate::state::ConnContext;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::server::conn::auto;
-use std::cell::{Cell, RefCell};
-use std::convert::Infallible;
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
-use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
-use tower_service::Service as _;
 
-/// The protocol a hyper connection speaks.
+/// The protocol a TLS or h2c connection speaks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Protocol {
     /// HTTP/1.1 (ALPN `http/1.1`, or none).
@@ -61,77 +47,10 @@ impl Protocol {
     }
 }
 
-/// Runs HTTP/2 stream tasks on the worker's `LocalSet`.
-#[derive(Clone, Copy, Debug)]
-struct LocalExec;
-
-impl<F> hyper::rt::Executor<F> for LocalExec
-where
-    F: Future + 'static,
-{
-    fn execute(&self, fut: F) {
-        tokio::task::spawn_local(fut);
-    }
-}
-
-/// When bytes last moved, and how many responses are in flight: the idle
-/// rule's inputs.
-#[derive(Debug)]
-struct Activity {
-    last: Cell<Instant>,
-    /// When the connection last made send progress: for HTTP/1.1 any byte
-    /// moved, for HTTP/2 a HEADERS or DATA frame written (a client that
-    /// pings while it holds every window at zero makes none).
-    progress: Cell<Instant>,
-    in_flight: Cell<usize>,
-    /// HTTP/2: a GOAWAY code the serve loop asks the guard to send.
-    abort: Cell<Option<u32>>,
-    /// HTTP/2: when the guard began closing (the linger runs from here).
-    closing_at: Cell<Option<Instant>>,
-    /// Woken when the first response of a quiet spell starts, so the serve
-    /// loop swaps the keepalive deadline for the send timeout at once.
-    busy: tokio::sync::Notify,
-}
-
-impl Activity {
-    fn new() -> Activity {
-        Activity {
-            last: Cell::new(Instant::now()),
-            progress: Cell::new(Instant::now()),
-            in_flight: Cell::new(0),
-            abort: Cell::new(None),
-            closing_at: Cell::new(None),
-            busy: tokio::sync::Notify::new(),
-        }
-    }
-}
-
 /// How long a closing HTTP/2 connection reads and drops input after its
 /// GOAWAY, so that the GOAWAY is read before the close (a close with
 /// unread input sends a reset, which may discard it).
 const LINGER: Duration = Duration::from_secs(1);
-
-/// One response in flight; dropping it (body done, or the request future
-/// cancelled by a stream reset) ends it.
-#[derive(Debug)]
-struct InFlight(Rc<Activity>);
-
-impl InFlight {
-    fn new(a: &Rc<Activity>) -> InFlight {
-        if a.in_flight.get() == 0 {
-            a.progress.set(Instant::now());
-            a.busy.notify_one();
-        }
-        a.in_flight.set(a.in_flight.get() + 1);
-        InFlight(a.clone())
-    }
-}
-
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        self.0.in_flight.set(self.0.in_flight.get() - 1);
-    }
-}
 
 /// Serves an accepted HTTPS connection: the handshake (`tls`), then HTTP/2
 /// or HTTP/1.1 as ALPN chose.
@@ -151,7 +70,7 @@ pub async fn serve_tls(
     }
 }
 
-/// Serves `io` with hyper until the client closes, the connection idles
+/// Serves `io` (h2conn or hyper) until the client closes, the connection idles
 /// out, or shutdown drains it; `read_ahead` holds what was read of it
 /// before (empty, or the h2c preface and what followed). `tls`: `io` is a
 /// TLS stream (what a rule's `scheme` matches).
@@ -167,10 +86,10 @@ pub async fn serve<I>(
 {
     let live = ctx.live();
     let limits = live.0.s.limits.clone();
-    let builder = builder(&live.0.s, protocol);
     let activity = Rc::new(Activity::new());
     let h2 = protocol == Protocol::Http2;
-    let h2_settings = &live.0.s.http2;
+    let h2_settings = live.0.s.http2.clone();
+    let http1 = http1_builder(&live.0.s);
     let io = Watched {
         read_ahead,
         pos: 0,
@@ -179,33 +98,69 @@ pub async fn serve<I>(
         coalesce: h2.then(Coalesce::default),
         guard: h2.then(|| Guard::new(h2_settings.control_frame_budget)),
     };
-    let budget = h2.then(|| {
-        let per_conn = h2_settings.send_budget_per_connection as usize;
-        Rc::new(SendBudget {
-            conn: Arc::new(Semaphore::new(per_conn)),
-            global: ctx.h2_send_budget().clone(),
-            max: per_conn.min(h2_settings.send_budget as usize),
-        })
-    });
-    let responder = Responder {
-        alt_svc: if tls { ctx.alt_svc().cloned() } else { None },
-        ctx: ctx.clone(),
-        live: RefCell::new(live),
+    let budget = h2.then(|| Rc::new(SendBudget::new(&ctx, &h2_settings)));
+    let version = match protocol {
+        Protocol::Http1 => "HTTP/1.1",
+        Protocol::Http2 => "HTTP/2.0",
+    };
+    let responder = Responder::new(
+        ctx.clone(),
+        live,
         peer,
         tls,
-        version: match protocol {
-            Protocol::Http1 => "HTTP/1.1",
-            Protocol::Http2 => "HTTP/2.0",
-        },
-        activity: activity.clone(),
+        version,
+        activity.clone(),
         budget,
-    };
-    let conn = builder.serve_connection(TokioIo::new(io), responder);
+    );
+    match protocol {
+        Protocol::Http1 => {
+            let conn = http1.serve_connection(TokioIo::new(io), responder);
+            drive(
+                ctx,
+                conn,
+                |c| c.graceful_shutdown(),
+                &activity,
+                &limits,
+                peer,
+                false,
+            )
+            .await;
+        }
+        Protocol::Http2 => {
+            let conn = crate::h2conn::Connection::new(io, &h2_settings, responder);
+            drive(
+                ctx,
+                conn,
+                |c| c.get_mut().graceful_shutdown(),
+                &activity,
+                &limits,
+                peer,
+                true,
+            )
+            .await;
+        }
+    }
+}
+
+/// Runs `conn` until it ends, the connection idles out (keepalive, send
+/// and linger deadlines from `activity`), or shutdown drains it.
+async fn drive<C, E>(
+    ctx: Rc<ConnContext>,
+    conn: C,
+    graceful_shutdown: impl Fn(Pin<&mut C>),
+    activity: &Activity,
+    limits: &crate::config::Limits,
+    peer: SocketAddr,
+    h2: bool,
+) where
+    C: Future<Output = Result<(), E>>,
+    E: std::fmt::Display,
+{
     tokio::pin!(conn);
     let mut shutdown = ctx.shutdown.clone();
     let mut stop_seen = ctx.stopping.get();
     if stop_seen {
-        conn.as_mut().graceful_shutdown();
+        graceful_shutdown(conn.as_mut());
     }
     loop {
         let deadline = if let Some(at) = activity.closing_at.get() {
@@ -235,7 +190,7 @@ pub async fn serve<I>(
                             return;
                         }
                         // The guard sends GOAWAY at the next frame
-                        // boundary when hyper polls the connection next
+                        // boundary when h2 polls the connection next
                         // (this loop does, now).
                         activity.abort.set(Some(crate::h2guard::ENHANCE_YOUR_CALM));
                         activity.closing_at.set(Some(now));
@@ -248,313 +203,23 @@ pub async fn serve<I>(
             _ = activity.busy.notified() => {}
             _ = shutdown.changed(), if !stop_seen => {
                 stop_seen = true;
-                conn.as_mut().graceful_shutdown();
+                graceful_shutdown(conn.as_mut());
             }
         }
     }
 }
 
-/// hyper's builder with the daemon's limits: for HTTP/1.1 the head limits
-/// and read timeout of the plaintext engine (hyper's buffer floor is
-/// 8 KiB), for HTTP/2 the `[http2]` bounds. A client that opens and resets
-/// streams in a loop (rapid reset) meets `max_pending_reset_streams`, then
-/// a GOAWAY.
-fn builder(s: &crate::config::Settings, protocol: Protocol) -> auto::Builder<LocalExec> {
-    let mut b = auto::Builder::new(LocalExec);
-    b.http1()
-        .timer(TokioTimer::new())
+/// hyper's HTTP/1.1 with the head limits and read timeout of the
+/// plaintext engine (hyper's buffer floor is 8 KiB). HTTP/2's `[http2]`
+/// bounds are set in `h2conn`; a client that opens and resets streams in
+/// a loop (rapid reset) meets `max_pending_reset_streams`, then a GOAWAY.
+fn http1_builder(s: &crate::config::Settings) -> hyper::server::conn::http1::Builder {
+    let mut b = hyper::server::conn::http1::Builder::new();
+    b.timer(TokioTimer::new())
         .header_read_timeout(s.limits.header_read_timeout)
         .max_buf_size(s.limits.max_header_bytes.max(8192))
         .max_headers(s.limits.max_headers);
-    let h = &s.http2;
-    b.http2()
-        .timer(TokioTimer::new())
-        .max_concurrent_streams(h.max_concurrent_streams)
-        .max_header_list_size(h.max_header_list_size)
-        .initial_stream_window_size(h.initial_stream_window)
-        .initial_connection_window_size(h.initial_connection_window)
-        .max_pending_accept_reset_streams(h.max_pending_reset_streams)
-        .max_local_error_reset_streams(h.max_local_error_resets)
-        .max_send_buf_size(h.max_send_buffer);
-    match protocol {
-        Protocol::Http1 => b.http1_only(),
-        Protocol::Http2 => b.http2_only(),
-    }
-}
-
-/// The connection's service: the settings in force at each request, the
-/// `ServeDir` built from them, and the bookkeeping that makes its
-/// responses counted and logged.
-#[derive(Debug)]
-pub(crate) struct Responder {
-    ctx: Rc<ConnContext>,
-    /// The settings in force and their generation, re-read only when a
-    /// reload bumped it (one relaxed load per request, like conn.rs).
-    live: RefCell<(Arc<Live>, u64)>,
-    peer: SocketAddr,
-    tls: bool,
-    version: &'static str,
-    activity: Rc<Activity>,
-    /// HTTP/2: what its file bodies may hold read and not yet written.
-    budget: Option<Rc<SendBudget>>,
-    /// `Alt-Svc` advertising HTTP/3 (HTTPS connections, `[http3]` on).
-    alt_svc: Option<HeaderValue>,
-}
-
-impl Responder {
-    /// The responder of one HTTP/3 connection from `peer` (`h3conn`):
-    /// the same answers, counting and log as the TCP listeners', with the
-    /// flow control and idle rule QUIC itself enforces.
-    pub(crate) fn for_http3(ctx: Rc<ConnContext>, peer: SocketAddr) -> Responder {
-        let live = ctx.live();
-        Responder {
-            ctx,
-            live: RefCell::new(live),
-            peer,
-            tls: true,
-            version: "HTTP/3.0",
-            activity: Rc::new(Activity::new()),
-            budget: None,
-            alt_svc: None,
-        }
-    }
-
-    fn live(&self) -> Arc<Live> {
-        let mut live = self.live.borrow_mut();
-        if self.ctx.generation() != live.1 {
-            *live = self.ctx.live();
-        }
-        live.0.clone()
-    }
-}
-
-type ResponseFuture = Pin<Box<dyn Future<Output = Result<Response<Logged>, Infallible>>>>;
-
-impl<B: Send + 'static> hyper::service::Service<Request<B>> for Responder {
-    type Response = Response<Logged>;
-    type Error = Infallible;
-    type Future = ResponseFuture;
-
-    fn call(&self, mut req: Request<B>) -> ResponseFuture {
-        let t0 = Instant::now();
-        let in_flight = InFlight::new(&self.activity);
-        let live = self.live();
-        if !live.s.serve.rules.is_empty() || !live.s.sites.is_empty() {
-            // What the site's rules judge: the client behind trusted
-            // proxies, and the scheme.
-            let header = |name: &str| req.headers().get(name).map(HeaderValue::as_bytes);
-            let client = crate::http::forwarded::client_addr(
-                self.peer.ip(),
-                &live.s.trusted_proxies,
-                header("forwarded"),
-                header("x-forwarded-for"),
-            );
-            req.extensions_mut().insert(servedir::ClientAddr(client));
-            if self.tls {
-                req.extensions_mut().insert(servedir::Tls);
-            }
-        }
-        let request = RequestFields::of(&req, live.access.is_some());
-        let host = servedir::request_host(req.version(), req.uri(), req.headers());
-        let rejected = host_rule(&req, host).err();
-        let h2 = req.version() == http::Version::HTTP_2;
-        let mut files = live.service_for(host).clone();
-        let (ctx, peer, version) = (self.ctx.clone(), self.peer, self.version);
-        let gate = self.budget.clone().map(Gate::new);
-        let alt_svc = self.alt_svc.clone();
-        Box::pin(async move {
-            let response = match rejected {
-                // The HTTP/1.1 parser's rule (`http::request`), which hyper
-                // leaves to the server: every listener rejects alike.
-                Some(why) => {
-                    let mut response = servedir::plan_response(&httpfile::plan::reject(400, why));
-                    if !h2 {
-                        // hyper closes an HTTP/1.1 connection that says so.
-                        response
-                            .headers_mut()
-                            .insert(CONNECTION, HeaderValue::from_static("close"));
-                    }
-                    response
-                }
-                None => match files.call(req).await {
-                    Ok(r) => r,
-                    Err(never) => match never {},
-                },
-            };
-            let (mut parts, body) = response.into_parts();
-            parts
-                .headers
-                .insert(SERVER, HeaderValue::from_static(httpfile::encode::SERVER));
-            if let Some(v) = alt_svc {
-                parts.headers.insert(http::header::ALT_SVC, v);
-            }
-            let status = parts.status.as_u16();
-            let body = Logged {
-                body,
-                sent: 0,
-                ended: false,
-                gate,
-                done: Some(Done {
-                    ctx,
-                    live,
-                    peer,
-                    version,
-                    request,
-                    status,
-                    t0,
-                    _in_flight: in_flight,
-                }),
-            };
-            Ok(Response::from_parts(parts, body))
-        })
-    }
-}
-
-/// `Host` as RFC 9112 3.2 and RFC 9113 8.3.1 require it
-/// ([`httpfile::head::check_host`], what the HTTP/1.1 engine's parser
-/// applies): HTTP/1.1 names one valid `Host`, HTTP/2 a valid authority.
-/// `host` is the one that counts (`servedir::request_host`).
-fn host_rule<B>(req: &Request<B>, host: Option<&[u8]>) -> Result<(), &'static str> {
-    let hosts = req.headers().get_all(http::header::HOST).iter().count();
-    httpfile::head::check_host(req.version() == http::Version::HTTP_11, hosts, host)
-}
-
-/// What the counters and the access log need of a request, kept until its
-/// response ends: the method always, the rest only while a log is on.
-#[derive(Debug)]
-struct RequestFields {
-    method: http::Method,
-    log: Option<LogFields>,
-}
-
-#[derive(Debug)]
-struct LogFields {
-    target: String,
-    forwarded: Option<HeaderValue>,
-    x_forwarded_for: Option<HeaderValue>,
-    referer: Option<HeaderValue>,
-    user_agent: Option<HeaderValue>,
-}
-
-impl RequestFields {
-    fn of<B>(req: &Request<B>, logged: bool) -> RequestFields {
-        let header = |name| req.headers().get(name).cloned();
-        RequestFields {
-            method: req.method().clone(),
-            log: logged.then(|| LogFields {
-                target: req
-                    .uri()
-                    .path_and_query()
-                    .map_or("/", |pq| pq.as_str())
-                    .to_string(),
-                forwarded: header(http::header::FORWARDED),
-                x_forwarded_for: header(http::header::HeaderName::from_static("x-forwarded-for")),
-                referer: header(REFERER),
-                user_agent: header(USER_AGENT),
-            }),
-        }
-    }
-}
-
-/// A response's accounting, settled when its body is dropped.
-#[derive(Debug)]
-struct Done {
-    ctx: Rc<ConnContext>,
-    /// The settings the request was answered under (their access log).
-    live: Arc<Live>,
-    peer: SocketAddr,
-    version: &'static str,
-    request: RequestFields,
-    status: u16,
-    t0: Instant,
-    _in_flight: InFlight,
-}
-
-/// `servedir`'s body, counting what hyper takes of it; on drop the
-/// response is counted and logged with the bytes it sent (all of them, or
-/// fewer when the client left or reset the stream).
-#[derive(Debug)]
-pub struct Logged {
-    body: servedir::Body,
-    sent: u64,
-    ended: bool,
-    /// HTTP/2: the send budget file reads wait for.
-    gate: Option<Gate>,
-    done: Option<Done>,
-}
-
-impl HttpBody for Logged {
-    type Data = Bytes;
-    type Error = servedir::BoxError;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
-        let this = self.get_mut();
-        if let Some(gate) = &mut this.gate {
-            if this.body.reads_file() {
-                let want = ready!(gate.poll_reserve(cx));
-                this.body.limit_next_read(want);
-            }
-        }
-        let mut polled = Pin::new(&mut this.body).poll_frame(cx);
-        match &mut polled {
-            Poll::Ready(Some(Ok(frame))) => {
-                if let Some(data) = frame.data_mut() {
-                    this.sent += data.len() as u64;
-                    if let Some(gate) = &mut this.gate {
-                        gate.hold(data);
-                    }
-                }
-            }
-            Poll::Ready(None) => this.ended = true,
-            _ => {}
-        }
-        polled
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.body.size_hint()
-    }
-}
-
-impl Drop for Logged {
-    fn drop(&mut self) {
-        let Some(d) = self.done.take() else {
-            return;
-        };
-        let log = d.request.log.as_ref();
-        fn value(v: Option<&HeaderValue>) -> Option<&[u8]> {
-            v.map(HeaderValue::as_bytes)
-        }
-        d.ctx.finish(
-            &d.live,
-            &Exchange {
-                peer: d.peer.ip(),
-                request: Some(RequestLine {
-                    method: d.request.method.as_str(),
-                    target: log.map_or(&b""[..], |f| f.target.as_bytes()),
-                    version: d.version,
-                }),
-                status: d.status,
-                bytes: self.sent,
-                // Every byte of these bodies is read through the backend;
-                // whether the page cache held it is not known here.
-                cold: 0,
-                completed: self.ended || self.body.is_end_stream(),
-                forwarded: value(log.and_then(|f| f.forwarded.as_ref())),
-                x_forwarded_for: value(log.and_then(|f| f.x_forwarded_for.as_ref())),
-                referer: value(log.and_then(|f| f.referer.as_ref())),
-                user_agent: value(log.and_then(|f| f.user_agent.as_ref())),
-                duration: d.t0.elapsed(),
-            },
-        );
-    }
+    b
 }
 
 /// The connection's socket (or TLS stream), noting when bytes move; the
@@ -573,13 +238,15 @@ struct Watched<I> {
     guard: Option<Guard>,
 }
 
-/// HTTP/2 write coalescing. hyper answers each stream in its own task and
-/// its connection task writes whatever is ready each time it runs, which
-/// here meant one `writev` (and, over TLS, one record) per response: 40021
-/// writes for 40000 requests of h2load `-m 10` (strace). Small writes now
-/// gather in `out`, and the first flush after them yields once to the
-/// worker's other tasks, so the streams answered in the same turn leave in
-/// one write; large writes (file data) go straight through, uncopied.
+/// HTTP/2 write coalescing. h2 writes whatever is queued each time the
+/// connection is polled, which meant one `writev` (and, over TLS, one
+/// record) per response: 40021 writes for 40000 requests of h2load
+/// `-m 10` (strace, when hyper answered each stream in its own task).
+/// Small writes gather in `out`, and the first flush after them yields to
+/// the worker's other tasks, so the streams answered meanwhile leave in one
+/// write; large writes (file data) go straight through, uncopied. Still
+/// worth it with streams answered inline (`h2conn`): without the yields
+/// tls_small_h2 cost 1.64x the CPU per request.
 #[derive(Debug, Default)]
 struct Coalesce {
     out: Vec<u8>,
@@ -883,161 +550,5 @@ impl<I: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Watched<I> {
         }
         ready!(this.poll_drain(cx))?;
         Pin::new(&mut this.inner).poll_shutdown(cx)
-    }
-}
-
-/// The bytes HTTP/2 file bodies of one connection may hold read and not
-/// yet written, and the process-wide pool they also draw from.
-#[derive(Debug)]
-struct SendBudget {
-    conn: Arc<Semaphore>,
-    global: Arc<Semaphore>,
-    /// The most one read may ask for (the smaller of the two budgets).
-    max: usize,
-}
-
-/// A read's share of the budgets, released when hyper drops its bytes
-/// (after they were written, or with the stream).
-type Permits = (Option<OwnedSemaphorePermit>, Option<OwnedSemaphorePermit>);
-
-type Acquire = Pin<Box<dyn Future<Output = Permits>>>;
-
-/// One stream's reads: each waits for budget first, and is sized by how
-/// well the client keeps up. The first read is [`Gate::MIN_READ`]; each
-/// next one doubles (up to the service's read chunk) unless more than two
-/// reads' worth still waits to be written, when it holds, and it falls
-/// back to the minimum once more than four do. A stream whose window is
-/// closed is not polled for more (h2 waits for capacity first), so it
-/// holds the one read it made; the budgets bound the rest. Doubling only
-/// once everything before was written kept reads at 16-32 KiB (h2 still
-/// holds the last chunk when it asks for the next): tls_large_h2 cost
-/// 1.25x the CPU per request of 128 KiB reads.
-struct Gate {
-    budget: Rc<SendBudget>,
-    /// Size of the last read (0: none yet).
-    last: usize,
-    /// Bytes this stream read that hyper has not dropped yet.
-    outstanding: Arc<AtomicUsize>,
-    /// Permits for the next read, and its size.
-    ready: Option<(Permits, usize)>,
-    waiting: Option<(Acquire, usize)>,
-}
-
-impl std::fmt::Debug for Gate {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Gate")
-            .field("last", &self.last)
-            .field("outstanding", &self.outstanding.load(Relaxed))
-            .finish_non_exhaustive()
-    }
-}
-
-impl Gate {
-    /// One HTTP/2 DATA frame at the default SETTINGS_MAX_FRAME_SIZE.
-    const MIN_READ: usize = 16 * 1024;
-
-    fn new(budget: Rc<SendBudget>) -> Gate {
-        Gate {
-            budget,
-            last: 0,
-            outstanding: Arc::new(AtomicUsize::new(0)),
-            ready: None,
-            waiting: None,
-        }
-    }
-
-    fn next_size(&self) -> usize {
-        let out = self.outstanding.load(Relaxed);
-        let size = if self.last == 0 || out > 4 * self.last {
-            Self::MIN_READ
-        } else if out <= 2 * self.last {
-            2 * self.last
-        } else {
-            self.last
-        };
-        size.min(self.budget.max).max(1)
-    }
-
-    /// Ready with the size of the next read once its permits are held.
-    fn poll_reserve(&mut self, cx: &mut Context<'_>) -> Poll<usize> {
-        if let Some((_, size)) = &self.ready {
-            return Poll::Ready(*size);
-        }
-        if let Some((acquire, size)) = &mut self.waiting {
-            let permits = ready!(acquire.as_mut().poll(cx));
-            let size = *size;
-            self.waiting = None;
-            self.ready = Some((permits, size));
-            return Poll::Ready(size);
-        }
-        let mut size = self.next_size();
-        let b = &self.budget;
-        let Ok(conn) = b.conn.clone().try_acquire_many_owned(size as u32) else {
-            let (conn, global) = (b.conn.clone(), b.global.clone());
-            let acquire = async move {
-                let c = conn.acquire_many_owned(size as u32).await.ok();
-                let g = global.acquire_many_owned(size as u32).await.ok();
-                (c, g)
-            };
-            self.waiting = Some((Box::pin(acquire), size));
-            return self.poll_reserve(cx);
-        };
-        let global = match b.global.clone().try_acquire_many_owned(size as u32) {
-            Ok(g) => Some(g),
-            // A connection that holds nothing may read one small chunk
-            // beyond the process budget, so no client starves behind others.
-            Err(_) if b.conn.available_permits() + size >= b.max => {
-                drop(conn);
-                size = Self::MIN_READ.min(b.max);
-                let conn = b.conn.clone().try_acquire_many_owned(size as u32).ok();
-                self.ready = Some(((conn, None), size));
-                return Poll::Ready(size);
-            }
-            Err(_) => {
-                let global = b.global.clone();
-                let acquire = async move {
-                    let g = global.acquire_many_owned(size as u32).await.ok();
-                    (Some(conn), g)
-                };
-                self.waiting = Some((Box::pin(acquire), size));
-                return self.poll_reserve(cx);
-            }
-        };
-        self.ready = Some(((Some(conn), global), size));
-        Poll::Ready(size)
-    }
-
-    /// Hands the reserved permits to `data`: they go back when hyper drops it.
-    fn hold(&mut self, data: &mut Bytes) {
-        let Some((permits, size)) = self.ready.take() else {
-            return;
-        };
-        self.last = size;
-        self.outstanding.fetch_add(data.len(), Relaxed);
-        let bytes = std::mem::take(data);
-        *data = Bytes::from_owner(Held {
-            bytes,
-            outstanding: self.outstanding.clone(),
-            _permits: permits,
-        });
-    }
-}
-
-/// A read's bytes with their share of the send budget.
-struct Held {
-    bytes: Bytes,
-    outstanding: Arc<AtomicUsize>,
-    _permits: Permits,
-}
-
-impl AsRef<[u8]> for Held {
-    fn as_ref(&self) -> &[u8] {
-        &self.bytes
-    }
-}
-
-impl Drop for Held {
-    fn drop(&mut self) {
-        self.outstanding.fetch_sub(self.bytes.len(), Relaxed);
     }
 }

@@ -12,7 +12,7 @@
 //!             | garbage, stall, bad version: counted, closed; no one else waits
 //!             | ALPN acme-tls/1 (a CA's tls-alpn-01 check): counted, closed
 //!             v
-//!           hyperconn::serve_tls (servedir's Service, counted and logged)
+//!           hyperconn::serve_tls (h2conn or hyper HTTP/1.1; the shared Responder)
 //! ```
 //!
 //! The provider is `ring`: it builds with a C compiler alone, where
