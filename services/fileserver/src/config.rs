@@ -129,8 +129,8 @@ pub struct Http2Config {
     /// Streams the server reset for protocol errors per connection, at
     /// most; more and the connection is closed.
     pub max_local_error_resets: u64,
-    /// Bytes h2 may buffer for sending on one stream (hyper's
-    /// `max_send_buf_size`).
+    /// Bytes h2 may buffer for sending on one stream (its
+    /// `max_send_buffer_size`).
     pub max_send_buffer: u64,
     /// Bytes of file data read for sending and not yet written, at most,
     /// on one connection; its streams wait for more.

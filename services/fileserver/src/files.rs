@@ -66,7 +66,7 @@ impl Files {
         }
     }
 
-    /// The tower Service for the hyper listeners, answering with `s`'s
+    /// The tower Service for the TLS, h2c and HTTP/3 listeners, answering with `s`'s
     /// serving options (the plaintext engine decides with the same ones).
     pub fn service(&self, s: &Settings) -> servedir::ServeDir {
         servedir::ServeDir::with_options(self.fm.clone(), s.serve.clone())

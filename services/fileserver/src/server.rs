@@ -724,9 +724,9 @@ struct WorkerListeners {
 /// What an accept loop does with a connection.
 #[derive(Clone, Copy)]
 enum Listener {
-    /// The hand-written HTTP/1.1 engine (h2c handed to hyper).
+    /// The hand-written HTTP/1.1 engine (h2c handed to `h2conn`).
     Plain,
-    /// TLS, then hyper.
+    /// TLS, then HTTP/2 (`h2conn`) or HTTP/1.1 (hyper).
     Tls,
 }
 

@@ -23,7 +23,7 @@ pub struct Live {
     pub s: Settings,
     /// Access logger, when enabled.
     pub access: Option<AccessLogger>,
-    /// The Service the hyper listeners (HTTPS, h2c) answer with, built
+    /// The Service the TLS, h2c and HTTP/3 listeners answer with, built
     /// from these settings.
     pub files: servedir::ServeDir,
     /// Each site's, in the order of `s.sites`.
