@@ -89,7 +89,6 @@ pub async fn serve<I>(
     let activity = Rc::new(Activity::new());
     let h2 = protocol == Protocol::Http2;
     let h2_settings = live.0.s.http2.clone();
-    let http1 = http1_builder(&live.0.s);
     let io = Watched {
         read_ahead,
         pos: 0,
@@ -114,7 +113,7 @@ pub async fn serve<I>(
     );
     match protocol {
         Protocol::Http1 => {
-            let conn = http1.serve_connection(TokioIo::new(io), responder);
+            let conn = http1_builder(&limits).serve_connection(TokioIo::new(io), responder);
             drive(
                 ctx,
                 conn,
@@ -213,12 +212,12 @@ async fn drive<C, E>(
 /// plaintext engine (hyper's buffer floor is 8 KiB). HTTP/2's `[http2]`
 /// bounds are set in `h2conn`; a client that opens and resets streams in
 /// a loop (rapid reset) meets `max_pending_reset_streams`, then a GOAWAY.
-fn http1_builder(s: &crate::config::Settings) -> hyper::server::conn::http1::Builder {
+fn http1_builder(limits: &crate::config::Limits) -> hyper::server::conn::http1::Builder {
     let mut b = hyper::server::conn::http1::Builder::new();
     b.timer(TokioTimer::new())
-        .header_read_timeout(s.limits.header_read_timeout)
-        .max_buf_size(s.limits.max_header_bytes.max(8192))
-        .max_headers(s.limits.max_headers);
+        .header_read_timeout(limits.header_read_timeout)
+        .max_buf_size(limits.max_header_bytes.max(8192))
+        .max_headers(limits.max_headers);
     b
 }
 
