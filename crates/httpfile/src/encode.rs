@@ -30,6 +30,30 @@ pub fn encode_head(
     date: &[u8; HTTP_DATE_LEN],
     out: &mut Vec<u8>,
 ) {
+    encode_head_with(plan, framing, date, b"", out);
+}
+
+/// [`encode_head`] with `fields`, header lines the connection adds to every
+/// response (each `name: value\r\n`; e.g. `Alt-Svc` on an HTTPS
+/// listener), after the plan's.
+///
+/// ```
+/// use httpfile::encode::{encode_head_with, Framing};
+/// use httpfile::head::Method;
+/// let framing = Framing { keep_alive: true, minor_version: 1 };
+/// let date = *b"Thu, 01 Jan 1970 00:00:00 GMT";
+/// let mut out = Vec::new();
+/// let plan = httpfile::plan::error(Method::Head, 404, "");
+/// encode_head_with(&plan, framing, &date, b"Alt-Svc: h3=\":443\"\r\n", &mut out);
+/// assert!(out.ends_with(b"Content-Length: 14\r\nAlt-Svc: h3=\":443\"\r\n\r\n"));
+/// ```
+pub fn encode_head_with(
+    plan: &Plan<'_>,
+    framing: Framing,
+    date: &[u8; HTTP_DATE_LEN],
+    fields: &[u8],
+    out: &mut Vec<u8>,
+) {
     out.extend_from_slice(status_line(plan.status));
     out.extend_from_slice(b"Server: ");
     out.extend_from_slice(SERVER.as_bytes());
@@ -42,6 +66,7 @@ pub fn encode_head(
         field.value.write(out);
         out.extend_from_slice(b"\r\n");
     });
+    out.extend_from_slice(fields);
     if !framing.keep_alive {
         out.extend_from_slice(b"Connection: close\r\n");
     } else if framing.minor_version == 0 {

@@ -1,8 +1,9 @@
-//! One client connection, HTTP/1.1: parse the head (`http::request`),
-//! decide the answer (`decide`, the stage every listener shares), encode
-//! its head and send its body (`send`), count and log the exchange. This
-//! module decides no HTTP semantics; it reads, hands over, and counts.
-//! Pipelined responses are batched into one write.
+//! One client connection, HTTP/1.1, plaintext or over TLS (`wire`): parse
+//! the head (`http::request`), decide the answer (`decide`, the stage
+//! every listener shares), encode its head and send its body (`send`),
+//! count and log the exchange. This module decides no HTTP semantics; it
+//! reads, hands over, and counts. Pipelined responses are batched into one
+//! write.
 //!
 //! ```text
 //! rbuf [....consumed....|req2 head|req3 part...]     (start..end = unparsed)
@@ -13,6 +14,7 @@ use crate::exchange::Exchange;
 use crate::http::request::{parse_request, ParseError, Request};
 use crate::send::{Output, Progress};
 use crate::state::{ConnContext, Live};
+use crate::wire::Wire;
 use decide::Check;
 use httpfile::encode::Framing;
 use httpfile::plan::{self, Body};
@@ -23,8 +25,6 @@ use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::io::AsyncReadExt;
-use tokio::net::TcpStream;
 
 const STACK_HEADERS: usize = 128;
 const WBUF_FLUSH: usize = 64 * 1024;
@@ -44,31 +44,41 @@ struct Conn {
     site: Option<usize>,
 }
 
-/// Serves one accepted connection until it closes.
-pub async fn serve(ctx: Rc<ConnContext>, stream: TcpStream, peer: SocketAddr) {
+/// Serves one accepted connection (or one whose TLS handshake chose
+/// HTTP/1.1) until it closes.
+pub(crate) async fn serve(ctx: Rc<ConnContext>, wire: Wire, peer: SocketAddr) {
     let (live, generation) = ctx.live();
     let send_timeout = live.s.limits.send_timeout;
     let files = ctx.files().manager().clone();
+    // Over TLS every response advertises HTTP/3 when it is on.
+    let fields = match (wire.is_tls(), ctx.alt_svc()) {
+        (true, Some(v)) => [b"Alt-Svc: ", v.as_bytes(), b"\r\n"].concat(),
+        _ => Vec::new(),
+    };
     let mut c = Conn {
         ctx,
         peer,
         live,
         generation,
         stop_seen: false,
-        out: Output::new(stream, files, send_timeout),
+        out: Output::new(wire, fields, files, send_timeout),
         path: Vec::with_capacity(128),
         ranges: Vec::new(),
         site: None,
     };
     match c.run().await {
-        Ok(Ended::Closed) => {}
+        Ok(Ended::Closed) => c.out.wire.close_notify(),
         Ok(Ended::H2c(read)) => {
             metrics::counter!("fileserver_h2c_connections_total").increment(1);
             let Conn { ctx, out, .. } = c;
-            let h2 = crate::hyperconn::Protocol::Http2;
-            crate::hyperconn::serve(ctx, out.stream, read, peer, h2, false).await;
+            if let Wire::Plain(stream) = out.wire {
+                crate::h2io::serve(ctx, stream, read, peer, false).await;
+            }
         }
-        Err(e) => tracing::debug!(peer = %c.peer, "connection ended: {e}"),
+        Err(e) => {
+            tracing::debug!(peer = %c.peer, "connection ended: {e}");
+            c.out.wire.close_notify();
+        }
     }
 }
 
@@ -92,7 +102,7 @@ impl Conn {
         let sleep = tokio::time::sleep(Duration::ZERO);
         tokio::pin!(sleep);
         let mut shutdown = self.ctx.shutdown.clone();
-        let h2c = self.live.s.http2.h2c;
+        let h2c = self.live.s.http2.h2c && !self.out.wire.is_tls();
         loop {
             // Only the first bytes of a connection can be the preface; a
             // prefix of it waits for more bytes instead of being parsed.
@@ -178,7 +188,7 @@ impl Conn {
             sleep.as_mut().reset(deadline.into());
             tokio::select! {
                 biased;
-                r = self.out.stream.read(&mut rbuf[end..]) => match r {
+                r = self.out.wire.read(&mut rbuf[end..]) => match r {
                     Ok(0) => return Ok(Ended::Closed),
                     Ok(n) => end += n,
                     Err(e) => return Err(e),
@@ -203,13 +213,12 @@ impl Conn {
     /// bytes and time), so closing with unread input does not turn into a
     /// TCP reset that destroys the response we just sent.
     async fn linger_close(&mut self) {
-        use tokio::io::AsyncWriteExt;
-        let _ = self.out.stream.shutdown().await;
+        let _ = self.out.wire.shutdown().await;
         let mut buf = [0u8; 4096];
         let mut drained = 0usize;
         let deadline = tokio::time::Instant::now() + Duration::from_secs(1);
         while drained < 256 * 1024 {
-            match tokio::time::timeout_at(deadline, self.out.stream.read(&mut buf)).await {
+            match tokio::time::timeout_at(deadline, self.out.wire.read(&mut buf)).await {
                 Ok(Ok(n)) if n > 0 => drained += n,
                 _ => break,
             }
@@ -302,8 +311,9 @@ impl Conn {
     ) -> io::Result<()> {
         // Rc clone (not the Arc inside): no shared atomic write per request.
         let ctx = self.ctx.clone();
-        // Without [acme] this is one pointer test per request.
-        if let Some(challenges) = ctx.acme_challenges() {
+        // Without [acme] this is one pointer test per request. A CA asks
+        // over plain HTTP only.
+        if let Some(challenges) = ctx.acme_challenges().filter(|_| !self.out.wire.is_tls()) {
             if let Some(answer) = req
                 .target()
                 .starts_with(crate::acme::HTTP01_PREFIX)
@@ -333,7 +343,8 @@ impl Conn {
         let head = if serve.rules.is_empty() {
             &req.head
         } else {
-            // What the site's rules judge: the client behind trusted proxies.
+            // What the site's rules judge: the client behind trusted
+            // proxies, and the scheme.
             with_client = httpfile::RequestHead {
                 client: Some(crate::http::forwarded::client_addr(
                     self.peer.ip(),
@@ -341,6 +352,7 @@ impl Conn {
                     req.forwarded,
                     req.x_forwarded_for,
                 )),
+                tls: self.out.wire.is_tls(),
                 ..req.head
             };
             &with_client

@@ -32,7 +32,6 @@ use h2::SendStream;
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{Request, Response};
 use http_body::Body as _;
-use hyper::service::Service as _;
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
@@ -229,8 +228,7 @@ impl Future for Stream {
             match &mut this.state {
                 StreamState::Answering(fut) => {
                     let response = match fut.as_mut().poll(cx) {
-                        Poll::Ready(Ok(r)) => r,
-                        Poll::Ready(Err(never)) => match never {},
+                        Poll::Ready(r) => r,
                         Poll::Pending => {
                             // The client may cancel what it asked for.
                             if this.reply.poll_reset(cx).is_ready() {

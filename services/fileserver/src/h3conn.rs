@@ -22,7 +22,6 @@ use crate::config::Http3Settings;
 use crate::responder::Responder;
 use crate::state::ConnContext;
 use bytes::Bytes;
-use hyper::service::Service as _;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::rc::Rc;
@@ -191,10 +190,7 @@ async fn respond(
             return;
         }
     };
-    let response = match responder.call(req).await {
-        Ok(r) => r,
-        Err(never) => match never {},
-    };
+    let response = responder.call(req).await;
     let (parts, body) = response.into_parts();
     // Dropped on every path below: the response is counted and logged
     // with the bytes QUIC took, complete or not.

@@ -26,9 +26,9 @@ pub mod exchange;
 pub mod files;
 mod h2conn;
 pub mod h2guard;
+pub mod h2io;
 pub mod h3conn;
 pub mod http;
-pub mod hyperconn;
 pub mod manual;
 pub mod preflight;
 pub(crate) mod responder;
@@ -38,6 +38,7 @@ pub mod state;
 pub mod stats;
 pub mod sysd;
 pub mod tls;
+mod wire;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;

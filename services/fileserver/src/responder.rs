@@ -1,10 +1,9 @@
-//! The responder every listener shares: a request in, the settings in
+//! The responder HTTP/2 and HTTP/3 share: a request in, the settings in
 //! force for it (re-read when a reload bumped their generation), the
 //! `ServeDir` of its site, and a response whose body counts and logs it
-//! once it ends or drops half sent. The TLS and h2c connections
-//! (`hyperconn`, `h2conn`) and HTTP/3 (`h3conn`) call it; it touches the
-//! connection only through [`Activity`] (responses in flight, for the
-//! idle rule) and the HTTP/2 send budget.
+//! once it ends or drops half sent. `h2conn` (over `h2io`) and `h3conn`
+//! call it; it touches the connection only through [`Activity`]
+//! (responses in flight, for the idle rule) and the HTTP/2 send budget.
 //!
 //! ```text
 //! Responder::call -> host rule, site rules' inputs -> ServeDir::call
@@ -16,11 +15,10 @@ use crate::accesslog::RequestLine;
 use crate::exchange::Exchange;
 use crate::state::{ConnContext, Live};
 use bytes::Bytes;
-use http::header::{HeaderValue, CONNECTION, REFERER, SERVER, USER_AGENT};
+use http::header::{HeaderValue, REFERER, SERVER, USER_AGENT};
 use http::{Request, Response};
 use http_body::{Body as HttpBody, Frame, SizeHint};
 use std::cell::{Cell, RefCell};
-use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -157,15 +155,12 @@ impl Responder {
 }
 
 /// The future of one request's answer.
-pub(crate) type ResponseFuture =
-    Pin<Box<dyn Future<Output = Result<Response<Logged>, Infallible>>>>;
+pub(crate) type ResponseFuture = Pin<Box<dyn Future<Output = Response<Logged>>>>;
 
-impl<B: Send + 'static> hyper::service::Service<Request<B>> for Responder {
-    type Response = Response<Logged>;
-    type Error = Infallible;
-    type Future = ResponseFuture;
-
-    fn call(&self, mut req: Request<B>) -> ResponseFuture {
+impl Responder {
+    /// The answer to `req`, counted and logged once its body ends or is
+    /// dropped.
+    pub(crate) fn call<B: Send + 'static>(&self, mut req: Request<B>) -> ResponseFuture {
         let t0 = Instant::now();
         let in_flight = InFlight::new(&self.activity);
         let live = self.live();
@@ -187,25 +182,15 @@ impl<B: Send + 'static> hyper::service::Service<Request<B>> for Responder {
         let request = RequestFields::of(&req, live.access.is_some());
         let host = servedir::request_host(req.version(), req.uri(), req.headers());
         let rejected = host_rule(&req, host).err();
-        let h2 = req.version() == http::Version::HTTP_2;
         let mut files = live.service_for(host).clone();
         let (ctx, peer, version) = (self.ctx.clone(), self.peer, self.version);
         let gate = self.budget.clone().map(Gate::new);
         let alt_svc = self.alt_svc.clone();
         Box::pin(async move {
             let response = match rejected {
-                // The HTTP/1.1 parser's rule (`http::request`), which hyper
-                // leaves to the server: every listener rejects alike.
-                Some(why) => {
-                    let mut response = servedir::plan_response(&httpfile::plan::reject(400, why));
-                    if !h2 {
-                        // hyper closes an HTTP/1.1 connection that says so.
-                        response
-                            .headers_mut()
-                            .insert(CONNECTION, HeaderValue::from_static("close"));
-                    }
-                    response
-                }
+                // The HTTP/1.1 parser's rule (`http::request`), which h2
+                // and h3 leave to the server: every listener rejects alike.
+                Some(why) => servedir::plan_response(&httpfile::plan::reject(400, why)),
                 None => match files.call(req).await {
                     Ok(r) => r,
                     Err(never) => match never {},
@@ -235,7 +220,7 @@ impl<B: Send + 'static> hyper::service::Service<Request<B>> for Responder {
                     _in_flight: in_flight,
                 }),
             };
-            Ok(Response::from_parts(parts, body))
+            Response::from_parts(parts, body)
         })
     }
 }
@@ -300,7 +285,7 @@ struct Done {
     _in_flight: InFlight,
 }
 
-/// `servedir`'s body, counting what hyper takes of it; on drop the
+/// `servedir`'s body, counting what the connection takes of it; on drop the
 /// response is counted and logged with the bytes it sent (all of them, or
 /// fewer when the client left or reset the stream).
 #[derive(Debug)]
@@ -410,7 +395,7 @@ impl SendBudget {
     }
 }
 
-/// A read's share of the budgets, released when hyper drops its bytes
+/// A read's share of the budgets, released when h2 drops its bytes
 /// (after they were written, or with the stream).
 type Permits = (Option<OwnedSemaphorePermit>, Option<OwnedSemaphorePermit>);
 
@@ -430,7 +415,7 @@ struct Gate {
     budget: Rc<SendBudget>,
     /// Size of the last read (0: none yet).
     last: usize,
-    /// Bytes this stream read that hyper has not dropped yet.
+    /// Bytes this stream read that h2 has not dropped yet.
     outstanding: Arc<AtomicUsize>,
     /// Permits for the next read, and its size.
     ready: Option<(Permits, usize)>,
@@ -521,7 +506,7 @@ impl Gate {
         Poll::Ready(size)
     }
 
-    /// Hands the reserved permits to `data`: they go back when hyper drops it.
+    /// Hands the reserved permits to `data`: they go back when h2 drops it.
     fn hold(&mut self, data: &mut Bytes) {
         let Some((permits, size)) = self.ready.take() else {
             return;

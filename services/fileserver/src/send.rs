@@ -8,19 +8,22 @@
 //! body from the file                 -> all but the tail by sendfile (cold windows
 //!                                       read through the backend), then the tail
 //!                                       read, the file checked unchanged, the tail sent
+//! over TLS (`wire::Tls`)              -> the same steps, but every write is sealed
+//!                                       by rustls and file windows are read into
+//!                                       `wbuf` where sendfile would send them
 //! ```
 
+use crate::wire::{Tls, Wire};
 use decide::Representation;
 use filemanager::CachedFile;
 use httpfile::date::{with_date, with_now, HTTP_DATE_LEN};
-use httpfile::encode::{encode_head, Framing};
+use httpfile::encode::{encode_head_with, Framing};
 use httpfile::plan::{Body, Plan};
 use httpfile::ByteRange;
 use rustix::fd::{AsFd, BorrowedFd};
 use std::io::{self, IoSlice};
 use std::time::Duration;
 use tokio::io::Interest;
-use tokio::net::TcpStream;
 
 /// The tail of a body read from the file: read into the batch behind the
 /// head (or behind what sendfile sent), the file checked, then sent. For a
@@ -33,7 +36,10 @@ pub(crate) const COPY_MAX: u64 = 16 * 1024;
 /// The write half: the socket, the batch of pipelined responses, and what
 /// the response in progress has sent.
 pub(crate) struct Output {
-    pub(crate) stream: TcpStream,
+    pub(crate) wire: Wire,
+    /// Header lines every response of the connection carries beyond the
+    /// plan's (`Alt-Svc` over TLS when HTTP/3 is on), CRLF-terminated.
+    fields: Vec<u8>,
     /// Reads the cold ranges sendfile would wait for.
     pub(crate) files: filemanager::FileManager,
     pub(crate) wbuf: Vec<u8>,
@@ -68,12 +74,14 @@ fn io_err(kind: io::ErrorKind, msg: &'static str) -> io::Error {
 impl Output {
     /// The write half of `stream`, nothing batched.
     pub(crate) fn new(
-        stream: TcpStream,
+        wire: Wire,
+        fields: Vec<u8>,
         files: filemanager::FileManager,
         send_timeout: Duration,
     ) -> Output {
         Output {
-            stream,
+            wire,
+            fields,
             files,
             wbuf: Vec::with_capacity(1024),
             progress: Progress::default(),
@@ -105,7 +113,7 @@ impl Output {
     ) {
         self.response_at = Some(self.wbuf.len());
         self.withdrawn = false;
-        encode_head(plan, framing, date, &mut self.wbuf);
+        encode_head_with(plan, framing, date, &self.fields, &mut self.wbuf);
         let body = match plan.body {
             Body::Message(_) => plan.headers.content_length.unwrap_or(0),
             _ => 0,
@@ -197,6 +205,10 @@ impl Output {
                 start: range.start,
                 end: tail.start,
             };
+            if self.wire.is_tls() {
+                self.send_copied(f, lead).await?;
+                return self.send_tail(f, tail, pending, check).await;
+            }
             self.flush(true).await?;
             if filemanager::is_resident(f.as_fd(), lead.start, lead.len()) {
                 self.sendfile(f.as_fd(), lead.start, lead.len()).await?;
@@ -298,11 +310,31 @@ impl Output {
         Ok(())
     }
 
-    async fn wait_writable(&self) -> io::Result<()> {
-        match tokio::time::timeout(self.send_timeout, self.stream.writable()).await {
-            Ok(r) => r,
-            Err(_) => Err(io_err(io::ErrorKind::TimedOut, "send timeout")),
+    /// Sends a range over TLS: window by window, read into `wbuf` (from
+    /// the page cache, else through the backend) behind what is batched
+    /// there (the head goes with the first window), then sealed and
+    /// written.
+    async fn send_copied(&mut self, f: &CachedFile, range: ByteRange) -> io::Result<()> {
+        let mut off = range.start;
+        while off < range.end {
+            let body_from = self.wbuf.len();
+            let len = (range.end - off).min(crate::wire::SEAL_WINDOW as u64) as usize;
+            if !filemanager::read_resident(f.as_fd(), off, len, &mut self.wbuf) {
+                let bytes = self.files.read_at(f, off, len).await?;
+                if bytes.len() != len {
+                    return Err(io_err(
+                        io::ErrorKind::UnexpectedEof,
+                        "file shrank while sending",
+                    ));
+                }
+                self.progress.cold += len as u64;
+                self.wbuf.extend_from_slice(&bytes);
+            }
+            self.write_wbuf(rustix::net::SendFlags::empty(), body_from)
+                .await?;
+            off += len as u64;
         }
+        Ok(())
     }
 
     /// Writes all of `wbuf` (with MSG_MORE when a body follows).
@@ -322,11 +354,17 @@ impl Output {
         flags: rustix::net::SendFlags,
         body_from: usize,
     ) -> io::Result<()> {
+        if self.wire.is_tls() {
+            return self.write_sealed(&[], body_from).await;
+        }
+        let Wire::Plain(stream) = &self.wire else {
+            unreachable!("TLS is written above")
+        };
         let flags = flags | rustix::net::SendFlags::NOSIGNAL;
         let mut pos = 0;
         while pos < self.wbuf.len() {
-            let r = self.stream.try_io(Interest::WRITABLE, || {
-                rustix::net::send(&self.stream, &self.wbuf[pos..], flags).map_err(io::Error::from)
+            let r = stream.try_io(Interest::WRITABLE, || {
+                rustix::net::send(stream, &self.wbuf[pos..], flags).map_err(io::Error::from)
             });
             match r {
                 Ok(n) => {
@@ -334,7 +372,9 @@ impl Output {
                     self.progress.body += body as u64;
                     pos += n;
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.wait_writable().await?,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    writable(stream, self.send_timeout).await?
+                }
                 Err(e) => return Err(e),
             }
         }
@@ -345,11 +385,15 @@ impl Output {
 
     /// Writes `wbuf` then `body` with writev (one syscall in the common case).
     async fn flush_with(&mut self, body: &[u8]) -> io::Result<()> {
+        let stream = match &self.wire {
+            Wire::Plain(stream) => stream,
+            Wire::Tls(_) => return self.write_sealed(body, self.wbuf.len()).await,
+        };
         let (mut a, mut b) = (0usize, 0usize);
         while a < self.wbuf.len() || b < body.len() {
-            let r = self.stream.try_io(Interest::WRITABLE, || {
+            let r = stream.try_io(Interest::WRITABLE, || {
                 let iov = [IoSlice::new(&self.wbuf[a..]), IoSlice::new(&body[b..])];
-                rustix::io::writev(&self.stream, &iov).map_err(io::Error::from)
+                rustix::io::writev(stream, &iov).map_err(io::Error::from)
             });
             match r {
                 Ok(mut n) => {
@@ -359,9 +403,38 @@ impl Output {
                     b += n;
                     self.progress.body += n as u64;
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.wait_writable().await?,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    writable(stream, self.send_timeout).await?
+                }
                 Err(e) => return Err(e),
             }
+        }
+        self.wbuf.clear();
+        self.response_at = None;
+        Ok(())
+    }
+
+    /// Over TLS: seals `wbuf` then `body` and writes them out. The bytes
+    /// of `wbuf` from `body_from` on, and all of `body`, are body of the
+    /// response in progress, counted once the records holding them are
+    /// in the kernel.
+    async fn write_sealed(&mut self, body: &[u8], body_from: usize) -> io::Result<()> {
+        let Wire::Tls(tls) = &mut self.wire else {
+            unreachable!("only TLS is sealed")
+        };
+        let head = self.wbuf.len();
+        let total = head + body.len();
+        let (mut taken, mut counted) = (0usize, 0usize);
+        while taken < total {
+            let n = tls.seal(
+                &self.wbuf[taken.min(head)..],
+                &body[taken.saturating_sub(head)..],
+            )?;
+            taken += n;
+            flush_sealed(tls, self.send_timeout).await?;
+            let body_at = |at: usize| at.saturating_sub(body_from);
+            self.progress.body += (body_at(taken) - body_at(counted)) as u64;
+            counted = taken;
         }
         self.wbuf.clear();
         self.response_at = None;
@@ -374,11 +447,14 @@ impl Output {
     async fn sendfile(&mut self, file: BorrowedFd<'_>, offset: u64, len: u64) -> io::Result<()> {
         let mut off = offset;
         let end = offset + len;
+        let Wire::Plain(stream) = &self.wire else {
+            unreachable!("TLS bodies are copied, not sent from the file")
+        };
         while off < end {
             let chunk = (end - off).min(1 << 30) as usize;
             let before = off;
-            let r = self.stream.try_io(Interest::WRITABLE, || {
-                rustix::fs::sendfile(self.stream.as_fd(), file, Some(&mut off), chunk)
+            let r = stream.try_io(Interest::WRITABLE, || {
+                rustix::fs::sendfile(stream.as_fd(), file, Some(&mut off), chunk)
                     .map_err(io::Error::from)
             });
             match r {
@@ -389,10 +465,29 @@ impl Output {
                     ))
                 }
                 Ok(_) => self.progress.body += off - before,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.wait_writable().await?,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    writable(stream, self.send_timeout).await?
+                }
                 Err(e) => return Err(e),
             }
         }
         Ok(())
     }
+}
+
+/// Waits until `stream` takes more bytes, at most `timeout`.
+async fn writable(stream: &tokio::net::TcpStream, timeout: Duration) -> io::Result<()> {
+    match tokio::time::timeout(timeout, stream.writable()).await {
+        Ok(r) => r,
+        Err(_) => Err(io_err(io::ErrorKind::TimedOut, "send timeout")),
+    }
+}
+
+/// Writes all that `tls` sealed, waiting for the socket at most `timeout`
+/// each time it is full.
+async fn flush_sealed(tls: &mut Tls, timeout: Duration) -> io::Result<()> {
+    while !tls.try_flush()? {
+        writable(tls.tcp(), timeout).await?;
+    }
+    Ok(())
 }

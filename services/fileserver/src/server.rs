@@ -17,6 +17,7 @@ use crate::config::{Settings, Sources};
 use crate::files::Files;
 use crate::state::{flush_samples, make_live, ConnContext, Live, Shared, Worker};
 use crate::stats::WorkerStats;
+use crate::wire::Wire;
 use sd_notify::NotifyState;
 use std::cell::Cell;
 use std::net::SocketAddr;
@@ -724,9 +725,9 @@ struct WorkerListeners {
 /// What an accept loop does with a connection.
 #[derive(Clone, Copy)]
 enum Listener {
-    /// The hand-written HTTP/1.1 engine (h2c handed to `h2conn`).
+    /// The hand-written HTTP/1.1 engine (h2c handed to `h2io`).
     Plain,
-    /// TLS, then HTTP/2 (`h2conn`) or HTTP/1.1 (hyper).
+    /// TLS, then HTTP/2 (`h2io`) or the HTTP/1.1 engine over rustls.
     Tls,
 }
 
@@ -953,9 +954,9 @@ async fn accept_loop(w: &Rc<Worker>, listener: tokio::net::TcpListener, kind: Li
                             let ctx = w2.conn.clone();
                             match (kind, &w2.shared.tls) {
                                 (Listener::Tls, Some(certs)) => {
-                                    crate::hyperconn::serve_tls(ctx, certs, stream, peer).await
+                                    serve_tls(ctx, certs, stream, peer).await
                                 }
-                                _ => crate::conn::serve(ctx, stream, peer).await,
+                                _ => crate::conn::serve(ctx, Wire::Plain(stream), peer).await,
                             }
                             w2.shared.active_conns.fetch_sub(1, Relaxed);
                         }
@@ -975,4 +976,24 @@ async fn accept_loop(w: &Rc<Worker>, listener: tokio::net::TcpListener, kind: Li
         }
     }
     drop(listener);
+}
+
+/// Serves an accepted HTTPS connection: the handshake (`tls`), then
+/// HTTP/2 (`h2io`) or HTTP/1.1 on the plaintext listener's engine (`conn`
+/// over `wire::Tls`), as ALPN chose.
+async fn serve_tls(
+    ctx: Rc<ConnContext>,
+    certs: &crate::tls::Certs,
+    stream: tokio::net::TcpStream,
+    peer: SocketAddr,
+) {
+    let timeout = match &ctx.live().0.s.tls {
+        Some(t) => t.handshake_timeout,
+        None => return,
+    };
+    match crate::tls::handshake(certs, stream, timeout, peer).await {
+        Some((stream, true)) => crate::h2io::serve(ctx, stream, Vec::new(), peer, true).await,
+        Some((stream, false)) => crate::conn::serve(ctx, Wire::tls(stream), peer).await,
+        None => {}
+    }
 }

@@ -5,14 +5,14 @@
 //! (TCP, and QUIC's for HTTP/3, sharing that choice), the handshake with
 //! its deadline, and what the start line and `/metrics` say about kernel
 //! offload. It knows nothing of the connection after the handshake, which
-//! belongs to `hyperconn` (and `h3conn`).
+//! belongs to `conn` or `h2io` (and `h3conn`).
 //!
 //! ```text
 //! accept -> timeout(tls_handshake_timeout, rustls handshake) -> ALPN h2 | http/1.1
 //!             | garbage, stall, bad version: counted, closed; no one else waits
 //!             | ALPN acme-tls/1 (a CA's tls-alpn-01 check): counted, closed
 //!             v
-//!           hyperconn::serve_tls (h2conn or hyper HTTP/1.1; the shared Responder)
+//!           server::serve_tls: h2io (HTTP/2) or conn over wire::Tls (HTTP/1.1)
 //! ```
 //!
 //! The provider is `ring`: it builds with a C compiler alone, where
@@ -100,7 +100,9 @@ impl Certs {
         challenges: Option<Arc<dyn AlpnChallenges>>,
     ) -> Result<Certs, String> {
         let manual = s.manual.as_ref().map(load_pair).transpose()?;
-        let mut alpn = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        // `http/1.0` as nginx offers it: `curl --http1.0` asks for it
+        // alone, and the HTTP/1.1 engine answers 1.0 requests.
+        let mut alpn = vec![b"h2".to_vec(), b"http/1.1".to_vec(), b"http/1.0".to_vec()];
         if challenges.is_some() {
             alpn.push(ACME_TLS_ALPN.to_vec());
         }
@@ -275,8 +277,11 @@ pub async fn handshake(
         return None;
     }
     metrics::counter!("fileserver_tls_handshakes_total", "result" => "ok").increment(1);
-    let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2");
-    let alpn = if h2 { "h2" } else { "http/1.1" };
+    let (h2, alpn) = match stream.get_ref().1.alpn_protocol() {
+        Some(b"h2") => (true, "h2"),
+        Some(b"http/1.0") => (false, "http/1.0"),
+        _ => (false, "http/1.1"),
+    };
     metrics::counter!("fileserver_tls_connections_total", "alpn" => alpn).increment(1);
     Some((stream, h2))
 }

@@ -661,12 +661,12 @@ fn a_longer_cycle_is_reported_in_order() {
     let g = graph(&[
         ("conn", "stats"),
         ("state", "tls"),
-        ("tls", "hyperconn"),
-        ("hyperconn", "state"),
+        ("tls", "h2io"),
+        ("h2io", "state"),
     ]);
     assert_eq!(
         find_cycle(&g).map(|c| c.join(" -> ")).as_deref(),
-        Some("hyperconn -> state -> tls -> hyperconn")
+        Some("h2io -> state -> tls -> h2io")
     );
 }
 

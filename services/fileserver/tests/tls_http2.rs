@@ -120,6 +120,90 @@ fn curl_over_tls_speaks_h2_and_http11_and_h2c_on_plaintext() {
     );
 }
 
+/// HTTP/1.1 over TLS runs on the plaintext listener's engine: a large body
+/// arrives whole (read into the write buffer and sealed, where plaintext
+/// uses sendfile), ranges and pipelined requests are answered in order, the
+/// close after `Connection: close` is announced with `close_notify`, and
+/// `curl --http1.0`, which offers ALPN `http/1.0` alone, is served rather
+/// than refused in the handshake.
+#[test]
+fn http11_over_tls_runs_the_engine_pipelined_ranged_and_closed_cleanly() {
+    let f = fixture(&[]);
+    let large = std::fs::read(f.tree.root.join("large.bin")).unwrap();
+    let (v, code, body) = f.curl(&["--http1.1"], &f.https_url("/large.bin"));
+    assert_eq!((v.as_str(), code), ("1.1", 200));
+    assert!(
+        body == large,
+        "the HTTPS HTTP/1.1 body differs from the file"
+    );
+    let (v, code, body) = f.curl(&["--http1.1", "-r", "5-70000"], &f.https_url("/large.bin"));
+    assert_eq!(
+        (v.as_str(), code, &body[..]),
+        ("1.1", 206, &large[5..70001])
+    );
+    // The answer's status line names the server's version, 1.1 (RFC 9110
+    // 6.2), as on the plaintext listener; the log names the request's.
+    let (v, code, body) = f.curl(&["--http1.0"], &f.https_url("/small.txt"));
+    assert_eq!(
+        (v.as_str(), code, &body[..]),
+        ("1.1", 200, &b"hello over TLS\n"[..])
+    );
+
+    // Three requests in one record; the last closes.
+    let mut s = f.ca.connect(f.https);
+    s.write_all(
+        b"GET /small.txt HTTP/1.1\r\nHost: localhost\r\n\r\n\
+          GET /nothing HTTP/1.1\r\nHost: localhost\r\n\r\n\
+          GET /large.bin HTTP/1.1\r\nHost: localhost\r\nRange: bytes=-200000\r\n\
+          Connection: close\r\n\r\n",
+    )
+    .unwrap();
+    s.flush().unwrap();
+    let mut got = Vec::new();
+    let mut chunk = [0u8; 65536];
+    let end = loop {
+        match s.read(&mut chunk) {
+            Ok(0) => break "close_notify",
+            Ok(n) => got.extend_from_slice(&chunk[..n]),
+            Err(e) => {
+                break if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                    "a close without close_notify"
+                } else {
+                    "an error"
+                }
+            }
+        }
+    };
+    assert_eq!(end, "close_notify");
+    let text = String::from_utf8_lossy(&got);
+    let statuses: Vec<&str> = text
+        .match_indices("HTTP/1.1 ")
+        .map(|(at, _)| &text[at + 9..at + 12])
+        .collect();
+    assert_eq!(statuses, ["200", "404", "206"], "{text:.400}");
+    assert!(got.ends_with(&large[large.len() - 200000..]));
+    assert!(text.starts_with("HTTP/1.1 200 OK\r\n"));
+    assert!(text.contains("\r\n\r\nhello over TLS\nHTTP/1.1 404"));
+
+    let line = f.d.json_log_line("version", &serde_json::json!("HTTP/1.0"));
+    assert_eq!((&line["status"], &line["bytes"]), (&200.into(), &15.into()));
+    let m = f.d.metrics();
+    assert_eq!(
+        metric_sum(
+            &m,
+            "fileserver_tls_connections_total",
+            &[("alpn", "http/1.0")]
+        ),
+        Some(1.0),
+        "{m}"
+    );
+    assert_eq!(
+        metric_sum(&m, "fileserver_http_requests_total", &[("code", "206")]),
+        Some(2.0),
+        "{m}"
+    );
+}
+
 /// A request body the answer does not need (a POST to a file, 405) is
 /// read to its end before the stream closes, so the client never gets the
 /// RST_STREAM(NO_ERROR) that RFC 9113 8.1 allows there: curl 7.88

@@ -1,25 +1,20 @@
-//! The TLS listener's connections and h2c: the handshake (`tls`), then
-//! HTTP/2 (`h2conn`, ALPN `h2` or the h2c preface the plaintext engine
-//! handed over) or HTTP/1.1 (hyper, ALPN `http/1.1` or none). Both answer
-//! through the shared `Responder`; this module owns what sits around
-//! them: the I/O wrapper that notes activity, checks HTTP/2 frames
-//! (`h2guard`) and gathers small writes, and the loop that closes idle and
-//! stalled connections and drains them at shutdown. Everything runs on the
-//! worker's thread, so the single-writer counters stay single-writer.
+//! HTTP/2's connection I/O, over TLS (ALPN `h2`) or h2c: the wrapper that
+//! notes activity, checks frames (`h2guard`) and gathers small writes
+//! beneath `h2conn`, and the loop that closes idle and stalled connections
+//! and drains them at shutdown. Everything runs on the worker's thread, so
+//! the single-writer counters stay single-writer.
 //!
 //! ```text
-//! io -> Watched (activity, h2guard, coalesce) -> h2conn::Connection | hyper http1
+//! io -> Watched (activity, h2guard, coalesce) -> h2conn::Connection
 //!         -> Responder -> ServeDir::call -> Logged body -> Drop: count + log
 //! idle: no byte moved for keepalive_timeout (send_timeout with a response
-//! in flight) closes the connection; shutdown: graceful (GOAWAY / close
-//! after the response in flight).
+//! in flight) closes the connection; shutdown: GOAWAY, then the streams in
+//! flight finish.
 //! ```
 
 use crate::h2guard::{Closing, Guard};
 use crate::responder::{Activity, Responder, SendBudget};
 use crate::state::ConnContext;
-use hyper_util::rt::{TokioIo, TokioTimer};
-use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -28,138 +23,61 @@ use std::task::{ready, Context, Poll};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-/// The protocol a TLS or h2c connection speaks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Protocol {
-    /// HTTP/1.1 (ALPN `http/1.1`, or none).
-    Http1,
-    /// HTTP/2 (ALPN `h2`, or h2c with prior knowledge).
-    Http2,
-}
-
-impl Protocol {
-    /// The ALPN name, as a metric label.
-    pub fn alpn(self) -> &'static str {
-        match self {
-            Protocol::Http1 => "http/1.1",
-            Protocol::Http2 => "h2",
-        }
-    }
-}
-
 /// How long a closing HTTP/2 connection reads and drops input after its
 /// GOAWAY, so that the GOAWAY is read before the close (a close with
 /// unread input sends a reset, which may discard it).
 const LINGER: Duration = Duration::from_secs(1);
 
-/// Serves an accepted HTTPS connection: the handshake (`tls`), then HTTP/2
-/// or HTTP/1.1 as ALPN chose.
-pub async fn serve_tls(
-    ctx: Rc<ConnContext>,
-    certs: &crate::tls::Certs,
-    stream: tokio::net::TcpStream,
-    peer: SocketAddr,
-) {
-    let timeout = match &ctx.live().0.s.tls {
-        Some(t) => t.handshake_timeout,
-        None => return,
-    };
-    if let Some((stream, h2)) = crate::tls::handshake(certs, stream, timeout, peer).await {
-        let protocol = if h2 { Protocol::Http2 } else { Protocol::Http1 };
-        serve(ctx, stream, Vec::new(), peer, protocol, true).await;
-    }
-}
-
-/// Serves `io` (h2conn or hyper) until the client closes, the connection idles
+/// Serves HTTP/2 on `io` until the client closes, the connection idles
 /// out, or shutdown drains it; `read_ahead` holds what was read of it
 /// before (empty, or the h2c preface and what followed). `tls`: `io` is a
 /// TLS stream (what a rule's `scheme` matches).
-pub async fn serve<I>(
-    ctx: Rc<ConnContext>,
-    io: I,
-    read_ahead: Vec<u8>,
-    peer: SocketAddr,
-    protocol: Protocol,
-    tls: bool,
-) where
+pub async fn serve<I>(ctx: Rc<ConnContext>, io: I, read_ahead: Vec<u8>, peer: SocketAddr, tls: bool)
+where
     I: AsyncRead + AsyncWrite + Unpin + 'static,
 {
     let live = ctx.live();
     let limits = live.0.s.limits.clone();
     let activity = Rc::new(Activity::new());
-    let h2 = protocol == Protocol::Http2;
     let h2_settings = live.0.s.http2.clone();
     let io = Watched {
         read_ahead,
         pos: 0,
         inner: io,
         activity: activity.clone(),
-        coalesce: h2.then(Coalesce::default),
-        guard: h2.then(|| Guard::new(h2_settings.control_frame_budget)),
+        coalesce: Coalesce::default(),
+        guard: Guard::new(h2_settings.control_frame_budget),
     };
-    let budget = h2.then(|| Rc::new(SendBudget::new(&ctx, &h2_settings)));
-    let version = match protocol {
-        Protocol::Http1 => "HTTP/1.1",
-        Protocol::Http2 => "HTTP/2.0",
-    };
+    let budget = Rc::new(SendBudget::new(&ctx, &h2_settings));
     let responder = Responder::new(
         ctx.clone(),
         live,
         peer,
         tls,
-        version,
+        "HTTP/2.0",
         activity.clone(),
-        budget,
+        Some(budget),
     );
-    match protocol {
-        Protocol::Http1 => {
-            let conn = http1_builder(&limits).serve_connection(TokioIo::new(io), responder);
-            drive(
-                ctx,
-                conn,
-                |c| c.graceful_shutdown(),
-                &activity,
-                &limits,
-                peer,
-                false,
-            )
-            .await;
-        }
-        Protocol::Http2 => {
-            let conn = crate::h2conn::Connection::new(io, &h2_settings, responder);
-            drive(
-                ctx,
-                conn,
-                |c| c.get_mut().graceful_shutdown(),
-                &activity,
-                &limits,
-                peer,
-                true,
-            )
-            .await;
-        }
-    }
+    let conn = crate::h2conn::Connection::new(io, &h2_settings, responder);
+    drive(ctx, conn, &activity, &limits, peer).await;
 }
 
 /// Runs `conn` until it ends, the connection idles out (keepalive, send
 /// and linger deadlines from `activity`), or shutdown drains it.
-async fn drive<C, E>(
+async fn drive<I>(
     ctx: Rc<ConnContext>,
-    conn: C,
-    graceful_shutdown: impl Fn(Pin<&mut C>),
+    conn: crate::h2conn::Connection<I>,
     activity: &Activity,
     limits: &crate::config::Limits,
     peer: SocketAddr,
-    h2: bool,
 ) where
-    C: Future<Output = Result<(), E>>,
-    E: std::fmt::Display,
+    I: AsyncRead + AsyncWrite + Unpin,
 {
-    tokio::pin!(conn);
+    let mut conn = std::pin::pin!(conn);
     let mut shutdown = ctx.shutdown.clone();
     let mut stop_seen = ctx.stopping.get();
     if stop_seen {
-        graceful_shutdown(conn.as_mut());
+        conn.graceful_shutdown();
     }
     loop {
         let deadline = if let Some(at) = activity.closing_at.get() {
@@ -185,9 +103,6 @@ async fn drive<C, E>(
                 } else if activity.in_flight.get() > 0 {
                     if activity.progress.get() + limits.send_timeout <= now {
                         tracing::debug!(%peer, "no send progress for send_timeout");
-                        if !h2 {
-                            return;
-                        }
                         // The guard sends GOAWAY at the next frame
                         // boundary when h2 polls the connection next
                         // (this loop does, now).
@@ -202,23 +117,10 @@ async fn drive<C, E>(
             _ = activity.busy.notified() => {}
             _ = shutdown.changed(), if !stop_seen => {
                 stop_seen = true;
-                graceful_shutdown(conn.as_mut());
+                conn.graceful_shutdown();
             }
         }
     }
-}
-
-/// hyper's HTTP/1.1 with the head limits and read timeout of the
-/// plaintext engine (hyper's buffer floor is 8 KiB). HTTP/2's `[http2]`
-/// bounds are set in `h2conn`; a client that opens and resets streams in
-/// a loop (rapid reset) meets `max_pending_reset_streams`, then a GOAWAY.
-fn http1_builder(limits: &crate::config::Limits) -> hyper::server::conn::http1::Builder {
-    let mut b = hyper::server::conn::http1::Builder::new();
-    b.timer(TokioTimer::new())
-        .header_read_timeout(limits.header_read_timeout)
-        .max_buf_size(limits.max_header_bytes.max(8192))
-        .max_headers(limits.max_headers);
-    b
 }
 
 /// The connection's socket (or TLS stream), noting when bytes move; the
@@ -230,11 +132,9 @@ struct Watched<I> {
     pos: usize,
     inner: I,
     activity: Rc<Activity>,
-    /// HTTP/2 only (None for HTTP/1.1, whose one response per request
-    /// gains nothing from waiting).
-    coalesce: Option<Coalesce>,
-    /// HTTP/2 only: frame accounting, checks and our own GOAWAY.
-    guard: Option<Guard>,
+    coalesce: Coalesce,
+    /// Frame accounting, checks and our own GOAWAY.
+    guard: Guard,
 }
 
 /// HTTP/2 write coalescing. h2 writes whatever is queued each time the
@@ -272,11 +172,7 @@ impl Coalesce {
 impl<I> Watched<I> {
     fn moved(&self, n: usize) {
         if n > 0 {
-            let now = Instant::now();
-            self.activity.last.set(now);
-            if self.guard.is_none() {
-                self.activity.progress.set(now);
-            }
+            self.activity.last.set(Instant::now());
         }
     }
 
@@ -284,16 +180,13 @@ impl<I> Watched<I> {
     /// boundaries and send progress).
     fn wrote(&mut self, bufs: &[io::IoSlice<'_>], mut n: usize) {
         self.moved(n);
-        let Some(g) = &mut self.guard else {
-            return;
-        };
         let mut progress = false;
         for b in bufs {
             if n == 0 {
                 break;
             }
             let k = b.len().min(n);
-            progress |= g.scan_write(&b[..k]);
+            progress |= self.guard.scan_write(&b[..k]);
             n -= k;
         }
         if progress {
@@ -304,16 +197,12 @@ impl<I> Watched<I> {
     /// Takes a close the serve loop asked for.
     fn take_abort(&mut self) {
         if let Some(code) = self.activity.abort.take() {
-            if let Some(g) = &mut self.guard {
-                g.close(code);
-            }
+            self.guard.close(code);
         }
     }
 
     fn closing(&self) -> bool {
-        self.guard
-            .as_ref()
-            .is_some_and(|g| g.closing != Closing::No)
+        self.guard.closing != Closing::No
     }
 }
 
@@ -338,17 +227,15 @@ impl<I: AsyncRead + AsyncWrite + Unpin> AsyncRead for Watched<I> {
             ready!(Pin::new(&mut this.inner).poll_read(cx, buf))?;
             this.moved(buf.filled().len() - before);
         }
-        if let Some(g) = &mut this.guard {
-            if let Some((at, code)) = g.scan_read(&buf.filled()[before..]) {
-                // hyper gets the bytes before the offending frame's end
-                // (an incomplete frame, which h2 does not act on); the
-                // GOAWAY follows on its next read.
-                buf.set_filled(before + at);
-                g.close(code);
-                this.activity.closing_at.set(Some(Instant::now()));
-                if at == 0 {
-                    return this.poll_read_closing(cx);
-                }
+        if let Some((at, code)) = this.guard.scan_read(&buf.filled()[before..]) {
+            // h2 gets the bytes before the offending frame's end (an
+            // incomplete frame, which it does not act on); the GOAWAY
+            // follows on its next read.
+            buf.set_filled(before + at);
+            this.guard.close(code);
+            this.activity.closing_at.set(Some(Instant::now()));
+            if at == 0 {
+                return this.poll_read_closing(cx);
             }
         }
         Poll::Ready(Ok(()))
@@ -357,7 +244,7 @@ impl<I: AsyncRead + AsyncWrite + Unpin> AsyncRead for Watched<I> {
 
 impl<I: AsyncRead + AsyncWrite + Unpin> Watched<I> {
     /// Reading while closing: send the GOAWAY, then drop input until the
-    /// client closes (hyper then sees the end).
+    /// client closes (h2 then sees the end).
     fn poll_read_closing(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         if self.activity.closing_at.get().is_none() {
             self.activity.closing_at.set(Some(Instant::now()));
@@ -378,21 +265,17 @@ impl<I: AsyncRead + AsyncWrite + Unpin> Watched<I> {
     /// the write side; Ready once done (or once the peer is gone).
     fn poll_goaway(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         loop {
-            let Some(g) = &mut self.guard else {
-                return Poll::Ready(());
-            };
+            let g = &mut self.guard;
             match g.closing {
                 Closing::No | Closing::Done => return Poll::Ready(()),
                 Closing::Requested(code) => {
                     if !g.at_boundary() {
-                        // hyper is mid-frame: its next write ends the frame.
+                        // h2 is mid-frame: its next write ends the frame.
                         return Poll::Pending;
                     }
                     let frame = g.goaway(code);
                     g.closing = Closing::Queued;
-                    if let Some(c) = &mut self.coalesce {
-                        c.out.extend_from_slice(&frame);
-                    }
+                    self.coalesce.out.extend_from_slice(&frame);
                 }
                 Closing::Queued => {
                     let done = match self.poll_drain(cx) {
@@ -404,9 +287,7 @@ impl<I: AsyncRead + AsyncWrite + Unpin> Watched<I> {
                         let _ = ready!(Pin::new(&mut self.inner).poll_flush(cx));
                         let _ = ready!(Pin::new(&mut self.inner).poll_shutdown(cx));
                     }
-                    if let Some(g) = &mut self.guard {
-                        g.closing = Closing::Done;
-                    }
+                    self.guard.closing = Closing::Done;
                 }
             }
         }
@@ -420,18 +301,16 @@ impl<I: AsyncRead + AsyncWrite + Unpin> Watched<I> {
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         let len = bufs.iter().map(|b| b.len()).sum();
-        let n = self.guard.as_ref().map_or(0, |g| g.until_boundary(len));
+        let n = self.guard.until_boundary(len);
         if n == 0 {
             ready!(self.poll_goaway(cx));
             return Poll::Pending;
         }
         let mut left = n;
-        if let Some(c) = &mut self.coalesce {
-            for b in bufs {
-                let k = b.len().min(left);
-                c.out.extend_from_slice(&b[..k]);
-                left -= k;
-            }
+        for b in bufs {
+            let k = b.len().min(left);
+            self.coalesce.out.extend_from_slice(&b[..k]);
+            left -= k;
         }
         self.wrote(bufs, n);
         Poll::Ready(Ok(n))
@@ -441,9 +320,7 @@ impl<I: AsyncRead + AsyncWrite + Unpin> Watched<I> {
 impl<I: AsyncWrite + Unpin> Watched<I> {
     /// Writes out what [`Coalesce`] gathered.
     fn poll_drain(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        let Some(c) = &mut self.coalesce else {
-            return Poll::Ready(Ok(()));
-        };
+        let c = &mut self.coalesce;
         while !c.out.is_empty() {
             let n = ready!(Pin::new(&mut self.inner).poll_write(cx, &c.out))?;
             if n == 0 {
@@ -468,14 +345,12 @@ impl<I: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Watched<I> {
         if this.closing() {
             return this.poll_write_closing(cx, &bufs);
         }
-        if let Some(c) = &mut this.coalesce {
-            if c.take(buf.len()) {
-                c.out.extend_from_slice(buf);
-                this.wrote(&bufs, buf.len());
-                return Poll::Ready(Ok(buf.len()));
-            }
-            ready!(this.poll_drain(cx))?;
+        if this.coalesce.take(buf.len()) {
+            this.coalesce.out.extend_from_slice(buf);
+            this.wrote(&bufs, buf.len());
+            return Poll::Ready(Ok(buf.len()));
         }
+        ready!(this.poll_drain(cx))?;
         let r = Pin::new(&mut this.inner).poll_write(cx, buf);
         if let Poll::Ready(Ok(n)) = r {
             this.wrote(&bufs, n);
@@ -493,17 +368,15 @@ impl<I: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Watched<I> {
         if this.closing() {
             return this.poll_write_closing(cx, bufs);
         }
-        if let Some(c) = &mut this.coalesce {
-            let len = bufs.iter().map(|b| b.len()).sum();
-            if c.take(len) {
-                for b in bufs {
-                    c.out.extend_from_slice(b);
-                }
-                this.wrote(bufs, len);
-                return Poll::Ready(Ok(len));
+        let len = bufs.iter().map(|b| b.len()).sum();
+        if this.coalesce.take(len) {
+            for b in bufs {
+                this.coalesce.out.extend_from_slice(b);
             }
-            ready!(this.poll_drain(cx))?;
+            this.wrote(bufs, len);
+            return Poll::Ready(Ok(len));
         }
+        ready!(this.poll_drain(cx))?;
         let r = Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
         if let Poll::Ready(Ok(n)) = r {
             this.wrote(bufs, n);
@@ -512,7 +385,7 @@ impl<I: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Watched<I> {
     }
 
     fn is_write_vectored(&self) -> bool {
-        self.coalesce.is_some() || self.inner.is_write_vectored()
+        true
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -521,23 +394,20 @@ impl<I: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Watched<I> {
             ready!(this.poll_goaway(cx));
             return Poll::Ready(Ok(()));
         }
-        if let Some(c) = &mut this.coalesce {
-            // Let the streams woken in this turn add their frames first;
-            // again while each turn added some (a stream's DATA follows its
-            // HEADERS one turn later), a few times at most.
-            let grew = c.out.len() > c.gathered_at_yield;
-            if grew && c.yields < Coalesce::YIELDS {
-                c.yields += 1;
-                c.gathered_at_yield = c.out.len();
-                cx.waker().wake_by_ref();
-                return Poll::Pending;
-            }
-            ready!(this.poll_drain(cx))?;
-            if let Some(c) = &mut this.coalesce {
-                c.yields = 0;
-                c.gathered_at_yield = 0;
-            }
+        // Let the streams woken in this turn add their frames first; again
+        // while each turn added some (a stream's DATA follows its HEADERS
+        // one turn later), a few times at most.
+        let c = &mut this.coalesce;
+        let grew = c.out.len() > c.gathered_at_yield;
+        if grew && c.yields < Coalesce::YIELDS {
+            c.yields += 1;
+            c.gathered_at_yield = c.out.len();
+            cx.waker().wake_by_ref();
+            return Poll::Pending;
         }
+        ready!(this.poll_drain(cx))?;
+        this.coalesce.yields = 0;
+        this.coalesce.gathered_at_yield = 0;
         Pin::new(&mut this.inner).poll_flush(cx)
     }
 
