@@ -310,16 +310,18 @@ impl Output {
         Ok(())
     }
 
-    /// Sends a range over TLS: window by window, read into `wbuf` (from
-    /// the page cache, else through the backend) behind what is batched
-    /// there (the head goes with the first window), then sealed and
-    /// written.
+    /// Sends a range over TLS: window by window, read into `wbuf` from the
+    /// page cache (else through the backend, sealed from the buffer it
+    /// returns) behind what is batched there (the head goes with the first
+    /// window), then sealed and written.
     async fn send_copied(&mut self, f: &CachedFile, range: ByteRange) -> io::Result<()> {
         let mut off = range.start;
         while off < range.end {
             let body_from = self.wbuf.len();
             let len = (range.end - off).min(crate::wire::SEAL_WINDOW as u64) as usize;
-            if !filemanager::read_resident(f.as_fd(), off, len, &mut self.wbuf) {
+            if filemanager::read_resident(f.as_fd(), off, len, &mut self.wbuf) {
+                self.write_sealed(&[], body_from).await?;
+            } else {
                 let bytes = self.files.read_at(f, off, len).await?;
                 if bytes.len() != len {
                     return Err(io_err(
@@ -328,10 +330,8 @@ impl Output {
                     ));
                 }
                 self.progress.cold += len as u64;
-                self.wbuf.extend_from_slice(&bytes);
+                self.write_sealed(&bytes, body_from).await?;
             }
-            self.write_wbuf(rustix::net::SendFlags::empty(), body_from)
-                .await?;
             off += len as u64;
         }
         Ok(())

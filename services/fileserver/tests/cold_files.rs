@@ -1,6 +1,6 @@
 //! Files that are not in the page cache: the daemon must not let sendfile
-//! wait for the disk on a worker thread, so a cold range is read through
-//! the I/O backend and sent from memory. Checked with real evictions
+//! (or, over TLS, the read it seals) wait for the disk on a worker thread,
+//! so a cold range is read through the I/O backend and sent from memory. Checked with real evictions
 //! (`posix_fadvise(DONTNEED)` on a disk-backed file), byte for byte, and by
 //! the counter that says which path the bytes took.
 
@@ -68,4 +68,45 @@ fn cold_ranges_are_read_through_the_backend_and_sent_whole() {
     let body = get(Some("bytes=3000000-5999999"));
     assert!(body == data[3_000_000..6_000_000]);
     assert!(cold_bytes() > read);
+}
+
+/// The same over HTTPS HTTP/1.1, where a body is read into memory and
+/// sealed instead of sent by sendfile: a cold window is read through the
+/// backend, never with a read that would wait on the worker's thread, and
+/// the body arrives whole, the head in front of it.
+#[test]
+fn cold_files_over_tls_are_read_through_the_backend_and_sent_whole() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let root = dir.path();
+    let data = pattern(3 << 20);
+    std::fs::write(root.join("cold.bin"), &data).unwrap();
+    let ca = common::tls::TestCa::new();
+    let (d, https) = ca.https_daemon(root, &[]);
+    let cold_bytes = || metric(&d.metrics(), "fileserver_http_cold_read_bytes_total").unwrap();
+    let client = ca.client(false);
+    let get = |range: Option<&str>| {
+        let mut rb = client.get(format!("https://localhost:{}/cold.bin", https.port()));
+        if let Some(r) = range {
+            rb = rb.header("Range", r);
+        }
+        let r = rb.send().unwrap();
+        assert_eq!(r.version(), reqwest::Version::HTTP_11);
+        r.bytes().unwrap().to_vec()
+    };
+    assert!(get(None) == data);
+    assert_eq!(cold_bytes(), 0.0, "a hot file is read from the page cache");
+    if !evict(&root.join("cold.bin")) {
+        eprintln!("skipped: this filesystem keeps evicted pages; cannot make a file cold here");
+        return;
+    }
+    assert!(get(None) == data, "the cold file arrives byte for byte");
+    let read = cold_bytes();
+    assert!(read >= (128 << 10) as f64, "cold bytes: {read}");
+    assert!(evict(&root.join("cold.bin")));
+    let body = get(Some("bytes=1000000-2999999"));
+    assert!(body == data[1_000_000..3_000_000]);
+    assert!(cold_bytes() > read);
+    let line = d.json_log_line("status", &serde_json::json!(206));
+    assert_eq!(line["bytes"], 2_000_000, "{line}");
+    assert_eq!(line["version"], "HTTP/1.1");
 }

@@ -1,5 +1,6 @@
 //! The HTTPS listener and HTTP/2 with real clients on loopback: curl over
-//! TLS (HTTP/2 and HTTP/1.1) and h2c, Python httpx with h2, h2load, and
+//! TLS (HTTP/2, HTTP/1.1 and 1.0) and h2c, pipelined HTTP/1.1 over TLS
+//! ending in `close_notify`, Python httpx with h2, h2load, and
 //! headless Chromium loading a page with its script and images. Then what
 //! an operator relies on: SIGHUP takes a new certificate without dropping
 //! connections and keeps the old one when the new pair is bad, start-up
