@@ -75,10 +75,9 @@ pub(crate) async fn serve(ctx: Rc<ConnContext>, wire: Wire, peer: SocketAddr) {
                 crate::h2io::serve(ctx, stream, read, peer, false).await;
             }
         }
-        Err(e) => {
-            tracing::debug!(peer = %c.peer, "connection ended: {e}");
-            c.out.wire.close_notify();
-        }
+        // No close_notify: a response cut short (a timeout, a file changed
+        // mid-send) must not end like a complete one.
+        Err(e) => tracing::debug!(peer = %c.peer, "connection ended: {e}"),
     }
 }
 

@@ -334,6 +334,9 @@ impl Output {
             }
             off += len as u64;
         }
+        // An idle connection does not keep a window's buffer; the tail and
+        // the next responses fit in this.
+        self.wbuf.shrink_to(2 * COPY_MAX as usize);
         Ok(())
     }
 
