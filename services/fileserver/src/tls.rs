@@ -2,13 +2,15 @@
 //! one `acme` installed for the name, else the `tls_cert` pair, read and
 //! checked against its key at start and at each SIGHUP; a tls-alpn-01
 //! handshake gets its challenge certificate), the rustls configurations
-//! (TCP, and QUIC's for HTTP/3, sharing that choice), the handshake with
+//! (TCP, and QUIC's for HTTP/3, sharing that choice; the cipher order,
+//! AES-128-GCM first unless the client puts ChaCha20 first), the handshake with
 //! its deadline, and what the start line and `/metrics` say about kernel
 //! offload. It knows nothing of the connection after the handshake, which
 //! belongs to `conn` or `h2io` (and `h3conn`).
 //!
 //! ```text
-//! accept -> timeout(tls_handshake_timeout, rustls handshake) -> ALPN h2 | http/1.1
+//! accept -> timeout(tls_handshake_timeout, ClientHello -> cipher order -> rustls
+//!           handshake) -> ALPN h2 | http/1.1
 //!             | garbage, stall, bad version: counted, closed; no one else waits
 //!             | ALPN acme-tls/1 (a CA's tls-alpn-01 check): counted, closed
 //!             v
@@ -50,7 +52,11 @@ pub trait AlpnChallenges: Send + Sync + std::fmt::Debug {
 /// already established keep theirs.
 #[derive(Debug)]
 pub struct Certs {
+    /// The server's cipher order ([`provider`]): most clients.
     config: Arc<ServerConfig>,
+    /// The client's order: a client that puts ChaCha20-Poly1305 before
+    /// AES-GCM (one without AES instructions) gets what it asked for.
+    client_order: Arc<ServerConfig>,
     chosen: Arc<Chooser>,
 }
 
@@ -117,8 +123,11 @@ impl Certs {
             .with_no_client_auth()
             .with_cert_resolver(chosen.clone());
         config.alpn_protocols = alpn;
+        let client_order = Arc::new(config.clone());
+        config.ignore_client_order = true;
         Ok(Certs {
             config: Arc::new(config),
+            client_order,
             chosen,
         })
     }
@@ -159,13 +168,65 @@ impl Certs {
         }
     }
 
-    fn current(&self) -> Arc<ServerConfig> {
-        self.config.clone()
+    /// The configuration for the client that sent `hello`: the server's
+    /// cipher order unless the client lists ChaCha20-Poly1305 before any
+    /// AES-GCM suite (Go's crypto/tls rule, which Caddy follows: such a
+    /// client most likely has no AES instructions).
+    fn config_for(&self, hello: &ClientHello<'_>) -> Arc<ServerConfig> {
+        let chacha_first = hello
+            .cipher_suites()
+            .iter()
+            .find_map(|&s| match cipher_rank(s) {
+                Cipher::Aes128 | Cipher::Aes256 => Some(false),
+                Cipher::ChaCha20 => Some(true),
+                Cipher::Other => None,
+            });
+        if chacha_first == Some(true) {
+            self.client_order.clone()
+        } else {
+            self.config.clone()
+        }
     }
 }
 
+/// The bulk ciphers, in the order the server prefers them.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Cipher {
+    Aes128,
+    ChaCha20,
+    Aes256,
+    Other,
+}
+
+fn cipher_rank(s: rustls::CipherSuite) -> Cipher {
+    use rustls::CipherSuite as S;
+    match s {
+        S::TLS13_AES_128_GCM_SHA256
+        | S::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256
+        | S::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256 => Cipher::Aes128,
+        S::TLS13_CHACHA20_POLY1305_SHA256
+        | S::TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256
+        | S::TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256 => Cipher::ChaCha20,
+        S::TLS13_AES_256_GCM_SHA384
+        | S::TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384
+        | S::TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384 => Cipher::Aes256,
+        _ => Cipher::Other,
+    }
+}
+
+/// `ring`'s suites with AES-128-GCM first, then ChaCha20-Poly1305, then
+/// AES-256-GCM (TLS 1.3 before 1.2 within each), the order h2o and Go's
+/// crypto/tls use: AES-128 seals a byte for about three quarters of
+/// AES-256's work (10 rounds against 14), which a file server pays on
+/// every byte it sends. 128-bit keys are what every current TLS profile
+/// accepts; a client that offers only AES-256 still gets it.
 fn provider() -> Arc<rustls::crypto::CryptoProvider> {
-    Arc::new(rustls::crypto::ring::default_provider())
+    let mut p = rustls::crypto::ring::default_provider();
+    p.cipher_suites.sort_by_key(|s| {
+        let tls12 = matches!(s, rustls::SupportedCipherSuite::Tls12(_));
+        (cipher_rank(s.suite()), tls12)
+    });
+    Arc::new(p)
 }
 
 /// A certificate chain (leaf first) and its key from PEM text, checked
@@ -254,8 +315,13 @@ pub async fn handshake(
     timeout: Duration,
     peer: SocketAddr,
 ) -> Option<(TlsStream<TcpStream>, bool)> {
-    let acceptor = tokio_rustls::TlsAcceptor::from(certs.current());
-    let stream = match tokio::time::timeout(timeout, acceptor.accept(stream)).await {
+    let accept = async {
+        let acceptor = tokio_rustls::LazyConfigAcceptor::new(Default::default(), stream);
+        let start = acceptor.await?;
+        let config = certs.config_for(&start.client_hello());
+        start.into_stream(config).await
+    };
+    let stream = match tokio::time::timeout(timeout, accept).await {
         Ok(Ok(stream)) => stream,
         Ok(Err(e)) => {
             metrics::counter!("fileserver_tls_handshakes_total", "result" => "error").increment(1);

@@ -205,6 +205,58 @@ fn http11_over_tls_runs_the_engine_pipelined_ranged_and_closed_cleanly() {
     );
 }
 
+/// The server's cipher order, as h2o's and Go's: AES-128-GCM for a client
+/// that lists AES-256-GCM first (OpenSSL's default, so curl's and wget's),
+/// ChaCha20-Poly1305 for one that lists it before any AES-GCM (a client
+/// without AES instructions), AES-256-GCM for one that offers nothing
+/// else; TLS 1.2 alike.
+#[test]
+fn aes_128_is_chosen_unless_the_client_puts_chacha20_first() {
+    let f = fixture(&[]);
+    let cipher = |args: &[&str]| -> String {
+        let out = Command::new("openssl")
+            .args([
+                "s_client",
+                "-connect",
+                &f.https.to_string(),
+                "-servername",
+                "localhost",
+            ])
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("openssl (scripts/install-deps.sh installs it)");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let line = text.lines().find_map(|l| l.strip_prefix("New, "));
+        line.unwrap_or_else(|| panic!("no handshake: {text}"))
+            .to_string()
+    };
+    assert_eq!(cipher(&[]), "TLSv1.3, Cipher is TLS_AES_128_GCM_SHA256");
+    assert_eq!(
+        cipher(&[
+            "-ciphersuites",
+            "TLS_CHACHA20_POLY1305_SHA256:TLS_AES_128_GCM_SHA256"
+        ]),
+        "TLSv1.3, Cipher is TLS_CHACHA20_POLY1305_SHA256"
+    );
+    assert_eq!(
+        cipher(&["-ciphersuites", "TLS_AES_256_GCM_SHA384"]),
+        "TLSv1.3, Cipher is TLS_AES_256_GCM_SHA384"
+    );
+    assert_eq!(
+        cipher(&["-tls1_2"]),
+        "TLSv1.2, Cipher is ECDHE-ECDSA-AES128-GCM-SHA256"
+    );
+    assert_eq!(
+        cipher(&[
+            "-tls1_2",
+            "-cipher",
+            "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-ECDSA-AES256-GCM-SHA384"
+        ]),
+        "TLSv1.2, Cipher is ECDHE-ECDSA-CHACHA20-POLY1305"
+    );
+}
+
 /// A request body the answer does not need (a POST to a file, 405) is
 /// read to its end before the stream closes, so the client never gets the
 /// RST_STREAM(NO_ERROR) that RFC 9113 8.1 allows there: curl 7.88
