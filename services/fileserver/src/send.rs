@@ -357,11 +357,9 @@ impl Output {
         flags: rustix::net::SendFlags,
         body_from: usize,
     ) -> io::Result<()> {
-        if self.wire.is_tls() {
-            return self.write_sealed(&[], body_from).await;
-        }
-        let Wire::Plain(stream) = &self.wire else {
-            unreachable!("TLS is written above")
+        let stream = match &self.wire {
+            Wire::Plain(stream) => stream,
+            Wire::Tls(_) => return self.write_sealed(&[], body_from).await,
         };
         let flags = flags | rustix::net::SendFlags::NOSIGNAL;
         let mut pos = 0;
