@@ -315,17 +315,30 @@ pub async fn handshake(
     timeout: Duration,
     peer: SocketAddr,
 ) -> Option<(TlsStream<TcpStream>, bool)> {
+    // Every socket a failed or stalled handshake holds is dropped only
+    // after its outcome is counted, so a client that sees the close finds
+    // it in /metrics: the acceptor (which keeps the socket on error) and
+    // the handshake are pinned here rather than moved into the timeout,
+    // and the handshake's own failure hands the socket back.
+    let mut acceptor = std::pin::pin!(tokio_rustls::LazyConfigAcceptor::new(
+        Default::default(),
+        stream
+    ));
     let accept = async {
-        let acceptor = tokio_rustls::LazyConfigAcceptor::new(Default::default(), stream);
-        let start = acceptor.await?;
+        let start = acceptor.as_mut().await.map_err(|e| (e, None))?;
         let config = certs.config_for(&start.client_hello());
-        start.into_stream(config).await
+        match start.into_stream(config).into_fallible().await {
+            Ok(stream) => Ok(stream),
+            Err((e, tcp)) => Err((e, Some(tcp))),
+        }
     };
-    let stream = match tokio::time::timeout(timeout, accept).await {
+    let mut accept = std::pin::pin!(accept);
+    let stream = match tokio::time::timeout(timeout, &mut accept).await {
         Ok(Ok(stream)) => stream,
-        Ok(Err(e)) => {
+        Ok(Err((e, tcp))) => {
             metrics::counter!("fileserver_tls_handshakes_total", "result" => "error").increment(1);
             tracing::debug!(%peer, "TLS handshake failed: {e}");
+            drop(tcp);
             return None;
         }
         Err(_) => {
