@@ -58,11 +58,19 @@ impl AsRef<[u8]> for Recycled {
 
 impl Drop for Recycled {
     fn drop(&mut self) {
-        let buf = std::mem::take(&mut self.0);
-        let mut pool = POOL.lock().unwrap_or_else(|e| e.into_inner());
-        if pool.len() < KEEP {
-            pool.push(buf);
-        }
+        give_back(std::mem::take(&mut self.0));
+    }
+}
+
+/// Keeps `buf` for a later [`take`] if it is of a size the pool keeps and
+/// the pool has room.
+pub(crate) fn give_back(buf: Vec<u8>) {
+    if !(MIN..=MAX).contains(&buf.capacity()) {
+        return;
+    }
+    let mut pool = POOL.lock().unwrap_or_else(|e| e.into_inner());
+    if pool.len() < KEEP {
+        pool.push(buf);
     }
 }
 

@@ -172,6 +172,11 @@ fn uncached_and_async_reads_survive_dropped_futures() {
                 // Cold read awaited to completion: the async path.
                 let b = fm.read_at(&h, 1_000_000, 1 << 20).await.unwrap();
                 assert_eq!(&b[..], &data[1_000_000..1_000_000 + (1 << 20)]);
+                // Cached at its start only (by the read above): read inline
+                // up to where the page cache ends, the rest asynchronously,
+                // into one buffer.
+                let b = fm.read_at(&h, 1_500_000, 2 << 20).await.unwrap();
+                assert_eq!(&b[..], &data[1_500_000..1_500_000 + (2 << 20)]);
             }
         });
         let io = fm.stats().io;

@@ -5,6 +5,7 @@
 //! ```text
 //! read_at ─ preadv2(NOWAIT) ─ full ──────────────────────────────▶ Bytes
 //!                           └ EAGAIN / short ─ dup(fd) ─ spawn_blocking(pread loop) ─▶ Bytes
+//!           (one buffer throughout, filled in its spare capacity: never zeroed)
 //! ```
 //!
 //! The pool read works on a `dup` of the descriptor so that, if the caller's
@@ -34,30 +35,37 @@ pub(crate) struct Blocking {
 #[cfg(not(target_os = "linux"))]
 pub(crate) fn pread_nowait(
     _fd: BorrowedFd<'_>,
-    _buf: &mut [u8],
+    _buf: &mut Vec<u8>,
+    _want: usize,
     _offset: u64,
 ) -> io::Result<Option<usize>> {
     Ok(None)
 }
 
-/// `preadv2(fd, buf, offset, RWF_NOWAIT)`: returns `Ok(None)` when the data
+/// `preadv2(fd, offset, RWF_NOWAIT)` of up to `want` bytes appended to
+/// `buf` (its spare capacity, not zeroed first): `Ok(None)` when the data
 /// is not in the page cache (or the filesystem cannot tell).
 #[cfg(target_os = "linux")]
 pub(crate) fn pread_nowait(
     fd: BorrowedFd<'_>,
-    buf: &mut [u8],
+    buf: &mut Vec<u8>,
+    want: usize,
     offset: u64,
 ) -> io::Result<Option<usize>> {
+    buf.reserve(want);
+    let spare = &mut buf.spare_capacity_mut()[..want];
     let iov = libc::iovec {
-        iov_base: buf.as_mut_ptr().cast(),
-        iov_len: buf.len(),
+        iov_base: spare.as_mut_ptr().cast(),
+        iov_len: want,
     };
     let off = i64::try_from(offset).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
-    // SAFETY: `iov` points at `buf`, a live exclusive slice of `iov_len`
-    // bytes, for the duration of this synchronous call; the kernel writes
-    // at most that many bytes.
+    // SAFETY: `iov` points at `want` bytes of `buf`'s spare capacity,
+    // exclusively borrowed for the duration of this synchronous call; the
+    // kernel writes at most that many bytes.
     let n = unsafe { libc::preadv2(fd.as_raw_fd(), &iov, 1, off, libc::RWF_NOWAIT) };
     if n >= 0 {
+        // SAFETY: the kernel initialised the first `n` spare bytes.
+        unsafe { buf.set_len(buf.len() + n as usize) };
         return Ok(Some(n as usize));
     }
     let err = io::Error::last_os_error();
@@ -69,58 +77,67 @@ pub(crate) fn pread_nowait(
     }
 }
 
-/// Blocking `pread` until `buf` is full or end of file; returns bytes read.
-pub(crate) fn pread_full(fd: impl AsFd, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-    let mut done = 0;
-    while done < buf.len() {
-        match crate::sys::pread(fd.as_fd(), &mut buf[done..], offset + done as u64)? {
-            0 => break,
-            n => done += n,
+/// Blocking `pread`s appended to `buf` until it holds `len` bytes or the
+/// file ends; `offset` is where `buf`'s first byte was read from.
+fn pread_full(fd: impl AsFd, buf: &mut Vec<u8>, len: usize, offset: u64) -> io::Result<()> {
+    while buf.len() < len {
+        let (want, at) = (len - buf.len(), offset + buf.len() as u64);
+        if crate::sys::pread_append(fd.as_fd(), buf, want, at)? == 0 {
+            break;
         }
     }
-    Ok(done)
+    Ok(())
 }
 
 impl Blocking {
-    /// Reads into `buf` at `offset` until full or EOF, inline when the page
-    /// cache has the data, else on the blocking pool.
+    /// Reads `len` bytes at `offset` (fewer only at end of file): inline
+    /// while the page cache has the data, the rest on the blocking pool,
+    /// into one buffer that is never zeroed (a body's every byte was
+    /// zeroed before it was read) and that the pool read owns, so nothing
+    /// is copied back from a temporary.
+    async fn read_owned(&self, target: Target<'_>, offset: u64, len: usize) -> io::Result<Vec<u8>> {
+        let mut buf = crate::bufpool::take(len);
+        // Inline, as long as the page cache keeps answering.
+        while buf.len() < len {
+            let (want, at) = (len - buf.len(), offset + buf.len() as u64);
+            match pread_nowait(target.fd, &mut buf, want, at)? {
+                Some(0) => {
+                    self.counters.read(Op::ReadInline, buf.len());
+                    return Ok(buf);
+                }
+                Some(_) => {}
+                None => break,
+            }
+        }
+        if buf.len() == len {
+            self.counters.read(Op::ReadInline, len);
+            return Ok(buf);
+        }
+        let fd = target.fd.try_clone_to_owned()?;
+        let buf = tokio::task::spawn_blocking(move || {
+            pread_full(&fd, &mut buf, len, offset)?;
+            Ok::<_, io::Error>(buf)
+        })
+        .await
+        .map_err(io::Error::other)??;
+        self.counters.read(Op::ReadAsync, buf.len());
+        Ok(buf)
+    }
+
+    /// Reads into `buf` at `offset` until full or EOF; returns bytes read.
+    /// Read as [`read`](IoBackend::read) reads, then copied, as the io_uring
+    /// backend's `read_into` copies.
     pub(crate) async fn read_into(
         &self,
         target: Target<'_>,
         offset: u64,
         buf: &mut [u8],
     ) -> io::Result<usize> {
-        let mut done = 0;
-        // Inline, as long as the page cache keeps answering.
-        while done < buf.len() {
-            match pread_nowait(target.fd, &mut buf[done..], offset + done as u64)? {
-                Some(0) => {
-                    self.counters.read(Op::ReadInline, done);
-                    return Ok(done);
-                }
-                Some(n) => done += n,
-                None => break,
-            }
-        }
-        if done == buf.len() {
-            self.counters.read(Op::ReadInline, done);
-            return Ok(done);
-        }
-        let fd = target.fd.try_clone_to_owned()?;
-        let want = buf.len() - done;
-        let at = offset + done as u64;
-        let tail = tokio::task::spawn_blocking(move || {
-            let mut tmp = vec![0u8; want];
-            let n = pread_full(&fd, &mut tmp, at)?;
-            tmp.truncate(n);
-            Ok::<_, io::Error>(tmp)
-        })
-        .await
-        .map_err(io::Error::other)??;
-        buf[done..done + tail.len()].copy_from_slice(&tail);
-        done += tail.len();
-        self.counters.read(Op::ReadAsync, done);
-        Ok(done)
+        let read = self.read_owned(target, offset, buf.len()).await?;
+        buf[..read.len()].copy_from_slice(&read);
+        let n = read.len();
+        crate::bufpool::give_back(read);
+        Ok(n)
     }
 }
 
@@ -148,12 +165,7 @@ impl IoBackend for Blocking {
     }
 
     async fn read(&self, target: Target<'_>, offset: u64, len: usize) -> io::Result<Bytes> {
-        // Zeroing 4 KiB costs tens of nanoseconds against a syscall; it keeps
-        // the inline path free of uninitialised memory.
-        let mut buf = crate::bufpool::take(len);
-        buf.resize(len, 0);
-        let n = self.read_into(target, offset, &mut buf).await?;
-        buf.truncate(n);
+        let buf = self.read_owned(target, offset, len).await?;
         Ok(crate::bufpool::into_bytes(buf))
     }
 }

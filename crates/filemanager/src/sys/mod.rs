@@ -25,7 +25,7 @@ pub(crate) mod windows;
 pub(crate) use windows::{AsFd, BorrowedFd, OFlags, OwnedFd};
 
 #[cfg(windows)]
-pub(crate) use windows::{open_dir, pread, read_dir};
+pub(crate) use windows::{open_dir, pread_append, read_dir};
 
 /// Opens the directory at `path` (the root), following links: the root
 /// path is the operator's to choose.
@@ -54,14 +54,26 @@ pub(crate) fn read_dir(dir: &OwnedFd, mut each: impl FnMut(&str) -> bool) -> io:
     Ok(())
 }
 
-/// One positioned read (`pread`; `ReadFile` at an offset on Windows),
-/// retried when interrupted; returns the bytes read, 0 at end of file.
+/// One positioned read of up to `want` bytes appended to `buf` (`pread`
+/// into its spare capacity: nothing is zeroed first; `ReadFile` at an
+/// offset on Windows), retried when interrupted; returns the bytes read, 0
+/// at end of file.
 #[cfg(unix)]
-pub(crate) fn pread(fd: BorrowedFd<'_>, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-    loop {
-        match rustix::io::pread(fd, &mut *buf, offset) {
+pub(crate) fn pread_append(
+    fd: BorrowedFd<'_>,
+    buf: &mut Vec<u8>,
+    want: usize,
+    offset: u64,
+) -> io::Result<usize> {
+    buf.reserve(want);
+    let spare = &mut buf.spare_capacity_mut()[..want];
+    let n = loop {
+        match rustix::io::pread(fd, &mut *spare, offset) {
             Err(rustix::io::Errno::INTR) => continue,
-            done => return Ok(done?),
+            done => break done?.0.len(),
         }
-    }
+    };
+    // SAFETY: `pread` initialised the first `n` bytes of the spare capacity.
+    unsafe { buf.set_len(buf.len() + n) };
+    Ok(n)
 }

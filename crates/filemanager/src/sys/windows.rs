@@ -343,14 +343,24 @@ pub(crate) fn read_dir(dir: &OwnedFd, mut each: impl FnMut(&str) -> bool) -> io:
     }
 }
 
-pub(crate) fn pread(fd: BorrowedFd<'_>, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+pub(crate) fn pread_append(
+    fd: BorrowedFd<'_>,
+    buf: &mut Vec<u8>,
+    want: usize,
+    offset: u64,
+) -> io::Result<usize> {
     // SAFETY: a File over the borrowed handle, never dropped (ManuallyDrop),
     // so the handle is not closed here; it lives as long as `fd`.
     let file = ManuallyDrop::new(unsafe { std::fs::File::from_raw_handle(fd.as_raw_handle()) });
-    match file.seek_read(buf, offset) {
+    // `seek_read` takes initialised bytes: zeroed here, unlike on Unix.
+    let at = buf.len();
+    buf.resize(at + want, 0);
+    let read = match file.seek_read(&mut buf[at..], offset) {
         Err(e) if e.raw_os_error() == Some(win::ERROR_HANDLE_EOF as i32) => Ok(0),
         done => done,
-    }
+    };
+    buf.truncate(at + *read.as_ref().unwrap_or(&0));
+    read
 }
 
 /// Maps an open or stat error to the caller-facing error.
