@@ -393,10 +393,6 @@ impl<B> Service<Request<B>> for ServeFile {
 }
 
 /// The last line of a header, as the planner reads repeated headers.
-fn last(req: &Parts, name: HeaderName) -> Option<&[u8]> {
-    last_in(&req.headers, name)
-}
-
 fn last_in(headers: &http::HeaderMap, name: HeaderName) -> Option<&[u8]> {
     headers
         .get_all(name)
@@ -430,52 +426,45 @@ pub fn request_head<'a>(req: &'a Parts, target: &'a [u8]) -> RequestHead<'a> {
     with_rule_fields(file_head(req, target), req)
 }
 
-/// What every answer reads of `req`: the method, framing, host,
-/// conditionals, ranges and accepted codings.
+/// What every answer reads of `req`: the method, framing, host, and each
+/// field the planner reads ([`RequestHead::take_field`]), in one pass over
+/// the header map.
 fn file_head<'a>(req: &'a Parts, target: &'a [u8]) -> RequestHead<'a> {
-    use http::header::{
-        ACCEPT, ACCEPT_ENCODING, CONTENT_LENGTH, IF_MATCH, IF_MODIFIED_SINCE, IF_NONE_MATCH,
-        IF_RANGE, IF_UNMODIFIED_SINCE, RANGE, TRANSFER_ENCODING,
-    };
-    let host = request_host(req.version, &req.uri, &req.headers);
-    let content_length = last(req, CONTENT_LENGTH).map(|v| {
-        // hyper has checked it is a number; anything else declares a body.
-        std::str::from_utf8(v)
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(u64::MAX)
-    });
-    RequestHead {
+    let mut head = RequestHead {
         method: Method::from_token(req.method.as_str().as_bytes()),
         target,
-        has_body: httpfile::head::declares_body(
-            content_length,
-            req.headers.contains_key(TRANSFER_ENCODING),
-        ),
-        host,
-        if_match: last(req, IF_MATCH),
-        if_none_match: last(req, IF_NONE_MATCH),
-        if_modified_since: last(req, IF_MODIFIED_SINCE),
-        if_unmodified_since: last(req, IF_UNMODIFIED_SINCE),
-        if_range: last(req, IF_RANGE),
-        range: last(req, RANGE),
-        accept_encoding: last(req, ACCEPT_ENCODING),
-        accept: last(req, ACCEPT),
+        host: request_host(req.version, &req.uri, &req.headers),
         ..RequestHead::default()
+    };
+    let (mut content_length, mut transfer_encoding) = (None, false);
+    for (name, value) in &req.headers {
+        let name = name.as_str().as_bytes();
+        if head.take_field(name, value.as_bytes()) {
+            continue;
+        }
+        match name {
+            // hyper has checked it is a number; anything else declares a
+            // body.
+            b"content-length" => {
+                content_length = Some(
+                    std::str::from_utf8(httpfile::trim_ows(value.as_bytes()))
+                        .ok()
+                        .and_then(|v| v.parse().ok())
+                        .unwrap_or(u64::MAX),
+                )
+            }
+            b"transfer-encoding" => transfer_encoding = true,
+            _ => {}
+        }
     }
+    head.has_body = httpfile::head::declares_body(content_length, transfer_encoding);
+    head
 }
 
-/// `head` with what only site rules read: credentials, CORS fields, the
+/// `head` with what only site rules read beyond the header fields: the
 /// client's address and the scheme.
 fn with_rule_fields<'a>(head: RequestHead<'a>, req: &'a Parts) -> RequestHead<'a> {
-    use http::header::{
-        ACCESS_CONTROL_REQUEST_HEADERS, ACCESS_CONTROL_REQUEST_METHOD, AUTHORIZATION, ORIGIN,
-    };
     RequestHead {
-        authorization: last(req, AUTHORIZATION),
-        origin: last(req, ORIGIN),
-        access_control_request_method: last(req, ACCESS_CONTROL_REQUEST_METHOD),
-        access_control_request_headers: last(req, ACCESS_CONTROL_REQUEST_HEADERS),
         client: req.extensions.get::<ClientAddr>().map(|c| c.0),
         tls: req.uri.scheme() == Some(&http::uri::Scheme::HTTPS)
             || req.extensions.get::<Tls>().is_some(),
@@ -498,8 +487,8 @@ impl Inner {
     /// [`serve`](Self::serve) of `target` (path and query) in place of the
     /// request's: `decide`'s answer as an `http::Response`.
     async fn serve_target(&self, req: &Parts, target: &[u8]) -> Option<Response<Body>> {
-        // Without rules nothing reads the rule fields: four header
-        // lookups and two extension lookups a request saves.
+        // Without rules nothing reads the client or the scheme: two
+        // extension lookups a request saves.
         let head = if self.options.rules.is_empty() {
             file_head(req, target)
         } else {

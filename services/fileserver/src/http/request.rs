@@ -124,18 +124,16 @@ pub fn parse_request<'b>(
     let mut hosts = 0;
     for h in req.headers.iter() {
         let name = h.name.as_bytes();
+        if r.head.take_field(name, h.value) {
+            continue;
+        }
         let v = trim_ows(h.value);
         match name.len() {
             4 if eq_ci(name, b"host") => {
                 hosts += 1;
                 r.head.host = Some(v);
             }
-            5 if eq_ci(name, b"range") => r.head.range = Some(v),
-            6 if eq_ci(name, b"accept") => r.head.accept = Some(v),
-            6 if eq_ci(name, b"origin") => r.head.origin = Some(v),
             7 if eq_ci(name, b"referer") => r.referer = Some(v),
-            8 if eq_ci(name, b"if-match") => r.head.if_match = Some(v),
-            8 if eq_ci(name, b"if-range") => r.head.if_range = Some(v),
             9 if eq_ci(name, b"forwarded") => r.forwarded = Some(v),
             10 if eq_ci(name, b"connection") => {
                 if has_token(v, b"close") {
@@ -145,8 +143,6 @@ pub fn parse_request<'b>(
                 }
             }
             10 if eq_ci(name, b"user-agent") => r.user_agent = Some(v),
-            13 if eq_ci(name, b"if-none-match") => r.head.if_none_match = Some(v),
-            13 if eq_ci(name, b"authorization") => r.head.authorization = Some(v),
             14 if eq_ci(name, b"content-length") => {
                 if v.is_empty() || !v.iter().all(u8::is_ascii_digit) || v.len() > 18 {
                     return Err(ParseError::Bad("invalid Content-Length"));
@@ -157,17 +153,8 @@ pub fn parse_request<'b>(
                 }
                 content_length = Some(n);
             }
-            15 if eq_ci(name, b"accept-encoding") => r.head.accept_encoding = Some(v),
             15 if eq_ci(name, b"x-forwarded-for") => r.x_forwarded_for = Some(v),
-            17 if eq_ci(name, b"if-modified-since") => r.head.if_modified_since = Some(v),
             17 if eq_ci(name, b"transfer-encoding") => transfer_encoding = true,
-            19 if eq_ci(name, b"if-unmodified-since") => r.head.if_unmodified_since = Some(v),
-            29 if eq_ci(name, b"access-control-request-method") => {
-                r.head.access_control_request_method = Some(v)
-            }
-            30 if eq_ci(name, b"access-control-request-headers") => {
-                r.head.access_control_request_headers = Some(v)
-            }
             _ => {}
         }
     }
