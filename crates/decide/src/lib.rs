@@ -666,11 +666,8 @@ fn body_within(options: &Options, head: &RequestHead<'_>, r: &Representation, bo
     else {
         return false;
     };
-    let mut ranges = Vec::new();
-    let outcome =
-        httpfile::range::parse_range(range, r.info().size, options.max_ranges, &mut ranges);
-    outcome == httpfile::range::RangeOutcome::Partial
-        && matches!(&ranges[..], [one] if one.len() <= bound)
+    httpfile::range::single_range(range, r.info().size, options.max_ranges)
+        .is_some_and(|one| one.len() <= bound)
 }
 
 async fn resolve_with(
