@@ -28,6 +28,12 @@ use std::time::{Duration, Instant};
 
 const STACK_HEADERS: usize = 128;
 const WBUF_FLUSH: usize = 64 * 1024;
+/// How long a connection waiting for its next request keeps its read and
+/// write buffers (the next request usually comes at once under load, and
+/// reallocating them per request would cost every request); after that it
+/// holds none until bytes arrive, as nginx frees its buffers on an idle
+/// keep-alive connection.
+const IDLE_BUFFERS: Duration = Duration::from_millis(100);
 
 struct Conn {
     ctx: Rc<ConnContext>,
@@ -72,7 +78,9 @@ pub(crate) async fn serve(ctx: Rc<ConnContext>, wire: Wire, peer: SocketAddr) {
             metrics::counter!("fileserver_h2c_connections_total").increment(1);
             let Conn { ctx, out, .. } = c;
             if let Wire::Plain(stream) = out.wire {
-                crate::h2io::serve(ctx, stream, read, peer, false).await;
+                // Boxed: HTTP/2's state is not carried by every HTTP/1.1
+                // connection's task.
+                Box::pin(crate::h2io::serve(ctx, stream, read, peer, false)).await;
             }
         }
         // No close_notify: a response cut short (a timeout, a file changed
@@ -98,6 +106,8 @@ impl Conn {
         let (mut start, mut end) = (0usize, 0usize);
         let mut served = 0u64;
         let mut head_started: Option<Instant> = None;
+        // When the wait for the next request began (keep-alive).
+        let mut idle_since: Option<Instant> = None;
         let sleep = tokio::time::sleep(Duration::ZERO);
         tokio::pin!(sleep);
         let mut shutdown = self.ctx.shutdown.clone();
@@ -114,18 +124,24 @@ impl Conn {
                 return Ok(Ended::H2c(rbuf));
             }
             if start < end && !preface {
-                let n = self.live.s.limits.max_headers;
-                let mut stack;
-                let mut heap;
-                let headers: &mut [httparse::Header<'_>] = if n <= STACK_HEADERS {
-                    stack = [httparse::EMPTY_HEADER; STACK_HEADERS];
-                    &mut stack[..n]
-                } else {
-                    heap = vec![httparse::EMPTY_HEADER; n];
-                    &mut heap[..]
-                };
                 let max_head = rbuf.len();
-                match parse_request(&rbuf[start..end], headers, max_head) {
+                // The header slots (4 KiB) end with the parse, so no
+                // connection's task holds them across its awaits: the
+                // request borrows `rbuf`.
+                let parsed = {
+                    let n = self.live.s.limits.max_headers;
+                    let mut stack;
+                    let mut heap;
+                    let headers: &mut [httparse::Header<'_>] = if n <= STACK_HEADERS {
+                        stack = [httparse::EMPTY_HEADER; STACK_HEADERS];
+                        &mut stack[..n]
+                    } else {
+                        heap = vec![httparse::EMPTY_HEADER; n];
+                        &mut heap[..]
+                    };
+                    parse_request(&rbuf[start..end], headers, max_head)
+                };
+                match parsed {
                     Ok(Some(req)) => {
                         head_started = None;
                         let head_len = req.head_len;
@@ -139,7 +155,7 @@ impl Conn {
                         if !keep {
                             self.out.flush(false).await?;
                             if req_unread {
-                                self.linger_close().await;
+                                Box::pin(self.linger_close()).await;
                             }
                             return Ok(Ended::Closed);
                         }
@@ -158,7 +174,7 @@ impl Conn {
                             ParseError::Bad(why) => why,
                             _ => reason(e.status()),
                         };
-                        self.reject(e.status(), why).await?;
+                        Box::pin(self.reject(e.status(), why)).await?;
                         return Ok(Ended::Closed);
                     }
                 }
@@ -182,19 +198,39 @@ impl Conn {
             } else if served == 0 {
                 now + limits.header_read_timeout
             } else {
-                now + limits.keepalive_timeout
+                *idle_since.get_or_insert(now) + limits.keepalive_timeout
             };
-            sleep.as_mut().reset(deadline.into());
+            let release_at = idle_since
+                .filter(|_| !rbuf.is_empty())
+                .map(|since| since + IDLE_BUFFERS)
+                .filter(|&at| at < deadline);
+            sleep.as_mut().reset(release_at.unwrap_or(deadline).into());
+            let max_header_bytes = limits.max_header_bytes;
+            let wire = &mut self.out.wire;
             tokio::select! {
                 biased;
-                r = self.out.wire.read(&mut rbuf[end..]) => match r {
+                r = async {
+                    if rbuf.is_empty() {
+                        wire.readable().await?;
+                        rbuf = vec![0u8; max_header_bytes];
+                    }
+                    wire.read(&mut rbuf[end..]).await
+                } => match r {
                     Ok(0) => return Ok(Ended::Closed),
-                    Ok(n) => end += n,
+                    Ok(n) => {
+                        end += n;
+                        idle_since = None;
+                    }
                     Err(e) => return Err(e),
                 },
                 _ = &mut sleep => {
+                    if release_at.is_some() {
+                        rbuf = Vec::new();
+                        self.out.release_buffer();
+                        continue;
+                    }
                     if end > start {
-                        self.reject(408, "request head not received in time").await?;
+                        Box::pin(self.reject(408, "request head not received in time")).await?;
                     }
                     return Ok(Ended::Closed);
                 },

@@ -340,6 +340,13 @@ impl Output {
         Ok(())
     }
 
+    /// Gives back the write buffer of a connection that waits for its next
+    /// request; the next head allocates it again.
+    pub(crate) fn release_buffer(&mut self) {
+        debug_assert!(self.wbuf.is_empty(), "nothing batched is dropped");
+        self.wbuf = Vec::new();
+    }
+
     /// Writes all of `wbuf` (with MSG_MORE when a body follows).
     pub(crate) async fn flush(&mut self, more: bool) -> io::Result<()> {
         let flags = if more {

@@ -953,8 +953,10 @@ async fn accept_loop(w: &Rc<Worker>, listener: tokio::net::TcpListener, kind: Li
                         if acquire_slot(&w2).await {
                             let ctx = w2.conn.clone();
                             match (kind, &w2.shared.tls) {
+                                // Boxed: a plaintext connection's task does
+                                // not carry the handshake's and HTTP/2's state.
                                 (Listener::Tls, Some(certs)) => {
-                                    serve_tls(ctx, certs, stream, peer).await
+                                    Box::pin(serve_tls(ctx, certs, stream, peer)).await
                                 }
                                 _ => crate::conn::serve(ctx, Wire::Plain(stream), peer).await,
                             }

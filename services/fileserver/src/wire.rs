@@ -59,6 +59,25 @@ impl Wire {
         }
     }
 
+    /// Waits until a [`read`](Self::read) has something to return (bytes,
+    /// the end, or an error): a connection waiting for its next request
+    /// needs no read buffer until then. Cancel-safe, and may return early
+    /// (the read then waits).
+    pub(crate) async fn readable(&mut self) -> io::Result<()> {
+        match self {
+            Wire::Plain(tcp) => tcp.readable().await,
+            Wire::Tls(t) => {
+                let pending = t.session.process_new_packets().map_or(true, |state| {
+                    state.plaintext_bytes_to_read() > 0 || state.peer_has_closed()
+                });
+                if !pending {
+                    t.tcp.readable().await?;
+                }
+                Ok(())
+            }
+        }
+    }
+
     /// Ends the write side: a TLS session sends `close_notify` first, if
     /// the socket takes it now (so the client can tell the end from a cut;
     /// a client that reads nothing more does not hold the close).

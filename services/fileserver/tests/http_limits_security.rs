@@ -331,6 +331,79 @@ fn keepalive_idle_timeout_closes() {
     );
 }
 
+/// Reads one response with a `Content-Length` from `s`, keeping what
+/// follows it in `rest`; its status and body.
+fn read_response(s: &mut TcpStream, rest: &mut Vec<u8>) -> (u16, Vec<u8>) {
+    let mut chunk = [0u8; 65536];
+    loop {
+        if let Some(end) = rest.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&rest[..end]).to_ascii_lowercase();
+            let len: usize = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length: "))
+                .map_or(0, |v| v.trim().parse().unwrap());
+            if rest.len() >= end + 4 + len {
+                let status = status_of(rest);
+                let body = rest[end + 4..end + 4 + len].to_vec();
+                rest.drain(..end + 4 + len);
+                return (status, body);
+            }
+        }
+        let n = s.read(&mut chunk).unwrap();
+        assert!(n > 0, "closed: {}", String::from_utf8_lossy(rest));
+        rest.extend_from_slice(&chunk[..n]);
+    }
+}
+
+/// A connection that waits for its next request gives its read and write
+/// buffers back after a moment (`conn`, `IDLE_BUFFERS`) and takes them
+/// again when bytes come: a head of the full `max_header_bytes`, pipelined
+/// requests and a head sent in two parts are served as on a connection
+/// that never waited, and the keep-alive timeout still runs from the
+/// start of the wait.
+#[test]
+fn an_idle_connection_serves_again_after_giving_back_its_buffers() {
+    let tree = Tree::new();
+    tree.write("a.txt", b"inside");
+    let big = vec![b'b'; 100_000];
+    tree.write("b.bin", &big);
+    let d = Daemon::start(&tree.root, &["--set", "keepalive_timeout=2s"]);
+    let mut s = TcpStream::connect(d.http).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut rest = Vec::new();
+    let idle = || std::thread::sleep(Duration::from_millis(300));
+    s.write_all(b"GET /b.bin HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    assert_eq!(read_response(&mut s, &mut rest), (200, big.clone()));
+    idle();
+    // 8192 bytes of head, the default limit, in a buffer taken anew.
+    let head = "GET /a.txt HTTP/1.1\r\nHost: x\r\nX-Pad: \r\n\r\n";
+    let pad = "p".repeat(8192 - head.len());
+    let full = format!("GET /a.txt HTTP/1.1\r\nHost: x\r\nX-Pad: {pad}\r\n\r\n");
+    assert_eq!(full.len(), 8192);
+    s.write_all(full.as_bytes()).unwrap();
+    assert_eq!(read_response(&mut s, &mut rest), (200, b"inside".to_vec()));
+    idle();
+    s.write_all(b"GET /a.txt HTTP/1.1\r\nHost: x\r\n\r\nGET /b.bin HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    assert_eq!(read_response(&mut s, &mut rest), (200, b"inside".to_vec()));
+    assert_eq!(read_response(&mut s, &mut rest), (200, big));
+    idle();
+    s.write_all(b"GET /a.txt HTTP/1.1\r\n").unwrap();
+    idle();
+    s.write_all(b"Host: x\r\n\r\n").unwrap();
+    assert_eq!(read_response(&mut s, &mut rest), (200, b"inside".to_vec()));
+    // The wait that gives the buffers back does not restart the timeout.
+    let t0 = Instant::now();
+    let mut buf = [0u8; 16];
+    assert!(matches!(s.read(&mut buf), Ok(0) | Err(_)));
+    let e = t0.elapsed();
+    assert!(
+        e >= Duration::from_millis(1800) && e < Duration::from_millis(2800),
+        "{e:?}"
+    );
+}
+
 #[test]
 fn max_connections_pauses_accepting() {
     let tree = Tree::new();

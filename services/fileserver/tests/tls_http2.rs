@@ -708,6 +708,19 @@ fn abandoned_h2_download_is_counted_and_logged_with_what_it_sent() {
     );
 }
 
+/// An HTTPS HTTP/1.1 connection that waited long enough to give its
+/// buffers back (`conn`, `IDLE_BUFFERS`) waits on the session's socket
+/// and is served again, request after request.
+#[test]
+fn an_idle_tls_connection_serves_again_after_giving_back_its_buffers() {
+    let f = fixture(&[]);
+    let mut open = f.ca.connect(f.https);
+    for _ in 0..3 {
+        assert_eq!(request_on(&mut open, "/small.txt"), 200);
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
 #[test]
 fn idle_tls_connections_are_closed_after_keepalive_timeout() {
     let f = fixture(&["--set", "keepalive_timeout=1s"]);
