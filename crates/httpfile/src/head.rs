@@ -150,9 +150,10 @@ pub fn declares_body(content_length: Option<u64>, transfer_encoding: bool) -> bo
 }
 
 /// RFC 3986 unreserved / sub-delims: the bytes a reg-name may hold besides
-/// `%XX`, as a table (a `Host` is checked on every request: the byte-by-
-/// byte search of the sub-delims list cost about 400 instructions per
-/// request of HTTP/1.1, 0.5x that with the table; callgrind).
+/// `%XX`, as a table: a `Host` is checked on every request. With the
+/// one-pass split in [`is_valid_host`], the check of `127.0.0.1:8080`
+/// went from about 400 instructions to about 250 (callgrind); the table
+/// alone, with the old split, saved little.
 fn is_reg_name_byte(b: u8) -> bool {
     const TABLE: [bool; 256] = {
         let mut t = [false; 256];
