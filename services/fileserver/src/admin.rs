@@ -8,20 +8,15 @@ use crate::stats;
 use httpfile::encode::{encode_head, Framing};
 use httpfile::plan::{self, ContentType, MediaType};
 use httpfile::{Method, RequestHead};
-use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-/// Installs the global Prometheus recorder with explicit duration buckets.
+/// Installs the global Prometheus recorder.
 pub fn install_recorder() -> anyhow::Result<PrometheusHandle> {
-    let handle = PrometheusBuilder::new()
-        .set_buckets_for_metric(
-            Matcher::Full("fileserver_http_request_duration_seconds".into()),
-            &stats::DURATION_BUCKETS,
-        )?
-        .install_recorder()?;
+    let handle = PrometheusBuilder::new().install_recorder()?;
     stats::describe();
     process_metrics().describe();
     metrics::describe_counter!(
@@ -38,10 +33,6 @@ pub fn install_recorder() -> anyhow::Result<PrometheusHandle> {
         "commit" => env!("BUILD_GIT_COMMIT")
     )
     .set(1.0);
-    // Registered now, so the first scrape already has every bucket at 0
-    // (a histogram appeared only after the first request: a dashboard or
-    // an `absent()` alert saw no series on a quiet daemon).
-    let _ = metrics::histogram!("fileserver_http_request_duration_seconds");
     Ok(handle)
 }
 
@@ -67,7 +58,11 @@ pub fn render(shared: &Shared, handle: &PrometheusHandle) -> String {
     shared.files.export_metrics("fileserver");
     process_metrics().collect();
     handle.run_upkeep();
-    cpu_seconds_as_counter(handle.render())
+    let mut text = cpu_seconds_as_counter(handle.render());
+    // Every bucket from the first scrape on, at 0 on a quiet daemon, so a
+    // dashboard or an `absent()` alert always finds the series.
+    stats::render_durations(&t, &mut text);
+    text
 }
 
 /// `process_cpu_seconds_total` is recorded as a gauge so it keeps its

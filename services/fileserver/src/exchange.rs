@@ -51,7 +51,7 @@ impl Exchange<'_> {
 }
 
 impl ConnContext {
-    /// Counts `x` in this worker's counters and duration samples, and logs
+    /// Counts `x` in this worker's counters and duration histogram, and logs
     /// it when `live` has an access log.
     pub fn finish(&self, live: &Live, x: &Exchange<'_>) {
         self.stats
@@ -59,7 +59,7 @@ impl ConnContext {
         if x.cold > 0 {
             self.stats.record_cold(x.cold);
         }
-        self.record_duration(x.duration);
+        self.stats.record_duration(x.duration);
         let Some(log) = &live.access else {
             return;
         };

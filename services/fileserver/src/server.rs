@@ -9,13 +9,13 @@
 //!   v                                   v (one relaxed load per request)
 //! worker i thread (current-thread rt + LocalSet)
 //!   listener i (SO_REUSEPORT) -> accept -> spawn_local(conn::serve)
-//!   WorkerStats i (single writer)   samples i -> histogram every 100 ms
+//!   WorkerStats i (single writer: counters, duration buckets)
 //!   heartbeat i += 1 every WATCHDOG_USEC/8 (only under a systemd watchdog)
 //! ```
 
 use crate::config::{Settings, Sources};
 use crate::files::Files;
-use crate::state::{flush_samples, make_live, ConnContext, Live, Shared, Worker};
+use crate::state::{make_live, ConnContext, Live, Shared, Worker};
 use crate::stats::WorkerStats;
 use crate::wire::Wire;
 use sd_notify::NotifyState;
@@ -823,16 +823,6 @@ async fn run_worker(w: Rc<Worker>, listeners: WorkerListeners, ready: std::sync:
     }
     let _ = ready.send(());
     drop(ready);
-    {
-        let w = w.clone();
-        tokio::task::spawn_local(async move {
-            let mut t = tokio::time::interval(Duration::from_millis(100));
-            loop {
-                t.tick().await;
-                flush_samples(&mut w.conn.samples.borrow_mut());
-            }
-        });
-    }
     let tls_loop = async {
         if let Some(l) = tls {
             accept_loop(&w, l, Listener::Tls).await;
@@ -886,7 +876,6 @@ async fn run_worker(w: Rc<Worker>, listeners: WorkerListeners, ready: std::sync:
         e.close(0u32.into(), b"shutdown");
         let _ = tokio::time::timeout(Duration::from_millis(200), e.wait_idle()).await;
     }
-    flush_samples(&mut w.conn.samples.borrow_mut());
 }
 
 /// Accepts QUIC connections on the worker's endpoint until shutdown, each

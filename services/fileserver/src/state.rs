@@ -115,7 +115,7 @@ pub struct Worker {
 }
 
 /// What a connection may touch, and nothing more: the settings in force,
-/// the file layer, its worker's counters and latency samples, and the
+/// the file layer, its worker's counters (durations included), and the
 /// worker's stop signals. Connection counts, slots, heartbeats and the
 /// other workers' state are out of its reach.
 #[derive(Debug)]
@@ -127,7 +127,6 @@ pub struct ConnContext {
     pub stopping: Cell<bool>,
     /// Shutdown notification.
     pub shutdown: watch::Receiver<bool>,
-    pub(crate) samples: RefCell<Vec<f64>>,
 }
 
 impl ConnContext {
@@ -141,7 +140,6 @@ impl ConnContext {
             stats,
             stopping: Cell::new(false),
             shutdown,
-            samples: RefCell::new(Vec::with_capacity(4096)),
         }
     }
 
@@ -175,27 +173,6 @@ impl ConnContext {
     pub(crate) fn h2_send_budget(&self) -> &Arc<tokio::sync::Semaphore> {
         &self.shared.h2_send_budget
     }
-
-    /// Queues one request duration (flushed to the histogram in batches).
-    #[inline]
-    pub fn record_duration(&self, d: Duration) {
-        let mut s = self.samples.borrow_mut();
-        s.push(d.as_secs_f64());
-        if s.len() >= 4096 {
-            flush_samples(&mut s);
-        }
-    }
-}
-
-pub(crate) fn flush_samples(s: &mut Vec<f64>) {
-    if s.is_empty() {
-        return;
-    }
-    let h = metrics::histogram!("fileserver_http_request_duration_seconds");
-    for &v in s.iter() {
-        h.record(v);
-    }
-    s.clear();
 }
 
 pub(crate) fn make_live(
