@@ -33,6 +33,14 @@ use tokio::io::Interest;
 /// benches/README.md).
 pub(crate) const COPY_MAX: u64 = 16 * 1024;
 
+/// Body bytes a connection sends before it lets the worker's other
+/// connections run: a large body goes out in calls of at most this much,
+/// with a yield to the scheduler between them. A sendfile to a reader as
+/// fast as loopback never blocks, so without this one download held its
+/// worker for as long as the client kept up, and cached 1 KiB requests
+/// beside 64 MiB downloads (the harness's cold scenario) waited behind it.
+const FAIR_SHARE: u64 = 1024 * 1024;
+
 /// The write half: the socket, the batch of pipelined responses, and what
 /// the response in progress has sent.
 pub(crate) struct Output {
@@ -53,6 +61,8 @@ pub(crate) struct Output {
     pub(crate) may_withdraw: bool,
     /// It was taken back: `wbuf` and `progress` are as before its head.
     pub(crate) withdrawn: bool,
+    /// Body bytes sent since this connection last yielded ([`FAIR_SHARE`]).
+    since_yield: u64,
 }
 
 /// What the response in progress has put on the wire, for the counters and
@@ -89,6 +99,17 @@ impl Output {
             response_at: None,
             may_withdraw: false,
             withdrawn: false,
+            since_yield: 0,
+        }
+    }
+
+    /// Counts `sent` body bytes and, past [`FAIR_SHARE`] since the last
+    /// time, lets the worker's other tasks run (and its I/O be polled).
+    async fn share_worker(&mut self, sent: u64) {
+        self.since_yield += sent;
+        if self.since_yield >= FAIR_SHARE {
+            self.since_yield = 0;
+            tokio::task::yield_now().await;
         }
     }
 
@@ -333,6 +354,7 @@ impl Output {
                 self.write_sealed(&bytes, body_from).await?;
             }
             off += len as u64;
+            self.share_worker(len as u64).await;
         }
         // An idle connection does not keep a window's buffer; the tail and
         // the next responses fit in this.
@@ -455,11 +477,11 @@ impl Output {
     async fn sendfile(&mut self, file: BorrowedFd<'_>, offset: u64, len: u64) -> io::Result<()> {
         let mut off = offset;
         let end = offset + len;
-        let Wire::Plain(stream) = &self.wire else {
-            unreachable!("TLS bodies are copied, not sent from the file")
-        };
         while off < end {
-            let chunk = (end - off).min(1 << 30) as usize;
+            let Wire::Plain(stream) = &self.wire else {
+                unreachable!("TLS bodies are copied, not sent from the file")
+            };
+            let chunk = (end - off).min(FAIR_SHARE) as usize;
             let before = off;
             let r = stream.try_io(Interest::WRITABLE, || {
                 rustix::fs::sendfile(stream.as_fd(), file, Some(&mut off), chunk)
@@ -472,7 +494,10 @@ impl Output {
                         "file shrank while sending",
                     ))
                 }
-                Ok(_) => self.progress.body += off - before,
+                Ok(_) => {
+                    self.progress.body += off - before;
+                    self.share_worker(off - before).await;
+                }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     writable(stream, self.send_timeout).await?
                 }
