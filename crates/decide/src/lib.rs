@@ -338,9 +338,13 @@ pub async fn decide_checked<'a>(
             }
             a => a,
         },
+        // Boxed: its future (error pages, rewrites, try_files) is the
+        // largest of a decision's, and a request no rule matches would
+        // otherwise carry its size too: every servedir response future
+        // (5120 -> 3856 bytes) and every HTTP/1.1 connection's task.
         Some(m) => {
             let rel = norm.map(|p| p.rel).unwrap_or_default();
-            by_rules(fm, options, check, head, norm, rel, &m, &mut d).await
+            Box::pin(by_rules(fm, options, check, head, norm, rel, &m, &mut d)).await
         }
     };
     d
