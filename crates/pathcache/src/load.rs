@@ -61,7 +61,7 @@ impl<V: Send + Sync + 'static, L: RefLayout> PathCache<V, L> {
         loader: &Ld,
     ) {
         if entry.upgrade() == Upgrade::Copy && entry.bytes().is_none() {
-            self.copy_into(entry, loader).await;
+            Box::pin(self.copy_into(entry, loader)).await;
         }
     }
 

@@ -298,7 +298,11 @@ impl<V: Send + Sync + 'static, L: RefLayout> PathCache<V, L> {
             }
             Probe::Stale(_) | Probe::Absent => None,
         };
-        let (lookup, hit) = match self.load_slow(path, loader, upgrade_from).await {
+        // Boxed, as is a copy's read below: a hit's future then holds neither,
+        // and every future that awaits a lookup (a request's, a
+        // connection's) is that much smaller; a miss's allocation is
+        // small beside its syscalls.
+        let (lookup, hit) = match Box::pin(self.load_slow(path, loader, upgrade_from)).await {
             Ok(done) => done,
             Err(e) => {
                 bump(&self.counters().misses);
