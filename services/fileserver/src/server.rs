@@ -291,6 +291,14 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
+    // Handled from here on, before any connection is accepted: a SIGTERM
+    // that came after the start line but before the main loop ran used to
+    // end the process at once (the default action), cutting the responses
+    // in flight instead of draining them.
+    let signals = {
+        let _rt = rt.enter();
+        Signals::install().map_err(|e| anyhow::anyhow!("cannot install signal handlers: {e}"))?
+    };
     // Certificates ACME keeps are installed before the first handshake
     // and renewed on this thread's runtime.
     if let (Some(a), Some((store, challenges)), Some(certs)) = (&s.acme, acme, &shared.tls) {
@@ -415,6 +423,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
         admin,
         handle,
         shutdown_tx,
+        signals,
         s,
     ));
     // Wait for workers (they honour shutdown_timeout themselves).
@@ -438,6 +447,27 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
     Ok(code)
 }
 
+/// The signals the main loop acts on: SIGTERM and SIGINT (drain and
+/// stop), SIGHUP (reload).
+struct Signals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+    hup: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    /// Replaces the signals' default actions; inside a runtime context.
+    fn install() -> std::io::Result<Signals> {
+        use tokio::signal::unix::{signal, SignalKind};
+        Ok(Signals {
+            term: signal(SignalKind::terminate())?,
+            int: signal(SignalKind::interrupt())?,
+            hup: signal(SignalKind::hangup())?,
+        })
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
 async fn main_loop(
     shared: Arc<Shared>,
     sources: Sources,
@@ -445,9 +475,14 @@ async fn main_loop(
     admin: std::net::TcpListener,
     handle: metrics_exporter_prometheus::PrometheusHandle,
     shutdown_tx: watch::Sender<bool>,
+    signals: Signals,
     started: Settings,
 ) -> i32 {
-    use tokio::signal::unix::{signal, SignalKind};
+    let Signals {
+        mut term,
+        mut int,
+        mut hup,
+    } = signals;
     let admin = match tokio::net::TcpListener::from_std(admin) {
         Ok(a) => a,
         Err(e) => {
@@ -465,14 +500,6 @@ async fn main_loop(
                 handle.run_upkeep();
             }
         })
-    };
-    let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::hangup()),
-    ) else {
-        tracing::error!("cannot install signal handlers");
-        return 1;
     };
     crate::sysd::notify(&[NotifyState::Ready]);
     // Checked every WATCHDOG_USEC/2, as sd_watchdog_enabled(3) advises; the
