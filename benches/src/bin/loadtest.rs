@@ -17,7 +17,7 @@ use clap::Parser;
 
 use benches::loadtest::http::{self, Client};
 use benches::loadtest::loadgen::{self, LoadSettings, RunResult, WrkRun};
-use benches::loadtest::procs::{self, check_interrupted, group_cpu_seconds, Sampler};
+use benches::loadtest::procs::{self, check_interrupted, group_cpu, Cpu, Sampler};
 use benches::loadtest::report::{self, Report, ScenarioReport, Settings};
 use benches::loadtest::scenario::{
     Group, Protocol, Scenario, Throughput, BROWSER_ACCEPT_ENCODING, COLD_LARGE_CONNECTIONS,
@@ -714,8 +714,10 @@ struct Entry {
     script: PathBuf,
     throughput: Vec<RunResult>,
     latency: Vec<RunResult>,
+    /// CPU over every timed run.
     cpu: f64,
-    wrk_cpu: f64,
+    /// CPU over the throughput (wrk, h2load) runs: per request.
+    wrk_cpu: Cpu,
     /// False once it failed (a peer only; fileserver failing fails the scenario).
     alive: bool,
 }
@@ -988,7 +990,7 @@ fn run_scenario(scenario: Scenario, ctx: &Ctx<'_>) -> Result<(ScenarioReport, us
             throughput: Vec::new(),
             latency: Vec::new(),
             cpu: 0.0,
-            wrk_cpu: 0.0,
+            wrk_cpu: Cpu::default(),
             alive: true,
         });
     }
@@ -1040,13 +1042,13 @@ fn run_scenario(scenario: Scenario, ctx: &Ctx<'_>) -> Result<(ScenarioReport, us
             }
             check_interrupted()?;
             let e = &mut entries[i];
-            let before = group_cpu_seconds(e.running.group.pgid());
+            let before = group_cpu(e.running.group.pgid());
             let tool = scenario.throughput().tool();
             let out = dir.join(format!("{tool}-{}-{round}.out", e.name()));
             match throughput_run(scenario, settings, e, plan.duration, &out) {
                 Ok(result) => {
-                    let used = group_cpu_seconds(e.running.group.pgid()) - before;
-                    e.cpu += used;
+                    let used = group_cpu(e.running.group.pgid()) - before;
+                    e.cpu += used.total_s;
                     e.wrk_cpu += used;
                     eprintln!(
                         "loadtest:   round {} {tool} {:<17} {:>9.0} req/s {:>8.1} MB/s  errors {}",
@@ -1086,14 +1088,14 @@ fn run_scenario(scenario: Scenario, ctx: &Ctx<'_>) -> Result<(ScenarioReport, us
                     }
                     check_interrupted()?;
                     let e = &mut entries[i];
-                    let before = group_cpu_seconds(e.running.group.pgid());
+                    let before = group_cpu(e.running.group.pgid());
                     let etag = e.etags.first().map(String::as_str).unwrap_or_default();
                     let oha_args =
                         loadgen::oha_args(scenario, e.running.addr, etag, settings, rate);
                     let out = dir.join(format!("oha-{}-{round}.json", e.name()));
                     match loadgen::run_oha(oha, &oha_args, scenario, plan.duration, &out) {
                         Ok(result) => {
-                            e.cpu += group_cpu_seconds(e.running.group.pgid()) - before;
+                            e.cpu += (group_cpu(e.running.group.pgid()) - before).total_s;
                             eprintln!(
                                 "loadtest:   round {} oha {:<17} at {:>7.0} req/s: p50 {:.3} ms p99 {:.3} ms  errors {}",
                                 round + 1,
@@ -1248,7 +1250,7 @@ fn cold_round(
         let r = http::get(e.running.addr, &path, &[])?;
         ensure!(r.status == 200, "warming {path}: status {}", r.status);
     }
-    let before = group_cpu_seconds(e.running.group.pgid());
+    let before = group_cpu(e.running.group.pgid());
     let large = loadgen::spawn_wrk(
         settings,
         WrkRun {
@@ -1293,7 +1295,7 @@ fn cold_round(
         Some(_) => loadgen::parse_oha(&small, 200)?,
         None => loadgen::parse_wrk(&small)?,
     };
-    e.cpu += group_cpu_seconds(e.running.group.pgid()) - before;
+    e.cpu += (group_cpu(e.running.group.pgid()) - before).total_s;
     eprintln!(
         "loadtest:   round {} cold {:<17} large {:>6.1} req/s {:>7.1} MB/s | small p99 {:.3} ms max {:.3} ms  errors {}",
         round + 1,

@@ -160,6 +160,8 @@ pub struct ProcStat {
     pub pgrp: i32,
     /// User + system CPU time in clock ticks.
     pub cpu_ticks: u64,
+    /// System (kernel) CPU time in clock ticks, part of `cpu_ticks`.
+    pub sys_ticks: u64,
     /// Resident set size in pages.
     pub rss_pages: u64,
 }
@@ -174,15 +176,28 @@ pub fn parse_proc_stat(text: &str) -> Option<ProcStat> {
     Some(ProcStat {
         pgrp: fields.get(2)?.parse().ok()?,
         cpu_ticks: field(14)? + field(15)?,
+        sys_ticks: field(15)?,
         rss_pages: field(24)?,
     })
 }
 
+/// What every live process of a group used: CPU ticks (all, and the
+/// system part) and RSS pages.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct GroupUsage {
+    /// User + system CPU time in clock ticks.
+    pub cpu_ticks: u64,
+    /// System CPU time in clock ticks.
+    pub sys_ticks: u64,
+    /// Resident set size in pages.
+    pub rss_pages: u64,
+}
+
 /// Sum of CPU ticks and RSS pages over every live process in group `pgid`.
-pub fn group_usage(pgid: i32) -> (u64, u64) {
-    let (mut cpu, mut rss) = (0, 0);
+pub fn group_usage(pgid: i32) -> GroupUsage {
+    let mut sum = GroupUsage::default();
     let Ok(dir) = fs::read_dir("/proc") else {
-        return (0, 0);
+        return sum;
     };
     for entry in dir.flatten() {
         let name = entry.file_name();
@@ -196,11 +211,12 @@ pub fn group_usage(pgid: i32) -> (u64, u64) {
             continue;
         };
         if let Some(stat) = parse_proc_stat(&text).filter(|s| s.pgrp == pgid) {
-            cpu += stat.cpu_ticks;
-            rss += stat.rss_pages;
+            sum.cpu_ticks += stat.cpu_ticks;
+            sum.sys_ticks += stat.sys_ticks;
+            sum.rss_pages += stat.rss_pages;
         }
     }
-    (cpu, rss)
+    sum
 }
 
 /// Clock ticks per second, for converting `/proc` CPU times.
@@ -225,9 +241,41 @@ pub fn page_size() -> u64 {
     }
 }
 
-/// CPU seconds used so far by every process in group `pgid`.
-pub fn group_cpu_seconds(pgid: i32) -> f64 {
-    group_usage(pgid).0 as f64 / ticks_per_second()
+/// CPU seconds, all of them and the kernel's part: a server's system time
+/// is what no change to its own code can cut (syscalls, the network stack,
+/// page-cache copies), so the split shows where a gap to a peer lies.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Cpu {
+    /// User + system seconds.
+    pub total_s: f64,
+    /// System seconds.
+    pub system_s: f64,
+}
+
+impl std::ops::Sub for Cpu {
+    type Output = Cpu;
+    fn sub(self, earlier: Cpu) -> Cpu {
+        Cpu {
+            total_s: self.total_s - earlier.total_s,
+            system_s: self.system_s - earlier.system_s,
+        }
+    }
+}
+
+impl std::ops::AddAssign for Cpu {
+    fn add_assign(&mut self, more: Cpu) {
+        self.total_s += more.total_s;
+        self.system_s += more.system_s;
+    }
+}
+
+/// CPU time used so far by every process in group `pgid`.
+pub fn group_cpu(pgid: i32) -> Cpu {
+    let usage = group_usage(pgid);
+    Cpu {
+        total_s: usage.cpu_ticks as f64 / ticks_per_second(),
+        system_s: usage.sys_ticks as f64 / ticks_per_second(),
+    }
 }
 
 /// Polls the summed RSS of some process groups in a background thread and
@@ -249,7 +297,7 @@ impl Sampler {
             std::thread::spawn(move || {
                 while !stop.load(Ordering::Relaxed) {
                     for (i, pgid) in pgids.iter().enumerate() {
-                        let rss = group_usage(*pgid).1 * page_size();
+                        let rss = group_usage(*pgid).rss_pages * page_size();
                         let mut peaks = peaks.lock().unwrap();
                         peaks[i] = peaks[i].max(rss);
                     }
@@ -299,6 +347,7 @@ mod tests {
             ProcStat {
                 pgrp: 18365,
                 cpu_ticks: 16 + 61,
+                sys_ticks: 61,
                 rss_pages: 1378
             }
         );
@@ -319,13 +368,13 @@ mod tests {
                 .unwrap();
         let pgid = group.pgid();
         std::thread::sleep(Duration::from_millis(100));
-        let (_, rss) = group_usage(pgid);
+        let rss = group_usage(pgid).rss_pages;
         assert!(rss > 0, "group {pgid} should have resident pages");
         group.stop();
         std::thread::sleep(Duration::from_millis(100));
         assert_eq!(
             group_usage(pgid),
-            (0, 0),
+            GroupUsage::default(),
             "no member of the group may survive stop()"
         );
     }

@@ -19,6 +19,7 @@ use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::loadtest::loadgen::RunResult;
+use crate::loadtest::procs::Cpu;
 use crate::loadtest::scenario::{Group, Headline, Scenario};
 use crate::loadtest::servers::{BASELINE, CEILING};
 use crate::loadtest::stats::{median, paired_ratio, ratio, RatioSpread};
@@ -97,6 +98,9 @@ pub struct ServerSummary {
     /// CPU microseconds per request during the wrk runs (NaN where not measured).
     #[serde(deserialize_with = "nan_if_null")]
     pub cpu_us_per_req: f64,
+    /// The system (kernel) part of `cpu_us_per_req`.
+    #[serde(default = "not_measured", deserialize_with = "nan_if_null")]
+    pub sys_us_per_req: f64,
     /// Every wrk run.
     pub throughput_runs: Vec<RunResult>,
     /// Every latency run.
@@ -118,6 +122,9 @@ pub struct Ratios {
     pub peak_rss: Option<f64>,
     /// CPU per request.
     pub cpu_per_req: Option<f64>,
+    /// System CPU per request.
+    #[serde(default)]
+    pub sys_per_req: Option<f64>,
     /// Bytes per response on the wire (wrk's MB/s over its req/s).
     #[serde(default)]
     pub bytes_per_req: Option<f64>,
@@ -334,6 +341,11 @@ impl ScenarioReport {
     }
 }
 
+/// A figure a report from before it existed lacks.
+fn not_measured() -> f64 {
+    f64::NAN
+}
+
 /// JSON has no NaN: serde_json writes a figure that was not measured as
 /// `null`, and this reads it back as NaN.
 fn nan_if_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
@@ -347,12 +359,16 @@ pub fn summarize(
     latency_runs: Vec<RunResult>,
     peak_rss_bytes: u64,
     cpu_s: f64,
-    wrk_cpu_s: Option<f64>,
+    wrk_cpu: Option<Cpu>,
 ) -> ServerSummary {
     let med = |runs: &[RunResult], f: fn(&RunResult) -> f64| {
         median(&runs.iter().map(f).collect::<Vec<_>>()).unwrap_or(f64::NAN)
     };
     let wrk_requests: u64 = throughput_runs.iter().map(|r| r.requests).sum();
+    let per_request = |seconds: Option<f64>| match seconds {
+        Some(s) if wrk_requests > 0 => s * 1e6 / wrk_requests as f64,
+        _ => f64::NAN,
+    };
     ServerSummary {
         name: name.to_string(),
         req_per_s: med(&throughput_runs, |r| r.req_per_s),
@@ -370,10 +386,8 @@ pub fn summarize(
             .sum(),
         peak_rss_mib: peak_rss_bytes as f64 / (1024.0 * 1024.0),
         cpu_s,
-        cpu_us_per_req: match wrk_cpu_s {
-            Some(cpu) if wrk_requests > 0 => cpu * 1e6 / wrk_requests as f64,
-            _ => f64::NAN,
-        },
+        cpu_us_per_req: per_request(wrk_cpu.map(|c| c.total_s)),
+        sys_us_per_req: per_request(wrk_cpu.map(|c| c.system_s)),
         throughput_runs,
         latency_runs,
     }
@@ -401,6 +415,7 @@ pub fn ratios(fs: &ServerSummary, peer: &ServerSummary) -> Ratios {
         ),
         peak_rss: ratio(fs.peak_rss_mib, peer.peak_rss_mib),
         cpu_per_req: ratio(fs.cpu_us_per_req, peer.cpu_us_per_req),
+        sys_per_req: ratio(fs.sys_us_per_req, peer.sys_us_per_req),
         bytes_per_req: ratio(kb_per_response(fs), kb_per_response(peer)),
     }
 }
@@ -736,7 +751,7 @@ pub const CONSOLE_FIGURES: [Figure; 3] = [
 ];
 
 /// Every figure `latest.md` shows.
-pub const ALL_FIGURES: [Figure; 8] = [
+pub const ALL_FIGURES: [Figure; 9] = [
     CONSOLE_FIGURES[0],
     Figure {
         label: "MB/s",
@@ -768,6 +783,13 @@ pub const ALL_FIGURES: [Figure; 8] = [
         headline: false,
     },
     CONSOLE_FIGURES[2],
+    Figure {
+        label: "sys µs/req",
+        value: |s| s.sys_us_per_req,
+        fmt: human,
+        ratio: Some(|r| plain_ratio(r.sys_per_req)),
+        headline: false,
+    },
     Figure {
         label: "errors",
         value: |s| s.errors as f64,
@@ -1049,7 +1071,7 @@ fn peers_markdown(report: &Report, out: &mut String) {
         Option<fn(&Ratios) -> Option<f64>>,
         fn(f64) -> String,
     );
-    let tables: [Table; 8] = [
+    let tables: [Table; 9] = [
         (
             "req/s (wrk, median over rounds)",
             |s| s.req_per_s,
@@ -1090,6 +1112,12 @@ fn peers_markdown(report: &Report, out: &mut String) {
             "CPU µs per request (wrk runs)",
             |s| s.cpu_us_per_req,
             Some(|r| r.cpu_per_req),
+            human,
+        ),
+        (
+            "system CPU µs per request (wrk runs; the kernel's part of the row above)",
+            |s| s.sys_us_per_req,
+            Some(|r| r.sys_per_req),
             human,
         ),
         (
@@ -1483,6 +1511,14 @@ pub fn headline_of(name: &str) -> Headline {
 mod tests {
     use super::*;
 
+    /// `total` CPU seconds, a quarter of them in user space.
+    fn cpu(total: f64) -> Cpu {
+        Cpu {
+            total_s: total,
+            system_s: total * 0.75,
+        }
+    }
+
     fn run(req: f64, p99: f64) -> RunResult {
         RunResult {
             req_per_s: req,
@@ -1502,7 +1538,7 @@ mod tests {
             vec![run(0.0, 2.0), run(0.0, 3.0), run(0.0, 2.5)],
             20 << 20,
             6.0,
-            Some(3.0),
+            Some(cpu(3.0)),
         );
         let nginx = summarize(
             "nginx",
@@ -1510,7 +1546,7 @@ mod tests {
             vec![run(0.0, 2.0), run(0.0, 2.0), run(0.0, 2.0)],
             10 << 20,
             6.5,
-            Some(3.5),
+            Some(cpu(3.5)),
         );
         // Faster than nginx, slower at the tail: the best peer on req/s is
         // lighttpd, on p99 nginx.
@@ -1520,7 +1556,7 @@ mod tests {
             vec![run(0.0, 4.0), run(0.0, 5.0), run(0.0, 6.0)],
             5 << 20,
             6.0,
-            Some(2.0),
+            Some(cpu(2.0)),
         );
         Report {
             generated_utc: utc_timestamp(1_796_000_000),
@@ -1565,8 +1601,15 @@ mod tests {
         assert!((rr.min - 0.975).abs() < 1e-9);
         assert!((s.ratios_to("nginx").unwrap().p99.unwrap().median - 1.25).abs() < 1e-9);
         assert_eq!(s.ratios_to("nginx").unwrap().peak_rss, Some(2.0));
-        // 3 CPU s over 360k requests.
+        // 3 CPU s over 360k requests, 2.25 of them in the kernel.
         assert!((fs.cpu_us_per_req - 3.0e6 / 360_000.0).abs() < 1e-9);
+        assert!((fs.sys_us_per_req - 2.25e6 / 360_000.0).abs() < 1e-9);
+        // nginx: 3.5 s, 2.625 in the kernel, over 354k requests.
+        let sys = s.ratios_to("nginx").unwrap().sys_per_req.unwrap();
+        assert!(
+            (sys - (2.25 / 360.0) / (2.625 / 354.0)).abs() < 1e-9,
+            "{sys}"
+        );
         // Without a CPU figure for the wrk runs there is no CPU per request.
         assert!(summarize("x", vec![run(1.0, 1.0)], vec![], 0, 1.0, None)
             .cpu_us_per_req
@@ -1611,7 +1654,7 @@ mod tests {
             vec![run(0.0, 1.0), run(0.0, 1.0), run(0.0, 1.0)],
             1 << 20,
             1.0,
-            Some(1.0),
+            Some(cpu(1.0)),
         );
         let mut servers = s.servers.clone();
         servers.push(ceiling);
@@ -1665,7 +1708,7 @@ mod tests {
             vec![run(0.0, 0.5), run(0.0, 0.5), run(0.0, 0.5)],
             1 << 20,
             1.0,
-            Some(1.0),
+            Some(cpu(1.0)),
         );
         let mut servers = s.servers.clone();
         servers.push(baseline);
@@ -1729,7 +1772,7 @@ mod tests {
             vec![run(0.0, 2.0), run(0.0, 2.0), run(0.0, 2.0)],
             8 << 20,
             3.0,
-            Some(1.0),
+            Some(cpu(1.0)),
         );
         let tower_http = summarize(
             "tower-http",
@@ -1737,7 +1780,7 @@ mod tests {
             vec![run(0.0, 4.0), run(0.0, 4.0), run(0.0, 4.0)],
             6 << 20,
             3.0,
-            Some(2.0),
+            Some(cpu(2.0)),
         );
         let fileserver = summarize(
             "fileserver",
@@ -1745,7 +1788,7 @@ mod tests {
             vec![run(0.0, 1.0), run(0.0, 1.0), run(0.0, 1.0)],
             10 << 20,
             3.0,
-            Some(0.5),
+            Some(cpu(0.5)),
         );
         ScenarioReport::new(
             "embedded_small",
@@ -1842,7 +1885,7 @@ mod tests {
             vec![run(0.0, 2.0); 3],
             8 << 20,
             1.0,
-            Some(1.0),
+            Some(cpu(1.0)),
         );
         let nginx = summarize(
             "nginx",
@@ -1850,7 +1893,7 @@ mod tests {
             vec![run(0.0, 3.0); 3],
             8 << 20,
             2.0,
-            Some(2.0),
+            Some(cpu(2.0)),
         );
         let s = ScenarioReport::new(
             "compressed_text",
