@@ -716,7 +716,8 @@ struct Entry {
     latency: Vec<RunResult>,
     /// CPU over every timed run.
     cpu: f64,
-    /// CPU over the throughput (wrk, h2load) runs: per request.
+    /// CPU over the throughput runs (wrk, h2load), whose requests it is
+    /// divided by.
     wrk_cpu: Cpu,
     /// False once it failed (a peer only; fileserver failing fails the scenario).
     alive: bool,

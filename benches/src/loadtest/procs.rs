@@ -241,9 +241,10 @@ pub fn page_size() -> u64 {
     }
 }
 
-/// CPU seconds, all of them and the kernel's part: a server's system time
-/// is what no change to its own code can cut (syscalls, the network stack,
-/// page-cache copies), so the split shows where a gap to a peer lies.
+/// CPU seconds, all of them and the kernel's part. A server's system time
+/// is the kernel's work for its syscalls (the network stack, page-cache
+/// copies, opens), which it cuts only by making fewer or cheaper calls;
+/// the split shows whether a gap to a peer lies there or in its own code.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Cpu {
     /// User + system seconds.
