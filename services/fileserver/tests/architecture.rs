@@ -87,6 +87,12 @@ const RULES: &[Rule] = &[
         why: "httpfile is HTTP semantics as pure functions: no crate that does I/O",
     },
     Rule {
+        krate: "hpack",
+        required: true,
+        limit: Limit::Only(&[]),
+        why: "hpack is header compression as pure functions: no dependency, no I/O",
+    },
+    Rule {
         krate: "announce",
         required: true,
         limit: Limit::Never(ABOVE_THE_DATA_STRUCTURES),
@@ -541,6 +547,7 @@ fn good_workspace() -> Packages {
         ("pathcache", true, &["announce", "foldhash"]),
         ("filemanager", true, &["fdtable", "pathcache", "tokio"]),
         ("httpfile", true, &["httpdate", "mime_guess"]),
+        ("hpack", true, &[]),
         (
             "siterules",
             true,
@@ -564,6 +571,18 @@ fn httpfile_allow_list_names_the_offending_dependency() {
     assert_eq!(offences.len(), 1, "{offences:?}");
     assert!(
         offences[0].starts_with("httpfile depends on `tokio`"),
+        "{offences:?}"
+    );
+}
+
+#[test]
+fn hpack_may_depend_on_nothing() {
+    let mut ws = good_workspace();
+    ws.get_mut("hpack").unwrap().deps.insert("bytes".into());
+    let offences = check_crates(&ws);
+    assert_eq!(offences.len(), 1, "{offences:?}");
+    assert!(
+        offences[0].starts_with("hpack depends on `bytes`"),
         "{offences:?}"
     );
 }
