@@ -93,6 +93,12 @@ const RULES: &[Rule] = &[
         why: "hpack is header compression as pure functions: no dependency, no I/O",
     },
     Rule {
+        krate: "h2wire",
+        required: true,
+        limit: Limit::Only(&["hpack"]),
+        why: "h2wire is HTTP/2 without I/O: frames and state over hpack, nothing else",
+    },
+    Rule {
         krate: "announce",
         required: true,
         limit: Limit::Never(ABOVE_THE_DATA_STRUCTURES),
@@ -548,6 +554,7 @@ fn good_workspace() -> Packages {
         ("filemanager", true, &["fdtable", "pathcache", "tokio"]),
         ("httpfile", true, &["httpdate", "mime_guess"]),
         ("hpack", true, &[]),
+        ("h2wire", true, &["hpack"]),
         (
             "siterules",
             true,

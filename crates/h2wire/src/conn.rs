@@ -1,0 +1,936 @@
+//! The server side of one HTTP/2 connection, without I/O: what the client
+//! sent goes in through [`Connection::receive`], requests and resets come
+//! out as [`Event`]s, answers go in through the `send_*` calls, and the
+//! bytes to write accumulate in [`Connection::output`].
+//!
+//! ```text
+//! receive(bytes) ─> frames ─> HEADERS+CONTINUATION ─> HPACK ─> Request ─> Event
+//!                     │         (decoded even when refused: the table must follow)
+//!                     ├─> SETTINGS / PING ─> ACK        ├─> WINDOW_UPDATE ─> send windows
+//!                     ├─> DATA ─> windows given back (request bodies are read out, bounded)
+//!                     └─> anything malformed ─> RST_STREAM (stream error) or GOAWAY
+//! send_headers / send_data ─> output  (HEADERS split into CONTINUATIONs, DATA
+//!                                     within the peer's windows and frame size)
+//! ```
+//!
+//! Every frame a client can send for free and that makes the server
+//! answer or remember (SETTINGS, PING, PRIORITY, WINDOW_UPDATE, empty
+//! DATA or CONTINUATION, unknown types, a reset of a stream still being
+//! answered) spends one unit of a credit that every answer earns back
+//! two of; a client that spends it all gets GOAWAY ENHANCE_YOUR_CALM
+//! (the CVE-2019-9512/9515/9516/9518 and CVE-2023-44487 floods). Streams
+//! the server resets for the client's errors are counted too, and a
+//! header block is bounded before it is decoded (CVE-2024-27316).
+
+use std::collections::VecDeque;
+
+use crate::frame::{self, Head, Reason};
+use crate::request::Request;
+
+/// What this side announces and enforces.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// `SETTINGS_MAX_CONCURRENT_STREAMS`: more open at once are refused.
+    pub max_concurrent_streams: u32,
+    /// `SETTINGS_MAX_HEADER_LIST_SIZE`: a larger request head is answered
+    /// 431 ([`Request::too_large`]).
+    pub max_header_list_size: u32,
+    /// `SETTINGS_INITIAL_WINDOW_SIZE`: what a client may send on a stream
+    /// before it is given more.
+    pub initial_stream_window: u32,
+    /// The connection's receive window (a WINDOW_UPDATE after the
+    /// SETTINGS raises it from 65535).
+    pub initial_connection_window: u32,
+    /// Cheap frames a client may send beyond what answers earn back.
+    pub control_frame_budget: u32,
+    /// Streams reset for the client's errors before the connection ends.
+    pub max_local_error_resets: usize,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            max_concurrent_streams: 100,
+            max_header_list_size: 16 * 1024,
+            initial_stream_window: 1024 * 1024,
+            initial_connection_window: 2 * 1024 * 1024,
+            control_frame_budget: 1000,
+            max_local_error_resets: 1024,
+        }
+    }
+}
+
+/// A DATA frame being written: [`Connection::begin_data`].
+#[derive(Debug)]
+#[must_use = "end the frame with Connection::end_data"]
+pub struct DataFrame(usize);
+
+/// What [`Connection::next_event`] hands out.
+#[derive(Debug)]
+pub enum Event {
+    /// A request head: answer it with [`Connection::send_headers`] (and
+    /// [`Connection::send_data`]), then give it back with
+    /// [`Connection::recycle`].
+    Request(Request),
+    /// A stream that was still being answered is gone (the client reset
+    /// it): stop answering it.
+    Reset(u32),
+}
+
+/// Request body octets read and dropped per stream once it is answered,
+/// before the stream is reset (NO_ERROR, RFC 9113 8.1): some clients take
+/// a reset before their body ends as a failure and drop the answer.
+const DRAIN_MAX: u64 = 64 * 1024;
+/// Credit an answer (HEADERS or DATA with octets) earns back.
+const REFILL: i64 = 2;
+/// Spare request buffers kept for the next requests.
+const SPARE_REQUESTS: usize = 4;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Waiting for the client preface.
+    Preface,
+    /// The preface is in; the first frame must be SETTINGS.
+    Settings,
+    Open,
+}
+
+#[derive(Debug)]
+struct Stream {
+    id: u32,
+    /// The client may still send on it.
+    recv_open: bool,
+    /// This side has not ended it.
+    send_open: bool,
+    headers_sent: bool,
+    send_window: i64,
+    /// What the client may still send before it is given more.
+    recv_window: i64,
+    /// Body octets received and not yet given back in a WINDOW_UPDATE.
+    recv_unacked: u64,
+    body_read: u64,
+    content_length: Option<u64>,
+    /// Answered, reading out its body: reset at the next tick.
+    drain_marked: bool,
+}
+
+/// A header block being gathered across HEADERS and CONTINUATION frames.
+#[derive(Debug, Clone, Copy)]
+struct BlockHead {
+    stream: u32,
+    end_stream: bool,
+    depends_on_itself: bool,
+}
+
+/// One HTTP/2 connection, server side. See the module docs.
+#[derive(Debug)]
+pub struct Connection {
+    cfg: Config,
+    phase: Phase,
+    /// Received bytes short of a whole frame.
+    rbuf: Vec<u8>,
+    out: Vec<u8>,
+    dec: hpack::Decoder,
+    enc: hpack::Encoder,
+    block: Vec<u8>,
+    block_head: Option<BlockHead>,
+    streams: Vec<Stream>,
+    /// The highest stream the client opened.
+    last_stream: u32,
+    peer_initial_window: i64,
+    peer_max_frame: usize,
+    send_window: i64,
+    recv_window: i64,
+    recv_unacked: u64,
+    /// The client acknowledged this side's SETTINGS.
+    settings_acked: bool,
+    credit: i64,
+    local_resets: usize,
+    /// GOAWAY sent: streams above this are not served.
+    goaway_last: Option<u32>,
+    peer_goaway: bool,
+    failed: Option<Reason>,
+    events: VecDeque<Event>,
+    spare: Vec<Request>,
+}
+
+impl Connection {
+    /// A connection whose SETTINGS (and the connection window's update)
+    /// are already in [`Connection::output`].
+    pub fn new(cfg: Config) -> Connection {
+        let mut out = Vec::with_capacity(64);
+        let mut settings = Vec::with_capacity(18);
+        for (id, value) in [
+            (
+                frame::SETTINGS_MAX_CONCURRENT_STREAMS,
+                cfg.max_concurrent_streams,
+            ),
+            (
+                frame::SETTINGS_INITIAL_WINDOW_SIZE,
+                cfg.initial_stream_window,
+            ),
+            (
+                frame::SETTINGS_MAX_HEADER_LIST_SIZE,
+                cfg.max_header_list_size,
+            ),
+        ] {
+            settings.extend_from_slice(&id.to_be_bytes());
+            settings.extend_from_slice(&value.to_be_bytes());
+        }
+        frame::frame(&mut out, frame::SETTINGS, 0, 0, &settings);
+        let extra = cfg
+            .initial_connection_window
+            .saturating_sub(frame::DEFAULT_WINDOW);
+        if extra > 0 {
+            frame::frame(&mut out, frame::WINDOW_UPDATE, 0, 0, &extra.to_be_bytes());
+        }
+        Connection {
+            phase: Phase::Preface,
+            rbuf: Vec::new(),
+            out,
+            dec: hpack::Decoder::new(4096),
+            enc: hpack::Encoder::new(),
+            block: Vec::new(),
+            block_head: None,
+            streams: Vec::new(),
+            last_stream: 0,
+            peer_initial_window: i64::from(frame::DEFAULT_WINDOW),
+            peer_max_frame: frame::DEFAULT_MAX_FRAME as usize,
+            send_window: i64::from(frame::DEFAULT_WINDOW),
+            recv_window: i64::from(cfg.initial_connection_window.max(frame::DEFAULT_WINDOW)),
+            recv_unacked: 0,
+            settings_acked: false,
+            credit: i64::from(cfg.control_frame_budget),
+            local_resets: 0,
+            goaway_last: None,
+            peer_goaway: false,
+            failed: None,
+            events: VecDeque::new(),
+            spare: Vec::new(),
+            cfg,
+        }
+    }
+
+    /// Takes what the client sent. An error ends the connection: its
+    /// GOAWAY is in the output, to be written before the socket closes.
+    pub fn receive(&mut self, input: &[u8]) -> Result<(), Reason> {
+        if let Some(r) = self.failed {
+            return Err(r);
+        }
+        let result = if self.rbuf.is_empty() {
+            self.process(input)
+                .map(|n| self.rbuf.extend_from_slice(&input[n..]))
+        } else {
+            let mut buf = std::mem::take(&mut self.rbuf);
+            buf.extend_from_slice(input);
+            let result = self.process(&buf).map(|n| {
+                buf.drain(..n);
+            });
+            self.rbuf = buf;
+            result
+        };
+        if let Err(reason) = result {
+            self.fail(reason);
+        }
+        result
+    }
+
+    /// The next request or reset, in the order they arrived.
+    pub fn next_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    /// Gives an answered request's buffers back for the next one.
+    pub fn recycle(&mut self, req: Request) {
+        if self.spare.len() < SPARE_REQUESTS {
+            self.spare.push(req);
+        }
+    }
+
+    /// Bytes to write, in order; the caller removes what it wrote. A
+    /// caller of [`Connection::begin_data`] appends a payload here.
+    pub fn output(&mut self) -> &mut Vec<u8> {
+        &mut self.out
+    }
+
+    /// Ended with an error, or going away with no stream left.
+    pub fn is_done(&self) -> bool {
+        self.failed.is_some()
+            || ((self.goaway_last.is_some() || self.peer_goaway) && self.streams.is_empty())
+    }
+
+    /// Streams open or half-closed.
+    pub fn open_streams(&self) -> usize {
+        self.streams.len()
+    }
+
+    /// Graceful shutdown: GOAWAY, no stream after the last one opened is
+    /// served, and [`Connection::is_done`] once those are answered.
+    pub fn shutdown(&mut self) {
+        if self.goaway_last.is_none() && self.failed.is_none() {
+            self.goaway(Reason::NO_ERROR);
+            self.goaway_last = Some(self.last_stream);
+        }
+    }
+
+    /// Answer octets [`Connection::send_data`] may take for `stream` now:
+    /// the smaller of its window and the connection's, 0 for a stream
+    /// that is gone or ended.
+    pub fn window(&self, stream: u32) -> usize {
+        match self.find(stream) {
+            Some(i) if self.streams[i].send_open && self.failed.is_none() => {
+                self.streams[i].send_window.min(self.send_window).max(0) as usize
+            }
+            _ => 0,
+        }
+    }
+
+    /// The largest DATA payload the client accepts in one frame.
+    pub fn max_frame(&self) -> usize {
+        self.peer_max_frame
+    }
+
+    /// Sends the response head of `stream`, written by `write` (which
+    /// starts with `:status`). False if the stream is gone, ended, or has
+    /// its head already.
+    pub fn send_headers(
+        &mut self,
+        stream: u32,
+        end_stream: bool,
+        write: impl FnOnce(&mut hpack::Block<'_>),
+    ) -> bool {
+        let Some(i) = self.find(stream) else {
+            return false;
+        };
+        let s = &mut self.streams[i];
+        if !s.send_open || s.headers_sent || self.failed.is_some() {
+            return false;
+        }
+        s.headers_sent = true;
+        let start = self.out.len();
+        self.out.extend_from_slice(&[0; 9]);
+        write(&mut self.enc.block(&mut self.out));
+        let len = self.out.len() - start - 9;
+        let end = if end_stream { frame::END_STREAM } else { 0 };
+        if len <= self.peer_max_frame {
+            let h = frame::head_bytes(len, frame::HEADERS, frame::END_HEADERS | end, stream);
+            self.out[start..start + 9].copy_from_slice(&h);
+        } else {
+            let block = self.out.split_off(start + 9);
+            self.out.truncate(start);
+            let mut chunks = block.chunks(self.peer_max_frame).peekable();
+            let mut kind = frame::HEADERS;
+            let mut flags = end;
+            while let Some(chunk) = chunks.next() {
+                if chunks.peek().is_none() {
+                    flags |= frame::END_HEADERS;
+                }
+                frame::frame(&mut self.out, kind, flags, stream, chunk);
+                kind = frame::CONTINUATION;
+                flags = 0;
+            }
+        }
+        self.earn();
+        if end_stream {
+            self.end_send(i);
+        }
+        true
+    }
+
+    /// Sends `data` on `stream`, at most [`Connection::window`] octets
+    /// (more is a caller's error and panics), in frames the client
+    /// accepts; `end_stream` ends the answer.
+    pub fn send_data(&mut self, stream: u32, data: &[u8], end_stream: bool) {
+        let mut rest = data;
+        loop {
+            let n = rest.len().min(self.peer_max_frame);
+            let last = n == rest.len();
+            let frame = self.begin_data();
+            self.out.extend_from_slice(&rest[..n]);
+            self.end_data(frame, stream, end_stream && last);
+            rest = &rest[n..];
+            if last {
+                return;
+            }
+        }
+    }
+
+    /// Starts a DATA frame whose payload the caller then appends to
+    /// [`Connection::output`] (a file read straight into it), and ends
+    /// with [`Connection::end_data`] before any other call.
+    pub fn begin_data(&mut self) -> DataFrame {
+        let at = self.out.len();
+        self.out.extend_from_slice(&[0; 9]);
+        DataFrame(at)
+    }
+
+    /// Ends the DATA frame `data` on `stream`: its payload is what was
+    /// appended since [`Connection::begin_data`], at most
+    /// [`Connection::window`] and [`Connection::max_frame`] octets (more is
+    /// a caller's error and panics).
+    pub fn end_data(&mut self, data: DataFrame, stream: u32, end_stream: bool) {
+        let at = data.0;
+        let len = self.out.len() - at - 9;
+        let i = self.find(stream).expect("DATA on a live stream");
+        let s = &mut self.streams[i];
+        assert!(
+            s.send_open && len as i64 <= s.send_window.min(self.send_window),
+            "DATA past the stream's window or after its end"
+        );
+        assert!(len <= self.peer_max_frame, "DATA larger than a frame");
+        s.send_window -= len as i64;
+        self.send_window -= len as i64;
+        let flags = if end_stream { frame::END_STREAM } else { 0 };
+        let h = frame::head_bytes(len, frame::DATA, flags, stream);
+        self.out[at..at + 9].copy_from_slice(&h);
+        if len > 0 {
+            self.earn();
+        }
+        if end_stream {
+            self.end_send(i);
+        }
+    }
+
+    /// Resets `stream` from this side (its answer failed): RST_STREAM
+    /// with `reason`, no event.
+    pub fn reset(&mut self, stream: u32, reason: Reason) {
+        if let Some(i) = self.find(stream) {
+            self.streams.remove(i);
+            self.rst(stream, reason);
+        }
+    }
+
+    /// Called about once a second: a stream answered and still reading out
+    /// its request body since the last call is reset (NO_ERROR).
+    pub fn tick(&mut self) {
+        let mut i = 0;
+        while i < self.streams.len() {
+            let s = &mut self.streams[i];
+            if !s.send_open && s.recv_open {
+                if s.drain_marked {
+                    let id = s.id;
+                    self.streams.remove(i);
+                    self.rst(id, Reason::NO_ERROR);
+                    continue;
+                }
+                s.drain_marked = true;
+            }
+            i += 1;
+        }
+    }
+
+    // ---- receiving ----
+
+    /// Handles every whole frame in `buf`; returns the octets used.
+    fn process(&mut self, buf: &[u8]) -> Result<usize, Reason> {
+        let mut pos = 0;
+        if self.phase == Phase::Preface {
+            let n = buf.len().min(frame::PREFACE.len());
+            if buf[..n] != frame::PREFACE[..n] {
+                return Err(Reason::PROTOCOL_ERROR);
+            }
+            if n < frame::PREFACE.len() {
+                return Ok(0);
+            }
+            pos = n;
+            self.phase = Phase::Settings;
+        }
+        while let Some(h) = buf.get(pos..pos + 9) {
+            let h = Head::parse(h.try_into().expect("9 octets"));
+            if h.len > frame::DEFAULT_MAX_FRAME {
+                return Err(Reason::FRAME_SIZE_ERROR);
+            }
+            let end = pos + 9 + h.len as usize;
+            let Some(payload) = buf.get(pos + 9..end) else {
+                break;
+            };
+            pos = end;
+            if self.phase == Phase::Settings {
+                if h.kind != frame::SETTINGS || h.flags & frame::ACK != 0 {
+                    return Err(Reason::PROTOCOL_ERROR);
+                }
+                self.phase = Phase::Open;
+            }
+            self.frame(h, payload)?;
+        }
+        Ok(pos)
+    }
+
+    fn frame(&mut self, h: Head, payload: &[u8]) -> Result<(), Reason> {
+        if let Some(b) = self.block_head {
+            if h.kind != frame::CONTINUATION || h.stream != b.stream {
+                return Err(Reason::PROTOCOL_ERROR);
+            }
+        }
+        match h.kind {
+            frame::DATA => self.on_data(h, payload),
+            frame::HEADERS => self.on_headers(h, payload),
+            frame::CONTINUATION => self.on_continuation(h, payload),
+            frame::PRIORITY => {
+                if h.stream == 0 {
+                    return Err(Reason::PROTOCOL_ERROR);
+                }
+                if payload.len() != 5 {
+                    return Err(Reason::FRAME_SIZE_ERROR);
+                }
+                self.cheap()?;
+                if be31(payload) == h.stream {
+                    return self.stream_error(h.stream, Reason::PROTOCOL_ERROR);
+                }
+                Ok(())
+            }
+            frame::RST_STREAM => self.on_rst(h, payload),
+            frame::SETTINGS => self.on_settings(h, payload),
+            frame::PUSH_PROMISE => Err(Reason::PROTOCOL_ERROR),
+            frame::PING => {
+                if h.stream != 0 {
+                    return Err(Reason::PROTOCOL_ERROR);
+                }
+                if payload.len() != 8 {
+                    return Err(Reason::FRAME_SIZE_ERROR);
+                }
+                self.cheap()?;
+                if h.flags & frame::ACK == 0 {
+                    frame::frame(&mut self.out, frame::PING, frame::ACK, 0, payload);
+                }
+                Ok(())
+            }
+            frame::GOAWAY => {
+                if h.stream != 0 {
+                    return Err(Reason::PROTOCOL_ERROR);
+                }
+                if payload.len() < 8 {
+                    return Err(Reason::FRAME_SIZE_ERROR);
+                }
+                self.peer_goaway = true;
+                Ok(())
+            }
+            frame::WINDOW_UPDATE => self.on_window_update(h, payload),
+            // Unknown types are ignored (RFC 9113 5.5), and paid for.
+            _ => self.cheap(),
+        }
+    }
+
+    fn on_headers(&mut self, h: Head, payload: &[u8]) -> Result<(), Reason> {
+        if h.stream == 0 {
+            return Err(Reason::PROTOCOL_ERROR);
+        }
+        let mut p = payload;
+        let mut pad = 0;
+        if h.flags & frame::PADDED != 0 {
+            let (&n, rest) = p.split_first().ok_or(Reason::FRAME_SIZE_ERROR)?;
+            pad = n as usize;
+            p = rest;
+        }
+        let mut depends_on_itself = false;
+        if h.flags & frame::PRIORITY_FLAG != 0 {
+            if p.len() < 5 {
+                return Err(Reason::FRAME_SIZE_ERROR);
+            }
+            depends_on_itself = be31(p) == h.stream;
+            p = &p[5..];
+        }
+        if pad > p.len() {
+            return Err(Reason::PROTOCOL_ERROR);
+        }
+        let fragment = &p[..p.len() - pad];
+        let head = BlockHead {
+            stream: h.stream,
+            end_stream: h.flags & frame::END_STREAM != 0,
+            depends_on_itself,
+        };
+        if h.flags & frame::END_HEADERS != 0 {
+            // The usual case: the whole block in one frame, decoded where
+            // it lies.
+            return self.on_block(head, fragment);
+        }
+        self.block.clear();
+        self.block.extend_from_slice(fragment);
+        self.block_head = Some(head);
+        self.check_block_size()
+    }
+
+    fn on_continuation(&mut self, h: Head, payload: &[u8]) -> Result<(), Reason> {
+        let Some(head) = self.block_head else {
+            return Err(Reason::PROTOCOL_ERROR);
+        };
+        let end = h.flags & frame::END_HEADERS != 0;
+        if payload.is_empty() && !end {
+            self.cheap()?;
+        }
+        self.block.extend_from_slice(payload);
+        self.check_block_size()?;
+        if end {
+            self.block_head = None;
+            let block = std::mem::take(&mut self.block);
+            let result = self.on_block(head, &block);
+            self.block = block;
+            return result;
+        }
+        Ok(())
+    }
+
+    /// A block larger than any list this side accepts, however it is
+    /// coded, is not gathered further.
+    fn check_block_size(&self) -> Result<(), Reason> {
+        if self.block.len() > 2 * self.cfg.max_header_list_size as usize + 16 * 1024 {
+            return Err(Reason::ENHANCE_YOUR_CALM);
+        }
+        Ok(())
+    }
+
+    fn on_block(&mut self, head: BlockHead, block: &[u8]) -> Result<(), Reason> {
+        let id = head.stream;
+        if let Some(i) = self.find(id) {
+            // Trailers: decoded for the table, then dropped.
+            self.decode(block, None)?;
+            let s = &mut self.streams[i];
+            if !s.recv_open {
+                return self.stream_error(id, Reason::STREAM_CLOSED);
+            }
+            if !head.end_stream {
+                return self.stream_error(id, Reason::PROTOCOL_ERROR);
+            }
+            s.recv_open = false;
+            return self.body_ended(i);
+        }
+        if id % 2 == 0 {
+            return Err(Reason::PROTOCOL_ERROR);
+        }
+        if id <= self.last_stream {
+            return Err(Reason::STREAM_CLOSED);
+        }
+        if self.goaway_last.is_some() {
+            // After GOAWAY: not served, but the table must follow.
+            return self.decode(block, None);
+        }
+        let mut req = self.spare.pop().unwrap_or_default();
+        req.reset(id, head.end_stream, self.cfg.max_header_list_size as usize);
+        self.decode(block, Some(&mut req))?;
+        self.last_stream = id;
+        req.finish();
+        if head.depends_on_itself || req.malformed.is_some() {
+            self.recycle(req);
+            self.rst(id, Reason::PROTOCOL_ERROR);
+            return self.count_local_reset();
+        }
+        if self.streams.len() >= self.cfg.max_concurrent_streams as usize {
+            self.recycle(req);
+            self.rst(id, Reason::REFUSED_STREAM);
+            return self.cheap();
+        }
+        let recv_window = if self.settings_acked {
+            i64::from(self.cfg.initial_stream_window)
+        } else {
+            // The client may not have this side's SETTINGS yet.
+            i64::from(self.cfg.initial_stream_window.max(frame::DEFAULT_WINDOW))
+        };
+        self.streams.push(Stream {
+            id,
+            recv_open: !head.end_stream,
+            send_open: true,
+            headers_sent: false,
+            send_window: self.peer_initial_window,
+            recv_window,
+            recv_unacked: 0,
+            body_read: 0,
+            content_length: req.content_length,
+            drain_marked: false,
+        });
+        self.events.push_back(Event::Request(req));
+        Ok(())
+    }
+
+    fn decode(&mut self, block: &[u8], req: Option<&mut Request>) -> Result<(), Reason> {
+        let result = match req {
+            Some(req) => self.dec.decode(block, |f| req.push(f.name, f.value)),
+            None => self.dec.decode(block, |_| {}),
+        };
+        result.map_err(|_| Reason::COMPRESSION_ERROR)
+    }
+
+    fn on_data(&mut self, h: Head, payload: &[u8]) -> Result<(), Reason> {
+        if h.stream == 0 {
+            return Err(Reason::PROTOCOL_ERROR);
+        }
+        let len = payload.len() as u64;
+        let mut body = len;
+        if h.flags & frame::PADDED != 0 {
+            let pad = u64::from(*payload.first().ok_or(Reason::FRAME_SIZE_ERROR)?);
+            if pad >= len {
+                return Err(Reason::PROTOCOL_ERROR);
+            }
+            body = len - 1 - pad;
+        }
+        let end_stream = h.flags & frame::END_STREAM != 0;
+        if len as i64 > self.recv_window {
+            return Err(Reason::FLOW_CONTROL_ERROR);
+        }
+        // The connection's window: every octet is read out at once.
+        self.recv_window -= len as i64;
+        self.recv_unacked += len;
+        if self.recv_unacked >= u64::from(self.cfg.initial_connection_window / 2).max(1) {
+            let inc = self.recv_unacked as u32;
+            frame::frame(
+                &mut self.out,
+                frame::WINDOW_UPDATE,
+                0,
+                0,
+                &inc.to_be_bytes(),
+            );
+            self.recv_window += i64::from(inc);
+            self.recv_unacked = 0;
+        }
+        if len == 0 && !end_stream {
+            self.cheap()?;
+        }
+        let Some(i) = self.find(h.stream) else {
+            if h.stream > self.last_stream {
+                return Err(Reason::PROTOCOL_ERROR);
+            }
+            // A stream that is closed (or reset): in flight before the
+            // client knew, or not; either way a tiny answer, paid for.
+            self.cheap()?;
+            self.rst(h.stream, Reason::STREAM_CLOSED);
+            return Ok(());
+        };
+        let s = &mut self.streams[i];
+        if !s.recv_open {
+            return self.stream_error(h.stream, Reason::STREAM_CLOSED);
+        }
+        if len as i64 > s.recv_window {
+            return self.stream_error(h.stream, Reason::FLOW_CONTROL_ERROR);
+        }
+        s.recv_window -= len as i64;
+        s.recv_unacked += len;
+        s.body_read += body;
+        let length_wrong = s
+            .content_length
+            .is_some_and(|n| s.body_read > n || (end_stream && s.body_read != n));
+        if length_wrong {
+            return self.stream_error(h.stream, Reason::PROTOCOL_ERROR);
+        }
+        if end_stream {
+            s.recv_open = false;
+            return self.body_ended(i);
+        }
+        if !s.send_open {
+            self.drain(i);
+        }
+        Ok(())
+    }
+
+    fn on_rst(&mut self, h: Head, payload: &[u8]) -> Result<(), Reason> {
+        if payload.len() != 4 {
+            return Err(Reason::FRAME_SIZE_ERROR);
+        }
+        if h.stream == 0 || h.stream > self.last_stream {
+            return Err(Reason::PROTOCOL_ERROR);
+        }
+        if let Some(i) = self.find(h.stream) {
+            let s = self.streams.remove(i);
+            if s.send_open {
+                // Work started and thrown away: the rapid-reset flood.
+                self.events.push_back(Event::Reset(h.stream));
+                self.cheap()?;
+            }
+        }
+        Ok(())
+    }
+
+    fn on_settings(&mut self, h: Head, payload: &[u8]) -> Result<(), Reason> {
+        if h.stream != 0 {
+            return Err(Reason::PROTOCOL_ERROR);
+        }
+        if h.flags & frame::ACK != 0 {
+            if !payload.is_empty() {
+                return Err(Reason::FRAME_SIZE_ERROR);
+            }
+            self.settings_acked = true;
+            return Ok(());
+        }
+        if payload.len() % 6 != 0 {
+            return Err(Reason::FRAME_SIZE_ERROR);
+        }
+        self.cheap()?;
+        for s in payload.chunks_exact(6) {
+            let id = u16::from_be_bytes([s[0], s[1]]);
+            let value = u32::from_be_bytes([s[2], s[3], s[4], s[5]]);
+            match id {
+                frame::SETTINGS_ENABLE_PUSH if value > 1 => return Err(Reason::PROTOCOL_ERROR),
+                frame::SETTINGS_INITIAL_WINDOW_SIZE => {
+                    let value = i64::from(value);
+                    if value > frame::MAX_WINDOW {
+                        return Err(Reason::FLOW_CONTROL_ERROR);
+                    }
+                    let delta = value - self.peer_initial_window;
+                    self.peer_initial_window = value;
+                    for s in &mut self.streams {
+                        s.send_window += delta;
+                        if s.send_window > frame::MAX_WINDOW {
+                            return Err(Reason::FLOW_CONTROL_ERROR);
+                        }
+                    }
+                }
+                frame::SETTINGS_MAX_FRAME_SIZE => {
+                    if !(frame::DEFAULT_MAX_FRAME..=frame::MAX_MAX_FRAME).contains(&value) {
+                        return Err(Reason::PROTOCOL_ERROR);
+                    }
+                    self.peer_max_frame = value as usize;
+                }
+                // The encoder keeps no table (hpack announces size 0), so
+                // SETTINGS_HEADER_TABLE_SIZE asks nothing of it.
+                _ => {}
+            }
+        }
+        frame::frame(&mut self.out, frame::SETTINGS, frame::ACK, 0, &[]);
+        Ok(())
+    }
+
+    fn on_window_update(&mut self, h: Head, payload: &[u8]) -> Result<(), Reason> {
+        if payload.len() != 4 {
+            return Err(Reason::FRAME_SIZE_ERROR);
+        }
+        self.cheap()?;
+        let inc = i64::from(be31(payload));
+        if h.stream == 0 {
+            if inc == 0 {
+                return Err(Reason::PROTOCOL_ERROR);
+            }
+            self.send_window += inc;
+            if self.send_window > frame::MAX_WINDOW {
+                return Err(Reason::FLOW_CONTROL_ERROR);
+            }
+            return Ok(());
+        }
+        if h.stream > self.last_stream {
+            return Err(Reason::PROTOCOL_ERROR);
+        }
+        let Some(i) = self.find(h.stream) else {
+            return Ok(());
+        };
+        if inc == 0 {
+            return self.stream_error(h.stream, Reason::PROTOCOL_ERROR);
+        }
+        let s = &mut self.streams[i];
+        s.send_window += inc;
+        if s.send_window > frame::MAX_WINDOW {
+            return self.stream_error(h.stream, Reason::FLOW_CONTROL_ERROR);
+        }
+        Ok(())
+    }
+
+    // ---- stream ends ----
+
+    /// This side ended stream `i`'s answer.
+    fn end_send(&mut self, i: usize) {
+        let s = &mut self.streams[i];
+        s.send_open = false;
+        if !s.recv_open {
+            self.streams.remove(i);
+        } else {
+            self.drain(i);
+        }
+    }
+
+    /// The client ended stream `i`'s body.
+    fn body_ended(&mut self, i: usize) -> Result<(), Reason> {
+        if !self.streams[i].send_open {
+            self.streams.remove(i);
+        }
+        Ok(())
+    }
+
+    /// Stream `i` is answered and its body still comes: give its window
+    /// back up to [`DRAIN_MAX`], then reset it.
+    fn drain(&mut self, i: usize) {
+        let s = &mut self.streams[i];
+        if s.body_read > DRAIN_MAX {
+            let id = s.id;
+            self.streams.remove(i);
+            self.rst(id, Reason::NO_ERROR);
+            return;
+        }
+        if s.recv_unacked > 0 {
+            let inc = s.recv_unacked as u32;
+            s.recv_window += i64::from(inc);
+            s.recv_unacked = 0;
+            frame::frame(
+                &mut self.out,
+                frame::WINDOW_UPDATE,
+                0,
+                s.id,
+                &inc.to_be_bytes(),
+            );
+        }
+    }
+
+    // ---- errors and credit ----
+
+    /// RST_STREAM for the client's error on `id`; too many end the
+    /// connection.
+    fn stream_error(&mut self, id: u32, reason: Reason) -> Result<(), Reason> {
+        if let Some(i) = self.find(id) {
+            let s = self.streams.remove(i);
+            if s.send_open {
+                self.events.push_back(Event::Reset(id));
+            }
+        }
+        self.rst(id, reason);
+        self.count_local_reset()
+    }
+
+    fn count_local_reset(&mut self) -> Result<(), Reason> {
+        self.local_resets += 1;
+        if self.local_resets > self.cfg.max_local_error_resets {
+            return Err(Reason::ENHANCE_YOUR_CALM);
+        }
+        Ok(())
+    }
+
+    fn rst(&mut self, id: u32, reason: Reason) {
+        frame::frame(
+            &mut self.out,
+            frame::RST_STREAM,
+            0,
+            id,
+            &reason.0.to_be_bytes(),
+        );
+    }
+
+    fn goaway(&mut self, reason: Reason) {
+        let mut p = [0u8; 8];
+        p[..4].copy_from_slice(&self.last_stream.to_be_bytes());
+        p[4..].copy_from_slice(&reason.0.to_be_bytes());
+        frame::frame(&mut self.out, frame::GOAWAY, 0, 0, &p);
+    }
+
+    fn fail(&mut self, reason: Reason) {
+        if self.failed.is_none() {
+            self.goaway(reason);
+            self.failed = Some(reason);
+            self.streams.clear();
+        }
+    }
+
+    fn cheap(&mut self) -> Result<(), Reason> {
+        self.credit -= 1;
+        if self.credit < 0 {
+            return Err(Reason::ENHANCE_YOUR_CALM);
+        }
+        Ok(())
+    }
+
+    fn earn(&mut self) {
+        self.credit = (self.credit + REFILL).min(i64::from(self.cfg.control_frame_budget));
+    }
+
+    fn find(&self, id: u32) -> Option<usize> {
+        self.streams.iter().position(|s| s.id == id)
+    }
+}
+
+/// A 31-bit big-endian value at the start of `p` (the reserved bit off).
+fn be31(p: &[u8]) -> u32 {
+    u32::from_be_bytes([p[0], p[1], p[2], p[3]]) & 0x7fff_ffff
+}
