@@ -45,6 +45,10 @@ pub struct Config {
     pub control_frame_budget: u32,
     /// Streams reset for the client's errors before the connection ends.
     pub max_local_error_resets: usize,
+    /// Streams the client resets before they were handed out as events
+    /// (opened and reset within what one read brought), at most; more end
+    /// the connection (the rapid reset, CVE-2023-44487).
+    pub max_pending_reset_streams: usize,
 }
 
 impl Default for Config {
@@ -56,6 +60,7 @@ impl Default for Config {
             initial_connection_window: 2 * 1024 * 1024,
             control_frame_budget: 1000,
             max_local_error_resets: 1024,
+            max_pending_reset_streams: 20,
         }
     }
 }
@@ -146,6 +151,9 @@ pub struct Connection {
     settings_acked: bool,
     credit: i64,
     local_resets: usize,
+    /// Streams reset while their request still waited in `events`, since
+    /// the queue was last emptied.
+    pending_resets: usize,
     /// GOAWAY sent: streams above this are not served.
     goaway_last: Option<u32>,
     peer_goaway: bool,
@@ -202,6 +210,7 @@ impl Connection {
             settings_acked: false,
             credit: i64::from(cfg.control_frame_budget),
             local_resets: 0,
+            pending_resets: 0,
             goaway_last: None,
             peer_goaway: false,
             failed: None,
@@ -237,7 +246,11 @@ impl Connection {
 
     /// The next request or reset, in the order they arrived.
     pub fn next_event(&mut self) -> Option<Event> {
-        self.events.pop_front()
+        let event = self.events.pop_front();
+        if event.is_none() {
+            self.pending_resets = 0;
+        }
+        event
     }
 
     /// Gives an answered request's buffers back for the next one.
@@ -727,15 +740,31 @@ impl Connection {
         if h.stream == 0 || h.stream > self.last_stream {
             return Err(Reason::PROTOCOL_ERROR);
         }
-        if let Some(i) = self.find(h.stream) {
-            let s = self.streams.remove(i);
-            if s.send_open {
-                // Work started and thrown away: the rapid-reset flood.
-                self.events.push_back(Event::Reset(h.stream));
-                self.cheap()?;
-            }
+        let Some(i) = self.find(h.stream) else {
+            return Ok(());
+        };
+        let s = self.streams.remove(i);
+        if !s.send_open {
+            return Ok(());
         }
-        Ok(())
+        let queued = self
+            .events
+            .iter()
+            .position(|e| matches!(e, Event::Request(r) if r.stream == h.stream));
+        if let Some(at) = queued {
+            // Never handed out: dropped, and counted.
+            if let Some(Event::Request(req)) = self.events.remove(at) {
+                self.recycle(req);
+            }
+            self.pending_resets += 1;
+            if self.pending_resets > self.cfg.max_pending_reset_streams {
+                return Err(Reason::ENHANCE_YOUR_CALM);
+            }
+            return Ok(());
+        }
+        // Work started and thrown away: the rapid-reset flood.
+        self.events.push_back(Event::Reset(h.stream));
+        self.cheap()
     }
 
     fn on_settings(&mut self, h: Head, payload: &[u8]) -> Result<(), Reason> {

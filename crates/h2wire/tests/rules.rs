@@ -428,10 +428,54 @@ fn free_frames_spend_a_credit_that_answers_earn_back() {
         let r = request(&mut c);
         answer(&mut c, r, b"x");
     }
-    // Streams opened and reset before their answer: the rapid reset.
+    // Streams opened, handed out, and reset before their answer.
+    let mut c = open(cfg);
+    for i in 0..200u32 {
+        if c.receive(&get(2 * i + 1, "/", true)).is_err() {
+            break;
+        }
+        request(&mut c);
+        if c.receive(&frame(RST_STREAM, 0, 2 * i + 1, &[0, 0, 0, 8]))
+            .is_err()
+        {
+            break;
+        }
+        assert!(matches!(c.next_event(), Some(Event::Reset(_))));
+    }
+    assert_eq!(goaway(&mut c), ENHANCE_YOUR_CALM);
+}
+
+#[test]
+fn streams_reset_before_they_are_handed_out_are_dropped_and_bounded() {
+    let cfg = Config {
+        max_pending_reset_streams: 5,
+        ..Config::default()
+    };
+    let mut c = open(cfg.clone());
+    let mut b = Vec::new();
+    for i in 0..5u32 {
+        b.extend(get(2 * i + 1, "/", true));
+        b.extend(frame(RST_STREAM, 0, 2 * i + 1, &[0, 0, 0, 8]));
+    }
+    b.extend(get(11, "/kept", true));
+    c.receive(&b).unwrap();
+    assert_eq!(request(&mut c).path(), Some(&b"/kept"[..]));
+    assert!(
+        c.next_event().is_none(),
+        "the reset ones are never handed out"
+    );
+    // The count starts again once the queue was emptied ...
+    c.receive(&b[..0]).unwrap();
+    let mut b = Vec::new();
+    for i in 6..11u32 {
+        b.extend(get(2 * i + 1, "/", true));
+        b.extend(frame(RST_STREAM, 0, 2 * i + 1, &[0, 0, 0, 8]));
+    }
+    c.receive(&b).unwrap();
+    // ... and one more than the bound in one read ends the connection.
     let mut c = open(cfg);
     let mut b = Vec::new();
-    for i in 0..200u32 {
+    for i in 0..6u32 {
         b.extend(get(2 * i + 1, "/", true));
         b.extend(frame(RST_STREAM, 0, 2 * i + 1, &[0, 0, 0, 8]));
     }
