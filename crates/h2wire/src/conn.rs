@@ -286,6 +286,12 @@ impl Connection {
         }
     }
 
+    /// Ends the connection from this side (a stalled client, an answer
+    /// that cannot go on): GOAWAY with `reason`, then [`Connection::is_done`].
+    pub fn abort(&mut self, reason: Reason) {
+        self.fail(reason);
+    }
+
     /// Answer octets [`Connection::send_data`] may take for `stream` now:
     /// the smaller of its window and the connection's, 0 for a stream
     /// that is gone or ended.

@@ -77,11 +77,9 @@ pub(crate) async fn serve(ctx: Rc<ConnContext>, wire: Wire, peer: SocketAddr) {
         Ok(Ended::H2c(read)) => {
             metrics::counter!("fileserver_h2c_connections_total").increment(1);
             let Conn { ctx, out, .. } = c;
-            if let Wire::Plain(stream) = out.wire {
-                // Boxed: HTTP/2's state is not carried by every HTTP/1.1
-                // connection's task.
-                Box::pin(crate::h2io::serve(ctx, stream, read, peer, false)).await;
-            }
+            // Boxed: HTTP/2's state is not carried by every HTTP/1.1
+            // connection's task.
+            Box::pin(crate::h2serve::serve(ctx, out.wire, read, peer)).await;
         }
         // No close_notify: a response cut short (a timeout, a file changed
         // mid-send) must not end like a complete one.

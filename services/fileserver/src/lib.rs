@@ -27,6 +27,7 @@ pub mod files;
 mod h2conn;
 pub mod h2guard;
 pub mod h2io;
+mod h2serve;
 pub mod h3conn;
 pub mod http;
 pub mod manual;

@@ -1010,7 +1010,9 @@ async fn serve_tls(
         None => return,
     };
     match crate::tls::handshake(certs, stream, timeout, peer).await {
-        Some((stream, true)) => crate::h2io::serve(ctx, stream, Vec::new(), peer, true).await,
+        Some((stream, true)) => {
+            crate::h2serve::serve(ctx, Wire::tls(stream), Vec::new(), peer).await
+        }
         Some((stream, false)) => crate::conn::serve(ctx, Wire::tls(stream), peer).await,
         None => {}
     }

@@ -90,6 +90,86 @@ impl Wire {
         tokio::io::AsyncWriteExt::shutdown(tcp).await
     }
 
+    /// The socket beneath.
+    pub(crate) fn tcp(&self) -> &TcpStream {
+        match self {
+            Wire::Plain(tcp) => tcp,
+            Wire::Tls(t) => &t.tcp,
+        }
+    }
+
+    /// Reads what is there without waiting: `Ok(None)` when nothing is,
+    /// `Ok(Some(0))` at the end of input. A TLS session first hands out
+    /// what it already decrypted.
+    pub(crate) fn try_read(&mut self, buf: &mut [u8]) -> io::Result<Option<usize>> {
+        let t = match self {
+            Wire::Plain(tcp) => {
+                return match tcp.try_read(buf) {
+                    Ok(n) => Ok(Some(n)),
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(None),
+                    Err(e) => Err(e),
+                }
+            }
+            Wire::Tls(t) => t,
+        };
+        loop {
+            match t.session.reader().read(buf) {
+                Ok(n) => return Ok(Some(n)),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(Some(0)),
+                Err(e) => return Err(e),
+            }
+            match t.session.read_tls(&mut Socket(&t.tcp)) {
+                Ok(0) => continue,
+                Ok(_) => {
+                    if let Err(e) = t.session.process_new_packets() {
+                        let _ = t.try_flush();
+                        return Err(io::Error::new(io::ErrorKind::InvalidData, e));
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(None),
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Whether a TLS session holds decrypted bytes a read returns at once.
+    pub(crate) fn has_buffered_input(&mut self) -> bool {
+        match self {
+            Wire::Plain(_) => false,
+            Wire::Tls(t) => t
+                .session
+                .process_new_packets()
+                .is_ok_and(|state| state.plaintext_bytes_to_read() > 0 || state.peer_has_closed()),
+        }
+    }
+
+    /// Writes what the socket takes of `buf` now (over TLS: sealed, and
+    /// what was sealed before written first); the bytes taken.
+    pub(crate) fn try_write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Wire::Plain(tcp) => match tcp.try_write(buf) {
+                Ok(n) => Ok(n),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(0),
+                Err(e) => Err(e),
+            },
+            Wire::Tls(t) => {
+                t.try_flush()?;
+                let n = if buf.is_empty() { 0 } else { t.seal(buf, &[])? };
+                t.try_flush()?;
+                Ok(n)
+            }
+        }
+    }
+
+    /// Whether sealed bytes still wait for the socket.
+    pub(crate) fn wants_flush(&self) -> bool {
+        match self {
+            Wire::Plain(_) => false,
+            Wire::Tls(t) => t.session.wants_write(),
+        }
+    }
+
     /// A TLS session's `close_notify` (RFC 8446 6.1), before the socket is
     /// dropped, if the socket takes it now.
     pub(crate) fn close_notify(&mut self) {

@@ -1,0 +1,781 @@
+//! HTTP/2 connections (HTTPS with ALPN `h2`, and h2c) on the worker's
+//! thread: the frames are `h2wire`'s, the answers the same `decide` stage
+//! and plans as the HTTP/1.1 engine's, and this module moves bytes
+//! between them. No task, header map or body type per stream: a request
+//! answered from cached bytes is decided, its head HPACK-encoded from the
+//! plan and its body copied behind it, all in the loop that read it.
+//!
+//! ```text
+//! read ─> h2wire::Connection::receive ─> Event::Request ─> decide ─> plan
+//!   ─> HEADERS (hpack, from the plan) ─> body: within the windows now, or
+//!      kept in `answers` and sent as WINDOW_UPDATEs open them (file bytes
+//!      read straight into the output, the file checked before its last)
+//! write: the output, as the socket takes it; nothing more is read from a
+//! file until what was read is written (send budgets bound it)
+//! idle: keepalive_timeout with nothing in flight; send_timeout with no
+//! HEADERS or DATA sent while answers wait; shutdown: GOAWAY, then finish
+//! ```
+
+use crate::accesslog::RequestLine;
+use crate::exchange::Exchange;
+use crate::state::{ConnContext, Live};
+use crate::wire::Wire;
+use decide::Representation;
+use h2wire::{Event, Reason, Request};
+use httpfile::plan::{Body, FieldValue, Plan};
+use httpfile::ByteRange;
+use rustix::fd::AsFd as _;
+use std::borrow::Cow;
+use std::collections::VecDeque;
+use std::io;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::io::Interest;
+use tokio::sync::OwnedSemaphorePermit;
+
+/// How long a closing connection reads and drops input after its
+/// GOAWAY, so that the GOAWAY is read before the close (a close with
+/// unread input sends a reset, which may discard it).
+const LINGER: Duration = Duration::from_secs(1);
+/// Read buffer: one frame at the default maximum size and its header.
+const READ_BUF: usize = 16 * 1024 + 9;
+/// File bytes read for one connection beyond the process budget when it
+/// holds none (so no client starves), and the least read at a time.
+const MIN_READ: usize = 16 * 1024;
+/// Body bytes a connection produces before it lets the worker's other
+/// connections run (the HTTP/1.1 engine's rule, `send.rs`).
+const FAIR_SHARE: u64 = 1024 * 1024;
+
+/// Serves HTTP/2 on `wire` until the client closes, the connection idles
+/// out, or shutdown drains it; `read_ahead` holds what the HTTP/1.1
+/// engine read of it before (empty, or the h2c preface and what followed).
+pub(crate) async fn serve(ctx: Rc<ConnContext>, wire: Wire, read_ahead: Vec<u8>, peer: SocketAddr) {
+    let (live, generation) = ctx.live();
+    let h = &live.s.http2;
+    let conn = h2wire::Connection::new(h2wire::Config {
+        max_concurrent_streams: h.max_concurrent_streams,
+        max_header_list_size: h.max_header_list_size,
+        initial_stream_window: h.initial_stream_window,
+        initial_connection_window: h.initial_connection_window,
+        control_frame_budget: h.control_frame_budget,
+        max_local_error_resets: h.max_local_error_resets,
+        max_pending_reset_streams: h.max_pending_reset_streams,
+    });
+    let tls = wire.is_tls();
+    let alt_svc = match (tls, ctx.alt_svc()) {
+        (true, Some(v)) => Some(v.as_bytes().to_vec()),
+        _ => None,
+    };
+    let now = Instant::now();
+    let mut c = H2 {
+        ctx,
+        peer,
+        live,
+        generation,
+        tls,
+        wire,
+        conn,
+        answers: Vec::new(),
+        path: Vec::with_capacity(128),
+        ranges: Vec::new(),
+        scratch: Vec::new(),
+        alt_svc,
+        last_io: now,
+        last_progress: now,
+        progress_pending: false,
+        held: Vec::new(),
+        since_yield: 0,
+    };
+    if let Err(e) = c.run(read_ahead).await {
+        tracing::debug!(%peer, "HTTP/2 connection ended: {e}");
+    }
+    c.close().await;
+}
+
+/// One HTTP/2 connection's state beside `h2wire`'s.
+struct H2 {
+    ctx: Rc<ConnContext>,
+    peer: SocketAddr,
+    live: Arc<Live>,
+    generation: u64,
+    tls: bool,
+    wire: Wire,
+    conn: h2wire::Connection,
+    /// Answers whose body waits for window, budget or a read.
+    answers: Vec<Answer>,
+    /// The normalized path of the request being decided.
+    path: Vec<u8>,
+    ranges: Vec<ByteRange>,
+    /// A field value rendered for the encoder.
+    scratch: Vec<u8>,
+    /// `Alt-Svc` for every response (HTTPS while HTTP/3 runs).
+    alt_svc: Option<Vec<u8>>,
+    /// When bytes last moved either way.
+    last_io: Instant,
+    /// When HEADERS or DATA last left (a client that pings while it holds
+    /// every window at zero makes none).
+    last_progress: Instant,
+    /// The output holds HEADERS or DATA not yet written.
+    progress_pending: bool,
+    /// The process-wide send budget's permits for file bytes in the
+    /// output not yet written.
+    held: Vec<OwnedSemaphorePermit>,
+    /// Body bytes produced since the task last yielded.
+    since_yield: u64,
+}
+
+/// A response whose body is not all sent: what is left of it, in order.
+struct Answer {
+    stream: u32,
+    req: Request,
+    status: u16,
+    t0: Instant,
+    /// Body bytes put into DATA frames so far.
+    sent: u64,
+    cold: u64,
+    file: Option<(Representation, filemanager::FileManager)>,
+    parts: VecDeque<Part>,
+}
+
+enum Part {
+    Bytes(Vec<u8>),
+    /// A range of the file (or of its bytes in memory); `last`: the body's
+    /// final range, checked against a change before its last bytes leave.
+    Range {
+        range: ByteRange,
+        last: bool,
+    },
+}
+
+/// How a response's start went.
+enum Started {
+    /// Complete (or its stream is gone): the body bytes sent.
+    Done {
+        status: u16,
+        sent: u64,
+        completed: bool,
+    },
+    /// The head is sent; these parts of the body wait.
+    Waiting {
+        status: u16,
+        sent: u64,
+        parts: VecDeque<Part>,
+    },
+}
+
+/// How a body step ended.
+enum Step {
+    /// All sent.
+    Done,
+    /// Waits for window, budget or the output to be written.
+    Blocked,
+    /// Sent its share of this round; goes on at the next.
+    Paused,
+    /// The file changed, shrank or failed: the stream is reset.
+    Failed,
+}
+
+impl H2 {
+    async fn run(&mut self, read_ahead: Vec<u8>) -> io::Result<()> {
+        let mut rbuf = vec![0u8; READ_BUF];
+        let mut shutdown = self.ctx.shutdown.clone();
+        let mut stop_seen = self.ctx.stopping.get();
+        if stop_seen {
+            self.conn.shutdown();
+        }
+        if !read_ahead.is_empty() {
+            self.received(&read_ahead).await;
+        }
+        let mut next_tick = Instant::now() + Duration::from_secs(1);
+        loop {
+            let more = self.produce().await;
+            self.write_some()?;
+            let pending_write = !self.conn.output().is_empty() || self.wire.wants_flush();
+            if self.conn.is_done() && !pending_write {
+                return Ok(());
+            }
+            // A client that does not read its answers is not read from
+            // either: what it asks for waits in its socket, not here.
+            let may_read = self.conn.output().len() < self.output_cap();
+            if may_read && (more || self.wire.has_buffered_input()) {
+                // Bodies that can go on do, after what the client sent.
+                if self.read_some(&mut rbuf).await? {
+                    return Ok(());
+                }
+                continue;
+            }
+            let busy = !self.answers.is_empty() || pending_write;
+            let limits = &self.live.s.limits;
+            let deadline = if busy {
+                self.last_progress + limits.send_timeout
+            } else {
+                self.last_io + limits.keepalive_timeout
+            }
+            .min(next_tick);
+            let interest = match (may_read, pending_write) {
+                (true, true) => Interest::READABLE | Interest::WRITABLE,
+                (true, false) => Interest::READABLE,
+                _ => Interest::WRITABLE,
+            };
+            tokio::select! {
+                biased;
+                r = self.wire.tcp().ready(interest) => {
+                    let ready = r?;
+                    if may_read
+                        && (ready.is_readable() || ready.is_read_closed())
+                        && self.read_some(&mut rbuf).await?
+                    {
+                        return Ok(());
+                    }
+                }
+                _ = tokio::time::sleep_until(deadline.into()) => {
+                    let now = Instant::now();
+                    if now >= next_tick {
+                        self.conn.tick();
+                        next_tick = now + Duration::from_secs(1);
+                    }
+                    if busy && self.last_progress + limits.send_timeout <= now {
+                        tracing::debug!(peer = %self.peer, "no send progress for send_timeout");
+                        self.conn.abort(Reason::ENHANCE_YOUR_CALM);
+                    } else if !busy && self.last_io + limits.keepalive_timeout <= now {
+                        tracing::debug!(peer = %self.peer, "closing idle connection");
+                        self.conn.shutdown();
+                    }
+                }
+                _ = shutdown.changed(), if !stop_seen => {
+                    stop_seen = true;
+                    self.conn.shutdown();
+                }
+            }
+        }
+    }
+
+    /// The most output a connection holds before it stops reading and
+    /// producing: `[http2] send_budget_per_connection`.
+    fn output_cap(&self) -> usize {
+        self.live.s.http2.send_budget_per_connection as usize
+    }
+
+    /// Reads what is there and handles it; true at the end of input.
+    async fn read_some(&mut self, rbuf: &mut [u8]) -> io::Result<bool> {
+        match self.wire.try_read(rbuf)? {
+            None => Ok(false),
+            Some(0) => Ok(true),
+            Some(n) => {
+                self.last_io = Instant::now();
+                self.received(&rbuf[..n]).await;
+                Ok(false)
+            }
+        }
+    }
+
+    /// Feeds `bytes` to the connection and answers what it hands out.
+    async fn received(&mut self, bytes: &[u8]) {
+        if let Err(reason) = self.conn.receive(bytes) {
+            tracing::debug!(peer = %self.peer, "HTTP/2 connection error: {reason:?}");
+        }
+        while let Some(event) = self.conn.next_event() {
+            match event {
+                Event::Request(req) => self.answer(req).await,
+                Event::Reset(stream) => {
+                    if let Some(i) = self.answers.iter().position(|a| a.stream == stream) {
+                        let a = self.answers.swap_remove(i);
+                        self.finish(a, false);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Re-reads the settings when a reload changed them.
+    fn refresh(&mut self) {
+        if self.ctx.generation() != self.generation {
+            (self.live, self.generation) = self.ctx.live();
+        }
+    }
+
+    /// Decides `req`'s answer, sends its head and as much of its body as
+    /// the windows take; keeps the rest in `answers`.
+    async fn answer(&mut self, req: Request) {
+        let t0 = Instant::now();
+        self.refresh();
+        if req.too_large() {
+            let plan = httpfile::plan::reject(431, "request header fields too large");
+            let started = self.start(&req, &plan, None);
+            return self.settle(req, t0, started, None);
+        }
+        let live = self.live.clone();
+        let mut head = httpfile::RequestHead {
+            method: httpfile::Method::from_token(req.method()),
+            target: req.path().unwrap_or(b"/"),
+            has_body: !req.end_stream(),
+            tls: self.tls,
+            ..httpfile::RequestHead::default()
+        };
+        let (mut hosts, mut host) = (0, None);
+        let (mut forwarded, mut x_forwarded_for) = (None, None);
+        for (name, value) in req.fields() {
+            if head.take_field(name, value) {
+                continue;
+            }
+            match name {
+                b"host" => {
+                    hosts += 1;
+                    host = Some(value);
+                }
+                b"forwarded" => forwarded = Some(value),
+                b"x-forwarded-for" => x_forwarded_for = Some(value),
+                _ => {}
+            }
+        }
+        head.host = req.authority().or(host);
+        if let Err(why) = httpfile::head::check_host(false, hosts, head.host) {
+            let plan = httpfile::plan::reject(400, why);
+            let started = self.start(&req, &plan, None);
+            return self.settle(req, t0, started, None);
+        }
+        let site = live.s.site_for(head.host);
+        let serve = site.map_or(&live.s.serve, |i| &live.s.sites[i].serve);
+        if !serve.rules.is_empty() {
+            head.client = Some(crate::http::forwarded::client_addr(
+                self.peer.ip(),
+                &live.s.trusted_proxies,
+                forwarded,
+                x_forwarded_for,
+            ));
+        }
+        let ctx = self.ctx.clone();
+        let fm = ctx.files().manager_for(site);
+        let mut path = std::mem::take(&mut self.path);
+        let mut ranges = std::mem::take(&mut self.ranges);
+        let decision =
+            decide::decide_checked(fm, serve, decide::Check::AtResolve, &head, &mut path).await;
+        let plan = decision.plan(&head, &mut ranges);
+        let started = self.start(&req, &plan, decision.representation().map(|r| r.now()));
+        let file = match &started {
+            Started::Waiting { .. } => decision.into_representation().map(|r| (r, fm.clone())),
+            Started::Done { .. } => None,
+        };
+        self.settle(req, t0, started, file);
+        self.path = path;
+        self.ranges = ranges;
+    }
+
+    /// Logs an answer that is complete, or keeps one whose body waits.
+    fn settle(
+        &mut self,
+        req: Request,
+        t0: Instant,
+        started: Started,
+        file: Option<(Representation, filemanager::FileManager)>,
+    ) {
+        match started {
+            Started::Done {
+                status,
+                sent,
+                completed,
+            } => {
+                self.log(&req, status, t0, sent, 0, completed);
+                self.conn.recycle(req);
+            }
+            Started::Waiting {
+                status,
+                sent,
+                parts,
+            } => self.answers.push(Answer {
+                stream: req.stream(),
+                req,
+                status,
+                t0,
+                sent,
+                cold: 0,
+                file,
+                parts,
+            }),
+        }
+    }
+
+    /// Sends `plan`'s head and, when the body is in memory and the windows
+    /// take it, the body.
+    fn start(&mut self, req: &Request, plan: &Plan<'_>, now: Option<u64>) -> Started {
+        let stream = req.stream();
+        let status = plan.status;
+        let mut message = Vec::new();
+        let mut inline: &[u8] = &[];
+        let mut parts = VecDeque::new();
+        if req.method() != b"HEAD" {
+            match plan.body {
+                Body::Empty => {}
+                Body::Message(detail) => {
+                    httpfile::plan::write_message(status, detail, &mut message);
+                    inline = &message;
+                }
+                Body::Bytes(b) => inline = b,
+                Body::File(range) => parts.push_back(Part::Range { range, last: true }),
+                Body::Multipart(m) => {
+                    let last = m.ranges.len().saturating_sub(1);
+                    for (i, &range) in m.ranges.iter().enumerate() {
+                        let mut h = Vec::new();
+                        m.write_part_head(i, &mut h);
+                        parts.push_back(Part::Bytes(h));
+                        parts.push_back(Part::Range {
+                            range,
+                            last: i == last,
+                        });
+                    }
+                    let mut closing = Vec::new();
+                    m.write_closing(&mut closing);
+                    parts.push_back(Part::Bytes(closing));
+                }
+            }
+        }
+        let empty = inline.is_empty() && parts.is_empty();
+        if !self.send_head(stream, plan, now, empty) {
+            return Started::Done {
+                status,
+                sent: 0,
+                completed: false,
+            };
+        }
+        if empty {
+            return Started::Done {
+                status,
+                sent: 0,
+                completed: true,
+            };
+        }
+        if !inline.is_empty() {
+            if inline.len() <= self.conn.window(stream) {
+                self.conn.send_data(stream, inline, true);
+                self.made_progress();
+                return Started::Done {
+                    status,
+                    sent: inline.len() as u64,
+                    completed: true,
+                };
+            }
+            parts.push_back(Part::Bytes(inline.to_vec()));
+        }
+        Started::Waiting {
+            status,
+            sent: 0,
+            parts,
+        }
+    }
+
+    /// HEADERS from the plan: `:status`, `server`, `date`, the plan's
+    /// fields (connection-specific ones dropped, RFC 9113 8.2.2), `alt-svc`.
+    fn send_head(&mut self, stream: u32, plan: &Plan<'_>, now: Option<u64>, end: bool) -> bool {
+        let (conn, scratch) = (&mut self.conn, &mut self.scratch);
+        let alt_svc = self.alt_svc.as_deref();
+        let mut write = |date: &[u8]| {
+            conn.send_headers(stream, end, |b| {
+                b.status(plan.status)
+                    .field(b"server", httpfile::encode::SERVER.as_bytes())
+                    .field(b"date", date);
+                plan.headers.for_each_field(|f| {
+                    let Some(name) = field_name(f.name) else {
+                        return;
+                    };
+                    match f.value {
+                        FieldValue::Text(t) => b.field(&name, t.as_bytes()),
+                        computed => {
+                            scratch.clear();
+                            computed.write(scratch);
+                            b.field(&name, scratch)
+                        }
+                    };
+                });
+                if let Some(v) = alt_svc {
+                    b.field(b"alt-svc", v);
+                }
+            })
+        };
+        let sent = match now {
+            Some(secs) => httpfile::date::with_date(secs, |_, d| write(d)),
+            None => httpfile::date::with_now(|_, d| write(d)),
+        };
+        if sent {
+            self.made_progress();
+        }
+        sent
+    }
+
+    /// HEADERS or DATA went into the output.
+    fn made_progress(&mut self) {
+        self.progress_pending = true;
+        self.last_progress = Instant::now();
+    }
+
+    /// Sends what the windows and the send budgets allow of every kept
+    /// answer, oldest first; true when one could go on at once (it
+    /// stopped at its share of this round, not for window or budget).
+    async fn produce(&mut self) -> bool {
+        if self.answers.is_empty() {
+            return false;
+        }
+        let answers = std::mem::take(&mut self.answers);
+        let mut kept = Vec::with_capacity(answers.len());
+        let mut more = false;
+        for mut a in answers {
+            if self.conn.output().len() >= self.output_cap() {
+                kept.push(a);
+                continue;
+            }
+            match self.step(&mut a).await {
+                Step::Done => self.finish(a, true),
+                Step::Failed => {
+                    self.conn.reset(a.stream, Reason::INTERNAL_ERROR);
+                    self.finish(a, false);
+                }
+                Step::Blocked => kept.push(a),
+                Step::Paused => {
+                    more = true;
+                    kept.push(a);
+                }
+            }
+            if self.since_yield >= FAIR_SHARE {
+                // A large body shares its worker, as the HTTP/1.1 engine's.
+                self.since_yield = 0;
+                tokio::task::yield_now().await;
+            }
+        }
+        kept.append(&mut self.answers);
+        self.answers = kept;
+        more
+    }
+
+    /// Moves `a`'s body forward as far as it can go now: at most
+    /// `[http2] max_send_buffer` per call, within the windows.
+    async fn step(&mut self, a: &mut Answer) -> Step {
+        let max_round = self.live.s.http2.max_send_buffer.max(MIN_READ);
+        let mut round = 0;
+        loop {
+            let end_of_body = a.parts.len() == 1;
+            let Some(part) = a.parts.front_mut() else {
+                return Step::Done;
+            };
+            let window = self.conn.window(a.stream).min(self.conn.max_frame());
+            if window == 0 {
+                return Step::Blocked;
+            }
+            if round >= max_round {
+                return Step::Paused;
+            }
+            match part {
+                Part::Bytes(bytes) => {
+                    let n = bytes.len().min(window);
+                    self.conn
+                        .send_data(a.stream, &bytes[..n], n == bytes.len() && end_of_body);
+                    bytes.drain(..n);
+                    a.sent += n as u64;
+                    round += n;
+                    if bytes.is_empty() {
+                        a.parts.pop_front();
+                    }
+                }
+                Part::Range { range, last } => {
+                    let Some((rep, fm)) = &a.file else {
+                        return Step::Failed;
+                    };
+                    let mut n = (range.len() as usize).min(window);
+                    if rep.bytes().is_none() {
+                        match self.reserve(n) {
+                            Some(k) => n = k,
+                            None => return Step::Blocked,
+                        }
+                    }
+                    let final_bytes = n as u64 == range.len();
+                    let frame_at = self.conn.output().len();
+                    let frame = self.conn.begin_data();
+                    let read = read_range(rep, fm, range.start, n, self.conn.output()).await;
+                    // A file is checked before its body's last bytes leave:
+                    // a change at any point ends the body short.
+                    let whole = match read {
+                        Some(cold) => {
+                            a.cold += cold;
+                            !(final_bytes && *last && rep.bytes().is_none())
+                                || fm.contents_unchanged(&rep.file)
+                        }
+                        None => false,
+                    };
+                    if !whole {
+                        self.conn.output().truncate(frame_at);
+                        return Step::Failed;
+                    }
+                    self.conn
+                        .end_data(frame, a.stream, final_bytes && end_of_body);
+                    range.start += n as u64;
+                    a.sent += n as u64;
+                    round += n;
+                    self.since_yield += n as u64;
+                    if range.is_empty() {
+                        a.parts.pop_front();
+                    }
+                }
+            }
+            self.made_progress();
+        }
+    }
+
+    /// Takes the process-wide send budget for `n` file bytes about to be
+    /// read into the output; [`MIN_READ`] at most when this connection
+    /// holds none, `None` when it must wait for its output to be written.
+    fn reserve(&mut self, n: usize) -> Option<usize> {
+        let budget = self.ctx.h2_send_budget();
+        match budget.clone().try_acquire_many_owned(n as u32) {
+            Ok(p) => {
+                self.held.push(p);
+                Some(n)
+            }
+            Err(_) if self.held.is_empty() => Some(n.min(MIN_READ)),
+            Err(_) => None,
+        }
+    }
+
+    /// Writes what the socket takes of the output now.
+    fn write_some(&mut self) -> io::Result<()> {
+        loop {
+            let out = self.conn.output();
+            let n = self.wire.try_write(out)?;
+            out.drain(..n);
+            if n > 0 {
+                self.last_io = Instant::now();
+                if self.progress_pending {
+                    self.last_progress = self.last_io;
+                }
+            }
+            if out.is_empty() {
+                if !self.wire.wants_flush() {
+                    self.held.clear();
+                    self.progress_pending = false;
+                }
+                return Ok(());
+            }
+            if n == 0 {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Counts and logs an answer that ended.
+    fn finish(&mut self, a: Answer, completed: bool) {
+        self.log(&a.req, a.status, a.t0, a.sent, a.cold, completed);
+        self.conn.recycle(a.req);
+    }
+
+    /// Counts and logs one exchange (`ConnContext::finish`).
+    fn log(&self, req: &Request, status: u16, t0: Instant, bytes: u64, cold: u64, completed: bool) {
+        let logged = self.live.access.is_some();
+        let field = |name: &[u8]| {
+            logged
+                .then(|| req.fields().find(|(n, _)| *n == name).map(|(_, v)| v))
+                .flatten()
+        };
+        self.ctx.finish(
+            &self.live,
+            &Exchange {
+                peer: self.peer.ip(),
+                request: Some(RequestLine {
+                    method: std::str::from_utf8(req.method()).unwrap_or("-"),
+                    target: req.path().unwrap_or(b""),
+                    version: "HTTP/2.0",
+                }),
+                status,
+                bytes,
+                cold,
+                completed,
+                forwarded: field(b"forwarded"),
+                x_forwarded_for: field(b"x-forwarded-for"),
+                referer: field(b"referer"),
+                user_agent: field(b"user-agent"),
+                duration: t0.elapsed(),
+            },
+        );
+    }
+
+    /// Ends the connection: answers still waiting are logged as cut short,
+    /// what is left of the output (the GOAWAY) is written, the TLS session
+    /// and the write side are closed, and input is read and dropped for
+    /// [`LINGER`] so the client reads the GOAWAY.
+    async fn close(&mut self) {
+        for a in std::mem::take(&mut self.answers) {
+            self.finish(a, false);
+        }
+        let deadline = tokio::time::Instant::now() + LINGER;
+        loop {
+            if self.write_some().is_err() {
+                return;
+            }
+            if self.conn.output().is_empty() && !self.wire.wants_flush() {
+                break;
+            }
+            let writable = self.wire.tcp().ready(Interest::WRITABLE);
+            if tokio::time::timeout_at(deadline, writable).await.is_err() {
+                return;
+            }
+        }
+        let _ = tokio::time::timeout_at(deadline, self.wire.shutdown()).await;
+        let mut buf = [0u8; 4096];
+        while let Ok(Ok(n)) = tokio::time::timeout_at(deadline, self.wire.read(&mut buf)).await {
+            if n == 0 {
+                break;
+            }
+        }
+    }
+}
+
+/// Appends `n` bytes of `rep` at `off` to `out`: from memory, the page
+/// cache, or (cold) through the backend; the cold bytes read, or `None`
+/// when the file is shorter or the read failed.
+async fn read_range(
+    rep: &Representation,
+    fm: &filemanager::FileManager,
+    off: u64,
+    n: usize,
+    out: &mut Vec<u8>,
+) -> Option<u64> {
+    if let Some(bytes) = rep.bytes() {
+        out.extend_from_slice(bytes.get(off as usize..off as usize + n)?);
+        return Some(0);
+    }
+    if filemanager::read_resident(rep.file.as_fd(), off, n, out) {
+        return Some(0);
+    }
+    match fm.read_at(&rep.file, off, n).await {
+        Ok(b) if b.len() == n => {
+            out.extend_from_slice(&b);
+            Some(n as u64)
+        }
+        _ => None,
+    }
+}
+
+/// A plan field's name as HTTP/2 sends it (lowercase), `None` for a
+/// connection-specific one (RFC 9113 8.2.2) a rule may have set.
+fn field_name(name: &str) -> Option<Cow<'static, [u8]>> {
+    let fixed: &'static [u8] = match name {
+        "Content-Type" => b"content-type",
+        "Content-Length" => b"content-length",
+        "Accept-Ranges" => b"accept-ranges",
+        "Last-Modified" => b"last-modified",
+        "ETag" => b"etag",
+        "Cache-Control" => b"cache-control",
+        "Vary" => b"vary",
+        "Content-Encoding" => b"content-encoding",
+        "Content-Range" => b"content-range",
+        "Location" => b"location",
+        "Allow" => b"allow",
+        _ => {
+            let lower = name.to_ascii_lowercase().into_bytes();
+            return match &lower[..] {
+                b"connection" | b"transfer-encoding" | b"upgrade" | b"keep-alive"
+                | b"proxy-connection" | b"te" => None,
+                _ => Some(Cow::Owned(lower)),
+            };
+        }
+    };
+    Some(Cow::Borrowed(fixed))
+}
