@@ -123,17 +123,18 @@ pub struct Http2Config {
     pub initial_stream_window: u64,
     /// Flow-control window of the connection, bytes.
     pub initial_connection_window: u64,
-    /// Streams reset by the client before the server saw them, at most;
-    /// more and the connection is closed (rapid reset, CVE-2023-44487).
+    /// Streams the client opens and resets before the server took them
+    /// up, at most; more and the connection is closed (rapid reset,
+    /// CVE-2023-44487).
     pub max_pending_reset_streams: u64,
     /// Streams the server reset for protocol errors per connection, at
     /// most; more and the connection is closed.
     pub max_local_error_resets: u64,
-    /// Bytes h2 may buffer for sending on one stream (its
-    /// `max_send_buffer_size`).
+    /// Body bytes one stream puts into its connection's output per
+    /// round, at most (the streams take turns).
     pub max_send_buffer: u64,
-    /// Bytes of file data read for sending and not yet written, at most,
-    /// on one connection; its streams wait for more.
+    /// Output not yet written on one connection, at most: past it the
+    /// connection reads no more requests and its streams wait.
     pub send_budget_per_connection: u64,
     /// The same across all connections of the process (each connection
     /// may still hold one 16 KiB read beyond it, so none starves).

@@ -79,7 +79,7 @@ pub(crate) async fn serve(ctx: Rc<ConnContext>, wire: Wire, peer: SocketAddr) {
             let Conn { ctx, out, .. } = c;
             // Boxed: HTTP/2's state is not carried by every HTTP/1.1
             // connection's task.
-            Box::pin(crate::h2serve::serve(ctx, out.wire, read, peer)).await;
+            Box::pin(crate::h2conn::serve(ctx, out.wire, read, peer)).await;
         }
         // No close_notify: a response cut short (a timeout, a file changed
         // mid-send) must not end like a complete one.

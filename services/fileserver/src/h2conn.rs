@@ -1,388 +1,808 @@
-//! HTTP/2 on the worker's thread over the h2 crate, without hyper: each
-//! stream is answered inside the connection's own future, so a request
-//! whose answer is ready at once (cached bytes, a 304, an error) costs no
-//! task, no wake-up and no hand-off. Answers come from the same
-//! [`Responder`] as every other listener (servedir, decide, the file
-//! manager), and are counted and logged when their body ends or drops.
+//! HTTP/2 connections (HTTPS with ALPN `h2`, and h2c) on the worker's
+//! thread: the frames are `h2wire`'s, the answers the same `decide` stage
+//! and plans as the HTTP/1.1 engine's, and this module moves bytes
+//! between them. No task, header map or body type per stream: a request
+//! answered from cached bytes is decided, its head HPACK-encoded from the
+//! plan and its body copied behind it, all in the loop that read it.
 //!
 //! ```text
-//! io (Watched: guard, coalesce) -> h2::server::Connection ([http2] limits)
-//!   poll_accept -> Stream::poll at once: Responder::call -> HEADERS
-//!                    -> DATA while the window allows  -> done: dropped
-//!               `-> not done (a file read, no window): kept in `streams`,
-//!                   polled when it is woken, with the connection
+//! read ─> h2wire::Connection::receive ─> Event::Request ─> decide ─> plan
+//!   ─> HEADERS (hpack, from the plan) ─> body: within the windows now, or
+//!      kept in `answers` and sent as WINDOW_UPDATEs open them (file bytes
+//!      read straight into the output, the file checked before its last)
+//! write: the output, as the socket takes it; nothing more is read from a
+//! file until what was read is written (send budgets bound it)
+//! idle: keepalive_timeout with nothing in flight; send_timeout with no
+//! HEADERS or DATA sent while answers wait; shutdown: GOAWAY, then finish
 //! ```
-//!
-//! What hyper's HTTP/2 server did around h2 is done here the same way:
-//! `Date` when the answer has none, `Content-Length` from an exact body
-//! size, connection-specific fields removed (RFC 9113 8.2.2), a body
-//! polled for its next chunk only once the stream has window (so a client
-//! that opens none holds one chunk), a request cancelled by the client's
-//! RST_STREAM while it is being answered, and INTERNAL_ERROR for a body
-//! that fails mid-send. A request body no answer reads is read out
-//! (bounded) after the answer instead of reset. Against hyper's per-stream task: 0.82x the CPU
-//! per request for cached 1 KiB files over TLS (h2load `-m 10`; the
-//! command is in benches/README.md, "HTTP/2 without hyper").
 
-use crate::responder::{Logged, Responder, ResponseFuture};
-use bytes::Bytes;
-use futures_util::stream::{FuturesUnordered, StreamExt as _};
-use h2::server::SendResponse;
-use h2::SendStream;
-use http::header::{self, HeaderMap, HeaderValue};
-use http::{Request, Response};
-use http_body::Body as _;
-use std::future::Future;
-use std::pin::Pin;
+use crate::accesslog::RequestLine;
+use crate::exchange::Exchange;
+use crate::state::{ConnContext, Live};
+use crate::wire::Wire;
+use decide::Representation;
+use h2wire::{Event, Reason, Request};
+use httpfile::plan::{Body, FieldValue, Plan};
+use httpfile::ByteRange;
+use rustix::fd::AsFd as _;
+use std::borrow::Cow;
+use std::collections::VecDeque;
+use std::io;
+use std::net::SocketAddr;
 use std::rc::Rc;
-use std::task::{ready, Context, Poll};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::io::Interest;
+use tokio::sync::OwnedSemaphorePermit;
 
-/// An h2 server connection with the streams it is answering: a future
-/// that ends when the connection does.
-pub(crate) struct Connection<I> {
-    state: State<I>,
-    responder: Rc<Responder>,
-    /// Streams whose answer or body was not done when first polled.
-    streams: FuturesUnordered<Stream>,
-    /// Shutdown asked for during the handshake: GOAWAY once it is done.
-    close_pending: bool,
-    date: DateCache,
-}
+/// How long a closing connection reads and drops input after its
+/// GOAWAY, so that the GOAWAY is read before the close (a close with
+/// unread input sends a reset, which may discard it).
+const LINGER: Duration = Duration::from_secs(1);
+/// Read buffer: one frame at the default maximum size and its header.
+const READ_BUF: usize = 16 * 1024 + 9;
+/// File bytes read for one connection beyond the process budget when it
+/// holds none (so no client starves), and the least read at a time.
+const MIN_READ: usize = 16 * 1024;
+/// Body bytes a connection produces before it lets the worker's other
+/// connections run (the HTTP/1.1 engine's rule, `send.rs`).
+const FAIR_SHARE: u64 = 1024 * 1024;
 
-enum State<I> {
-    Handshaking(h2::server::Handshake<I, Bytes>),
-    Serving(h2::server::Connection<I, Bytes>),
-}
-
-impl<I> std::fmt::Debug for Connection<I> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("h2conn::Connection")
-            .field("streams", &self.streams.len())
-            .finish_non_exhaustive()
+/// Serves HTTP/2 on `wire` until the client closes, the connection idles
+/// out, or shutdown drains it; `read_ahead` holds what the HTTP/1.1
+/// engine read of it before (empty, or the h2c preface and what followed).
+pub(crate) async fn serve(ctx: Rc<ConnContext>, wire: Wire, read_ahead: Vec<u8>, peer: SocketAddr) {
+    let (live, generation) = ctx.live();
+    let h = &live.s.http2;
+    let conn = h2wire::Connection::new(h2wire::Config {
+        max_concurrent_streams: h.max_concurrent_streams,
+        max_header_list_size: h.max_header_list_size,
+        initial_stream_window: h.initial_stream_window,
+        initial_connection_window: h.initial_connection_window,
+        control_frame_budget: h.control_frame_budget,
+        max_local_error_resets: h.max_local_error_resets,
+        max_pending_reset_streams: h.max_pending_reset_streams,
+    });
+    let tls = wire.is_tls();
+    let alt_svc = match (tls, ctx.alt_svc()) {
+        (true, Some(v)) => Some(v.as_bytes().to_vec()),
+        _ => None,
+    };
+    let now = Instant::now();
+    let mut c = H2 {
+        ctx,
+        peer,
+        live,
+        generation,
+        tls,
+        wire,
+        conn,
+        answers: Vec::new(),
+        path: Vec::with_capacity(128),
+        ranges: Vec::new(),
+        scratch: Vec::new(),
+        alt_svc,
+        last_io: now,
+        last_progress: now,
+        progress_pending: false,
+        held: Vec::new(),
+        since_yield: 0,
+    };
+    if let Err(e) = c.run(read_ahead).await {
+        tracing::debug!(%peer, "HTTP/2 connection ended: {e}");
     }
+    c.close().await;
 }
 
-impl<I> Connection<I>
-where
-    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
-{
-    /// Starts the HTTP/2 handshake on `io` with `[http2]`'s limits.
-    pub(crate) fn new(
-        io: I,
-        h: &crate::config::Http2Settings,
-        responder: Responder,
-    ) -> Connection<I> {
-        let mut b = h2::server::Builder::new();
-        b.max_concurrent_streams(h.max_concurrent_streams)
-            .max_header_list_size(h.max_header_list_size)
-            .initial_window_size(h.initial_stream_window)
-            .initial_connection_window_size(h.initial_connection_window)
-            .max_pending_accept_reset_streams(h.max_pending_reset_streams)
-            .max_local_error_reset_streams(Some(h.max_local_error_resets))
-            .max_send_buffer_size(h.max_send_buffer);
-        Connection {
-            state: State::Handshaking(b.handshake(io)),
-            responder: Rc::new(responder),
-            streams: FuturesUnordered::new(),
-            close_pending: false,
-            date: DateCache::new(),
-        }
-    }
-
-    /// GOAWAY: the streams the client opened so far are answered, then
-    /// the connection ends.
-    pub(crate) fn graceful_shutdown(&mut self) {
-        match &mut self.state {
-            State::Handshaking(_) => self.close_pending = true,
-            State::Serving(conn) => conn.graceful_shutdown(),
-        }
-    }
-
-    /// Starts answering a stream; keeps it only if it is not done at once.
-    fn accept(
-        &mut self,
-        cx: &mut Context<'_>,
-        req: Request<h2::RecvStream>,
-        reply: SendResponse<Bytes>,
-    ) {
-        let (parts, body) = req.into_parts();
-        let mut stream = Stream {
-            state: StreamState::Answering(self.responder.call(Request::from_parts(parts, ()))),
-            reply,
-            date: self.date.get(),
-            upload: (!body.is_end_stream()).then_some(Upload {
-                body,
-                read: 0,
-                deadline: None,
-            }),
-        };
-        if Pin::new(&mut stream).poll(cx).is_pending() {
-            self.streams.push(stream);
-        }
-    }
+/// One HTTP/2 connection's state beside `h2wire`'s.
+struct H2 {
+    ctx: Rc<ConnContext>,
+    peer: SocketAddr,
+    live: Arc<Live>,
+    generation: u64,
+    tls: bool,
+    wire: Wire,
+    conn: h2wire::Connection,
+    /// Answers whose body waits for window, budget or a read.
+    answers: Vec<Answer>,
+    /// The normalized path of the request being decided.
+    path: Vec<u8>,
+    ranges: Vec<ByteRange>,
+    /// A field value rendered for the encoder.
+    scratch: Vec<u8>,
+    /// `Alt-Svc` for every response (HTTPS while HTTP/3 runs).
+    alt_svc: Option<Vec<u8>>,
+    /// When bytes last moved either way.
+    last_io: Instant,
+    /// When HEADERS or DATA last left (a client that pings while it holds
+    /// every window at zero makes none).
+    last_progress: Instant,
+    /// The output holds HEADERS or DATA not yet written.
+    progress_pending: bool,
+    /// The process-wide send budget's permits for file bytes in the
+    /// output not yet written.
+    held: Vec<OwnedSemaphorePermit>,
+    /// Body bytes produced since the task last yielded.
+    since_yield: u64,
 }
 
-impl<I> Future for Connection<I>
-where
-    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
-{
-    type Output = Result<(), h2::Error>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = self.get_mut();
-        if let State::Handshaking(hs) = &mut this.state {
-            let mut conn = ready!(Pin::new(hs).poll(cx))?;
-            if this.close_pending {
-                conn.graceful_shutdown();
-            }
-            this.state = State::Serving(conn);
-        }
-        loop {
-            // The streams first: what they send, the connection's next
-            // poll writes.
-            while let Poll::Ready(Some(())) = this.streams.poll_next_unpin(cx) {}
-            let State::Serving(conn) = &mut this.state else {
-                unreachable!("serving once the handshake is done");
-            };
-            match conn.poll_accept(cx) {
-                Poll::Ready(Some(Ok((req, reply)))) => this.accept(cx, req, reply),
-                Poll::Ready(Some(Err(e))) => return Poll::Ready(Err(e)),
-                // GOAWAY done and every stream closed, or the client left.
-                Poll::Ready(None) => return Poll::Ready(Ok(())),
-                Poll::Pending => return Poll::Pending,
-            }
-        }
-    }
+/// A response whose body is not all sent: what is left of it, in order.
+struct Answer {
+    stream: u32,
+    req: Request,
+    status: u16,
+    t0: Instant,
+    /// Body bytes put into DATA frames so far.
+    sent: u64,
+    cold: u64,
+    file: Option<(Representation, filemanager::FileManager)>,
+    parts: VecDeque<Part>,
 }
 
-/// One stream's answer: the responder's future, then its body, then
-/// what is left of the request's body.
-struct Stream {
-    state: StreamState,
-    reply: SendResponse<Bytes>,
-    date: HeaderValue,
-    /// A request body no answer reads (a POST to a file gets 405).
-    upload: Option<Upload>,
+enum Part {
+    Bytes(Vec<u8>),
+    /// A range of the file (or of its bytes in memory); `last`: the body's
+    /// final range, checked against a change before its last bytes leave.
+    Range {
+        range: ByteRange,
+        last: bool,
+    },
 }
 
-// The body inline, not boxed: a stream is answered on the connection's
-// stack, or kept in the connection's set (one allocation already); a box
-// per response cost 1.01x the instructions (callgrind, h2load -m10).
-#[allow(clippy::large_enum_variant)]
-enum StreamState {
-    Answering(ResponseFuture),
-    Sending(SendStream<Bytes>, Logged),
-    /// The answer is handed to h2: the request's body is read out.
-    Draining,
+/// How a response's start went.
+enum Started {
+    /// Complete (or its stream is gone): the body bytes sent.
+    Done {
+        status: u16,
+        sent: u64,
+        completed: bool,
+    },
+    /// The head is sent; these parts of the body wait.
+    Waiting {
+        status: u16,
+        sent: u64,
+        parts: VecDeque<Part>,
+    },
+}
+
+/// How a body step ended.
+enum Step {
+    /// All sent.
     Done,
+    /// Waits for window, budget or the output to be written.
+    Blocked,
+    /// Sent its share of this round; goes on at the next.
+    Paused,
+    /// The file changed, shrank or failed: the stream is reset.
+    Failed,
 }
 
-/// A request body being read and dropped after the answer.
-struct Upload {
-    body: h2::RecvStream,
-    read: usize,
-    /// Set when the reading out starts.
-    deadline: Option<Pin<Box<tokio::time::Sleep>>>,
-}
-
-/// Request body bytes read out after the answer, at most, and for how
-/// long; past either the stream is reset (NO_ERROR, RFC 9113 8.1) as when
-/// the body is dropped unread. Reading it out spares the clients that take
-/// that reset as a failure and drop the answer (curl 7.88, Debian 12's)
-/// for the common short bodies; the bounds keep a slow or endless upload
-/// from holding the stream, or a draining connection, open.
-const DRAIN_MAX: usize = 64 * 1024;
-const DRAIN_FOR: std::time::Duration = std::time::Duration::from_secs(1);
-
-impl Upload {
-    /// Ready when the body ended, failed, or passed a bound.
-    fn poll_drain(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        let deadline = self
-            .deadline
-            .get_or_insert_with(|| Box::pin(tokio::time::sleep(DRAIN_FOR)));
-        if deadline.as_mut().poll(cx).is_ready() {
-            return Poll::Ready(());
+impl H2 {
+    async fn run(&mut self, read_ahead: Vec<u8>) -> io::Result<()> {
+        let mut rbuf = vec![0u8; READ_BUF];
+        let mut shutdown = self.ctx.shutdown.clone();
+        let mut stop_seen = self.ctx.stopping.get();
+        if stop_seen {
+            self.conn.shutdown();
         }
+        if !read_ahead.is_empty() {
+            self.received(&read_ahead).await;
+        }
+        let mut next_tick = Instant::now() + Duration::from_secs(1);
         loop {
-            match ready!(self.body.poll_data(cx)) {
-                Some(Ok(data)) => {
-                    // Give the window back, or the client stalls.
-                    let _ = self.body.flow_control().release_capacity(data.len());
-                    self.read += data.len();
-                    if self.read > DRAIN_MAX {
-                        return Poll::Ready(());
+            let more = self.produce().await;
+            self.write_some()?;
+            let pending_write = !self.conn.output().is_empty() || self.wire.wants_flush();
+            if self.conn.is_done() && !pending_write {
+                return Ok(());
+            }
+            // A client that does not read its answers is not read from
+            // either: what it asks for waits in its socket, not here.
+            let may_read = self.conn.output().len() < self.output_cap();
+            if may_read && (more || self.wire.has_buffered_input()) {
+                // Bodies that can go on do, after what the client sent.
+                if self.read_some(&mut rbuf).await? {
+                    return Ok(());
+                }
+                continue;
+            }
+            let busy = !self.answers.is_empty() || pending_write;
+            let limits = &self.live.s.limits;
+            let deadline = if busy {
+                self.last_progress + limits.send_timeout
+            } else {
+                self.last_io + limits.keepalive_timeout
+            }
+            .min(next_tick);
+            let interest = match (may_read, pending_write) {
+                (true, true) => Interest::READABLE | Interest::WRITABLE,
+                (true, false) => Interest::READABLE,
+                _ => Interest::WRITABLE,
+            };
+            tokio::select! {
+                biased;
+                r = self.wire.tcp().ready(interest) => {
+                    let ready = r?;
+                    if may_read
+                        && (ready.is_readable() || ready.is_read_closed())
+                        && self.read_some(&mut rbuf).await?
+                    {
+                        return Ok(());
                     }
                 }
-                Some(Err(_)) | None => return Poll::Ready(()),
+                _ = tokio::time::sleep_until(deadline.into()) => {
+                    let now = Instant::now();
+                    if now >= next_tick {
+                        self.conn.tick();
+                        next_tick = now + Duration::from_secs(1);
+                    }
+                    if busy && self.last_progress + limits.send_timeout <= now {
+                        tracing::debug!(peer = %self.peer, "no send progress for send_timeout");
+                        self.conn.abort(Reason::ENHANCE_YOUR_CALM);
+                        count_goaway(Reason::ENHANCE_YOUR_CALM);
+                    } else if !busy && self.last_io + limits.keepalive_timeout <= now {
+                        tracing::debug!(peer = %self.peer, "closing idle connection");
+                        self.conn.shutdown();
+                    }
+                }
+                _ = shutdown.changed(), if !stop_seen => {
+                    stop_seen = true;
+                    self.conn.shutdown();
+                }
             }
         }
     }
-}
 
-impl Future for Stream {
-    type Output = ();
+    /// The most output a connection holds before it stops reading and
+    /// producing: `[http2] send_budget_per_connection`.
+    fn output_cap(&self) -> usize {
+        self.live.s.http2.send_budget_per_connection as usize
+    }
 
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let this = self.get_mut();
-        loop {
-            match &mut this.state {
-                StreamState::Answering(fut) => {
-                    let response = match fut.as_mut().poll(cx) {
-                        Poll::Ready(r) => r,
-                        Poll::Pending => {
-                            // The client may cancel what it asked for.
-                            if this.reply.poll_reset(cx).is_ready() {
-                                this.state = StreamState::Done;
-                                return Poll::Ready(());
-                            }
-                            return Poll::Pending;
+    /// Reads what is there and handles it; true at the end of input.
+    async fn read_some(&mut self, rbuf: &mut [u8]) -> io::Result<bool> {
+        match self.wire.try_read(rbuf)? {
+            None => Ok(false),
+            Some(0) => Ok(true),
+            Some(n) => {
+                self.last_io = Instant::now();
+                self.received(&rbuf[..n]).await;
+                Ok(false)
+            }
+        }
+    }
+
+    /// Feeds `bytes` to the connection and answers what it hands out.
+    async fn received(&mut self, bytes: &[u8]) {
+        if let Err(reason) = self.conn.receive(bytes) {
+            tracing::debug!(peer = %self.peer, "HTTP/2 connection error: {reason:?}");
+            count_goaway(reason);
+        }
+        while let Some(event) = self.conn.next_event() {
+            match event {
+                Event::Request(req) => self.answer(req).await,
+                Event::Reset(stream) => {
+                    if let Some(i) = self.answers.iter().position(|a| a.stream == stream) {
+                        let a = self.answers.swap_remove(i);
+                        self.finish(a, false);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Re-reads the settings when a reload changed them.
+    fn refresh(&mut self) {
+        if self.ctx.generation() != self.generation {
+            (self.live, self.generation) = self.ctx.live();
+        }
+    }
+
+    /// Decides `req`'s answer, sends its head and as much of its body as
+    /// the windows take; keeps the rest in `answers`.
+    async fn answer(&mut self, req: Request) {
+        let t0 = Instant::now();
+        self.refresh();
+        if req.too_large() {
+            let plan = httpfile::plan::reject(431, "request header fields too large");
+            let started = self.start(&req, &plan, None);
+            return self.settle(req, t0, started, None);
+        }
+        let live = self.live.clone();
+        let mut head = httpfile::RequestHead {
+            method: httpfile::Method::from_token(req.method()),
+            target: req.path().unwrap_or(b"/"),
+            has_body: !req.end_stream(),
+            tls: self.tls,
+            ..httpfile::RequestHead::default()
+        };
+        let (mut hosts, mut host) = (0, None);
+        let (mut forwarded, mut x_forwarded_for) = (None, None);
+        for (name, value) in req.fields() {
+            if head.take_field(name, value) {
+                continue;
+            }
+            match name {
+                b"host" => {
+                    hosts += 1;
+                    host = Some(value);
+                }
+                b"forwarded" => forwarded = Some(value),
+                b"x-forwarded-for" => x_forwarded_for = Some(value),
+                _ => {}
+            }
+        }
+        head.host = req.authority().or(host);
+        if let Err(why) = httpfile::head::check_host(false, hosts, head.host) {
+            let plan = httpfile::plan::reject(400, why);
+            let started = self.start(&req, &plan, None);
+            return self.settle(req, t0, started, None);
+        }
+        let site = live.s.site_for(head.host);
+        let serve = site.map_or(&live.s.serve, |i| &live.s.sites[i].serve);
+        if !serve.rules.is_empty() {
+            head.client = Some(crate::http::forwarded::client_addr(
+                self.peer.ip(),
+                &live.s.trusted_proxies,
+                forwarded,
+                x_forwarded_for,
+            ));
+        }
+        let ctx = self.ctx.clone();
+        let fm = ctx.files().manager_for(site);
+        let mut path = std::mem::take(&mut self.path);
+        let mut ranges = std::mem::take(&mut self.ranges);
+        let decision =
+            decide::decide_checked(fm, serve, decide::Check::AtResolve, &head, &mut path).await;
+        let plan = decision.plan(&head, &mut ranges);
+        let started = self.start(&req, &plan, decision.representation().map(|r| r.now()));
+        let file = match &started {
+            Started::Waiting { .. } => decision.into_representation().map(|r| (r, fm.clone())),
+            Started::Done { .. } => None,
+        };
+        self.settle(req, t0, started, file);
+        self.path = path;
+        self.ranges = ranges;
+    }
+
+    /// Logs an answer that is complete, or keeps one whose body waits.
+    fn settle(
+        &mut self,
+        req: Request,
+        t0: Instant,
+        started: Started,
+        file: Option<(Representation, filemanager::FileManager)>,
+    ) {
+        match started {
+            Started::Done {
+                status,
+                sent,
+                completed,
+            } => {
+                self.log(&req, status, t0, sent, 0, completed);
+                self.conn.recycle(req);
+            }
+            Started::Waiting {
+                status,
+                sent,
+                parts,
+            } => self.answers.push(Answer {
+                stream: req.stream(),
+                req,
+                status,
+                t0,
+                sent,
+                cold: 0,
+                file,
+                parts,
+            }),
+        }
+    }
+
+    /// Sends `plan`'s head and, when the body is in memory and the windows
+    /// take it, the body.
+    fn start(&mut self, req: &Request, plan: &Plan<'_>, now: Option<u64>) -> Started {
+        let stream = req.stream();
+        let status = plan.status;
+        let mut message = Vec::new();
+        let mut inline: &[u8] = &[];
+        let mut parts = VecDeque::new();
+        if req.method() != b"HEAD" {
+            match plan.body {
+                Body::Empty => {}
+                Body::Message(detail) => {
+                    httpfile::plan::write_message(status, detail, &mut message);
+                    inline = &message;
+                }
+                Body::Bytes(b) => inline = b,
+                Body::File(range) => parts.push_back(Part::Range { range, last: true }),
+                Body::Multipart(m) => {
+                    let last = m.ranges.len().saturating_sub(1);
+                    for (i, &range) in m.ranges.iter().enumerate() {
+                        let mut h = Vec::new();
+                        m.write_part_head(i, &mut h);
+                        parts.push_back(Part::Bytes(h));
+                        parts.push_back(Part::Range {
+                            range,
+                            last: i == last,
+                        });
+                    }
+                    let mut closing = Vec::new();
+                    m.write_closing(&mut closing);
+                    parts.push_back(Part::Bytes(closing));
+                }
+            }
+        }
+        let empty = inline.is_empty() && parts.is_empty();
+        if !self.send_head(stream, plan, now, empty) {
+            return Started::Done {
+                status,
+                sent: 0,
+                completed: false,
+            };
+        }
+        if empty {
+            return Started::Done {
+                status,
+                sent: 0,
+                completed: true,
+            };
+        }
+        if !inline.is_empty() {
+            if inline.len() <= self.conn.window(stream) {
+                self.conn.send_data(stream, inline, true);
+                self.made_progress();
+                return Started::Done {
+                    status,
+                    sent: inline.len() as u64,
+                    completed: true,
+                };
+            }
+            parts.push_back(Part::Bytes(inline.to_vec()));
+        }
+        Started::Waiting {
+            status,
+            sent: 0,
+            parts,
+        }
+    }
+
+    /// HEADERS from the plan: `:status`, `server`, `date`, the plan's
+    /// fields (connection-specific ones dropped, RFC 9113 8.2.2), `alt-svc`.
+    fn send_head(&mut self, stream: u32, plan: &Plan<'_>, now: Option<u64>, end: bool) -> bool {
+        let (conn, scratch) = (&mut self.conn, &mut self.scratch);
+        let alt_svc = self.alt_svc.as_deref();
+        let mut write = |date: &[u8]| {
+            conn.send_headers(stream, end, |b| {
+                b.status(plan.status)
+                    .field(b"server", httpfile::encode::SERVER.as_bytes())
+                    .field(b"date", date);
+                plan.headers.for_each_field(|f| {
+                    let Some(name) = field_name(f.name) else {
+                        return;
+                    };
+                    match f.value {
+                        FieldValue::Text(t) => b.field(&name, t.as_bytes()),
+                        computed => {
+                            scratch.clear();
+                            computed.write(scratch);
+                            b.field(&name, scratch)
                         }
                     };
-                    let (mut parts, body) = response.into_parts();
-                    complete_head(&mut parts.headers, &body, &this.date);
-                    let end = body.is_end_stream();
-                    let head = Response::from_parts(parts, ());
-                    match this.reply.send_response(head, end) {
-                        Ok(_) if end => this.state = StreamState::Draining,
-                        Ok(tx) => this.state = StreamState::Sending(tx, body),
-                        Err(e) => {
-                            tracing::debug!("HTTP/2 response head not sent: {e}");
-                            this.reply.send_reset(h2::Reason::INTERNAL_ERROR);
-                            this.state = StreamState::Done;
-                            return Poll::Ready(());
+                });
+                if let Some(v) = alt_svc {
+                    b.field(b"alt-svc", v);
+                }
+            })
+        };
+        let sent = match now {
+            Some(secs) => httpfile::date::with_date(secs, |_, d| write(d)),
+            None => httpfile::date::with_now(|_, d| write(d)),
+        };
+        if sent {
+            self.made_progress();
+        }
+        sent
+    }
+
+    /// HEADERS or DATA went into the output.
+    fn made_progress(&mut self) {
+        self.progress_pending = true;
+        self.last_progress = Instant::now();
+    }
+
+    /// Sends what the windows and the send budgets allow of every kept
+    /// answer, oldest first; true when one could go on at once (it
+    /// stopped at its share of this round, not for window or budget).
+    async fn produce(&mut self) -> bool {
+        if self.answers.is_empty() {
+            return false;
+        }
+        let answers = std::mem::take(&mut self.answers);
+        let mut kept = Vec::with_capacity(answers.len());
+        let mut more = false;
+        for mut a in answers {
+            if self.conn.output().len() >= self.output_cap() {
+                kept.push(a);
+                continue;
+            }
+            match self.step(&mut a).await {
+                Step::Done => self.finish(a, true),
+                Step::Failed => {
+                    self.conn.reset(a.stream, Reason::INTERNAL_ERROR);
+                    self.finish(a, false);
+                }
+                Step::Blocked => kept.push(a),
+                Step::Paused => {
+                    more = true;
+                    kept.push(a);
+                }
+            }
+            if self.since_yield >= FAIR_SHARE {
+                // A large body shares its worker, as the HTTP/1.1 engine's.
+                self.since_yield = 0;
+                tokio::task::yield_now().await;
+            }
+        }
+        kept.append(&mut self.answers);
+        self.answers = kept;
+        more
+    }
+
+    /// Moves `a`'s body forward as far as it can go now: at most
+    /// `[http2] max_send_buffer` per call, within the windows.
+    async fn step(&mut self, a: &mut Answer) -> Step {
+        let max_round = self.live.s.http2.max_send_buffer.max(MIN_READ);
+        let mut round = 0;
+        loop {
+            let end_of_body = a.parts.len() == 1;
+            let Some(part) = a.parts.front_mut() else {
+                return Step::Done;
+            };
+            let window = self.conn.window(a.stream).min(self.conn.max_frame());
+            if window == 0 {
+                return Step::Blocked;
+            }
+            if round >= max_round {
+                return Step::Paused;
+            }
+            match part {
+                Part::Bytes(bytes) => {
+                    let n = bytes.len().min(window);
+                    self.conn
+                        .send_data(a.stream, &bytes[..n], n == bytes.len() && end_of_body);
+                    bytes.drain(..n);
+                    a.sent += n as u64;
+                    round += n;
+                    if bytes.is_empty() {
+                        a.parts.pop_front();
+                    }
+                }
+                Part::Range { range, last } => {
+                    let Some((rep, fm)) = &a.file else {
+                        return Step::Failed;
+                    };
+                    let mut n = (range.len() as usize).min(window);
+                    if rep.bytes().is_none() {
+                        match self.reserve(n) {
+                            Some(k) => n = k,
+                            None => return Step::Blocked,
                         }
                     }
-                }
-                StreamState::Sending(tx, body) => {
-                    ready!(send_body(cx, tx, Pin::new(body)));
-                    // Dropping the body counts and logs the response.
-                    this.state = StreamState::Draining;
-                }
-                StreamState::Draining => {
-                    if let Some(upload) = &mut this.upload {
-                        ready!(upload.poll_drain(cx));
+                    let final_bytes = n as u64 == range.len();
+                    let frame_at = self.conn.output().len();
+                    let frame = self.conn.begin_data();
+                    let read = read_range(rep, fm, range.start, n, self.conn.output()).await;
+                    // A file is checked before its body's last bytes leave:
+                    // a change at any point ends the body short.
+                    let whole = match read {
+                        Some(cold) => {
+                            a.cold += cold;
+                            !(final_bytes && *last && rep.bytes().is_none())
+                                || fm.contents_unchanged(&rep.file)
+                        }
+                        None => false,
+                    };
+                    if !whole {
+                        self.conn.output().truncate(frame_at);
+                        return Step::Failed;
                     }
-                    this.upload = None;
-                    this.state = StreamState::Done;
+                    self.conn
+                        .end_data(frame, a.stream, final_bytes && end_of_body);
+                    range.start += n as u64;
+                    a.sent += n as u64;
+                    round += n;
+                    self.since_yield += n as u64;
+                    if range.is_empty() {
+                        a.parts.pop_front();
+                    }
                 }
-                StreamState::Done => return Poll::Ready(()),
+            }
+            self.made_progress();
+        }
+    }
+
+    /// Takes the process-wide send budget for `n` file bytes about to be
+    /// read into the output; [`MIN_READ`] at most when this connection
+    /// holds none, `None` when it must wait for its output to be written.
+    fn reserve(&mut self, n: usize) -> Option<usize> {
+        let budget = self.ctx.h2_send_budget();
+        match budget.clone().try_acquire_many_owned(n as u32) {
+            Ok(p) => {
+                self.held.push(p);
+                Some(n)
+            }
+            Err(_) if self.held.is_empty() => Some(n.min(MIN_READ)),
+            Err(_) => None,
+        }
+    }
+
+    /// Writes what the socket takes of the output now.
+    fn write_some(&mut self) -> io::Result<()> {
+        loop {
+            let out = self.conn.output();
+            let n = self.wire.try_write(out)?;
+            out.drain(..n);
+            if n > 0 {
+                self.last_io = Instant::now();
+                if self.progress_pending {
+                    self.last_progress = self.last_io;
+                }
+            }
+            if out.is_empty() {
+                if !self.wire.wants_flush() {
+                    self.held.clear();
+                    self.progress_pending = false;
+                }
+                return Ok(());
+            }
+            if n == 0 {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Counts and logs an answer that ended.
+    fn finish(&mut self, a: Answer, completed: bool) {
+        self.log(&a.req, a.status, a.t0, a.sent, a.cold, completed);
+        self.conn.recycle(a.req);
+    }
+
+    /// Counts and logs one exchange (`ConnContext::finish`).
+    fn log(&self, req: &Request, status: u16, t0: Instant, bytes: u64, cold: u64, completed: bool) {
+        let logged = self.live.access.is_some();
+        let field = |name: &[u8]| {
+            logged
+                .then(|| req.fields().find(|(n, _)| *n == name).map(|(_, v)| v))
+                .flatten()
+        };
+        self.ctx.finish(
+            &self.live,
+            &Exchange {
+                peer: self.peer.ip(),
+                request: Some(RequestLine {
+                    method: std::str::from_utf8(req.method()).unwrap_or("-"),
+                    target: req.path().unwrap_or(b""),
+                    version: "HTTP/2.0",
+                }),
+                status,
+                bytes,
+                cold,
+                completed,
+                forwarded: field(b"forwarded"),
+                x_forwarded_for: field(b"x-forwarded-for"),
+                referer: field(b"referer"),
+                user_agent: field(b"user-agent"),
+                duration: t0.elapsed(),
+            },
+        );
+    }
+
+    /// Ends the connection: answers still waiting are logged as cut short,
+    /// what is left of the output (the GOAWAY) is written, the TLS session
+    /// and the write side are closed, and input is read and dropped for
+    /// [`LINGER`] so the client reads the GOAWAY.
+    async fn close(&mut self) {
+        for a in std::mem::take(&mut self.answers) {
+            self.finish(a, false);
+        }
+        let deadline = tokio::time::Instant::now() + LINGER;
+        loop {
+            if self.write_some().is_err() {
+                return;
+            }
+            if self.conn.output().is_empty() && !self.wire.wants_flush() {
+                break;
+            }
+            let writable = self.wire.tcp().ready(Interest::WRITABLE);
+            if tokio::time::timeout_at(deadline, writable).await.is_err() {
+                return;
+            }
+        }
+        let _ = tokio::time::timeout_at(deadline, self.wire.shutdown()).await;
+        let mut buf = [0u8; 4096];
+        while let Ok(Ok(n)) = tokio::time::timeout_at(deadline, self.wire.read(&mut buf)).await {
+            if n == 0 {
+                break;
             }
         }
     }
 }
 
-/// Moves `body` to the stream as the client's window allows: the next
-/// chunk is polled only once the stream has window (hyper's rule), so a
-/// client that opens none makes the server read no further. Ready when
-/// the body is sent, failed (the stream is reset) or the stream is gone.
-fn send_body(
-    cx: &mut Context<'_>,
-    tx: &mut SendStream<Bytes>,
-    mut body: Pin<&mut Logged>,
-) -> Poll<()> {
-    loop {
-        tx.reserve_capacity(1);
-        if tx.capacity() == 0 {
-            loop {
-                match ready!(tx.poll_capacity(cx)) {
-                    Some(Ok(0)) => {}
-                    Some(Ok(_)) => break,
-                    // Reset by the client, or the connection ended.
-                    Some(Err(_)) | None => return Poll::Ready(()),
-                }
-            }
-        } else if tx.poll_reset(cx).is_ready() {
-            return Poll::Ready(());
+/// Appends `n` bytes of `rep` at `off` to `out`: from memory, the page
+/// cache, or (cold) through the backend; the cold bytes read, or `None`
+/// when the file is shorter or the read failed.
+async fn read_range(
+    rep: &Representation,
+    fm: &filemanager::FileManager,
+    off: u64,
+    n: usize,
+    out: &mut Vec<u8>,
+) -> Option<u64> {
+    if let Some(bytes) = rep.bytes() {
+        out.extend_from_slice(bytes.get(off as usize..off as usize + n)?);
+        return Some(0);
+    }
+    if filemanager::read_resident(rep.file.as_fd(), off, n, out) {
+        return Some(0);
+    }
+    match fm.read_at(&rep.file, off, n).await {
+        Ok(b) if b.len() == n => {
+            out.extend_from_slice(&b);
+            Some(n as u64)
         }
-        match ready!(body.as_mut().poll_frame(cx)) {
-            Some(Ok(frame)) => {
-                let Ok(data) = frame.into_data() else {
-                    // Trailers: none are sent.
-                    continue;
-                };
-                let end = body.is_end_stream();
-                if tx.send_data(data, end).is_err() || end {
-                    return Poll::Ready(());
-                }
-            }
-            Some(Err(e)) => {
-                // The file changed or failed mid-send: the stream ends
-                // short, as the other engines end theirs.
-                tracing::debug!("HTTP/2 body ended early: {e}");
-                tx.send_reset(h2::Reason::INTERNAL_ERROR);
-                return Poll::Ready(());
-            }
-            None => {
-                let _ = tx.send_data(Bytes::new(), true);
-                return Poll::Ready(());
-            }
-        }
+        _ => None,
     }
 }
 
-/// What the head needs before h2 takes it: no connection-specific field
-/// (RFC 9113 8.2.2; h2 refuses a head with one), `Date`, and
-/// `Content-Length` when the body's size is known and the head has none.
-/// The head is read in one pass, and changed only where it must be: a
-/// lookup per rule hashed eight names per response.
-fn complete_head(headers: &mut HeaderMap, body: &Logged, date: &HeaderValue) {
-    let (mut strip, mut has_date, mut has_length) = (false, false, false);
-    for name in headers.keys() {
-        match name.as_str() {
-            "connection" | "transfer-encoding" | "upgrade" | "keep-alive" | "proxy-connection"
-            | "te" => strip = true,
-            "date" => has_date = true,
-            "content-length" => has_length = true,
-            _ => {}
-        }
-    }
-    if strip {
-        for name in [
-            header::CONNECTION,
-            header::TRANSFER_ENCODING,
-            header::UPGRADE,
-            header::HeaderName::from_static("keep-alive"),
-            header::HeaderName::from_static("proxy-connection"),
-        ] {
-            headers.remove(name);
-        }
-        if headers.get(header::TE).is_some_and(|te| te != "trailers") {
-            headers.remove(header::TE);
-        }
-    }
-    if !has_date {
-        headers.insert(header::DATE, date.clone());
-    }
-    if !has_length && !body.is_end_stream() {
-        if let Some(len) = body.size_hint().exact() {
-            headers.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
-        }
-    }
+/// Counts a connection this side ended with a GOAWAY that names an error.
+fn count_goaway(reason: Reason) {
+    let code = match reason {
+        Reason::ENHANCE_YOUR_CALM => "enhance_your_calm",
+        Reason::FLOW_CONTROL_ERROR => "flow_control_error",
+        Reason::FRAME_SIZE_ERROR => "frame_size_error",
+        Reason::PROTOCOL_ERROR => "protocol_error",
+        Reason::COMPRESSION_ERROR => "compression_error",
+        Reason::STREAM_CLOSED => "stream_closed",
+        _ => "other",
+    };
+    metrics::counter!("fileserver_http2_guard_goaways_total", "code" => code).increment(1);
 }
 
-/// The `Date` value, rendered once a second for the connection.
-struct DateCache {
-    secs: u64,
-    value: HeaderValue,
+/// Describes the HTTP/2 metrics (at start, with an HTTPS listener).
+pub(crate) fn describe() {
+    metrics::describe_counter!(
+        "fileserver_http2_guard_goaways_total",
+        "HTTP/2 connections the daemon closed with a GOAWAY naming an error, by \
+         code: enhance_your_calm (a flood of frames that ask for nothing, or \
+         answers held without send progress for send_timeout), protocol_error, \
+         frame_size_error, flow_control_error, compression_error, stream_closed."
+    );
 }
 
-impl DateCache {
-    fn new() -> DateCache {
-        DateCache {
-            secs: u64::MAX,
-            value: HeaderValue::from_static(""),
+/// A plan field's name as HTTP/2 sends it (lowercase), `None` for a
+/// connection-specific one (RFC 9113 8.2.2) a rule may have set.
+fn field_name(name: &str) -> Option<Cow<'static, [u8]>> {
+    let fixed: &'static [u8] = match name {
+        "Content-Type" => b"content-type",
+        "Content-Length" => b"content-length",
+        "Accept-Ranges" => b"accept-ranges",
+        "Last-Modified" => b"last-modified",
+        "ETag" => b"etag",
+        "Cache-Control" => b"cache-control",
+        "Vary" => b"vary",
+        "Content-Encoding" => b"content-encoding",
+        "Content-Range" => b"content-range",
+        "Location" => b"location",
+        "Allow" => b"allow",
+        _ => {
+            let lower = name.to_ascii_lowercase().into_bytes();
+            return match &lower[..] {
+                b"connection" | b"transfer-encoding" | b"upgrade" | b"keep-alive"
+                | b"proxy-connection" | b"te" => None,
+                _ => Some(Cow::Owned(lower)),
+            };
         }
-    }
-
-    fn get(&mut self) -> HeaderValue {
-        httpfile::date::with_now(|secs, text| {
-            if self.secs != secs {
-                if let Ok(v) = HeaderValue::from_bytes(text) {
-                    self.secs = secs;
-                    self.value = v;
-                }
-            }
-            self.value.clone()
-        })
-    }
+    };
+    Some(Cow::Borrowed(fixed))
 }

@@ -274,7 +274,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
     let offload = tls_addr.map(|_| crate::tls::offload_reason());
     if let Some(reason) = offload {
         crate::tls::describe();
-        crate::h2guard::describe();
+        crate::h2conn::describe();
         metrics::gauge!("fileserver_tls_offload_info", "mode" => "userspace", "reason" => reason)
             .set(1.0);
     }
@@ -752,9 +752,9 @@ struct WorkerListeners {
 /// What an accept loop does with a connection.
 #[derive(Clone, Copy)]
 enum Listener {
-    /// The hand-written HTTP/1.1 engine (h2c handed to `h2io`).
+    /// The hand-written HTTP/1.1 engine (h2c handed to `h2conn`).
     Plain,
-    /// TLS, then HTTP/2 (`h2io`) or the HTTP/1.1 engine over rustls.
+    /// TLS, then HTTP/2 (`h2conn`) or the HTTP/1.1 engine over rustls.
     Tls,
 }
 
@@ -997,7 +997,7 @@ async fn accept_loop(w: &Rc<Worker>, listener: tokio::net::TcpListener, kind: Li
 }
 
 /// Serves an accepted HTTPS connection: the handshake (`tls`), then
-/// HTTP/2 (`h2io`) or HTTP/1.1 on the plaintext listener's engine (`conn`
+/// HTTP/2 (`h2conn`) or HTTP/1.1 on the plaintext listener's engine (`conn`
 /// over `wire::Tls`), as ALPN chose.
 async fn serve_tls(
     ctx: Rc<ConnContext>,
@@ -1011,7 +1011,7 @@ async fn serve_tls(
     };
     match crate::tls::handshake(certs, stream, timeout, peer).await {
         Some((stream, true)) => {
-            crate::h2serve::serve(ctx, Wire::tls(stream), Vec::new(), peer).await
+            crate::h2conn::serve(ctx, Wire::tls(stream), Vec::new(), peer).await
         }
         Some((stream, false)) => crate::conn::serve(ctx, Wire::tls(stream), peer).await,
         None => {}

@@ -6,7 +6,7 @@
 //! AES-128-GCM first unless the client puts ChaCha20 first), the handshake with
 //! its deadline, and what the start line and `/metrics` say about kernel
 //! offload. It knows nothing of the connection after the handshake, which
-//! belongs to `conn` or `h2io` (and `h3conn`).
+//! belongs to `conn` or `h2conn` (and `h3conn`).
 //!
 //! ```text
 //! accept -> timeout(tls_handshake_timeout, ClientHello -> cipher order -> rustls
@@ -14,7 +14,7 @@
 //!             | garbage, stall, bad version: counted, closed; no one else waits
 //!             | ALPN acme-tls/1 (a CA's tls-alpn-01 check): counted, closed
 //!             v
-//!           server::serve_tls: h2io (HTTP/2) or conn over wire::Tls (HTTP/1.1)
+//!           server::serve_tls: h2conn (HTTP/2) or conn over wire::Tls (HTTP/1.1)
 //! ```
 //!
 //! The provider is `ring`: it builds with a C compiler alone, where

@@ -1,7 +1,7 @@
-//! The HTTP/1.1 engine's transport: a TCP socket, or rustls over one (the
-//! TLS listener's connections that ALPN left on HTTP/1.1). It owns the
+//! The engines' transport: a TCP socket, or rustls over one. It owns the
 //! socket and the TLS session and nothing of HTTP: `conn` reads request
-//! bytes through it, `send` writes responses through it.
+//! bytes through it and `send` writes responses through it (HTTP/1.1);
+//! `h2conn` reads and writes through it without waiting, on readiness.
 //!
 //! ```text
 //! Plain: send / writev / sendfile straight on the socket (send.rs)
@@ -21,9 +21,9 @@ pub(crate) const SEAL_WINDOW: usize = 128 * 1024;
 
 /// A connection's byte stream.
 pub(crate) enum Wire {
-    /// Plaintext HTTP/1.1 (or the h2c preface, handed to `h2conn`).
+    /// Plaintext HTTP/1.1, or h2c (`h2conn`).
     Plain(TcpStream),
-    /// HTTPS with ALPN `http/1.1` or none. Boxed: a session is large, and
+    /// HTTPS (ALPN `h2`, `http/1.1` or none). Boxed: a session is large, and
     /// only a `Wire` that is one pays for it.
     Tls(Box<Tls>),
 }

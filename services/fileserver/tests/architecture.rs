@@ -687,12 +687,12 @@ fn a_longer_cycle_is_reported_in_order() {
     let g = graph(&[
         ("conn", "stats"),
         ("state", "tls"),
-        ("tls", "h2io"),
-        ("h2io", "state"),
+        ("tls", "h2conn"),
+        ("h2conn", "state"),
     ]);
     assert_eq!(
         find_cycle(&g).map(|c| c.join(" -> ")).as_deref(),
-        Some("h2io -> state -> tls -> h2io")
+        Some("h2conn -> state -> tls -> h2conn")
     );
 }
 
