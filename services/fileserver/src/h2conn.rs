@@ -151,12 +151,10 @@ enum Part {
 
 /// How a response's start went.
 enum Started {
-    /// Complete (or its stream is gone): the body bytes sent.
-    Done {
-        status: u16,
-        sent: u64,
-        completed: bool,
-    },
+    /// Not started: the stream is gone (reset, or the connection ended).
+    Gone,
+    /// Complete: the body bytes sent.
+    Done { status: u16, sent: u64 },
     /// The head is sent; these parts of the body wait.
     Waiting {
         status: u16,
@@ -236,13 +234,17 @@ impl H2 {
                         self.conn.tick();
                         next_tick = now + Duration::from_secs(1);
                     }
+                    // Either way `close` writes the GOAWAY as far as the
+                    // client takes it, within the linger.
                     if busy && self.last_progress + limits.send_timeout <= now {
                         tracing::debug!(peer = %self.peer, "no send progress for send_timeout");
                         self.conn.abort(Reason::ENHANCE_YOUR_CALM);
                         count_goaway(Reason::ENHANCE_YOUR_CALM);
+                        return Ok(());
                     } else if !busy && self.last_io + limits.keepalive_timeout <= now {
                         tracing::debug!(peer = %self.peer, "closing idle connection");
                         self.conn.shutdown();
+                        return Ok(());
                     }
                 }
                 _ = shutdown.changed(), if !stop_seen => {
@@ -274,9 +276,12 @@ impl H2 {
 
     /// Feeds `bytes` to the connection and answers what it hands out.
     async fn received(&mut self, bytes: &[u8]) {
+        let failed_before = self.conn.is_done();
         if let Err(reason) = self.conn.receive(bytes) {
-            tracing::debug!(peer = %self.peer, "HTTP/2 connection error: {reason:?}");
-            count_goaway(reason);
+            if !failed_before {
+                tracing::debug!(peer = %self.peer, "HTTP/2 connection error: {reason:?}");
+                count_goaway(reason);
+            }
         }
         while let Some(event) = self.conn.next_event() {
             match event {
@@ -358,7 +363,7 @@ impl H2 {
         let started = self.start(&req, &plan, decision.representation().map(|r| r.now()));
         let file = match &started {
             Started::Waiting { .. } => decision.into_representation().map(|r| (r, fm.clone())),
-            Started::Done { .. } => None,
+            Started::Done { .. } | Started::Gone => None,
         };
         self.settle(req, t0, started, file);
         self.path = path;
@@ -374,12 +379,9 @@ impl H2 {
         file: Option<(Representation, filemanager::FileManager)>,
     ) {
         match started {
-            Started::Done {
-                status,
-                sent,
-                completed,
-            } => {
-                self.log(&req, status, t0, sent, 0, completed);
+            Started::Gone => self.conn.recycle(req),
+            Started::Done { status, sent } => {
+                self.log(&req, status, t0, sent, 0, true);
                 self.conn.recycle(req);
             }
             Started::Waiting {
@@ -435,18 +437,10 @@ impl H2 {
         }
         let empty = inline.is_empty() && parts.is_empty();
         if !self.send_head(stream, plan, now, empty) {
-            return Started::Done {
-                status,
-                sent: 0,
-                completed: false,
-            };
+            return Started::Gone;
         }
         if empty {
-            return Started::Done {
-                status,
-                sent: 0,
-                completed: true,
-            };
+            return Started::Done { status, sent: 0 };
         }
         if !inline.is_empty() {
             if inline.len() <= self.conn.window(stream) {
@@ -455,7 +449,6 @@ impl H2 {
                 return Started::Done {
                     status,
                     sent: inline.len() as u64,
-                    completed: true,
                 };
             }
             parts.push_back(Part::Bytes(inline.to_vec()));
