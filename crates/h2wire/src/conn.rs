@@ -813,8 +813,7 @@ impl Connection {
                     }
                     self.peer_max_frame = value as usize;
                 }
-                // The encoder keeps no table (hpack announces size 0), so
-                // SETTINGS_HEADER_TABLE_SIZE asks nothing of it.
+                frame::SETTINGS_HEADER_TABLE_SIZE => self.enc.set_peer_limit(value as usize),
                 _ => {}
             }
         }

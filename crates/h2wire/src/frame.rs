@@ -18,6 +18,7 @@ pub(crate) const END_HEADERS: u8 = 0x4;
 pub(crate) const PADDED: u8 = 0x8;
 pub(crate) const PRIORITY_FLAG: u8 = 0x20;
 
+pub(crate) const SETTINGS_HEADER_TABLE_SIZE: u16 = 0x1;
 pub(crate) const SETTINGS_ENABLE_PUSH: u16 = 0x2;
 pub(crate) const SETTINGS_MAX_CONCURRENT_STREAMS: u16 = 0x3;
 pub(crate) const SETTINGS_INITIAL_WINDOW_SIZE: u16 = 0x4;

@@ -543,3 +543,25 @@ fn padding_and_priority_are_read_past() {
         .unwrap();
     assert_eq!(resets(&mut c), [(1, PROTOCOL_ERROR)]);
 }
+
+#[test]
+fn the_clients_header_table_size_reaches_the_encoder() {
+    let mut c = open(Config::default());
+    c.receive(&frame(SETTINGS, 0, 0, &[0, 1, 0, 0, 0, 0]))
+        .unwrap();
+    frames(&mut c);
+    c.receive(&get(1, "/", true)).unwrap();
+    let r = request(&mut c);
+    assert!(c.send_headers(1, true, |b| {
+        b.status(200).indexed(b"server", b"x");
+    }));
+    c.recycle(r);
+    let f = frames(&mut c);
+    // A size update to 0 first; the field then cannot be added.
+    assert_eq!(f[0].payload[..2], [0x20, 0x88]);
+    let mut d = hpack::Decoder::new(4096);
+    d.set_limit(0);
+    let mut n = 0;
+    d.decode(&f[0].payload, |_| n += 1).unwrap();
+    assert_eq!(n, 2);
+}

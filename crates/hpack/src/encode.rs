@@ -1,28 +1,63 @@
-//! The encoder, for a server's response heads: no dynamic table.
+//! The encoder, for a server's response heads.
 //!
-//! The first block announces a dynamic table of size 0 (RFC 7541 6.3), so
-//! the peer keeps no state for this side and a later change of its
-//! `SETTINGS_HEADER_TABLE_SIZE` needs nothing from the encoder. Each field
-//! is then an index into the static table (`:status` 200, 304, ...) or a
-//! literal not indexed, its name indexed where the static table has it,
-//! each string Huffman-coded where that is shorter. What it gives up is
-//! the few dozen octets a table would save on repeated fields of later
-//! responses; what it saves is the table's search and upkeep per field,
-//! which is most of an HPACK encoder's time.
+//! Each field is an index into the static table (`:status` 200, 304, ...),
+//! or into the dynamic table for a field the caller marks as repeating
+//! ([`Block::indexed`]: `server`, `date`, a type, a policy), or a literal,
+//! its name indexed where the static table has it, each string
+//! Huffman-coded where that is shorter. A repeating field costs its
+//! encoding once and one octet in every later block; only the newest
+//! [`SCAN`] entries are searched, so the lookup stays a few comparisons
+//! (an older entry is added again, and the table evicts by size as the
+//! peer's does).
+//!
+//! ```text
+//! table (mirrors the peer's decoder): [newest ... oldest]   index 62 + i
+//!   indexed(name, value): in the newest SCAN? -> one octet
+//!                         else literal with incremental indexing, added
+//! the peer's SETTINGS_HEADER_TABLE_SIZE below the size in use -> evict,
+//!   and a size update opens the next block (RFC 7541 4.2)
+//! ```
 
+use std::collections::VecDeque;
+
+use crate::table::ENTRY_OVERHEAD;
 use crate::{huffman, integer};
 
-/// The encoder of one connection's response heads.
-#[derive(Debug, Default)]
+/// Entries searched for a repeating field, newest first.
+pub(crate) const SCAN: usize = 16;
+/// The largest table this side keeps, whatever the peer allows: HTTP/2's
+/// initial size, which needs no size update.
+const OWN_MAX: usize = 4096;
+
+/// The encoder of one connection's response heads, with its dynamic table.
+#[derive(Debug)]
 pub struct Encoder {
-    /// The size-0 table was announced.
-    announced: bool,
+    /// Name then value in one allocation, the name's length beside it;
+    /// newest first, as the peer's decoder holds them.
+    table: VecDeque<(Box<[u8]>, usize)>,
+    size: usize,
+    max_size: usize,
+    /// Size updates to open the next block with: the smallest since the
+    /// last block, then the last (RFC 7541 4.2).
+    update: Option<(usize, usize)>,
 }
 
 /// One header block being written: [`Encoder::block`].
 #[derive(Debug)]
 pub struct Block<'a> {
+    enc: &'a mut Encoder,
     dst: &'a mut Vec<u8>,
+}
+
+impl Default for Encoder {
+    fn default() -> Encoder {
+        Encoder {
+            table: VecDeque::new(),
+            size: 0,
+            max_size: OWN_MAX,
+            update: None,
+        }
+    }
 }
 
 impl Encoder {
@@ -30,14 +65,59 @@ impl Encoder {
         Encoder::default()
     }
 
+    /// The peer's `SETTINGS_HEADER_TABLE_SIZE` (what its decoder allows):
+    /// the table is kept within it, and a change of the size in use is
+    /// announced at the start of the next block.
+    pub fn set_peer_limit(&mut self, limit: usize) {
+        let max = limit.min(OWN_MAX);
+        if max == self.max_size {
+            return;
+        }
+        self.max_size = max;
+        self.evict_to(max);
+        let smallest = self.update.map_or(max, |(s, _)| s.min(max));
+        self.update = Some((smallest, max));
+    }
+
     /// Starts a header block at the end of `dst`. Blocks must reach the
     /// peer in the order they are started.
-    pub fn block<'a>(&mut self, dst: &'a mut Vec<u8>) -> Block<'a> {
-        if !self.announced {
-            integer::encode(0, 5, 0x20, dst);
-            self.announced = true;
+    pub fn block<'a>(&'a mut self, dst: &'a mut Vec<u8>) -> Block<'a> {
+        if let Some((smallest, last)) = self.update.take() {
+            integer::encode(smallest, 5, 0x20, dst);
+            if last != smallest {
+                integer::encode(last, 5, 0x20, dst);
+            }
         }
-        Block { dst }
+        Block { enc: self, dst }
+    }
+
+    /// The dynamic index of `name: value` among the newest [`SCAN`].
+    fn find(&self, name: &[u8], value: &[u8]) -> Option<usize> {
+        self.table.iter().take(SCAN).position(|(e, n)| {
+            *n == name.len() && e.len() == n + value.len() && e[..*n] == *name && e[*n..] == *value
+        })
+    }
+
+    /// Adds an entry as the peer's decoder will (RFC 7541 4.4).
+    fn insert(&mut self, name: &[u8], value: &[u8]) {
+        let size = name.len() + value.len() + ENTRY_OVERHEAD;
+        self.evict_to(self.max_size.saturating_sub(size));
+        if size <= self.max_size {
+            let mut e = Vec::with_capacity(name.len() + value.len());
+            e.extend_from_slice(name);
+            e.extend_from_slice(value);
+            self.table.push_front((e.into_boxed_slice(), name.len()));
+            self.size += size;
+        }
+    }
+
+    fn evict_to(&mut self, bound: usize) {
+        while self.size > bound {
+            let Some((e, _)) = self.table.pop_back() else {
+                break;
+            };
+            self.size -= e.len() + ENTRY_OVERHEAD;
+        }
     }
 }
 
@@ -70,6 +150,26 @@ impl Block<'_> {
     /// A field; `name` must be lowercase (RFC 9113 8.2.1).
     pub fn field(&mut self, name: &[u8], value: &[u8]) -> &mut Self {
         self.literal(name, value, 0x00)
+    }
+
+    /// A field that repeats across responses (the same name and value):
+    /// one octet once it is in the dynamic table, else a literal that
+    /// adds it. Not for a secret (a compression oracle could guess it).
+    pub fn indexed(&mut self, name: &[u8], value: &[u8]) -> &mut Self {
+        if let Some(i) = self.enc.find(name, value) {
+            integer::encode(62 + i, 7, 0x80, self.dst);
+            return self;
+        }
+        match static_name(name) {
+            Some(index) => integer::encode(index, 6, 0x40, self.dst),
+            None => {
+                self.dst.push(0x40);
+                string(name, self.dst);
+            }
+        }
+        string(value, self.dst);
+        self.enc.insert(name, value);
+        self
     }
 
     /// A field that no intermediary may put in a table (RFC 7541 6.2.3):
@@ -162,20 +262,40 @@ mod tests {
             (14, 500),
         ] {
             let mut out = Vec::new();
-            Encoder { announced: true }.block(&mut out).status(code);
+            Encoder::new().block(&mut out).status(code);
             assert_eq!(out, [0x80 | index as u8]);
             assert_eq!(STATIC[index - 1].1, code.to_string().as_bytes());
         }
     }
 
     #[test]
-    fn only_the_first_block_announces_the_table() {
+    fn a_repeating_field_is_one_octet_after_its_first_block() {
         let mut e = Encoder::new();
         let mut out = Vec::new();
+        e.block(&mut out).indexed(b"server", b"fileserver");
+        assert_eq!(out[0], 0x40 | 54, "literal with indexing, static name");
+        out.clear();
+        e.block(&mut out).indexed(b"server", b"fileserver");
+        assert_eq!(out, [0x80 | 62]);
+    }
+
+    #[test]
+    fn a_lower_peer_limit_is_announced_smallest_first() {
+        let mut e = Encoder::new();
+        e.set_peer_limit(100);
+        e.set_peer_limit(0);
+        e.set_peer_limit(200);
+        let mut out = Vec::new();
         e.block(&mut out).status(200);
-        assert_eq!(out, [0x20, 0x88]);
+        assert_eq!(out, [0x20, 0x3f, 0xa9, 0x01, 0x88]);
         out.clear();
         e.block(&mut out).status(200);
         assert_eq!(out, [0x88]);
+        // Above what this side keeps: nothing changes.
+        e.set_peer_limit(65536);
+        e.set_peer_limit(4096);
+        out.clear();
+        e.block(&mut out).status(200);
+        assert_eq!(out, [0x20 | 31, 0xe1, 0x1f, 0x88]);
     }
 }

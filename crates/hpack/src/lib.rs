@@ -6,8 +6,10 @@
 //!   to the table. It checks everything a peer controls (indexes, integer
 //!   sizes, string lengths, Huffman padding, table size updates) and
 //!   holds at most the table size it announced.
-//! - [`Encoder`] writes a response head with no dynamic table: static
-//!   indexes and literals, Huffman-coded where shorter.
+//! - [`Encoder`] writes a response head: static indexes, the fields the
+//!   caller marks as repeating through a dynamic table it keeps in step
+//!   with the peer's (one octet once added), literals Huffman-coded where
+//!   shorter.
 //!
 //! No I/O, no HTTP library types and no dependencies: every function is
 //! reachable by a fuzzer (`tests/properties.rs`), and Python's `hpack`
@@ -18,7 +20,7 @@
 //! hpack::Encoder::new()
 //!     .block(&mut out)
 //!     .status(200)
-//!     .field(b"content-type", b"text/html")
+//!     .indexed(b"content-type", b"text/html")
 //!     .field(b"x-served-by", b"fdwarden");
 //!
 //! let mut fields = Vec::new();

@@ -7,9 +7,10 @@
 //!
 //! ```text
 //! read ─> h2wire::Connection::receive ─> Event::Request ─> decide ─> plan
-//!   ─> HEADERS (hpack, from the plan) ─> body: within the windows now, or
-//!      kept in `answers` and sent as WINDOW_UPDATEs open them (file bytes
-//!      read straight into the output, the file checked before its last)
+//!   ─> HEADERS (hpack, from the plan; what repeats indexed)
+//!   ─> body: within the windows now, or kept in `answers` and sent as
+//!      WINDOW_UPDATEs open them (file bytes read straight into the
+//!      output, the file checked before its last)
 //! write: the output, as the socket takes it; nothing more is read from a
 //! file until what was read is written (send budgets bound it)
 //! idle: keepalive_timeout with nothing in flight; send_timeout with no
@@ -22,7 +23,7 @@ use crate::state::{ConnContext, Live};
 use crate::wire::Wire;
 use decide::Representation;
 use h2wire::{Event, Reason, Request};
-use httpfile::plan::{Body, FieldValue, Plan};
+use httpfile::plan::{Body, Plan};
 use httpfile::ByteRange;
 use rustix::fd::AsFd as _;
 use std::borrow::Cow;
@@ -468,23 +469,34 @@ impl H2 {
         let mut write = |date: &[u8]| {
             conn.send_headers(stream, end, |b| {
                 b.status(plan.status)
-                    .field(b"server", httpfile::encode::SERVER.as_bytes())
-                    .field(b"date", date);
+                    .indexed(b"server", httpfile::encode::SERVER.as_bytes())
+                    .indexed(b"date", date);
                 plan.headers.for_each_field(|f| {
                     let Some(name) = field_name(f.name) else {
                         return;
                     };
-                    match f.value {
-                        FieldValue::Text(t) => b.field(&name, t.as_bytes()),
-                        computed => {
-                            scratch.clear();
-                            computed.write(scratch);
-                            b.field(&name, scratch)
-                        }
-                    };
+                    // What repeats across responses goes through the
+                    // table; what names one file (length, tag, time,
+                    // range, place) does not.
+                    let repeats = !matches!(
+                        &name[..],
+                        b"content-length"
+                            | b"etag"
+                            | b"last-modified"
+                            | b"content-range"
+                            | b"location"
+                            | b"listing-truncated"
+                    );
+                    scratch.clear();
+                    f.value.write(scratch);
+                    if repeats {
+                        b.indexed(&name, scratch);
+                    } else {
+                        b.field(&name, scratch);
+                    }
                 });
                 if let Some(v) = alt_svc {
-                    b.field(b"alt-svc", v);
+                    b.indexed(b"alt-svc", v);
                 }
             })
         };
