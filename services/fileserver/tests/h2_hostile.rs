@@ -13,7 +13,7 @@ mod common;
 mod reliability_support;
 
 use common::tls::TestCa;
-use common::{bin, Daemon, Tree};
+use common::{bin, metric_sum, Daemon, Tree};
 use reliability_support::{rss_kb, summary};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -471,4 +471,53 @@ fn malformed_control_frames_over_tls_get_rfc_codes() {
 #[test]
 fn malformed_control_frames_over_h2c_get_rfc_codes() {
     malformed(Transport::H2c);
+}
+
+/// A client that asks for a large file with its windows wide open and
+/// then reads nothing: the daemon's writes stall, and after
+/// `send_timeout` it ends the connection with one GOAWAY, counted once,
+/// and gives up on writing it within the linger (the code before 7a2ff61
+/// kept firing its deadline, and counting, for as long as the client
+/// read nothing).
+#[test]
+fn a_client_that_stops_reading_is_closed_once() {
+    use std::io::Write as _;
+    let f = fixture();
+    let calm = |text: &str| {
+        metric_sum(
+            text,
+            "fileserver_http2_guard_goaways_total",
+            &[("code", "enhance_your_calm")],
+        )
+        .unwrap_or(0.0)
+    };
+    let before = calm(&f.d.metrics());
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", f.d.http.port())).unwrap();
+    let frame = |kind: u8, flags: u8, stream: u32, payload: &[u8]| {
+        let mut v = (payload.len() as u32).to_be_bytes()[1..].to_vec();
+        v.extend([kind, flags]);
+        v.extend(stream.to_be_bytes());
+        v.extend(payload);
+        v
+    };
+    let mut out = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+    // SETTINGS_INITIAL_WINDOW_SIZE 2^31-1, and the connection's window.
+    out.extend(frame(0x4, 0, 0, &[0, 4, 0x7f, 0xff, 0xff, 0xff]));
+    out.extend(frame(0x8, 0, 0, &(0x7fff_ffffu32 - 65535).to_be_bytes()));
+    // GET http://localhost/big.bin: :method GET, :scheme http, then
+    // :path and :authority as literals.
+    let mut block = vec![0x82, 0x86, 0x04, 8];
+    block.extend(b"/big.bin");
+    block.extend([0x01, 9]);
+    block.extend(b"localhost");
+    out.extend(frame(0x1, 0x5, 1, &block));
+    s.write_all(&out).unwrap();
+    // Nothing is read: the socket buffers fill and the daemon's writes stall.
+    std::thread::sleep(SEND_TIMEOUT + Duration::from_secs(4));
+    let counted = calm(&f.d.metrics()) - before;
+    summary(&format!(
+        "h2c client that stops reading: enhance_your_calm GOAWAYs counted {counted}"
+    ));
+    assert_eq!(counted, 1.0, "one GOAWAY for one stalled connection");
+    drop(s);
 }
