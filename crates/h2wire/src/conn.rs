@@ -90,6 +90,9 @@ const DRAIN_MAX: u64 = 64 * 1024;
 const REFILL: i64 = 2;
 /// Spare request buffers kept for the next requests.
 const SPARE_REQUESTS: usize = 4;
+/// Closed streams remembered, so that a HEADERS in flight for one is told
+/// apart from a client reusing an old identifier.
+const RECENTLY_CLOSED: usize = 64;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
@@ -140,6 +143,8 @@ pub struct Connection {
     block: Vec<u8>,
     block_head: Option<BlockHead>,
     streams: Vec<Stream>,
+    /// The ids of the streams closed last, oldest first.
+    closed: VecDeque<u32>,
     /// The highest stream the client opened.
     last_stream: u32,
     peer_initial_window: i64,
@@ -201,6 +206,7 @@ impl Connection {
             block: Vec::new(),
             block_head: None,
             streams: Vec::new(),
+            closed: VecDeque::new(),
             last_stream: 0,
             peer_initial_window: i64::from(frame::DEFAULT_WINDOW),
             peer_max_frame: frame::DEFAULT_MAX_FRAME as usize,
@@ -414,7 +420,7 @@ impl Connection {
     /// with `reason`, no event.
     pub fn reset(&mut self, stream: u32, reason: Reason) {
         if let Some(i) = self.find(stream) {
-            self.streams.remove(i);
+            self.remove(i);
             self.rst(stream, reason);
         }
     }
@@ -428,7 +434,7 @@ impl Connection {
             if !s.send_open && s.recv_open {
                 if s.drain_marked {
                     let id = s.id;
-                    self.streams.remove(i);
+                    self.remove(i);
                     self.rst(id, Reason::NO_ERROR);
                     continue;
                 }
@@ -617,7 +623,15 @@ impl Connection {
             return Err(Reason::PROTOCOL_ERROR);
         }
         if id <= self.last_stream {
-            return Err(Reason::STREAM_CLOSED);
+            if !self.closed.contains(&id) {
+                // Never opened: identifiers only rise (RFC 9113 5.1.1).
+                return Err(Reason::PROTOCOL_ERROR);
+            }
+            // Closed (reset, or ended both ways): decoded for the table,
+            // then refused on its own.
+            self.decode(block, None)?;
+            self.rst(id, Reason::STREAM_CLOSED);
+            return self.count_local_reset();
         }
         if self.goaway_last.is_some() {
             // After GOAWAY: not served, but the table must follow.
@@ -749,7 +763,7 @@ impl Connection {
         let Some(i) = self.find(h.stream) else {
             return Ok(());
         };
-        let s = self.streams.remove(i);
+        let s = self.remove(i);
         if !s.send_open {
             return Ok(());
         }
@@ -861,7 +875,7 @@ impl Connection {
         let s = &mut self.streams[i];
         s.send_open = false;
         if !s.recv_open {
-            self.streams.remove(i);
+            self.remove(i);
         } else {
             self.drain(i);
         }
@@ -870,7 +884,7 @@ impl Connection {
     /// The client ended stream `i`'s body.
     fn body_ended(&mut self, i: usize) -> Result<(), Reason> {
         if !self.streams[i].send_open {
-            self.streams.remove(i);
+            self.remove(i);
         }
         Ok(())
     }
@@ -881,7 +895,7 @@ impl Connection {
         let s = &mut self.streams[i];
         if s.body_read > DRAIN_MAX {
             let id = s.id;
-            self.streams.remove(i);
+            self.remove(i);
             self.rst(id, Reason::NO_ERROR);
             return;
         }
@@ -905,7 +919,7 @@ impl Connection {
     /// connection.
     fn stream_error(&mut self, id: u32, reason: Reason) -> Result<(), Reason> {
         if let Some(i) = self.find(id) {
-            let s = self.streams.remove(i);
+            let s = self.remove(i);
             if s.send_open {
                 self.events.push_back(Event::Reset(id));
             }
@@ -961,6 +975,18 @@ impl Connection {
 
     fn find(&self, id: u32) -> Option<usize> {
         self.streams.iter().position(|s| s.id == id)
+    }
+
+    /// Takes stream `i` out, remembering its id among the recently
+    /// closed: a frame for it that was in flight is a stream error
+    /// (STREAM_CLOSED), one for an id never opened a connection error.
+    fn remove(&mut self, i: usize) -> Stream {
+        let s = self.streams.remove(i);
+        if self.closed.len() == RECENTLY_CLOSED {
+            self.closed.pop_front();
+        }
+        self.closed.push_back(s.id);
+        s
     }
 }
 

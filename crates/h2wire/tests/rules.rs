@@ -198,9 +198,21 @@ fn frame_sizes_and_control_frames_get_their_codes() {
 fn stream_identifiers_must_rise_and_be_odd() {
     assert_eq!(conn_error(&get(2, "/", true)), PROTOCOL_ERROR);
     assert_eq!(conn_error(&get(0, "/", true)), PROTOCOL_ERROR);
+    // An identifier below the last, never opened.
     let mut b = get(5, "/", true);
     b.extend(get(3, "/", true));
-    assert_eq!(conn_error(&b), STREAM_CLOSED);
+    assert_eq!(conn_error(&b), PROTOCOL_ERROR);
+    // One that was opened and is closed: its stream alone is refused, and
+    // the connection goes on.
+    let mut c = open(Config::default());
+    c.receive(&get(1, "/", true)).unwrap();
+    let r = request(&mut c);
+    answer(&mut c, r, b"x");
+    frames(&mut c);
+    c.receive(&get(1, "/", true)).unwrap();
+    assert_eq!(resets(&mut c), [(1, STREAM_CLOSED)]);
+    c.receive(&get(3, "/", true)).unwrap();
+    assert_eq!(request(&mut c).stream(), 3);
     // DATA on a stream never opened.
     assert_eq!(conn_error(&frame(DATA, 0, 9, b"x")), PROTOCOL_ERROR);
     assert_eq!(conn_error(&frame(DATA, 0, 0, b"x")), PROTOCOL_ERROR);
