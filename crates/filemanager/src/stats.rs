@@ -83,6 +83,7 @@ impl FileManager {
         metrics::counter!(n("cache_misses_total")).absolute(c.misses);
         metrics::counter!(n("cache_negative_hits_total")).absolute(c.negative_hits);
         metrics::counter!(n("cache_evictions_total")).absolute(c.evictions);
+        metrics::counter!(n("cache_unadmitted_total")).absolute(c.unadmitted);
         metrics::counter!(n("cache_revalidations_total")).absolute(c.revalidations);
         metrics::counter!(n("cache_invalidations_total")).absolute(c.invalidations);
         metrics::gauge!(n("cache_entries")).set(c.entries as f64);
@@ -188,6 +189,10 @@ impl FileManager {
         describe_counter!(
             n("cache_evictions_total"),
             "Path cache entries evicted (capacity, fd budget or EMFILE)."
+        );
+        describe_counter!(
+            n("cache_unadmitted_total"),
+            "Misses served without caching: a path's first miss while the cache was full."
         );
         describe_counter!(
             n("cache_revalidations_total"),

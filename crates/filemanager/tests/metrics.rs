@@ -47,6 +47,7 @@ fn export_metrics_renders_every_name_with_help() {
             "fileserver_cache_misses_total",
             "fileserver_cache_negative_hits_total",
             "fileserver_cache_evictions_total",
+            "fileserver_cache_unadmitted_total",
             "fileserver_cache_revalidations_total",
             "fileserver_cache_invalidations_total",
             "fileserver_cache_entries",

@@ -16,7 +16,9 @@ pub struct Config {
     /// Shards of the in-flight load registry (statistics are per thread);
     /// default: available parallelism.
     pub shards: usize,
-    /// Maximum entries in the cache (positive and negative); exact.
+    /// Maximum entries in the cache (positive and negative); exact. Once
+    /// the cache is full, a path's first miss is loaded for its caller and
+    /// not inserted; a second miss soon after inserts it (`Stats::unadmitted`).
     pub max_entries: usize,
     /// Maximum handles held by entries (including removed entries in use).
     pub max_open: usize,

@@ -160,6 +160,7 @@ struct Key {
     len: u8,
     kind: u8,
     upgrade: Upgrade,
+    /// Holds a handle counted in `Shared::open_handles`.
     has_handle: bool,
     bytes: [u8; INLINE_KEY],
 }
@@ -321,6 +322,9 @@ pub(crate) struct NewEntry<V> {
     pub(crate) bytes: Option<Box<[u8]>>,
     pub(crate) validated_ms: u64,
     pub(crate) upgrade: Upgrade,
+    /// Whether `handle` counts among the cache's open handles (false for
+    /// a load that was not admitted: `admit.rs`).
+    pub(crate) counted: bool,
 }
 
 impl<V, L: RefLayout> Entry<V, L> {
@@ -528,7 +532,7 @@ impl<V, L: RefLayout> Entry<V, L> {
                 len: if inline { len as u8 } else { LONG_KEY },
                 kind,
                 upgrade: new.upgrade,
-                has_handle: new.handle.is_some(),
+                has_handle: new.handle.is_some() && new.counted,
                 bytes,
             });
             entry.data.get().write(MaybeUninit::new(Data {
@@ -673,7 +677,8 @@ unsafe fn release_payload<V, L: RefLayout>(ptr: NonNull<Entry<V, L>>) {
         shared,
         variants,
     } = cold;
-    if data.handle.is_some() {
+    // SAFETY: as above (the key is written only by `occupy`).
+    if unsafe { (*entry.key.get()).has_handle } {
         shared
             .open_handles
             .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);

@@ -132,8 +132,9 @@
 use std::fmt;
 use std::ptr::NonNull;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, TryLockError};
 
+mod admit;
 mod clock;
 mod config;
 mod copy;
@@ -185,6 +186,9 @@ pub struct PathCache<V, L: RefLayout = Padded> {
     /// Variants being made, keyed by slot and path (see
     /// [`variant_or_make`](Self::variant_or_make)).
     variant_flights: Flights<VariantRef>,
+    /// Recent first misses while the cache was full (`admit.rs`); made
+    /// when the cache first fills.
+    doorkeeper: OnceLock<admit::Doorkeeper>,
 }
 
 /// The writer's side of the index and the CLOCK hands.
@@ -224,6 +228,7 @@ impl<V: Send + Sync + 'static, L: RefLayout> PathCache<V, L> {
             counters: ThreadCounters::default(),
             flights: Flights::new(config.shards * 4),
             variant_flights: Flights::new(config.shards),
+            doorkeeper: OnceLock::new(),
         }
     }
 

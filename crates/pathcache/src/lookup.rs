@@ -296,12 +296,16 @@ impl<V: Send + Sync + 'static, L: RefLayout> PathCache<V, L> {
                 bump(&self.counters().negative_hits);
                 return Ok(Lookup::Negative(kind));
             }
+            Probe::Absent if self.defers_admission(path) => {
+                bump(&self.counters().misses);
+                return Box::pin(self.load_unadmitted(path, loader)).await;
+            }
             Probe::Stale(_) | Probe::Absent => None,
         };
-        // Boxed, as is a copy's read below: a hit's future then holds neither,
-        // and every future that awaits a lookup (a request's, a
-        // connection's) is that much smaller; a miss's allocation is
-        // small beside its syscalls.
+        // Boxed, as are the load above and a copy's read below: a hit's
+        // future then holds none of them, and every future that awaits a
+        // lookup (a request's, a connection's) is that much smaller; a
+        // miss's allocation is small beside its syscalls.
         let (lookup, hit) = match Box::pin(self.load_slow(path, loader, upgrade_from)).await {
             Ok(done) => done,
             Err(e) => {

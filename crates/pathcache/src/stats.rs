@@ -33,6 +33,7 @@ pub(crate) struct Counters {
     pub(crate) contention_events: AtomicU64,
     pub(crate) loads: AtomicU64,
     pub(crate) torn_reads: AtomicU64,
+    pub(crate) unadmitted: AtomicU64,
     pub(crate) variant_hits: AtomicU64,
     pub(crate) variants_made: AtomicU64,
     pub(crate) variant_bytes_saved: AtomicU64,
@@ -148,6 +149,9 @@ pub struct Stats {
     pub small_bytes: u64,
     /// Small-file reads discarded because the file changed during the read.
     pub torn_reads: u64,
+    /// Misses loaded for their caller and not inserted: first misses of a
+    /// path while the cache was full (counted in `misses` and `loads`).
+    pub unadmitted: u64,
     /// Variant bytes counted in the budget now (kept, or evicted and still
     /// being sent).
     pub variant_bytes: u64,
@@ -217,6 +221,7 @@ impl<V: Send + Sync + 'static, L: RefLayout> PathCache<V, L> {
             loads: c.sum(|s| &s.loads),
             small_bytes: self.shared.small_bytes.load(Ordering::Relaxed),
             torn_reads: c.sum(|s| &s.torn_reads),
+            unadmitted: c.sum(|s| &s.unadmitted),
             variant_bytes: self.shared.variant_bytes.load(Ordering::Relaxed),
             variant_budget: self.limits.variant_budget(),
             variant_hits: c.sum(|s| &s.variant_hits),

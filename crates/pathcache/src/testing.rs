@@ -58,6 +58,7 @@ impl<V: Send + Sync + 'static> Harness<V> {
             bytes: None,
             validated_ms: 0,
             upgrade: Upgrade::No,
+            counted: false,
         };
         // SAFETY: from our pool's free list, which `shared` owns.
         let first = unsafe { Entry::occupy(slot, new, self.shared.clone(), true) };

@@ -366,8 +366,11 @@ fn entry_bound_evicts_only_unused_entries() {
     });
     let pinned = hit(block_on(cache.get_or_load("f0", &loader)).unwrap());
     for n in &names {
-        drop(block_on(cache.get_or_load(n, &loader)).unwrap());
-        assert!(cache.len() <= 4, "len {} after {n}", cache.len());
+        // Twice: once full, a path's first miss is not inserted.
+        for _ in 0..2 {
+            drop(block_on(cache.get_or_load(n, &loader)).unwrap());
+            assert!(cache.len() <= 4, "len {} after {n}", cache.len());
+        }
     }
     assert!(cache.stats().evictions >= 16);
     // The pinned entry was never taken from the map.
@@ -378,6 +381,78 @@ fn entry_bound_evicts_only_unused_entries() {
     assert_eq!(
         opens,
         loader.drops.load(Ordering::SeqCst) + cache.open_handles()
+    );
+}
+
+#[test]
+fn a_full_cache_admits_a_path_on_its_second_miss() {
+    let dir = dir_with(&[("a", "1"), ("b", "2"), ("c", "33")]);
+    let loader = FsLoader::new(dir.path().into());
+    let cache = PathCache::new(Config {
+        max_entries: 2,
+        ..config()
+    });
+    drop(block_on(cache.get_or_load("a", &loader)).unwrap());
+    drop(block_on(cache.get_or_load("b", &loader)).unwrap());
+    assert_eq!((cache.len(), cache.open_handles()), (2, 2));
+
+    // First miss while full: served from its own handle, not inserted,
+    // nothing evicted, and the handle is not one the cache keeps.
+    let c = hit(block_on(cache.get_or_load("c", &loader)).unwrap());
+    assert_eq!(c.meta().size, 2);
+    assert!(c.handle().is_some());
+    assert!(cache.get("c").is_none(), "not inserted");
+    let s = cache.stats(); // misses: three loads and the `get` above
+    assert_eq!((s.unadmitted, s.evictions, s.misses, s.loads), (1, 0, 4, 3));
+    assert_eq!((cache.len(), cache.open_handles()), (2, 2));
+    let drops = loader.drops.load(Ordering::SeqCst);
+    drop(c);
+    assert_eq!(
+        loader.drops.load(Ordering::SeqCst),
+        drops + 1,
+        "released with its user"
+    );
+
+    // Second miss: inserted, evicting one entry.
+    drop(block_on(cache.get_or_load("c", &loader)).unwrap());
+    assert!(cache.get("c").is_some(), "admitted");
+    let s = cache.stats();
+    assert_eq!((s.unadmitted, s.evictions), (1, 1));
+    assert_eq!((cache.len(), cache.open_handles()), (2, 2));
+
+    // A not-found answer is kept from its second miss on.
+    for kept in [false, true] {
+        assert!(matches!(
+            block_on(cache.get_or_load("nope", &loader)).unwrap(),
+            Lookup::Negative(Negative::NotFound)
+        ));
+        assert_eq!(cache.get("nope").is_some(), kept);
+    }
+}
+
+#[test]
+fn a_scan_of_one_off_paths_leaves_a_full_cache_alone() {
+    let names: Vec<String> = (0..200).map(|i| format!("scan/{i}")).collect();
+    let mut files: Vec<(&str, &str)> = names.iter().map(|n| (n.as_str(), "x")).collect();
+    files.extend([("hot1", "1"), ("hot2", "2")]);
+    let dir = dir_with(&files);
+    let loader = FsLoader::new(dir.path().into());
+    let cache = PathCache::new(Config {
+        max_entries: 2,
+        ..config()
+    });
+    drop(block_on(cache.get_or_load("hot1", &loader)).unwrap());
+    drop(block_on(cache.get_or_load("hot2", &loader)).unwrap());
+    for n in &names {
+        drop(hit(block_on(cache.get_or_load(n, &loader)).unwrap()));
+    }
+    assert!(cache.get("hot1").is_some() && cache.get("hot2").is_some());
+    let s = cache.stats();
+    assert_eq!((s.evictions, s.unadmitted), (0, 200));
+    assert_eq!(
+        loader.opens.load(Ordering::SeqCst),
+        loader.drops.load(Ordering::SeqCst) + cache.open_handles(),
+        "every one-off handle was released"
     );
 }
 
