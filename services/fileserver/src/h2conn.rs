@@ -77,15 +77,17 @@ pub(crate) async fn serve(ctx: Rc<ConnContext>, wire: Wire, read_ahead: Vec<u8>,
         generation,
         tls,
         wire,
-        conn,
+        out: Out {
+            conn,
+            scratch: Vec::new(),
+            alt_svc,
+            last_progress: now,
+            progress_pending: false,
+        },
         answers: Vec::new(),
         path: Vec::with_capacity(128),
         ranges: Vec::new(),
-        scratch: Vec::new(),
-        alt_svc,
         last_io: now,
-        last_progress: now,
-        progress_pending: false,
         held: Vec::new(),
         since_yield: 0,
     };
@@ -103,23 +105,14 @@ struct H2 {
     generation: u64,
     tls: bool,
     wire: Wire,
-    conn: h2wire::Connection,
+    out: Out,
     /// Answers whose body waits for window, budget or a read.
     answers: Vec<Answer>,
     /// The normalized path of the request being decided.
     path: Vec<u8>,
     ranges: Vec<ByteRange>,
-    /// A field value rendered for the encoder.
-    scratch: Vec<u8>,
-    /// `Alt-Svc` for every response (HTTPS while HTTP/3 runs).
-    alt_svc: Option<Vec<u8>>,
     /// When bytes last moved either way.
     last_io: Instant,
-    /// When HEADERS or DATA last left (a client that pings while it holds
-    /// every window at zero makes none).
-    last_progress: Instant,
-    /// The output holds HEADERS or DATA not yet written.
-    progress_pending: bool,
     /// The process-wide send budget's permits for file bytes in the
     /// output not yet written.
     held: Vec<OwnedSemaphorePermit>,
@@ -127,281 +120,23 @@ struct H2 {
     since_yield: u64,
 }
 
-/// A response whose body is not all sent: what is left of it, in order.
-struct Answer {
-    stream: u32,
-    req: Request,
-    status: u16,
-    t0: Instant,
-    /// Body bytes put into DATA frames so far.
-    sent: u64,
-    cold: u64,
-    file: Option<(Representation, filemanager::FileManager)>,
-    parts: VecDeque<Part>,
+/// The frame layer and what rendering a head into it needs: apart from
+/// the rest of `H2` so that a decision borrowing the settings (`live`) is
+/// rendered without a clone of their `Arc` (a shared count each request).
+struct Out {
+    conn: h2wire::Connection,
+    /// A field value rendered for the encoder.
+    scratch: Vec<u8>,
+    /// `Alt-Svc` for every response (HTTPS while HTTP/3 runs).
+    alt_svc: Option<Vec<u8>>,
+    /// When HEADERS or DATA last left (a client that pings while it holds
+    /// every window at zero makes none).
+    last_progress: Instant,
+    /// The output holds HEADERS or DATA not yet written.
+    progress_pending: bool,
 }
 
-enum Part {
-    Bytes(Vec<u8>),
-    /// A range of the file (or of its bytes in memory); `last`: the body's
-    /// final range, checked against a change before its last bytes leave.
-    Range {
-        range: ByteRange,
-        last: bool,
-    },
-}
-
-/// How a response's start went.
-enum Started {
-    /// Not started: the stream is gone (reset, or the connection ended).
-    Gone,
-    /// Complete: the body bytes sent.
-    Done { status: u16, sent: u64 },
-    /// The head is sent; these parts of the body wait.
-    Waiting {
-        status: u16,
-        sent: u64,
-        parts: VecDeque<Part>,
-    },
-}
-
-/// How a body step ended.
-enum Step {
-    /// All sent.
-    Done,
-    /// Waits for window, budget or the output to be written.
-    Blocked,
-    /// Sent its share of this round; goes on at the next.
-    Paused,
-    /// The file changed, shrank or failed: the stream is reset.
-    Failed,
-}
-
-impl H2 {
-    async fn run(&mut self, read_ahead: Vec<u8>) -> io::Result<()> {
-        let mut rbuf = vec![0u8; READ_BUF];
-        let mut shutdown = self.ctx.shutdown.clone();
-        let mut stop_seen = self.ctx.stopping.get();
-        if stop_seen {
-            self.conn.shutdown();
-        }
-        if !read_ahead.is_empty() {
-            self.received(&read_ahead).await;
-        }
-        let mut next_tick = Instant::now() + Duration::from_secs(1);
-        loop {
-            let more = self.produce().await;
-            self.write_some()?;
-            let pending_write = !self.conn.output().is_empty() || self.wire.wants_flush();
-            if self.conn.is_done() && !pending_write {
-                return Ok(());
-            }
-            // A client that does not read its answers is not read from
-            // either: what it asks for waits in its socket, not here.
-            let may_read = self.conn.output().len() < self.output_cap();
-            if may_read && (more || self.wire.has_buffered_input()) {
-                // Bodies that can go on do, after what the client sent.
-                if self.read_some(&mut rbuf).await? {
-                    return Ok(());
-                }
-                continue;
-            }
-            let busy = !self.answers.is_empty() || pending_write;
-            let limits = &self.live.s.limits;
-            let deadline = if busy {
-                self.last_progress + limits.send_timeout
-            } else {
-                self.last_io + limits.keepalive_timeout
-            }
-            .min(next_tick);
-            let interest = match (may_read, pending_write) {
-                (true, true) => Interest::READABLE | Interest::WRITABLE,
-                (true, false) => Interest::READABLE,
-                _ => Interest::WRITABLE,
-            };
-            tokio::select! {
-                biased;
-                r = self.wire.tcp().ready(interest) => {
-                    let ready = r?;
-                    if may_read
-                        && (ready.is_readable() || ready.is_read_closed())
-                        && self.read_some(&mut rbuf).await?
-                    {
-                        return Ok(());
-                    }
-                }
-                _ = tokio::time::sleep_until(deadline.into()) => {
-                    let now = Instant::now();
-                    if now >= next_tick {
-                        self.conn.tick();
-                        next_tick = now + Duration::from_secs(1);
-                    }
-                    // Either way `close` writes the GOAWAY as far as the
-                    // client takes it, within the linger.
-                    if busy && self.last_progress + limits.send_timeout <= now {
-                        tracing::debug!(peer = %self.peer, "no send progress for send_timeout");
-                        self.conn.abort(Reason::ENHANCE_YOUR_CALM);
-                        count_goaway(Reason::ENHANCE_YOUR_CALM);
-                        return Ok(());
-                    } else if !busy && self.last_io + limits.keepalive_timeout <= now {
-                        tracing::debug!(peer = %self.peer, "closing idle connection");
-                        self.conn.shutdown();
-                        return Ok(());
-                    }
-                }
-                _ = shutdown.changed(), if !stop_seen => {
-                    stop_seen = true;
-                    self.conn.shutdown();
-                }
-            }
-        }
-    }
-
-    /// The most output a connection holds before it stops reading and
-    /// producing: `[http2] send_budget_per_connection`.
-    fn output_cap(&self) -> usize {
-        self.live.s.http2.send_budget_per_connection as usize
-    }
-
-    /// Reads what is there and handles it; true at the end of input.
-    async fn read_some(&mut self, rbuf: &mut [u8]) -> io::Result<bool> {
-        match self.wire.try_read(rbuf)? {
-            None => Ok(false),
-            Some(0) => Ok(true),
-            Some(n) => {
-                self.last_io = Instant::now();
-                self.received(&rbuf[..n]).await;
-                Ok(false)
-            }
-        }
-    }
-
-    /// Feeds `bytes` to the connection and answers what it hands out.
-    async fn received(&mut self, bytes: &[u8]) {
-        let failed_before = self.conn.is_done();
-        if let Err(reason) = self.conn.receive(bytes) {
-            if !failed_before {
-                tracing::debug!(peer = %self.peer, "HTTP/2 connection error: {reason:?}");
-                count_goaway(reason);
-            }
-        }
-        while let Some(event) = self.conn.next_event() {
-            match event {
-                Event::Request(req) => self.answer(req).await,
-                Event::Reset(stream) => {
-                    if let Some(i) = self.answers.iter().position(|a| a.stream == stream) {
-                        let a = self.answers.swap_remove(i);
-                        self.finish(a, false);
-                    }
-                }
-            }
-        }
-    }
-
-    /// Re-reads the settings when a reload changed them.
-    fn refresh(&mut self) {
-        if self.ctx.generation() != self.generation {
-            (self.live, self.generation) = self.ctx.live();
-        }
-    }
-
-    /// Decides `req`'s answer, sends its head and as much of its body as
-    /// the windows take; keeps the rest in `answers`.
-    async fn answer(&mut self, req: Request) {
-        let t0 = Instant::now();
-        self.refresh();
-        if req.too_large() {
-            let plan = httpfile::plan::reject(431, "request header fields too large");
-            let started = self.start(&req, &plan, None);
-            return self.settle(req, t0, started, None);
-        }
-        let live = self.live.clone();
-        let mut head = httpfile::RequestHead {
-            method: httpfile::Method::from_token(req.method()),
-            target: req.path().unwrap_or(b"/"),
-            has_body: !req.end_stream(),
-            tls: self.tls,
-            ..httpfile::RequestHead::default()
-        };
-        let (mut hosts, mut host) = (0, None);
-        let (mut forwarded, mut x_forwarded_for) = (None, None);
-        for (name, value) in req.fields() {
-            if head.take_field(name, value) {
-                continue;
-            }
-            match name {
-                b"host" => {
-                    hosts += 1;
-                    host = Some(value);
-                }
-                b"forwarded" => forwarded = Some(value),
-                b"x-forwarded-for" => x_forwarded_for = Some(value),
-                _ => {}
-            }
-        }
-        head.host = req.authority().or(host);
-        if let Err(why) = httpfile::head::check_host(false, hosts, head.host) {
-            let plan = httpfile::plan::reject(400, why);
-            let started = self.start(&req, &plan, None);
-            return self.settle(req, t0, started, None);
-        }
-        let site = live.s.site_for(head.host);
-        let serve = site.map_or(&live.s.serve, |i| &live.s.sites[i].serve);
-        if !serve.rules.is_empty() {
-            head.client = Some(crate::http::forwarded::client_addr(
-                self.peer.ip(),
-                &live.s.trusted_proxies,
-                forwarded,
-                x_forwarded_for,
-            ));
-        }
-        let ctx = self.ctx.clone();
-        let fm = ctx.files().manager_for(site);
-        let mut path = std::mem::take(&mut self.path);
-        let mut ranges = std::mem::take(&mut self.ranges);
-        let decision =
-            decide::decide_checked(fm, serve, decide::Check::AtResolve, &head, &mut path).await;
-        let plan = decision.plan(&head, &mut ranges);
-        let started = self.start(&req, &plan, decision.representation().map(|r| r.now()));
-        let file = match &started {
-            Started::Waiting { .. } => decision.into_representation().map(|r| (r, fm.clone())),
-            Started::Done { .. } | Started::Gone => None,
-        };
-        self.settle(req, t0, started, file);
-        self.path = path;
-        self.ranges = ranges;
-    }
-
-    /// Logs an answer that is complete, or keeps one whose body waits.
-    fn settle(
-        &mut self,
-        req: Request,
-        t0: Instant,
-        started: Started,
-        file: Option<(Representation, filemanager::FileManager)>,
-    ) {
-        match started {
-            Started::Gone => self.conn.recycle(req),
-            Started::Done { status, sent } => {
-                self.log(&req, status, t0, sent, 0, true);
-                self.conn.recycle(req);
-            }
-            Started::Waiting {
-                status,
-                sent,
-                parts,
-            } => self.answers.push(Answer {
-                stream: req.stream(),
-                req,
-                status,
-                t0,
-                sent,
-                cold: 0,
-                file,
-                parts,
-            }),
-        }
-    }
-
+impl Out {
     /// Sends `plan`'s head and, when the body is in memory and the windows
     /// take it, the body.
     fn start(&mut self, req: &Request, plan: &Plan<'_>, now: Option<u64>) -> Started {
@@ -515,6 +250,284 @@ impl H2 {
         self.progress_pending = true;
         self.last_progress = Instant::now();
     }
+}
+
+/// A response whose body is not all sent: what is left of it, in order.
+struct Answer {
+    stream: u32,
+    req: Request,
+    status: u16,
+    t0: Instant,
+    /// Body bytes put into DATA frames so far.
+    sent: u64,
+    cold: u64,
+    file: Option<(Representation, filemanager::FileManager)>,
+    parts: VecDeque<Part>,
+}
+
+enum Part {
+    Bytes(Vec<u8>),
+    /// A range of the file (or of its bytes in memory); `last`: the body's
+    /// final range, checked against a change before its last bytes leave.
+    Range {
+        range: ByteRange,
+        last: bool,
+    },
+}
+
+/// How a response's start went.
+enum Started {
+    /// Not started: the stream is gone (reset, or the connection ended).
+    Gone,
+    /// Complete: the body bytes sent.
+    Done { status: u16, sent: u64 },
+    /// The head is sent; these parts of the body wait.
+    Waiting {
+        status: u16,
+        sent: u64,
+        parts: VecDeque<Part>,
+    },
+}
+
+/// How a body step ended.
+enum Step {
+    /// All sent.
+    Done,
+    /// Waits for window, budget or the output to be written.
+    Blocked,
+    /// Sent its share of this round; goes on at the next.
+    Paused,
+    /// The file changed, shrank or failed: the stream is reset.
+    Failed,
+}
+
+impl H2 {
+    async fn run(&mut self, read_ahead: Vec<u8>) -> io::Result<()> {
+        let mut rbuf = vec![0u8; READ_BUF];
+        let mut shutdown = self.ctx.shutdown.clone();
+        let mut stop_seen = self.ctx.stopping.get();
+        if stop_seen {
+            self.out.conn.shutdown();
+        }
+        if !read_ahead.is_empty() {
+            self.received(&read_ahead).await;
+        }
+        let mut next_tick = Instant::now() + Duration::from_secs(1);
+        loop {
+            let more = self.produce().await;
+            self.write_some()?;
+            let pending_write = !self.out.conn.output().is_empty() || self.wire.wants_flush();
+            if self.out.conn.is_done() && !pending_write {
+                return Ok(());
+            }
+            // A client that does not read its answers is not read from
+            // either: what it asks for waits in its socket, not here.
+            let may_read = self.out.conn.output().len() < self.output_cap();
+            if may_read && (more || self.wire.has_buffered_input()) {
+                // Bodies that can go on do, after what the client sent.
+                if self.read_some(&mut rbuf).await? {
+                    return Ok(());
+                }
+                continue;
+            }
+            let busy = !self.answers.is_empty() || pending_write;
+            let limits = &self.live.s.limits;
+            let deadline = if busy {
+                self.out.last_progress + limits.send_timeout
+            } else {
+                self.last_io + limits.keepalive_timeout
+            }
+            .min(next_tick);
+            let interest = match (may_read, pending_write) {
+                (true, true) => Interest::READABLE | Interest::WRITABLE,
+                (true, false) => Interest::READABLE,
+                _ => Interest::WRITABLE,
+            };
+            tokio::select! {
+                biased;
+                r = self.wire.tcp().ready(interest) => {
+                    let ready = r?;
+                    if may_read
+                        && (ready.is_readable() || ready.is_read_closed())
+                        && self.read_some(&mut rbuf).await?
+                    {
+                        return Ok(());
+                    }
+                }
+                _ = tokio::time::sleep_until(deadline.into()) => {
+                    let now = Instant::now();
+                    if now >= next_tick {
+                        self.out.conn.tick();
+                        next_tick = now + Duration::from_secs(1);
+                    }
+                    // Either way `close` writes the GOAWAY as far as the
+                    // client takes it, within the linger.
+                    if busy && self.out.last_progress + limits.send_timeout <= now {
+                        tracing::debug!(peer = %self.peer, "no send progress for send_timeout");
+                        self.out.conn.abort(Reason::ENHANCE_YOUR_CALM);
+                        count_goaway(Reason::ENHANCE_YOUR_CALM);
+                        return Ok(());
+                    } else if !busy && self.last_io + limits.keepalive_timeout <= now {
+                        tracing::debug!(peer = %self.peer, "closing idle connection");
+                        self.out.conn.shutdown();
+                        return Ok(());
+                    }
+                }
+                _ = shutdown.changed(), if !stop_seen => {
+                    stop_seen = true;
+                    self.out.conn.shutdown();
+                }
+            }
+        }
+    }
+
+    /// The most output a connection holds before it stops reading and
+    /// producing: `[http2] send_budget_per_connection`.
+    fn output_cap(&self) -> usize {
+        self.live.s.http2.send_budget_per_connection as usize
+    }
+
+    /// Reads what is there and handles it; true at the end of input.
+    async fn read_some(&mut self, rbuf: &mut [u8]) -> io::Result<bool> {
+        match self.wire.try_read(rbuf)? {
+            None => Ok(false),
+            Some(0) => Ok(true),
+            Some(n) => {
+                self.last_io = Instant::now();
+                self.received(&rbuf[..n]).await;
+                Ok(false)
+            }
+        }
+    }
+
+    /// Feeds `bytes` to the connection and answers what it hands out.
+    async fn received(&mut self, bytes: &[u8]) {
+        let failed_before = self.out.conn.is_done();
+        if let Err(reason) = self.out.conn.receive(bytes) {
+            if !failed_before {
+                tracing::debug!(peer = %self.peer, "HTTP/2 connection error: {reason:?}");
+                count_goaway(reason);
+            }
+        }
+        while let Some(event) = self.out.conn.next_event() {
+            match event {
+                Event::Request(req) => self.answer(req).await,
+                Event::Reset(stream) => {
+                    if let Some(i) = self.answers.iter().position(|a| a.stream == stream) {
+                        let a = self.answers.swap_remove(i);
+                        self.finish(a, false);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Re-reads the settings when a reload changed them.
+    fn refresh(&mut self) {
+        if self.ctx.generation() != self.generation {
+            (self.live, self.generation) = self.ctx.live();
+        }
+    }
+
+    /// Decides `req`'s answer, sends its head and as much of its body as
+    /// the windows take; keeps the rest in `answers`.
+    async fn answer(&mut self, req: Request) {
+        let t0 = Instant::now();
+        self.refresh();
+        if req.too_large() {
+            let plan = httpfile::plan::reject(431, "request header fields too large");
+            let started = self.out.start(&req, &plan, None);
+            return self.settle(req, t0, started, None);
+        }
+        let live = &self.live;
+        let mut head = httpfile::RequestHead {
+            method: httpfile::Method::from_token(req.method()),
+            target: req.path().unwrap_or(b"/"),
+            has_body: !req.end_stream(),
+            tls: self.tls,
+            ..httpfile::RequestHead::default()
+        };
+        let (mut hosts, mut host) = (0, None);
+        let (mut forwarded, mut x_forwarded_for) = (None, None);
+        for (name, value) in req.fields() {
+            if head.take_field(name, value) {
+                continue;
+            }
+            match name {
+                b"host" => {
+                    hosts += 1;
+                    host = Some(value);
+                }
+                b"forwarded" => forwarded = Some(value),
+                b"x-forwarded-for" => x_forwarded_for = Some(value),
+                _ => {}
+            }
+        }
+        head.host = req.authority().or(host);
+        if let Err(why) = httpfile::head::check_host(false, hosts, head.host) {
+            let plan = httpfile::plan::reject(400, why);
+            let started = self.out.start(&req, &plan, None);
+            return self.settle(req, t0, started, None);
+        }
+        let site = live.s.site_for(head.host);
+        let serve = site.map_or(&live.s.serve, |i| &live.s.sites[i].serve);
+        if !serve.rules.is_empty() {
+            head.client = Some(crate::http::forwarded::client_addr(
+                self.peer.ip(),
+                &live.s.trusted_proxies,
+                forwarded,
+                x_forwarded_for,
+            ));
+        }
+        let ctx = self.ctx.clone();
+        let fm = ctx.files().manager_for(site);
+        let mut path = std::mem::take(&mut self.path);
+        let mut ranges = std::mem::take(&mut self.ranges);
+        let decision =
+            decide::decide_checked(fm, serve, decide::Check::AtResolve, &head, &mut path).await;
+        let plan = decision.plan(&head, &mut ranges);
+        let started = self
+            .out
+            .start(&req, &plan, decision.representation().map(|r| r.now()));
+        let file = match &started {
+            Started::Waiting { .. } => decision.into_representation().map(|r| (r, fm.clone())),
+            Started::Done { .. } | Started::Gone => None,
+        };
+        self.settle(req, t0, started, file);
+        self.path = path;
+        self.ranges = ranges;
+    }
+
+    /// Logs an answer that is complete, or keeps one whose body waits.
+    fn settle(
+        &mut self,
+        req: Request,
+        t0: Instant,
+        started: Started,
+        file: Option<(Representation, filemanager::FileManager)>,
+    ) {
+        match started {
+            Started::Gone => self.out.conn.recycle(req),
+            Started::Done { status, sent } => {
+                self.log(&req, status, t0, sent, 0, true);
+                self.out.conn.recycle(req);
+            }
+            Started::Waiting {
+                status,
+                sent,
+                parts,
+            } => self.answers.push(Answer {
+                stream: req.stream(),
+                req,
+                status,
+                t0,
+                sent,
+                cold: 0,
+                file,
+                parts,
+            }),
+        }
+    }
 
     /// Sends what the windows and the send budgets allow of every kept
     /// answer, oldest first; true when one could go on at once (it
@@ -527,14 +540,14 @@ impl H2 {
         let mut kept = Vec::with_capacity(answers.len());
         let mut more = false;
         for mut a in answers {
-            if self.conn.output().len() >= self.output_cap() {
+            if self.out.conn.output().len() >= self.output_cap() {
                 kept.push(a);
                 continue;
             }
             match self.step(&mut a).await {
                 Step::Done => self.finish(a, true),
                 Step::Failed => {
-                    self.conn.reset(a.stream, Reason::INTERNAL_ERROR);
+                    self.out.conn.reset(a.stream, Reason::INTERNAL_ERROR);
                     self.finish(a, false);
                 }
                 Step::Blocked => kept.push(a),
@@ -564,7 +577,11 @@ impl H2 {
             let Some(part) = a.parts.front_mut() else {
                 return Step::Done;
             };
-            let window = self.conn.window(a.stream).min(self.conn.max_frame());
+            let window = self
+                .out
+                .conn
+                .window(a.stream)
+                .min(self.out.conn.max_frame());
             if window == 0 {
                 return Step::Blocked;
             }
@@ -574,7 +591,8 @@ impl H2 {
             match part {
                 Part::Bytes(bytes) => {
                     let n = bytes.len().min(window);
-                    self.conn
+                    self.out
+                        .conn
                         .send_data(a.stream, &bytes[..n], n == bytes.len() && end_of_body);
                     bytes.drain(..n);
                     a.sent += n as u64;
@@ -595,9 +613,9 @@ impl H2 {
                         }
                     }
                     let final_bytes = n as u64 == range.len();
-                    let frame_at = self.conn.output().len();
-                    let frame = self.conn.begin_data();
-                    let read = read_range(rep, fm, range.start, n, self.conn.output()).await;
+                    let frame_at = self.out.conn.output().len();
+                    let frame = self.out.conn.begin_data();
+                    let read = read_range(rep, fm, range.start, n, self.out.conn.output()).await;
                     // A file is checked before its body's last bytes leave:
                     // a change at any point ends the body short.
                     let whole = match read {
@@ -609,10 +627,11 @@ impl H2 {
                         None => false,
                     };
                     if !whole {
-                        self.conn.output().truncate(frame_at);
+                        self.out.conn.output().truncate(frame_at);
                         return Step::Failed;
                     }
-                    self.conn
+                    self.out
+                        .conn
                         .end_data(frame, a.stream, final_bytes && end_of_body);
                     range.start += n as u64;
                     a.sent += n as u64;
@@ -623,7 +642,7 @@ impl H2 {
                     }
                 }
             }
-            self.made_progress();
+            self.out.made_progress();
         }
     }
 
@@ -645,19 +664,19 @@ impl H2 {
     /// Writes what the socket takes of the output now.
     fn write_some(&mut self) -> io::Result<()> {
         loop {
-            let out = self.conn.output();
+            let out = self.out.conn.output();
             let n = self.wire.try_write(out)?;
             out.drain(..n);
             if n > 0 {
                 self.last_io = Instant::now();
-                if self.progress_pending {
-                    self.last_progress = self.last_io;
+                if self.out.progress_pending {
+                    self.out.last_progress = self.last_io;
                 }
             }
             if out.is_empty() {
                 if !self.wire.wants_flush() {
                     self.held.clear();
-                    self.progress_pending = false;
+                    self.out.progress_pending = false;
                 }
                 return Ok(());
             }
@@ -670,7 +689,7 @@ impl H2 {
     /// Counts and logs an answer that ended.
     fn finish(&mut self, a: Answer, completed: bool) {
         self.log(&a.req, a.status, a.t0, a.sent, a.cold, completed);
-        self.conn.recycle(a.req);
+        self.out.conn.recycle(a.req);
     }
 
     /// Counts and logs one exchange (`ConnContext::finish`).
@@ -716,7 +735,7 @@ impl H2 {
             if self.write_some().is_err() {
                 return;
             }
-            if self.conn.output().is_empty() && !self.wire.wants_flush() {
+            if self.out.conn.output().is_empty() && !self.wire.wants_flush() {
                 break;
             }
             let writable = self.wire.tcp().ready(Interest::WRITABLE);
