@@ -175,7 +175,7 @@ impl<V: Send + Sync + 'static, L: RefLayout> PathCache<V, L> {
             } => (meta, label, handle),
         };
         let new = NewEntry {
-            path: path.into(),
+            path,
             hash: self.hash(path),
             negative: None,
             meta,
@@ -346,7 +346,7 @@ impl<V: Send + Sync + 'static, L: RefLayout> PathCache<V, L> {
             // The reservation is consumed by the entry if it got a handle.
             reservation.held &= handle.is_none();
             let new = NewEntry {
-                path: path.into(),
+                path,
                 hash: self.hash(path),
                 negative: None,
                 meta,
@@ -409,7 +409,7 @@ impl<V: Send + Sync + 'static, L: RefLayout> PathCache<V, L> {
             return;
         }
         let new = NewEntry {
-            path: path.into(),
+            path,
             hash: self.hash(path),
             negative: Some(kind),
             meta: NO_META,
@@ -427,10 +427,10 @@ impl<V: Send + Sync + 'static, L: RefLayout> PathCache<V, L> {
     /// the cache is full; when everything is in use the entry is served
     /// uncached (the caller's reference is its only one). Returns the
     /// caller's reference.
-    fn insert(&self, new: NewEntry<V>) -> EntryRef<V, L> {
+    fn insert(&self, new: NewEntry<'_, V>) -> EntryRef<V, L> {
         let mut w = self.lock_writer();
         let hash = new.hash;
-        let old = Self::find_locked(&w, &new.path, hash);
+        let old = Self::find_locked(&w, new.path, hash);
         let room = old.is_some() || self.len() < self.limits.max_entries() || {
             let max = self.limits.max_entries();
             self.evict_locked(&mut w, EvictFor::Entries, 1 + max / EVICT_BATCH_DIVISOR) > 0

@@ -49,7 +49,7 @@ impl<V: Send + Sync + 'static> Harness<V> {
     pub fn insert(&self, path: &str, handle: V) -> (Slot<V>, EntryRef<V>) {
         let slot = self.shared.pool.take();
         let new = NewEntry {
-            path: path.into(),
+            path,
             hash: 1,
             negative: None,
             meta: NO_META,

@@ -845,3 +845,23 @@ fn set_limits_applies_new_bounds_and_times_while_running() {
     assert_eq!(now.shards, config().shards);
     drop((pinned, again));
 }
+
+#[test]
+fn an_entry_names_its_path_at_every_length() {
+    // 31 bytes fit the key on the entry's first line; longer paths are
+    // kept apart. Multi-byte characters end exactly at the boundary too.
+    let names: Vec<String> = [1, 30, 31, 32, 100]
+        .iter()
+        .map(|&n| "p".repeat(n))
+        .chain(["é".repeat(15) + "x", "é".repeat(16)])
+        .collect();
+    let files: Vec<(&str, &str)> = names.iter().map(|n| (n.as_str(), "data")).collect();
+    let dir = dir_with(&files);
+    let loader = FsLoader::new(dir.path().into());
+    let cache = PathCache::new(config());
+    for n in &names {
+        let e = hit(block_on(cache.get_or_load(n, &loader)).unwrap());
+        assert_eq!(e.path(), n);
+        assert_eq!(hit(cache.get(n).unwrap()).path(), n);
+    }
+}
