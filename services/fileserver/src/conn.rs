@@ -11,7 +11,7 @@
 
 use crate::accesslog::RequestLine;
 use crate::exchange::Exchange;
-use crate::http::request::{parse_request, ParseError, Request};
+use crate::http::request::{parse_request_uninit, ParseError, Request};
 use crate::send::{Output, Progress};
 use crate::state::{ConnContext, Live};
 use crate::wire::Wire;
@@ -21,6 +21,7 @@ use httpfile::plan::{self, Body};
 use httpfile::status::reason;
 use httpfile::ByteRange;
 use std::io;
+use std::mem::MaybeUninit;
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -130,14 +131,14 @@ impl Conn {
                     let n = self.live.s.limits.max_headers;
                     let mut stack;
                     let mut heap;
-                    let headers: &mut [httparse::Header<'_>] = if n <= STACK_HEADERS {
-                        stack = [httparse::EMPTY_HEADER; STACK_HEADERS];
+                    let headers: &mut [MaybeUninit<httparse::Header<'_>>] = if n <= STACK_HEADERS {
+                        stack = [const { MaybeUninit::uninit() }; STACK_HEADERS];
                         &mut stack[..n]
                     } else {
-                        heap = vec![httparse::EMPTY_HEADER; n];
+                        heap = vec![MaybeUninit::uninit(); n];
                         &mut heap[..]
                     };
-                    parse_request(&rbuf[start..end], headers, max_head)
+                    parse_request_uninit(&rbuf[start..end], headers, max_head)
                 };
                 match parsed {
                     Ok(Some(req)) => {

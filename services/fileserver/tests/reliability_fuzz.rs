@@ -12,7 +12,7 @@
 mod fuzz_support;
 mod reliability_support;
 
-use fileserver::http::request::{parse_request, Method};
+use fileserver::http::request::{parse_request, parse_request_uninit, Method};
 use proptest::prelude::*;
 use reliability_support::summary;
 use std::path::Path;
@@ -22,7 +22,12 @@ use std::path::Path;
 /// Checks every invariant of a request-head parse of `buf`.
 fn check_request(buf: &[u8], max_head: usize, nheaders: usize) -> Result<(), TestCaseError> {
     let mut headers = vec![httparse::EMPTY_HEADER; nheaders.max(1)];
-    match parse_request(buf, &mut headers, max_head) {
+    let parsed = parse_request(buf, &mut headers, max_head);
+    // The connection's parse (header slots left uninitialized) agrees.
+    let mut slots = vec![std::mem::MaybeUninit::uninit(); nheaders.max(1)];
+    let uninit = parse_request_uninit(buf, &mut slots, max_head);
+    prop_assert_eq!(format!("{parsed:?}"), format!("{uninit:?}"));
+    match parsed {
         Ok(Some(r)) => {
             prop_assert!(r.head_len <= buf.len(), "head_len past the buffer");
             prop_assert!(

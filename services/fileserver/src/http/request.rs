@@ -5,6 +5,7 @@
 use httpfile::head::{check_host, declares_body};
 pub use httpfile::Method;
 use httpfile::{trim_ows, RequestHead};
+use std::mem::MaybeUninit;
 
 /// A parsed request head; slices borrow the connection's read buffer.
 /// `head` is what the planner reads; the rest frames the connection and
@@ -83,7 +84,31 @@ pub fn parse_request<'b>(
     max_head: usize,
 ) -> Result<Option<Request<'b>>, ParseError> {
     let mut req = httparse::Request::new(headers);
-    let head_len = match req.parse(buf) {
+    let parsed = req.parse(buf);
+    from_parsed(&req, parsed, buf, max_head)
+}
+
+/// [`parse_request`] into header slots that need no initializing: the
+/// connection's 128 slots on the stack, which `EMPTY_HEADER`s cost 4 KiB
+/// of stores per request to fill (2.4% of a range request's user time
+/// in `perf record`).
+pub fn parse_request_uninit<'b>(
+    buf: &'b [u8],
+    headers: &mut [MaybeUninit<httparse::Header<'b>>],
+    max_head: usize,
+) -> Result<Option<Request<'b>>, ParseError> {
+    let mut req = httparse::Request::new(&mut []);
+    let parsed = req.parse_with_uninit_headers(buf, headers);
+    from_parsed(&req, parsed, buf, max_head)
+}
+
+fn from_parsed<'b>(
+    req: &httparse::Request<'_, 'b>,
+    parsed: httparse::Result<usize>,
+    buf: &'b [u8],
+    max_head: usize,
+) -> Result<Option<Request<'b>>, ParseError> {
+    let head_len = match parsed {
         Ok(httparse::Status::Complete(n)) => n,
         Ok(httparse::Status::Partial) => {
             if buf.len() >= max_head {
