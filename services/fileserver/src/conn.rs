@@ -109,7 +109,8 @@ impl Conn {
         let mut idle_since: Option<Instant> = None;
         let sleep = tokio::time::sleep(Duration::ZERO);
         tokio::pin!(sleep);
-        let mut shutdown = self.ctx.shutdown.clone();
+        let ctx = self.ctx.clone();
+        let mut stop = ctx.stopping.waiter();
         let h2c = self.live.s.http2.h2c && !self.out.wire.is_tls();
         loop {
             // Only the first bytes of a connection can be the preface; a
@@ -233,7 +234,7 @@ impl Conn {
                     }
                     return Ok(Ended::Closed);
                 },
-                _ = shutdown.changed(), if !self.stop_seen => {
+                () = stop.wait(), if !self.stop_seen => {
                     self.stop_seen = true;
                     if start == end {
                         return Ok(Ended::Closed);

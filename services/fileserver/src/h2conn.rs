@@ -304,7 +304,8 @@ enum Step {
 impl H2 {
     async fn run(&mut self, read_ahead: Vec<u8>) -> io::Result<()> {
         let mut rbuf = vec![0u8; READ_BUF];
-        let mut shutdown = self.ctx.shutdown.clone();
+        let ctx = self.ctx.clone();
+        let mut stop = ctx.stopping.waiter();
         let mut stop_seen = self.ctx.stopping.get();
         if stop_seen {
             self.out.conn.shutdown();
@@ -373,7 +374,7 @@ impl H2 {
                         return Ok(());
                     }
                 }
-                _ = shutdown.changed(), if !stop_seen => {
+                () = stop.wait(), if !stop_seen => {
                     stop_seen = true;
                     self.out.conn.shutdown();
                 }

@@ -871,7 +871,7 @@ async fn run_worker(w: Rc<Worker>, listeners: WorkerListeners, ready: std::sync:
         }
     };
     tokio::join!(accept_loop(&w, plain, Listener::Plain), tls_loop, quic_loop);
-    w.conn.stopping.set(true);
+    w.conn.stopping.set();
     let deadline = Instant::now() + w.shared.live().0.s.shutdown_timeout;
     while w.local_conns.get() > 0 && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(10)).await;

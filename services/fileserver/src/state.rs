@@ -10,9 +10,11 @@ use crate::config::Settings;
 use crate::files::Files;
 use crate::stats::WorkerStats;
 use std::cell::{Cell, RefCell};
+use std::future::Future;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, RwLock};
+use std::task::{Poll, Waker};
 use std::time::Duration;
 use tokio::sync::watch;
 
@@ -124,7 +126,7 @@ pub struct ConnContext {
     /// This worker's counters.
     pub stats: Arc<WorkerStats>,
     /// Set when shutdown began: finish the current response, then close.
-    pub stopping: Cell<bool>,
+    pub stopping: StopSignal,
     /// Shutdown notification.
     pub shutdown: watch::Receiver<bool>,
 }
@@ -138,7 +140,7 @@ impl ConnContext {
         ConnContext {
             shared,
             stats,
-            stopping: Cell::new(false),
+            stopping: StopSignal::default(),
             shutdown,
         }
     }
@@ -194,4 +196,126 @@ pub(crate) fn make_live(
         },
         handle,
     ))
+}
+
+/// The worker's stop: a flag its connections read, and the wakers of
+/// those waiting for it, woken once when it is set. Waiting is a borrow
+/// and a waker compare per poll on the worker's own memory; a
+/// `watch::Receiver::changed` per keep-alive wait linked a waiter into
+/// the process-wide channel under its lock and unlinked it when a request
+/// came first (4.8% of a range request's user time in `perf record`).
+#[derive(Debug, Default)]
+pub struct StopSignal {
+    set: Cell<bool>,
+    /// One slot per waiting connection (`None`: not polled yet or free).
+    wakers: RefCell<Vec<Option<Waker>>>,
+    free: RefCell<Vec<usize>>,
+}
+
+impl StopSignal {
+    /// Whether the worker is stopping.
+    #[inline]
+    pub fn get(&self) -> bool {
+        self.set.get()
+    }
+
+    /// Marks the worker stopping and wakes every waiting connection.
+    pub fn set(&self) {
+        self.set.set(true);
+        let wakers: Vec<Waker> = self
+            .wakers
+            .borrow_mut()
+            .iter_mut()
+            .filter_map(Option::take)
+            .collect();
+        for w in wakers {
+            w.wake();
+        }
+    }
+
+    /// A connection's place in the wait; free again when dropped.
+    pub fn waiter(&self) -> StopWaiter<'_> {
+        let slot = match self.free.borrow_mut().pop() {
+            Some(slot) => slot,
+            None => {
+                let mut wakers = self.wakers.borrow_mut();
+                wakers.push(None);
+                wakers.len() - 1
+            }
+        };
+        StopWaiter { signal: self, slot }
+    }
+}
+
+/// One connection's wait for its worker's [`StopSignal`].
+#[derive(Debug)]
+pub struct StopWaiter<'a> {
+    signal: &'a StopSignal,
+    slot: usize,
+}
+
+impl<'a> StopWaiter<'a> {
+    /// Ready once the worker is stopping. Cancel-safe: dropped before,
+    /// it leaves its waker for the next wait to replace.
+    pub fn wait(&mut self) -> impl Future<Output = ()> + use<'_, 'a> {
+        std::future::poll_fn(move |cx| {
+            if self.signal.get() {
+                return Poll::Ready(());
+            }
+            let mut wakers = self.signal.wakers.borrow_mut();
+            match &mut wakers[self.slot] {
+                Some(w) => w.clone_from(cx.waker()),
+                none => *none = Some(cx.waker().clone()),
+            }
+            Poll::Pending
+        })
+    }
+}
+
+impl Drop for StopWaiter<'_> {
+    fn drop(&mut self) {
+        self.signal.wakers.borrow_mut()[self.slot] = None;
+        self.signal.free.borrow_mut().push(self.slot);
+    }
+}
+
+#[cfg(test)]
+mod stop_tests {
+    use super::*;
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_waiting_connection_wakes_when_its_worker_stops() {
+        let stop = Rc::new(StopSignal::default());
+        let local = tokio::task::LocalSet::new();
+        local
+            .run_until(async {
+                let s = stop.clone();
+                let waiting = tokio::task::spawn_local(async move {
+                    let mut w = s.waiter();
+                    w.wait().await;
+                    let mut again = s.waiter();
+                    again.wait().await; // set already: ready at once
+                });
+                tokio::task::yield_now().await;
+                assert!(!waiting.is_finished());
+                stop.set();
+                waiting.await.unwrap();
+            })
+            .await;
+        assert!(stop.get());
+    }
+
+    #[test]
+    fn slots_are_reused_and_a_dropped_wait_holds_no_waker() {
+        let stop = StopSignal::default();
+        let a = stop.waiter();
+        let b = stop.waiter();
+        assert_eq!((a.slot, b.slot), (0, 1));
+        drop(a);
+        let c = stop.waiter();
+        assert_eq!(c.slot, 0);
+        assert_eq!(stop.wakers.borrow().len(), 2);
+        drop((b, c));
+        assert!(stop.wakers.borrow().iter().all(Option::is_none));
+    }
 }

@@ -522,6 +522,9 @@ fn graceful_shutdown_finishes_in_flight_response() {
         .unwrap();
     let mut buf = vec![0u8; 1 << 16];
     let _ = idle.read(&mut buf).unwrap();
+    // Idle long enough to have given back its buffers: from then on only
+    // the keep-alive deadline (60 s) or the stop wakes it.
+    std::thread::sleep(Duration::from_millis(300));
     // The in-flight request: read only the start, so the server is blocked on us.
     let mut s = connect_small_window(d.http);
     s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
