@@ -86,12 +86,13 @@ row("Path cache", 22)
 panel("Cache hit ratio", "Hits / (hits + misses) per instance. Each replica has its own cache: a new replica starts at 0 and warms up.",
       [(f'sum by (instance) (rate(fileserver_cache_hits_total{{{SEL}}}[{RI}])) / (sum by (instance) (rate(fileserver_cache_hits_total{{{SEL}}}[{RI}])) + sum by (instance) (rate(fileserver_cache_misses_total{{{SEL}}}[{RI}])))', "{{instance}}")],
       0, 23, unit="percentunit", extra={"min": 0, "max": 1})
-panel("Cache lookups/s", "Outcome of path-cache lookups and maintenance per second.",
+panel("Cache lookups/s", "Outcome of path-cache lookups and maintenance per second. Unadmitted misses: first misses of a path while the cache is full, served without caching (its second miss caches it).",
       [(f'sum(rate(fileserver_cache_hits_total{{{SEL}}}[{RI}]))', "hits"),
        (f'sum(rate(fileserver_cache_misses_total{{{SEL}}}[{RI}]))', "misses"),
        (f'sum(rate(fileserver_cache_negative_hits_total{{{SEL}}}[{RI}]))', "negative hits"),
        (f'sum(rate(fileserver_cache_revalidations_total{{{SEL}}}[{RI}]))', "revalidations"),
        (f'sum(rate(fileserver_cache_evictions_total{{{SEL}}}[{RI}]))', "evictions"),
+       (f'sum(rate(fileserver_cache_unadmitted_total{{{SEL}}}[{RI}]))', "unadmitted misses"),
        (f'sum(rate(fileserver_cache_invalidations_total{{{SEL}}}[{RI}]))', "invalidations")],
       12, 23, unit="ops")
 panel("Cache entries", "Paths held in the cache per instance (fileserver_cache_entries).",
