@@ -105,8 +105,8 @@ pub async fn serve(ctx: Rc<ConnContext>, incoming: quinn::Incoming) {
     };
     let responder = Rc::new(Responder::for_http3(ctx.clone(), peer));
     let mut requests = tokio::task::JoinSet::new();
-    let mut shutdown = ctx.shutdown.clone();
-    let mut stop_seen = ctx.stopping.get() || *shutdown.borrow();
+    let mut stop = ctx.stopping.waiter();
+    let mut stop_seen = ctx.stopping.get() || *ctx.shutdown.borrow();
     if stop_seen {
         let _ = h3.shutdown(0).await;
     }
@@ -130,7 +130,7 @@ pub async fn serve(ctx: Rc<ConnContext>, incoming: quinn::Incoming) {
                 }
             },
             Some(_) = requests.join_next(), if !requests.is_empty() => {}
-            _ = shutdown.changed(), if !stop_seen => {
+            () = stop.wait(), if !stop_seen => {
                 stop_seen = true;
                 let _ = h3.shutdown(0).await;
             }
