@@ -137,9 +137,10 @@ struct Out {
 }
 
 impl Out {
-    /// Sends `plan`'s head and, when the body is in memory and the windows
-    /// take it, the body.
-    fn start(&mut self, req: &Request, plan: &Plan<'_>, now: Option<u64>) -> Started {
+    /// Sends `plan`'s head and, when the body is in memory (a message, or
+    /// `rep`'s cached bytes) and the windows take it, the body: such an
+    /// answer is done here, with no kept [`Answer`] and no later round.
+    fn start(&mut self, req: &Request, plan: &Plan<'_>, rep: Option<&Representation>) -> Started {
         let stream = req.stream();
         let status = plan.status;
         let mut message = Vec::new();
@@ -153,7 +154,10 @@ impl Out {
                     inline = &message;
                 }
                 Body::Bytes(b) => inline = b,
-                Body::File(range) => parts.push_back(Part::Range { range, last: true }),
+                Body::File(range) => match in_memory(rep, range) {
+                    Some(b) if b.len() <= self.conn.window(stream) => inline = b,
+                    _ => parts.push_back(Part::Range { range, last: true }),
+                },
                 Body::Multipart(m) => {
                     let last = m.ranges.len().saturating_sub(1);
                     for (i, &range) in m.ranges.iter().enumerate() {
@@ -172,7 +176,7 @@ impl Out {
             }
         }
         let empty = inline.is_empty() && parts.is_empty();
-        if !self.send_head(stream, plan, now, empty) {
+        if !self.send_head(stream, plan, rep.map(Representation::now), empty) {
             return Started::Gone;
         }
         if empty {
@@ -487,9 +491,7 @@ impl H2 {
         let decision =
             decide::decide_checked(fm, serve, decide::Check::AtResolve, &head, &mut path).await;
         let plan = decision.plan(&head, &mut ranges);
-        let started = self
-            .out
-            .start(&req, &plan, decision.representation().map(|r| r.now()));
+        let started = self.out.start(&req, &plan, decision.representation());
         let file = match &started {
             Started::Waiting { .. } => decision.into_representation().map(|r| (r, fm.clone())),
             Started::Done { .. } | Started::Gone => None,
@@ -752,6 +754,13 @@ impl H2 {
             }
         }
     }
+}
+
+/// `range` of `rep`'s bytes when they are in memory.
+fn in_memory(rep: Option<&Representation>, range: ByteRange) -> Option<&[u8]> {
+    let start = usize::try_from(range.start).ok()?;
+    let end = usize::try_from(range.end).ok()?;
+    rep?.bytes()?.get(start..end)
 }
 
 /// Appends `n` bytes of `rep` at `off` to `out`: from memory, the page
