@@ -196,7 +196,7 @@ fn string(s: &[u8], dst: &mut Vec<u8>) {
     let coded = huffman::encoded_len(s);
     if coded < s.len() {
         integer::encode(coded, 7, 0x80, dst);
-        huffman::encode(s, dst);
+        huffman::encode(s, coded, dst);
     } else {
         integer::encode(s.len(), 7, 0x00, dst);
         dst.extend_from_slice(s);
