@@ -8,7 +8,9 @@
 //! encoding once and one octet in every later block; only the newest
 //! [`SCAN`] entries are searched, so the lookup stays a few comparisons
 //! (an older entry is added again, and the table evicts by size as the
-//! peer's does).
+//! peer's does). Responses repeat their fields in one order, so each
+//! position among a block's repeating fields remembers the entry it
+//! matched last, and that one comparison usually finds it.
 //!
 //! ```text
 //! table (mirrors the peer's decoder): [newest ... oldest]   index 62 + i
@@ -25,6 +27,8 @@ use crate::{huffman, integer};
 
 /// Entries searched for a repeating field, newest first.
 pub(crate) const SCAN: usize = 16;
+/// Positions among a block's repeating fields that remember their entry.
+const HINTS: usize = 16;
 /// The largest table this side keeps, whatever the peer allows: HTTP/2's
 /// initial size, which needs no size update.
 const OWN_MAX: usize = 4096;
@@ -40,6 +44,12 @@ pub struct Encoder {
     /// Size updates to open the next block with: the smallest since the
     /// last block, then the last (RFC 7541 4.2).
     update: Option<(usize, usize)>,
+    /// Entries ever added. The newest has serial `added - 1`, and the
+    /// entry with serial `s` is at index `added - 1 - s` while it lasts.
+    added: u64,
+    /// Per position among a block's repeating fields, the serial of the
+    /// entry it matched or added last (`u64::MAX`: none).
+    hints: [u64; HINTS],
 }
 
 /// One header block being written: [`Encoder::block`].
@@ -47,6 +57,8 @@ pub struct Encoder {
 pub struct Block<'a> {
     enc: &'a mut Encoder,
     dst: &'a mut Vec<u8>,
+    /// Repeating fields written so far.
+    repeating: usize,
 }
 
 impl Default for Encoder {
@@ -56,6 +68,8 @@ impl Default for Encoder {
             size: 0,
             max_size: OWN_MAX,
             update: None,
+            added: 0,
+            hints: [u64::MAX; HINTS],
         }
     }
 }
@@ -88,18 +102,37 @@ impl Encoder {
                 integer::encode(last, 5, 0x20, dst);
             }
         }
-        Block { enc: self, dst }
+        Block {
+            enc: self,
+            dst,
+            repeating: 0,
+        }
     }
 
-    /// The dynamic index of `name: value` among the newest [`SCAN`].
-    fn find(&self, name: &[u8], value: &[u8]) -> Option<usize> {
-        self.table.iter().take(SCAN).position(|(e, n)| {
+    /// The dynamic index of `name: value` among the newest [`SCAN`]: the
+    /// entry `position` names in [`Encoder::hints`] if it is the one, else
+    /// the first found in order.
+    fn find(&mut self, name: &[u8], value: &[u8], position: usize) -> Option<usize> {
+        let is = |(e, n): &(Box<[u8]>, usize)| {
             *n == name.len() && e.len() == n + value.len() && e[..*n] == *name && e[*n..] == *value
-        })
+        };
+        let newest = self.added.wrapping_sub(1);
+        if let Some(&serial) = self.hints.get(position) {
+            let hinted = newest.wrapping_sub(serial);
+            if hinted < self.table.len().min(SCAN) as u64 && is(&self.table[hinted as usize]) {
+                return Some(hinted as usize);
+            }
+        }
+        let i = self.table.iter().take(SCAN).position(is)?;
+        if let Some(hint) = self.hints.get_mut(position) {
+            *hint = newest - i as u64;
+        }
+        Some(i)
     }
 
-    /// Adds an entry as the peer's decoder will (RFC 7541 4.4).
-    fn insert(&mut self, name: &[u8], value: &[u8]) {
+    /// Adds an entry as the peer's decoder will (RFC 7541 4.4), and
+    /// remembers it for `position`.
+    fn insert(&mut self, name: &[u8], value: &[u8], position: usize) {
         let size = name.len() + value.len() + ENTRY_OVERHEAD;
         self.evict_to(self.max_size.saturating_sub(size));
         if size <= self.max_size {
@@ -108,6 +141,10 @@ impl Encoder {
             e.extend_from_slice(value);
             self.table.push_front((e.into_boxed_slice(), name.len()));
             self.size += size;
+            if let Some(hint) = self.hints.get_mut(position) {
+                *hint = self.added;
+            }
+            self.added += 1;
         }
     }
 
@@ -156,7 +193,9 @@ impl Block<'_> {
     /// one octet once it is in the dynamic table, else a literal that
     /// adds it. Not for a secret (a compression oracle could guess it).
     pub fn indexed(&mut self, name: &[u8], value: &[u8]) -> &mut Self {
-        if let Some(i) = self.enc.find(name, value) {
+        let position = self.repeating;
+        self.repeating += 1;
+        if let Some(i) = self.enc.find(name, value, position) {
             integer::encode(62 + i, 7, 0x80, self.dst);
             return self;
         }
@@ -168,7 +207,7 @@ impl Block<'_> {
             }
         }
         string(value, self.dst);
-        self.enc.insert(name, value);
+        self.enc.insert(name, value, position);
         self
     }
 
@@ -277,6 +316,49 @@ mod tests {
         out.clear();
         e.block(&mut out).indexed(b"server", b"fileserver");
         assert_eq!(out, [0x80 | 62]);
+    }
+
+    /// The hint per position is only a shortcut: a field that moved, a
+    /// changed value and an entry gone from the table all still index
+    /// the entry the table holds (newest is 62).
+    #[test]
+    fn repeating_fields_index_their_entry_in_any_order() {
+        let mut e = Encoder::new();
+        let mut out = Vec::new();
+        let fields: [(&[u8], &[u8]); 3] = [(b"a", b"1"), (b"b", b"2"), (b"c", b"3")];
+        let mut b = e.block(&mut out);
+        for (n, v) in fields {
+            b.indexed(n, v);
+        }
+        // In the table, newest first: c 62, b 63, a 64.
+        fn block(e: &mut Encoder, order: &[(&[u8], &[u8])]) -> Vec<u8> {
+            let mut out = Vec::new();
+            let mut b = e.block(&mut out);
+            for (n, v) in order {
+                b.indexed(n, v);
+            }
+            out
+        }
+        assert_eq!(block(&mut e, &fields), [0x80 | 64, 0x80 | 63, 0x80 | 62]);
+        assert_eq!(
+            block(&mut e, &[fields[2], fields[0]]),
+            [0x80 | 62, 0x80 | 64]
+        );
+        // A new value at position 1 is added (now 62, the rest move up) ...
+        let added = block(&mut e, &[fields[0], (b"b", b"9"), fields[2]]);
+        assert_eq!(added[0], 0x80 | 64);
+        assert_eq!(added[added.len() - 1], 0x80 | 63);
+        // ... and the old one, still in the table, is found again.
+        assert_eq!(block(&mut e, &fields), [0x80 | 65, 0x80 | 64, 0x80 | 63]);
+        // With the table emptied, every hint is stale: literals again.
+        e.set_peer_limit(0);
+        e.set_peer_limit(4096);
+        let fresh = block(&mut e, &fields);
+        let mut want = vec![0x20, 0x3f, 0xe1, 0x1f]; // size updates: 0, 4096
+        for (n, v) in fields {
+            want.extend([0x40, 1, n[0], 1, v[0]]);
+        }
+        assert_eq!(fresh, want);
     }
 
     #[test]
