@@ -249,10 +249,15 @@ impl Out {
         sent
     }
 
-    /// HEADERS or DATA went into the output.
+    /// HEADERS or DATA went into the output. The send timeout runs from
+    /// here if nothing was waiting to leave; otherwise from the earlier
+    /// stamp, or from the last write that moved bytes (`write_some`), so
+    /// only the first of a batch of responses reads the clock.
     fn made_progress(&mut self) {
-        self.progress_pending = true;
-        self.last_progress = Instant::now();
+        if !self.progress_pending {
+            self.progress_pending = true;
+            self.last_progress = Instant::now();
+        }
     }
 }
 
