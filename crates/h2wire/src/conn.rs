@@ -88,8 +88,15 @@ pub enum Event {
 const DRAIN_MAX: u64 = 64 * 1024;
 /// Credit an answer (HEADERS or DATA with octets) earns back.
 const REFILL: i64 = 2;
-/// Spare request buffers kept for the next requests.
-const SPARE_REQUESTS: usize = 4;
+/// Spare requests kept for the next ones: as many as a client's usual
+/// batch of concurrent streams (h2load's and browsers' 10 or more), so a
+/// batch allocates nothing once the connection has seen one.
+const SPARE_REQUESTS: usize = 16;
+/// The most a spare request's buffers may hold (a larger one is dropped):
+/// a browser's head fits, and the spares keep at most 64 KiB per
+/// connection whatever a client's headers were (four spares of a full
+/// 16 KiB header list kept as much before).
+const SPARE_BYTES: usize = 4096;
 /// Closed streams remembered, so that a HEADERS in flight for one is told
 /// apart from a client reusing an old identifier.
 const RECENTLY_CLOSED: usize = 64;
@@ -261,7 +268,7 @@ impl Connection {
 
     /// Gives an answered request's buffers back for the next one.
     pub fn recycle(&mut self, req: Request) {
-        if self.spare.len() < SPARE_REQUESTS {
+        if self.spare.len() < SPARE_REQUESTS && req.capacity() <= SPARE_BYTES {
             self.spare.push(req);
         }
     }
@@ -993,4 +1000,31 @@ impl Connection {
 /// A 31-bit big-endian value at the start of `p` (the reserved bit off).
 fn be31(p: &[u8]) -> u32 {
     u32::from_be_bytes([p[0], p[1], p[2], p[3]]) & 0x7fff_ffff
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Spares cover a batch of streams, and a request whose buffers grew
+    /// past [`SPARE_BYTES`] is not kept for the next one.
+    #[test]
+    fn spare_requests_are_bounded_in_number_and_size() {
+        let mut c = Connection::new(Config::default());
+        for _ in 0..SPARE_REQUESTS + 4 {
+            c.recycle(Request::default());
+        }
+        assert_eq!(c.spare.len(), SPARE_REQUESTS);
+        c.spare.clear();
+        let mut big = Request::default();
+        big.reset(1, true, usize::MAX);
+        big.push(b"x-large", &vec![b'a'; SPARE_BYTES]);
+        c.recycle(big);
+        assert!(c.spare.is_empty());
+        let mut small = Request::default();
+        small.reset(3, true, usize::MAX);
+        small.push(b"x-small", b"a");
+        c.recycle(small);
+        assert_eq!(c.spare.len(), 1);
+    }
 }

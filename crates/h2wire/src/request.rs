@@ -76,6 +76,12 @@ impl Request {
         r.as_ref().map(|r| self.slice(r))
     }
 
+    /// Bytes its buffers hold, used or not.
+    pub(crate) fn capacity(&self) -> usize {
+        self.buf.capacity()
+            + self.fields.capacity() * std::mem::size_of::<(Range<u32>, Range<u32>)>()
+    }
+
     /// Empties it for the block of `stream`.
     pub(crate) fn reset(&mut self, stream: u32, end_stream: bool, max_list_size: usize) {
         self.stream = stream;
