@@ -59,7 +59,15 @@ struct Code {
     /// Per length: one past the last code of at most that length, as a
     /// left-aligned 30-bit window.
     limit: [u32; MAX_LEN + 1],
+    /// Per 8-bit window prefix: `len << 8 | symbol` of the code of at most
+    /// [`SHORT_LEN`] bits it starts with, else 0 (a longer code).
+    short: [u16; 1 << SHORT_LEN],
 }
+
+/// Codes this long or shorter (most of a path's and a name's letters and
+/// digits) are decoded by one lookup of the window's first octet, not by
+/// the search over lengths.
+const SHORT_LEN: usize = 8;
 
 const fn derive() -> Code {
     let mut c = Code {
@@ -68,6 +76,7 @@ const fn derive() -> Code {
         first: [0; MAX_LEN + 1],
         offset: [0; MAX_LEN + 1],
         limit: [0; MAX_LEN + 1],
+        short: [0; 1 << SHORT_LEN],
     };
     let mut code: u32 = 0;
     let mut next: u16 = 0;
@@ -88,6 +97,19 @@ const fn derive() -> Code {
         c.limit[len] = code << (MAX_LEN - len);
         code <<= 1;
         len += 1;
+    }
+    let mut sym = 0;
+    while sym < 256 {
+        let len = LENGTHS[sym] as usize;
+        if len <= SHORT_LEN {
+            let first = (c.codes[sym] as usize) << (SHORT_LEN - len);
+            let mut prefix = first;
+            while prefix < first + (1 << (SHORT_LEN - len)) {
+                c.short[prefix] = ((len as u16) << 8) | sym as u16;
+                prefix += 1;
+            }
+        }
+        sym += 1;
     }
     c
 }
@@ -166,10 +188,16 @@ pub(crate) fn decode(src: &[u8], dst: &mut Vec<u8>) -> Result<(), DecodeError> {
             let pad = MAX_LEN as u32 - bits;
             ((acc << pad) | ((1 << pad) - 1)) & WINDOW_MASK
         } as u32;
-        let mut len = MIN_LEN;
-        while window >= CODE.limit[len] {
-            len += 1;
-        }
+        let short = CODE.short[(window >> (MAX_LEN - SHORT_LEN)) as usize];
+        let len = if short != 0 {
+            usize::from(short >> 8)
+        } else {
+            let mut len = SHORT_LEN + 1;
+            while window >= CODE.limit[len] {
+                len += 1;
+            }
+            len
+        };
         if len as u32 > bits {
             // No whole code left: what remains must be padding.
             let ones = (1u64 << bits) - 1;
@@ -179,8 +207,12 @@ pub(crate) fn decode(src: &[u8], dst: &mut Vec<u8>) -> Result<(), DecodeError> {
                 Err(DecodeError::Huffman)
             };
         }
-        let rank = (window >> (MAX_LEN - len)) - CODE.first[len];
-        let sym = CODE.sorted[CODE.offset[len] as usize + rank as usize];
+        let sym = if short != 0 {
+            short & 0xff
+        } else {
+            let rank = (window >> (MAX_LEN - len)) - CODE.first[len];
+            CODE.sorted[CODE.offset[len] as usize + rank as usize]
+        };
         if sym == EOS {
             return Err(DecodeError::Huffman);
         }
@@ -228,6 +260,29 @@ mod tests {
         assert_eq!((CODE.codes[255], LENGTHS[255]), (0x3ffffee, 26));
         assert_eq!((CODE.codes[256], LENGTHS[256]), (0x3fffffff, 30));
         assert_eq!(CODE.limit[MAX_LEN], 1 << MAX_LEN, "every window has a code");
+    }
+
+    /// The one-octet table gives, for every window, what the search over
+    /// lengths gives, and is empty exactly where that code is longer.
+    #[test]
+    fn the_short_table_agrees_with_the_length_search() {
+        for prefix in 0..1u32 << SHORT_LEN {
+            for rest in [0, (1 << (MAX_LEN - SHORT_LEN)) - 1] {
+                let window = prefix << (MAX_LEN - SHORT_LEN) | rest;
+                let mut len = MIN_LEN;
+                while window >= CODE.limit[len] {
+                    len += 1;
+                }
+                let rank = (window >> (MAX_LEN - len)) - CODE.first[len];
+                let sym = CODE.sorted[CODE.offset[len] as usize + rank as usize];
+                let short = CODE.short[prefix as usize];
+                if len <= SHORT_LEN {
+                    assert_eq!(short, (len as u16) << 8 | sym, "{prefix:08b}");
+                } else {
+                    assert_eq!(short, 0, "{prefix:08b}");
+                }
+            }
+        }
     }
 
     /// RFC 7541 C.4 and C.6: the Huffman-coded strings of its examples.
