@@ -210,6 +210,13 @@ mod tests {
     }
 
     proptest::proptest! {
+        // Failures are kept by hand as tests, not in a side file.
+        #![proptest_config(proptest::test_runner::Config {
+            failure_persistence: Some(Box::new(
+                proptest::test_runner::FileFailurePersistence::Off,
+            )),
+            ..proptest::test_runner::Config::default()
+        })]
         #[test]
         fn every_target_normalizes_as_the_general_path_does(
             target in "/[/.a%2eF\\u{0}\\u{e9}?]{0,12}",
