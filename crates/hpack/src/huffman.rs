@@ -9,12 +9,15 @@
 //! holds a code of at most that length.
 //!
 //! ```text
-//! window (30 bits, left-aligned) ──> smallest len with window < LIMIT[len]
-//!   symbol = SORTED[OFFSET[len] + (window >> (30 - len)) - FIRST[len]]
+//! window (30 bits, left-aligned)
+//!   SHORT[window >> 22] != 0 ──> (len, symbol) of a code of at most 8 bits
+//!   else smallest len > 8 with window < LIMIT[len]
+//!     symbol = SORTED[OFFSET[len] + (window >> (30 - len)) - FIRST[len]]
 //! ```
 //!
-//! Request strings are mostly letters, digits and `/.-_`, codes of 5 to 7
-//! bits, so the length search ends after one to three comparisons.
+//! Request strings are mostly letters, digits and `/.-_`, codes of 5 to 8
+//! bits, so most symbols take the one lookup; the length search is left
+//! to the rare longer codes.
 
 use crate::DecodeError;
 

@@ -104,8 +104,9 @@ pub fn normalize_path<'o>(target: &[u8], out: &'o mut Vec<u8>) -> Result<NormPat
 }
 
 /// Whether `raw` (which starts with `/`) normalizes to itself but for its
-/// leading and trailing `/`: no escape or NUL, and no segment that is
-/// empty or starts with `.` (so no `.`, `..` or dot file) but the last.
+/// leading and trailing `/`: no escape or NUL, no segment that starts with
+/// `.` (so no `.`, `..` or dot file), and no empty segment but the one a
+/// trailing `/` ends with.
 fn is_plain(raw: &[u8]) -> bool {
     let mut after_slash = false;
     for &b in raw {
