@@ -8,7 +8,9 @@
 //! a lookup's load or revalidation:
 //!   e = epoch; prepare(path): watches in place          then the check
 //!   after the entry is in the index: changed_since(path, e)?  -> drop it
-//! watcher thread, per event in directory D (each path P that D is watched as):
+//! watcher thread, around each read of the queue: drains += 1 before, += 1
+//! once what it read is handled; per event in directory D (each path P that
+//! D is watched as):
 //!   epoch += 1                                (voids descriptor stamps)
 //!   a file's bytes or attributes     -> touched[P/name] = epoch; drop P/name
 //!   a name that is (or was) a directory, a link to one, or a directory
@@ -16,8 +18,8 @@
 //!   names added or removed in D      -> drop D's sibling census too
 //!   D itself moved or deleted        -> drop P and all below; unwatch them
 //!   queue overflow                   -> drop everything; unwatch everything
-//! request sent from a cached descriptor: stamp == epoch and nothing queued
-//!   (FIONREAD) -> no statx; else statx the descriptor
+//! request sent from a cached descriptor: drains even and unmoved, stamp ==
+//!   epoch and nothing queued (FIONREAD) -> no statx; else statx it
 //! ```
 //!
 //! The guarantee: a request that starts once the watcher thread has read a
@@ -134,12 +136,23 @@ impl Dirs {
     }
 }
 
+/// What a descriptor's stamp is checked against.
+struct Clock {
+    /// Moves with every event handled (and every reset).
+    epoch: AtomicU64,
+    /// Odd while the thread drains the queue: from before its first read
+    /// until every event read is handled. An event it has read but not yet
+    /// handled is neither queued nor in `epoch`; a check that sees `drains`
+    /// odd, or moved across its look at the queue, does not vouch.
+    drains: AtomicU64,
+}
+
 pub(crate) struct Watcher {
     inotify: OwnedFd,
     dirs: Mutex<Dirs>,
     /// Read by every hit sent from a descriptor: on its own line, away from
     /// the lock that each miss and revalidation writes.
-    epoch: CachePadded<AtomicU64>,
+    clock: CachePadded<Clock>,
     /// The epoch of the last event about a path, by the path's bucket.
     touched: Box<[AtomicU64]>,
     /// The epoch of the last event that dropped a whole tree.
@@ -172,7 +185,10 @@ impl Watcher {
         let w = Arc::new(Watcher {
             inotify: fd,
             dirs: Mutex::new(dirs),
-            epoch: CachePadded::new(AtomicU64::new(1)),
+            clock: CachePadded::new(Clock {
+                epoch: AtomicU64::new(1),
+                drains: AtomicU64::new(0),
+            }),
             touched: (0..BUCKETS).map(|_| AtomicU64::new(0)).collect(),
             tree: AtomicU64::new(0),
             events: AtomicU64::new(0),
@@ -194,7 +210,7 @@ impl Watcher {
     /// The epoch now: read before a load's check, handed back to
     /// [`changed_since`](Self::changed_since) after the entry is indexed.
     pub(crate) fn epoch(&self) -> u64 {
-        self.epoch.load(Ordering::SeqCst)
+        self.clock.epoch.load(Ordering::SeqCst)
     }
 
     /// Whether an event about `path` (or a tree above it) was handled
@@ -246,22 +262,31 @@ impl Watcher {
             }
         }
         drop(dirs);
-        Some(self.epoch.load(Ordering::SeqCst))
+        Some(self.clock.epoch.load(Ordering::SeqCst))
     }
 
     /// Whether a check stamped `stamp` still holds: no event since, neither
-    /// one the thread has read nor one still queued. The kernel queues a
-    /// write's event before the write returns, but the thread may not have
-    /// run yet (on a busy machine, for milliseconds), so a request that
-    /// arrives after a rewrite must see the queue itself: one `FIONREAD`
-    /// ioctl, which touches neither the file nor its inode, where the check
-    /// it replaces is a `statx` of the file. Without it the daemon's
+    /// one the thread has handled, nor one it is reading, nor one still
+    /// queued. The kernel queues a write's event before the write returns,
+    /// but the thread may not have run yet (on a busy machine, for
+    /// milliseconds), so a request that arrives after a rewrite must see
+    /// the queue itself. Without that look the daemon's
     /// reliability_replace test served a torn response while no write was
     /// in progress, once in a loaded run of the suite.
     #[inline]
     pub(crate) fn holds(&self, stamp: u64) -> bool {
-        stamp == self.epoch.load(Ordering::SeqCst)
-            && rustix::io::ioctl_fionread(&self.inotify).is_ok_and(|queued| queued == 0)
+        let drains = self.clock.drains.load(Ordering::SeqCst);
+        drains % 2 == 0
+            && stamp == self.clock.epoch.load(Ordering::SeqCst)
+            && self.nothing_queued()
+            && drains == self.clock.drains.load(Ordering::SeqCst)
+    }
+
+    /// Whether this watcher's queue is empty: one `FIONREAD` ioctl, which
+    /// touches neither the file nor its inode, where the check it replaces
+    /// is a `statx` of the file.
+    fn nothing_queued(&self) -> bool {
+        rustix::io::ioctl_fionread(&self.inotify).is_ok_and(|queued| queued == 0)
     }
 
     pub(crate) fn stats(&self) -> WatchStats {
@@ -279,6 +304,29 @@ impl Watcher {
     /// Reads what is queued and hands each change to `sink`; true when
     /// something was read.
     fn drain(&self, buf: &mut [MaybeUninit<u8>], sink: &dyn Fn(Change<'_>)) -> bool {
+        self.drain_with(buf, sink, &mut || {})
+    }
+
+    /// [`drain`](Self::drain), calling `first_read` once the first event is
+    /// read and before it is handled (tests look at stamps there).
+    fn drain_with(
+        &self,
+        buf: &mut [MaybeUninit<u8>],
+        sink: &dyn Fn(Change<'_>),
+        first_read: &mut dyn FnMut(),
+    ) -> bool {
+        self.clock.drains.fetch_add(1, Ordering::SeqCst);
+        let seen = self.read_events(buf, sink, first_read);
+        self.clock.drains.fetch_add(1, Ordering::SeqCst);
+        seen
+    }
+
+    fn read_events(
+        &self,
+        buf: &mut [MaybeUninit<u8>],
+        sink: &dyn Fn(Change<'_>),
+        first_read: &mut dyn FnMut(),
+    ) -> bool {
         let mut reader = inotify::Reader::new(self.inotify.as_fd(), buf);
         let mut seen = false;
         loop {
@@ -290,6 +338,9 @@ impl Watcher {
                     break;
                 }
             };
+            if !seen {
+                first_read();
+            }
             seen = true;
             let flags = ev.events();
             if flags.contains(ReadFlags::QUEUE_OVERFLOW) {
@@ -315,7 +366,7 @@ impl Watcher {
             self.events.fetch_add(1, Ordering::Relaxed);
             // The epoch moves before anything is dropped, so no request
             // that starts after this point trusts a stamp from before it.
-            let epoch = self.epoch.fetch_add(1, Ordering::SeqCst) + 1;
+            let epoch = self.clock.epoch.fetch_add(1, Ordering::SeqCst) + 1;
             if flags.intersects(SELF_GONE) {
                 for dir in &paths {
                     if dir.is_empty() && flags.contains(ReadFlags::MOVE_SELF) {
@@ -369,7 +420,7 @@ impl Watcher {
     /// after they land.
     pub(crate) fn rebase(&self, root: &OwnedFd) {
         let mut dirs = self.dirs.lock().unwrap_or_else(|e| e.into_inner());
-        let epoch = self.epoch.fetch_add(1, Ordering::SeqCst) + 1;
+        let epoch = self.clock.epoch.fetch_add(1, Ordering::SeqCst) + 1;
         self.tree.store(epoch, Ordering::SeqCst);
         dirs.forget_under(&self.inotify, "");
         dirs.root = format!("/proc/self/fd/{}", root.as_raw_fd());
@@ -380,7 +431,7 @@ impl Watcher {
     /// as paths are looked up.
     fn reset(&self, sink: &dyn Fn(Change<'_>)) {
         let mut dirs = self.dirs.lock().unwrap_or_else(|e| e.into_inner());
-        let epoch = self.epoch.fetch_add(1, Ordering::SeqCst) + 1;
+        let epoch = self.clock.epoch.fetch_add(1, Ordering::SeqCst) + 1;
         self.tree.store(epoch, Ordering::SeqCst);
         dirs.forget_under(&self.inotify, "");
         let root_links = !dirs.root_links.is_empty();
@@ -619,6 +670,28 @@ mod tests {
             .contains(&r#"Path("f")"#.to_string()));
         let stamp = w.prepare("f").unwrap();
         assert!(w.holds(stamp), "a new check after the event holds");
+    }
+
+    /// The thread has read an event and not yet handled it: the event is
+    /// neither queued nor in the epoch then, and a stamp must not hold.
+    #[test]
+    fn an_event_read_but_not_yet_handled_voids_stamps() {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::write(tmp.path().join("f"), b"1").unwrap();
+        let root = root(tmp.path());
+        let w = Watcher::new(&root, &[]).unwrap();
+        let stamp = w.prepare("f").unwrap();
+        std::fs::write(tmp.path().join("f"), b"2").unwrap();
+        let mut buf = vec![MaybeUninit::<u8>::uninit(); 4096];
+        let mut held = None;
+        assert!(w.drain_with(&mut buf, &|_| {}, &mut || held = Some(w.holds(stamp))));
+        assert_eq!(
+            held,
+            Some(false),
+            "a stamp held while its event was being handled"
+        );
+        let stamp = w.prepare("f").unwrap();
+        assert!(w.holds(stamp), "a new check after the drain holds");
     }
 
     #[test]
