@@ -10,6 +10,11 @@
 //!   `filemanager` (path cache hit) vs `tokio_fs_open` (`tokio::fs::File::open`).
 //! - `filemanager_open_uncached`: a cache miss's work (safe `openat2` +
 //!   `statx` + close) per backend: `uring`, `blocking`, vs `tokio_fs_open`.
+//! - `filemanager_watch_queue_check`: the change watcher's look at its
+//!   inotify queue, made on each of two threads at once as the daemon's two
+//!   workers make it: `epoll_per_thread` (an empty wait on the thread's own
+//!   epoll instance holding the inotify descriptor, what the watcher does)
+//!   vs `fionread_shared` (`FIONREAD` on the one inotify descriptor).
 //!
 //! All run on a current-thread runtime (one per worker, as the daemon does);
 //! each sample is one `block_on` of a loop, so runtime entry is not measured.
@@ -227,10 +232,87 @@ fn open_uncached(c: &mut Criterion) {
     g.finish();
 }
 
+/// One look at an inotify queue: FIONREAD on the shared descriptor, or an
+/// empty wait on this thread's epoll instance `ep` that holds it.
+fn queue_look(inotify: libc::c_int, ep: Option<libc::c_int>) -> bool {
+    let mut queued: libc::c_int = 0;
+    let mut ev = [libc::epoll_event { events: 0, u64: 0 }; 4];
+    // SAFETY: plain syscalls on live descriptors, into stack buffers of
+    // the sizes passed.
+    unsafe {
+        match ep {
+            Some(ep) => libc::epoll_wait(ep, ev.as_mut_ptr(), 4, 0) == 0,
+            None => libc::ioctl(inotify, libc::FIONREAD, &mut queued) == 0 && queued == 0,
+        }
+    }
+}
+
+/// An epoll instance of the calling thread's own, holding `inotify`.
+fn epoll_holding(inotify: libc::c_int) -> libc::c_int {
+    // SAFETY: plain syscalls; the event is read by the kernel for the call.
+    unsafe {
+        let ep = libc::epoll_create1(libc::EPOLL_CLOEXEC);
+        assert!(ep >= 0);
+        let mut ev = libc::epoll_event {
+            events: libc::EPOLLIN as u32,
+            u64: 1,
+        };
+        assert_eq!(
+            libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, inotify, &mut ev),
+            0
+        );
+        ep
+    }
+}
+
+fn watch_queue_check(c: &mut Criterion) {
+    let dir = setup();
+    // SAFETY: plain syscalls; the path is a live NUL-terminated string.
+    let inotify = unsafe {
+        let fd = libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC);
+        assert!(fd >= 0);
+        let path = std::ffi::CString::new(dir.path().as_os_str().as_encoded_bytes()).unwrap();
+        assert!(libc::inotify_add_watch(fd, path.as_ptr(), libc::IN_MODIFY) >= 0);
+        fd
+    };
+    let mut g = c.benchmark_group("filemanager_watch_queue_check");
+    for (name, per_thread) in [("epoll_per_thread", true), ("fionread_shared", false)] {
+        g.bench_function(name, |b| {
+            b.iter_custom(|iters| {
+                let stop = std::sync::atomic::AtomicBool::new(false);
+                std::thread::scope(|s| {
+                    // The other worker, looking all the while.
+                    s.spawn(|| {
+                        let ep = per_thread.then(|| epoll_holding(inotify));
+                        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                            assert!(queue_look(inotify, ep));
+                        }
+                        // SAFETY: this thread's own descriptor, closed once.
+                        ep.map(|ep| unsafe { libc::close(ep) });
+                    });
+                    let ep = per_thread.then(|| epoll_holding(inotify));
+                    let start = Instant::now();
+                    for _ in 0..iters {
+                        assert!(queue_look(inotify, ep));
+                    }
+                    let took = start.elapsed();
+                    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+                    // SAFETY: as above.
+                    ep.map(|ep| unsafe { libc::close(ep) });
+                    took
+                })
+            })
+        });
+    }
+    g.finish();
+    // SAFETY: the descriptor made above, closed once.
+    unsafe { libc::close(inotify) };
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default().measurement_time(Duration::from_secs(2)).warm_up_time(Duration::from_millis(500));
-    targets = read_4k, open_cached, open_uncached
+    targets = read_4k, open_cached, open_uncached, watch_queue_check
 }
 fn main() {
     benches::plot_font::register_or_exit();

@@ -201,7 +201,8 @@ impl FileManager {
 
     /// Whether a file about to be sent from its descriptor is the version
     /// its metadata describes: the watcher vouches for a cached descriptor
-    /// (no change under the root since it was checked: one `FIONREAD`),
+    /// (no change under the root since it was checked, none queued: one
+    /// empty epoll wait on the thread's own instance),
     /// else [`CachedFile::is_current`] (one `statx`, counted as a stat).
     /// Asked only of responses sent from a descriptor: a copy in memory
     /// needs neither, and asking every hit was one ioctl per request.
@@ -226,7 +227,7 @@ impl FileManager {
     /// Whether the bytes behind `f` are still those its metadata describes,
     /// asked after reading some of them and before the last leave: the
     /// watcher's word where it vouches (no change under the root since the
-    /// descriptor was checked, one `FIONREAD`), else
+    /// descriptor was checked, one empty epoll wait), else
     /// [`CachedFile::contents_unchanged`] (one `statx`).
     pub fn contents_unchanged(&self, f: &CachedFile) -> bool {
         self.vouched(f) || f.contents_unchanged()

@@ -243,10 +243,11 @@ impl Output {
     /// Sends the last bytes of a range read from the file: read into the
     /// batch (from the page cache, else through the backend), then the file
     /// is checked to be the version the head described (the change
-    /// watcher's word, one `FIONREAD`, else one statx), then sent. A file rewritten in place at any point of the send shows in
-    /// that check, and the body then ends short (the client sees fewer
-    /// bytes than `Content-Length`), never complete with mixed contents:
-    /// the rule `servedir`'s body follows too. When nothing of the response
+    /// watcher's word, one empty epoll wait, else one statx), then sent. A
+    /// file rewritten in place at any point of the send shows in that
+    /// check, and the body then ends short (the client sees fewer bytes
+    /// than `Content-Length`), never complete with mixed contents: the rule
+    /// `servedir`'s body follows too. When nothing of the response
     /// has left yet (a body of at most [`COPY_MAX`] bytes) it is withdrawn
     /// instead, if `may_withdraw`, and the engine answers again from the
     /// reopened file: this check then stands in for the resolve stage's.
