@@ -13,17 +13,37 @@ pub fn push_range(out: &mut Vec<u8>, r: ByteRange, size: u64) {
     push_u64(out, size);
 }
 
-/// Appends the decimal form of `n`.
+/// `00` to `99`, two digits per entry.
+const DIGIT_PAIRS: [u8; 200] = {
+    let mut t = [0u8; 200];
+    let mut i = 0;
+    while i < 100 {
+        t[2 * i] = b'0' + (i / 10) as u8;
+        t[2 * i + 1] = b'0' + (i % 10) as u8;
+        i += 1;
+    }
+    t
+};
+
+/// Appends the decimal form of `n`, two digits per division: a range
+/// response writes four numbers of up to seven digits, and one digit per
+/// division was ~380 of its ~10300 instructions.
 pub fn push_u64(out: &mut Vec<u8>, mut n: u64) {
     let mut tmp = [0u8; 20];
     let mut i = tmp.len();
-    loop {
+    while n >= 100 {
+        let pair = (n % 100) as usize * 2;
+        n /= 100;
+        i -= 2;
+        tmp[i..i + 2].copy_from_slice(&DIGIT_PAIRS[pair..pair + 2]);
+    }
+    if n >= 10 {
+        let pair = n as usize * 2;
+        i -= 2;
+        tmp[i..i + 2].copy_from_slice(&DIGIT_PAIRS[pair..pair + 2]);
+    } else {
         i -= 1;
-        tmp[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
+        tmp[i] = b'0' + n as u8;
     }
     out.extend_from_slice(&tmp[i..]);
 }
@@ -57,6 +77,11 @@ mod tests {
         b.push(b' ');
         push_u64(&mut b, u64::MAX);
         assert_eq!(b, b"0 18446744073709551615");
+        for n in (0..=1001).chain([9_999, 10_000, 99_999, 1 << 32, u64::MAX / 10]) {
+            let mut b = Vec::new();
+            push_u64(&mut b, n);
+            assert_eq!(b, n.to_string().as_bytes());
+        }
         let mut b = Vec::new();
         push_encoded_path(&mut b, "a b/%?#\r\n");
         assert_eq!(b, b"a%20b/%25%3F%23%0D%0A");
