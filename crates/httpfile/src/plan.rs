@@ -224,11 +224,7 @@ impl FieldValue<'_> {
         match *self {
             FieldValue::Text(t) => out.extend_from_slice(t.as_bytes()),
             FieldValue::Number(n) => push_u64(out, n),
-            FieldValue::Date(secs) => {
-                let mut d = [0u8; crate::date::HTTP_DATE_LEN];
-                crate::date::fmt_http_date(secs, &mut d);
-                out.extend_from_slice(&d);
-            }
+            FieldValue::Date(secs) => crate::date::push_http_date(out, secs),
             FieldValue::ContentType(ContentType::Media(m)) => {
                 out.extend_from_slice(m.essence.as_bytes());
                 if m.utf8 {
