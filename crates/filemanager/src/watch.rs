@@ -476,8 +476,9 @@ fn bucket(path: &str) -> usize {
 /// What differs is what the two workers share: `FIONREAD` takes a
 /// reference to the one inotify file and the lock of its queue, two cache
 /// lines every request moved between the cores; this wait touches only
-/// the thread's own instance while nothing is queued. On the harness's
-/// range scenario (2 workers) that was ~1 us of the ~11 us per request.
+/// the thread's own instance while nothing is queued: 0.42 of the time per
+/// look with two threads looking at once (`cargo bench -p benches --bench
+/// filemanager -- watch_queue`).
 struct QueueProbe {
     epoll: OwnedFd,
     /// [`Watcher::id`]s whose descriptor is in `epoll`. A watcher dropped
