@@ -257,14 +257,18 @@ impl Representation {
         self.now
     }
 
+    /// Length in bytes of what is sent: the variant's, else the file's.
+    pub fn size(&self) -> u64 {
+        self.variant
+            .as_ref()
+            .map_or(self.file.meta().size, |v| v.bytes().len() as u64)
+    }
+
     /// The planner's view of this representation.
     pub fn info(&self) -> FileInfo<'_> {
         let meta = self.file.meta();
         FileInfo {
-            size: self
-                .variant
-                .as_ref()
-                .map_or(meta.size, |v| v.bytes().len() as u64),
+            size: self.size(),
             mtime_secs: (meta.mtime_ns.max(0) / 1_000_000_000) as u64,
             etag: self.etag.as_str(),
             media_type: MediaType::of(self.mime),
@@ -670,7 +674,7 @@ fn body_within(options: &Options, head: &RequestHead<'_>, r: &Representation, bo
     else {
         return false;
     };
-    httpfile::range::single_range(range, r.info().size, options.max_ranges)
+    httpfile::range::single_range(range, r.size(), options.max_ranges)
         .is_some_and(|one| one.len() <= bound)
 }
 
