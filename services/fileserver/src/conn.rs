@@ -49,6 +49,10 @@ struct Conn {
     ranges: Vec<ByteRange>,
     /// The site whose manager `out` reads through (`None`: the default).
     site: Option<usize>,
+    /// When the last response was logged, while nothing has been flushed
+    /// since: the idle deadline that follows starts there, one clock read
+    /// fewer per keep-alive request.
+    finished_at: std::cell::Cell<Option<Instant>>,
 }
 
 /// Serves one accepted connection (or one whose TLS handshake chose
@@ -72,6 +76,7 @@ pub(crate) async fn serve(ctx: Rc<ConnContext>, wire: Wire, peer: SocketAddr) {
         path: Vec::with_capacity(128),
         ranges: Vec::new(),
         site: None,
+        finished_at: std::cell::Cell::new(None),
     };
     match c.run().await {
         Ok(Ended::Closed) => c.out.wire.close_notify(),
@@ -165,6 +170,7 @@ impl Conn {
                         }
                         if self.out.wbuf.len() >= WBUF_FLUSH {
                             self.out.flush(false).await?;
+                            self.finished_at.set(None);
                         }
                         continue;
                     }
@@ -179,9 +185,12 @@ impl Conn {
                     }
                 }
             }
-            // Need more bytes: answer what is batched first.
+            // Need more bytes: answer what is batched first. A flush may
+            // wait on the client, after which the finish time is stale.
+            let mut finished_at = self.finished_at.take();
             if !self.out.wbuf.is_empty() {
                 self.out.flush(false).await?;
+                finished_at = None;
             }
             if (self.ctx.stopping.get() || self.stop_seen) && start == end {
                 return Ok(Ended::Closed);
@@ -192,7 +201,7 @@ impl Conn {
                 start = 0;
             }
             let limits = &self.live.s.limits;
-            let now = Instant::now();
+            let now = finished_at.unwrap_or_else(Instant::now);
             let deadline = if end > start {
                 *head_started.get_or_insert(now) + limits.header_read_timeout
             } else if served == 0 {
@@ -308,6 +317,8 @@ impl Conn {
         if status == 0 {
             return;
         }
+        let done = Instant::now();
+        self.finished_at.set(Some(done));
         self.ctx.finish(
             &self.live,
             &Exchange {
@@ -329,7 +340,7 @@ impl Conn {
                 x_forwarded_for: req.and_then(|r| r.x_forwarded_for),
                 referer: req.and_then(|r| r.referer),
                 user_agent: req.and_then(|r| r.user_agent),
-                duration: t0.elapsed(),
+                duration: done - t0,
             },
         );
     }
