@@ -52,7 +52,7 @@ struct Conn {
     /// When the last response was logged, while nothing has been flushed
     /// since: the idle deadline that follows starts there, one clock read
     /// fewer per keep-alive request.
-    finished_at: std::cell::Cell<Option<Instant>>,
+    finished_at: Option<Instant>,
 }
 
 /// Serves one accepted connection (or one whose TLS handshake chose
@@ -76,7 +76,7 @@ pub(crate) async fn serve(ctx: Rc<ConnContext>, wire: Wire, peer: SocketAddr) {
         path: Vec::with_capacity(128),
         ranges: Vec::new(),
         site: None,
-        finished_at: std::cell::Cell::new(None),
+        finished_at: None,
     };
     match c.run().await {
         Ok(Ended::Closed) => c.out.wire.close_notify(),
@@ -170,7 +170,7 @@ impl Conn {
                         }
                         if self.out.wbuf.len() >= WBUF_FLUSH {
                             self.out.flush(false).await?;
-                            self.finished_at.set(None);
+                            self.finished_at = None;
                         }
                         continue;
                     }
@@ -312,13 +312,13 @@ impl Conn {
     /// Counts and logs the response in progress once its head was written;
     /// `completed` is false when writing it failed (the client went away,
     /// a send timed out, the file changed mid-send).
-    fn finish(&self, req: Option<&Request<'_>>, completed: bool, t0: Instant) {
+    fn finish(&mut self, req: Option<&Request<'_>>, completed: bool, t0: Instant) {
         let Progress { status, body, cold } = self.out.progress;
         if status == 0 {
             return;
         }
         let done = Instant::now();
-        self.finished_at.set(Some(done));
+        self.finished_at = Some(done);
         self.ctx.finish(
             &self.live,
             &Exchange {
