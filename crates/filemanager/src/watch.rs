@@ -505,6 +505,8 @@ impl QueueProbe {
             .as_ref()
             .is_none_or(|p| full(p) && !p.watching.contains(&w.id))
         {
+            // The old instance's descriptor goes first: a process at its
+            // descriptor limit can then still make the new one.
             *slot = None;
             *slot = Some(QueueProbe {
                 epoll: epoll::create(epoll::CreateFlags::CLOEXEC).ok()?,
