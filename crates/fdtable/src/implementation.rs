@@ -46,9 +46,11 @@
 //! # Who writes what
 //!
 //! * **Bitmap**: only the thread holding the shard's claim flag. A thread
-//!   claims a shard on its first operation on the table (CAS 0 -> 1 on a
+//!   claims a shard on its first insert into the table (CAS 0 -> 1 on a
 //!   free flag) and keeps it until it exits (a thread-local destructor
-//!   stores 0). A thread that finds every owner shard taken uses the shared
+//!   stores 0). Closes, releases and `reap()` only look the claim up: a
+//!   thread that never inserts (a reaper) takes no owner shard from the
+//!   threads that do. A thread that finds every owner shard taken uses the shared
 //!   shard, taking its flag as a spin-then-yield lock per insert. `reap()`
 //!   takes the flag of unowned shards the same way. So an owner and a
 //!   locked user can never both write one bitmap: both need the same flag.

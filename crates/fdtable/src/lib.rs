@@ -9,10 +9,11 @@
 //! shard's owner thread drains in batches. It does no I/O of its own beyond
 //! `close(2)` in the [`Release`] impls for OS files, and needs no runtime.
 //!
-//! - **Shards.** Each thread that uses the table claims a shard on first use
-//!   and is the only writer of that shard's allocation bitmap, so allocation
-//!   and owner-side release take no lock and no atomic read-modify-write on
-//!   the bitmap. Threads that find every shard claimed use a shared shard
+//! - **Shards.** Each thread that inserts into the table claims a shard on
+//!   its first insert (a thread that only closes, releases or reaps claims
+//!   none) and is the only writer of that shard's allocation bitmap, so
+//!   allocation and owner-side release take no lock and no atomic
+//!   read-modify-write on the bitmap. Threads that find every shard claimed use a shared shard
 //!   under a lock.
 //! - **Descriptors** ([`Fd`]) carry the shard, the slot, a generation and a
 //!   table tag. A closed descriptor whose slot was reused fails with

@@ -181,6 +181,29 @@ pub(crate) fn owned_shard(table_id: u64, flags: &Arc<ClaimFlags>) -> Option<usiz
     owned_shard_slow(table_id, flags)
 }
 
+/// The shard of table `table_id` this thread has claimed, if any. Never
+/// claims (see `FdTable::caller`).
+#[inline]
+pub(crate) fn claimed_shard(table_id: u64) -> Option<usize> {
+    if let Some(shard) = cached_shard(cache_key(table_id)) {
+        return Some(shard);
+    }
+    claimed_shard_slow(table_id)
+}
+
+#[cold]
+fn claimed_shard_slow(table_id: u64) -> Option<usize> {
+    CLAIMS
+        .try_with(|claims| {
+            let entries = claims.entries.try_borrow().ok()?;
+            let entry = entries.iter().find(|entry| entry.table_id == table_id)?;
+            record_last(table_id, entry.shard);
+            (entry.shard != NO_SHARD).then_some(entry.shard as usize)
+        })
+        .ok()
+        .flatten()
+}
+
 #[cold]
 fn owned_shard_slow(table_id: u64, flags: &Arc<ClaimFlags>) -> Option<usize> {
     CLAIMS

@@ -222,10 +222,16 @@ impl<T: Release> FdTable<T> {
         self.shards.len() - 1
     }
 
+    /// The shard the calling thread owns, if it has claimed one. Never
+    /// claims: only an insert does, so a thread that just closes, releases
+    /// or reaps (a daemon's reaper) leaves the owner shards to the threads
+    /// that insert. With one owner shard per worker, a reaper that took one
+    /// left a worker inserting through the shared shard's lock, and through
+    /// the claim lookup, on every open.
     #[inline]
     fn caller(&self) -> Caller {
         Caller {
-            owned: local::owned_shard(self.id, &self.claims),
+            owned: local::claimed_shard(self.id),
         }
     }
 
@@ -233,8 +239,7 @@ impl<T: Release> FdTable<T> {
     /// first use), or the shared, locked shard when every owner shard is
     /// taken by another live thread.
     pub fn local_shard(&self) -> usize {
-        self.caller()
-            .owned
+        local::owned_shard(self.id, &self.claims)
             .or_else(|| local::retry_claim(self.id, &self.claims))
             .unwrap_or_else(|| self.shared_shard())
     }
@@ -259,9 +264,7 @@ impl<T: Release> FdTable<T> {
     /// local.close(fd).unwrap();
     /// ```
     pub fn local(&self) -> Option<LocalShard<'_, T>> {
-        let shard = self
-            .caller()
-            .owned
+        let shard = local::owned_shard(self.id, &self.claims)
             .or_else(|| local::retry_claim(self.id, &self.claims))?;
         local::pin().then_some(LocalShard {
             table: self,

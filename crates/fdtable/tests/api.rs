@@ -286,6 +286,53 @@ fn foreign_close_frees_the_slot_for_the_owner() {
     assert_eq!(table.insert(ledger.value(2)).unwrap().slot(), first.slot());
 }
 
+/// A thread that reaps, closes or releases but never inserts (a daemon's
+/// reaper) must not take an owner shard: with one owner shard per worker,
+/// the worker left without one inserted through the shared shard's lock
+/// and the claim lookup on every open.
+#[test]
+fn threads_that_never_insert_claim_no_shard() {
+    let ledger = Ledger::new(10);
+    let table = Arc::new(table(1, 64, 64));
+    // Inserted by a thread that exits, so its claim is free again.
+    let (fd, owned) = {
+        let (table, ledger) = (Arc::clone(&table), Arc::clone(&ledger));
+        std::thread::spawn(move || {
+            let fd = table.insert(ledger.value(0)).unwrap();
+            (fd, table.insert_owned(ledger.value(1)).unwrap())
+        })
+        .join()
+        .unwrap()
+    };
+    let barrier = Arc::new(Barrier::new(2));
+    let reaper = {
+        let (table, barrier) = (Arc::clone(&table), Arc::clone(&barrier));
+        std::thread::spawn(move || {
+            table.reap();
+            table.close(fd).unwrap();
+            drop(owned);
+            assert_eq!(table.reap(), 1, "the dropped handle's value");
+            barrier.wait(); // alive while the inserter claims
+            barrier.wait();
+        })
+    };
+    barrier.wait();
+    let inserted = {
+        let (table, ledger) = (Arc::clone(&table), Arc::clone(&ledger));
+        std::thread::spawn(move || table.insert(ledger.value(2)).unwrap())
+            .join()
+            .unwrap()
+    };
+    barrier.wait();
+    reaper.join().unwrap();
+    assert_eq!(
+        inserted.shard(),
+        0,
+        "the inserter owns the only owner shard"
+    );
+    assert_eq!(ledger.releases(0) + ledger.releases(1), 2);
+}
+
 #[test]
 fn threads_beyond_the_shard_count_use_the_shared_shard() {
     let ledger = Ledger::new(10);
