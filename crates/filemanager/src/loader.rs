@@ -250,14 +250,16 @@ impl CacheLoader<'_> {
 /// The web's common extensions are matched here first: `mime_guess` looks
 /// every one up in its table with case-folding compares. Callgrind of the
 /// daemon under `cache_pressure` (82% of requests load a file): about 1100
-/// instructions per load with `mime_guess::from_path`, 530 here.
+/// instructions per load with `mime_guess::from_path`, 530 with
+/// `rsplit('/')` and `rfind('.')` before the match, 140 with one backward
+/// scan for the last dot or slash.
 fn media_type(path: &str) -> &'static str {
     // `Path::extension`'s answer without its component parsing: a leading
     // dot starts a name, not an extension.
-    let name = path.rsplit('/').next().unwrap_or(path);
-    let ext = match name.rfind('.') {
-        None | Some(0) => return OCTET_STREAM,
-        Some(dot) => &name[dot + 1..],
+    let bytes = path.as_bytes();
+    let ext = match bytes.iter().rposition(|&b| b == b'.' || b == b'/') {
+        Some(dot) if bytes[dot] == b'.' && dot > 0 && bytes[dot - 1] != b'/' => &path[dot + 1..],
+        _ => return OCTET_STREAM,
     };
     common_media_type(ext).unwrap_or_else(|| {
         mime_guess::from_ext(ext)
@@ -317,6 +319,10 @@ mod tests {
         assert_eq!(media_type("noext"), OCTET_STREAM);
         assert_eq!(media_type("a./b"), OCTET_STREAM);
         assert_eq!(media_type("d/a."), OCTET_STREAM);
+        assert_eq!(media_type(".hidden"), OCTET_STREAM);
+        assert_eq!(media_type("a.b/c"), OCTET_STREAM);
+        assert_eq!(media_type("a.b/c.css"), "text/css");
+        assert_eq!(media_type("pressure/0005.bin"), OCTET_STREAM);
         assert_eq!(
             media_type("x.avif"),
             mime_guess::from_ext("avif").first_raw().unwrap()
