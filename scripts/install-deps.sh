@@ -6,6 +6,7 @@ SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 # fonts-dejavu-core: the load-test chart's font, read at run time (no -dev
 # packages: the chart's text rendering is pure Rust).
 # valgrind: instruction counts for the benches (scripts/callgrind-fdtable.sh).
+# linux-perf: CPU per request by system call (scripts/cpu-by-syscall.sh).
 # lighttpd, h2o, caddy: the load harness's peers beside nginx (benches/README.md);
 # each runs only when the harness starts it, with a config in its temp dir.
 # lighttpd-mod-openssl, lighttpd-mod-deflate: lighttpd's TLS and compression in
@@ -18,7 +19,7 @@ SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 # wine, wine64, gcc-mingw-w64-x86-64-win32: the Windows build of the crates,
 # cross-compiled and its tests run under Wine (scripts/windows-tests.sh).
 pkgs=(prometheus nginx-light wrk curl wfuzz systemd nghttp2-client strace python3-venv util-linux
-      fonts-dejavu-core valgrind lighttpd lighttpd-mod-openssl lighttpd-mod-deflate h2o caddy
+      fonts-dejavu-core valgrind linux-perf lighttpd lighttpd-mod-openssl lighttpd-mod-deflate h2o caddy
       python3-httpx python3-h2 chromium openssl pebble wine wine64 gcc-mingw-w64-x86-64-win32)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
