@@ -50,10 +50,11 @@
 //!   free flag) and keeps it until it exits (a thread-local destructor
 //!   stores 0). Closes, releases and `reap()` only look the claim up: a
 //!   thread that never inserts (a reaper) takes no owner shard from the
-//!   threads that do. A thread that finds every owner shard taken uses the shared
-//!   shard, taking its flag as a spin-then-yield lock per insert. `reap()`
-//!   takes the flag of unowned shards the same way. So an owner and a
-//!   locked user can never both write one bitmap: both need the same flag.
+//!   threads that do. A thread that finds every owner shard taken uses
+//!   the shared shard, taking its flag as a spin-then-yield lock per
+//!   insert. `reap()` takes the flag of unowned shards the same way. So
+//!   an owner and a locked user can never both write one bitmap: both
+//!   need the same flag.
 //! * **Claim cache**: which shard the thread owns is found in a
 //!   thread-local registry (a `Vec` with a destructor), fronted by `LAST`:
 //!   one `u64`, `table id << 9 | shard` (511 = owns none), in a `const`

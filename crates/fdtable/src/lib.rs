@@ -13,8 +13,8 @@
 //!   its first insert (a thread that only closes, releases or reaps claims
 //!   none) and is the only writer of that shard's allocation bitmap, so
 //!   allocation and owner-side release take no lock and no atomic
-//!   read-modify-write on the bitmap. Threads that find every shard claimed use a shared shard
-//!   under a lock.
+//!   read-modify-write on the bitmap. Threads that find every shard
+//!   claimed use a shared shard under a lock.
 //! - **Descriptors** ([`Fd`]) carry the shard, the slot, a generation and a
 //!   table tag. A closed descriptor whose slot was reused fails with
 //!   [`Error::Stale`]; one from another table fails with [`Error::WrongTable`].
