@@ -195,6 +195,9 @@ pub(crate) fn claimed_shard(table_id: u64) -> Option<usize> {
 fn claimed_shard_slow(table_id: u64) -> Option<usize> {
     CLAIMS
         .try_with(|claims| {
+            // A borrow already out (nothing calls back into a table while
+            // the registry is borrowed today) answers "owns none", which
+            // every caller handles: the remote path.
             let entries = claims.entries.try_borrow().ok()?;
             let entry = entries.iter().find(|entry| entry.table_id == table_id)?;
             record_last(table_id, entry.shard);
