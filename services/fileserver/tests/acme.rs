@@ -85,18 +85,32 @@ impl Pebble {
             .env("PEBBLE_VA_NOSLEEP", "1")
             .env("PEBBLE_WFE_NONCEREJECT", "0")
             .env("PEBBLE_AUTHZREUSE", "0")
+            // Its fatal errors (a port taken) go to stderr.
             .stdout(std::fs::File::create(&log).unwrap())
-            .stderr(Stdio::null())
+            .stderr(std::fs::File::options().append(true).open(&log).unwrap())
             .spawn()
             .expect("pebble (scripts/install-deps.sh installs it)");
-        let p = Pebble {
+        let mut p = Pebble {
             management,
             tls,
             children: vec![dns_srv, pebble],
             log,
         };
+        // Pebble answers on its management port before it binds the
+        // directory's, and exits if that one is taken: wait for both, and
+        // for both processes still to be running once they answer.
         let deadline = Instant::now() + Duration::from_secs(10);
-        while TcpStream::connect(("127.0.0.1", management)).is_err() {
+        loop {
+            let up = [port, management, dns]
+                .iter()
+                .all(|&q| TcpStream::connect(("127.0.0.1", q)).is_ok());
+            let exited = p.children.iter_mut().find_map(|c| c.try_wait().unwrap());
+            if let Some(status) = exited {
+                panic!("pebble or its DNS exited ({status}): {}", p.log_text());
+            }
+            if up {
+                return p;
+            }
             assert!(
                 Instant::now() < deadline,
                 "pebble did not start: {}",
@@ -104,7 +118,6 @@ impl Pebble {
             );
             std::thread::sleep(Duration::from_millis(50));
         }
-        p
     }
 
     /// Writes the root of pebble's own HTTPS to `ca_root` (the daemon
@@ -323,6 +336,23 @@ fn tls_alpn01<'a>(d: &Daemon, validity: u64, blocklist: &'a [&'a str]) -> Pebble
         tls_port: https(d).port(),
         validity,
         blocklist,
+    }
+}
+
+/// Pebble must be told its ports before it starts. A port from `bind(0)`
+/// can be taken by any test's listener or connection before pebble binds
+/// it, and pebble then exits (a CI run failed so); `free_port` draws
+/// below the range those come from.
+#[test]
+fn ports_handed_to_pebble_are_outside_the_ephemeral_range() {
+    let (low, high) = common::ephemeral_port_range();
+    for _ in 0..50 {
+        let port = free_port();
+        assert!(
+            !(low..=high).contains(&port),
+            "{port} is in the ephemeral range {low}-{high}"
+        );
+        std::net::TcpListener::bind(("127.0.0.1", port)).expect("free_port's port is free");
     }
 }
 

@@ -626,10 +626,7 @@ fn https_redirect_keeps_path_and_query() {
     let tree = Tree::new();
     tree.write("a.txt", b"over tls");
     let ca = common::tls::TestCa::new();
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
+    let port = common::free_port();
     let mut args = ca.args();
     args[1] = format!("127.0.0.1:{port}");
     args.extend(["--set".to_string(), "https_redirect=true".to_string()]);

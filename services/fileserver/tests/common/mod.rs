@@ -372,12 +372,53 @@ pub(crate) fn chromium_dom_with(url: &str, flags: &[String]) -> (String, String)
 
 /// A loopback port free a moment ago, for a server that must be told
 /// its port before it starts.
+///
+/// It is drawn below the kernel's ephemeral range. A port from `bind(0)`
+/// lies inside that range, where, between this check and the server's
+/// own bind, any test's `bind(0)` listener or outgoing connection may
+/// take it (pebble then exits with "address already in use"). Below the
+/// range only another `free_port` can, and it draws at random.
 pub(crate) fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
+    let (ephemeral_low, _) = ephemeral_port_range();
+    let low = 10_000u16;
+    if ephemeral_low < low + 1000 {
+        // A range widened to start low leaves no room below it.
+        return TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+    }
+    let span = u64::from(ephemeral_low - low);
+    let mut seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+        .as_nanos() as u64
+        ^ (u64::from(std::process::id()) << 32);
+    for _ in 0..1000 {
+        // xorshift64: any spread will do, the bind below is the check.
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        let port = low + (seed % span) as u16;
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free loopback port in {low}..{ephemeral_low}");
+}
+
+/// The kernel's range for `bind(0)` and outgoing connections
+/// (`net.ipv4.ip_local_port_range`), or Linux's default where it cannot
+/// be read.
+pub(crate) fn ephemeral_port_range() -> (u16, u16) {
+    std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| {
+            let mut it = s.split_whitespace().map(|n| n.parse::<u16>());
+            Some((it.next()?.ok()?, it.next()?.ok()?))
+        })
+        .unwrap_or((32768, 60999))
 }
 
 pub(crate) fn client() -> reqwest::blocking::Client {
