@@ -457,7 +457,7 @@ pub fn error(method: Method, status: u16, detail: &str) -> Plan<'_> {
     plan
 }
 
-/// An unparsable request head (400, 408, 431): no method is known, so the
+/// An unparsable request head (400, 408, 414, 431): no method is known, so the
 /// body is sent, and the connection closes.
 pub fn reject(status: u16, detail: &str) -> Plan<'_> {
     let mut plan = error(Method::Get, status, detail);

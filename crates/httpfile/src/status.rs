@@ -18,6 +18,20 @@ macro_rules! statuses {
                 _ => "Internal Server Error",
             }
         }
+
+        /// Every code with its own status line, ascending: what a response
+        /// can carry (any other code goes out as 500). A metric labelled
+        /// by code takes its label values from here.
+        pub const CODES: &[u16] = &[$($code,)*];
+
+        /// `code` in digits, for a label; `None` for a code not in
+        /// [`CODES`].
+        pub fn digits(code: u16) -> Option<&'static str> {
+            match code {
+                $($code => Some(stringify!($code)),)*
+                _ => None,
+            }
+        }
     };
 }
 
@@ -38,8 +52,10 @@ statuses! {
     405 "Method Not Allowed",
     408 "Request Timeout",
     412 "Precondition Failed",
+    414 "URI Too Long",
     416 "Range Not Satisfiable",
     431 "Request Header Fields Too Large",
+    500 "Internal Server Error",
     503 "Service Unavailable",
 }
 
@@ -53,5 +69,17 @@ mod tests {
             b"HTTP/1.1 500 Internal Server Error\r\n"
         );
         assert_eq!(super::reason(308), "Permanent Redirect");
+    }
+
+    #[test]
+    fn codes_ascend_and_each_has_its_line_and_digits() {
+        assert!(super::CODES.windows(2).all(|w| w[0] < w[1]));
+        for &code in super::CODES {
+            let digits = super::digits(code).unwrap();
+            assert_eq!(digits, code.to_string());
+            let line = super::status_line(code);
+            assert!(line.starts_with(format!("HTTP/1.1 {digits} ").as_bytes()));
+        }
+        assert_eq!(super::digits(599), None);
     }
 }

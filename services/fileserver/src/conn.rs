@@ -278,7 +278,7 @@ impl Conn {
         }
     }
 
-    /// Answers a head that was not parsed (400, 408, 431), logs and
+    /// Answers a head that was not parsed (400, 408, 414, 431), logs and
     /// counts it, and closes.
     async fn reject(&mut self, code: u16, why: &str) -> io::Result<()> {
         let t0 = Instant::now();

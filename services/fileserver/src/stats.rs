@@ -17,10 +17,10 @@
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-/// Status codes with their own counter slot; the rest count as `other`.
-pub const CODES: [u16; 16] = [
-    200, 204, 206, 301, 304, 400, 403, 404, 405, 408, 412, 416, 431, 500, 503, 505,
-];
+/// Status codes with their own counter slot: every code a response can
+/// carry (a site rule's 302, 308 and 401 included), from the one table of
+/// status lines. The `other` slot stays for a code outside it.
+pub const CODES: &[u16] = httpfile::status::CODES;
 
 /// The `method` label: GET, HEAD and everything else, so a client cannot
 /// mint series by inventing methods.
@@ -260,25 +260,7 @@ pub fn publish(t: &Totals, connections_open: u64) {
 }
 
 fn code_str(code: u16) -> &'static str {
-    match code {
-        200 => "200",
-        204 => "204",
-        206 => "206",
-        301 => "301",
-        304 => "304",
-        400 => "400",
-        403 => "403",
-        404 => "404",
-        405 => "405",
-        408 => "408",
-        412 => "412",
-        416 => "416",
-        431 => "431",
-        500 => "500",
-        503 => "503",
-        505 => "505",
-        _ => "other",
-    }
+    httpfile::status::digits(code).unwrap_or("other")
 }
 
 #[cfg(test)]
@@ -313,10 +295,28 @@ mod tests {
         assert_eq!(code(&t, Some(200)), 1000);
         assert_eq!(t.responses[MethodLabel::Get as usize][0], 1000);
         assert_eq!(code(&t, Some(404)), 500);
-        assert_eq!(t.responses[MethodLabel::Head as usize][7], 500);
+        assert_eq!(t.responses[MethodLabel::Head as usize][code_slot(404)], 500);
         assert_eq!(code(&t, None), 1);
         assert_eq!(t.body_bytes, 10_001);
         assert_eq!(t.aborted, 1);
+    }
+
+    /// The codes site rules and the limits answer with (a redirect's 302
+    /// or 308, basic auth's 401, a long target's 414) are counted under
+    /// their own label, not `other`.
+    #[test]
+    fn every_code_a_response_can_carry_has_its_own_slot() {
+        let w = WorkerStats::default();
+        for c in [302, 303, 307, 308, 401, 414, 500] {
+            w.record(MethodLabel::Get, c, 0, true);
+        }
+        let t = totals(&[Arc::new(w)]);
+        for c in [302, 303, 307, 308, 401, 414, 500] {
+            assert_eq!(code(&t, Some(c)), 1, "{c}");
+            assert_eq!(code_str(c), c.to_string());
+        }
+        assert_eq!(code(&t, None), 0);
+        assert_eq!(code_str(299), "other");
     }
 
     /// A bucket counts the durations at or under its bound (Prometheus'

@@ -248,6 +248,20 @@ fn header_size_and_count_limits() {
         (431, true),
         "head too large"
     );
+    // A target longer than the limit gets 414 (RFC 9112 section 3), whole
+    // or still arriving, and is counted under that code.
+    let long_target = format!("GET /{} HTTP/1.1\r\nHost: x\r\n\r\n", "a".repeat(2000));
+    assert_eq!(closed_after(&d, long_target.as_bytes()), (414, true));
+    assert_eq!(
+        closed_after(&d, &long_target.as_bytes()[..1500]),
+        (414, true)
+    );
+    let m = d.metrics();
+    assert_eq!(
+        common::metric_sum(&m, "fileserver_http_requests_total", &[("code", "414")]),
+        Some(2.0),
+        "{m}"
+    );
     // An unterminated head larger than the limit also gets 431 without waiting for the rest.
     let partial = format!(
         "GET /a.txt HTTP/1.1\r\nHost: x\r\nX-Big: {}",

@@ -49,7 +49,7 @@ fn check_request(buf: &[u8], max_head: usize, nheaders: usize) -> Result<(), Tes
             let _ = r.method();
         }
         Ok(None) => prop_assert!(buf.len() < max_head, "incomplete head at/over the limit"),
-        Err(e) => prop_assert!(matches!(e.status(), 400 | 431)),
+        Err(e) => prop_assert!(matches!(e.status(), 400 | 414 | 431)),
     }
     Ok(())
 }

@@ -644,6 +644,17 @@ fn https_redirect_keeps_path_and_query() {
         .send();
     let r = r.unwrap_or_else(|e| panic!("https: {e}"));
     assert_eq!(r.status(), 200);
+    // Every redirect is counted under its own code, not `other`.
+    let m = d.metrics();
+    let by_code = |code| {
+        common::metric_sum(
+            &m,
+            "fileserver_http_requests_total",
+            &[("code", code), ("method", "GET")],
+        )
+    };
+    assert_eq!(by_code("308"), Some(1.0), "{m}");
+    assert_eq!(by_code("other"), Some(0.0), "{m}");
 }
 
 /// A rule limited to a host rewrites for that host only.

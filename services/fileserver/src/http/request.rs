@@ -49,6 +49,9 @@ impl Request<'_> {
 pub enum ParseError {
     /// Malformed; the string says which rule (400, connection closes).
     Bad(&'static str),
+    /// The request line alone is longer than the head's limit (414: RFC
+    /// 9112 says a target longer than the server will parse gets 414).
+    UriTooLong,
     /// The head is larger than the limit (431).
     HeadTooLarge,
     /// More header fields than the limit (431).
@@ -60,6 +63,7 @@ impl ParseError {
     pub fn status(self) -> u16 {
         match self {
             ParseError::Bad(_) => 400,
+            ParseError::UriTooLong => 414,
             ParseError::HeadTooLarge | ParseError::TooManyHeaders => 431,
         }
     }
@@ -102,6 +106,16 @@ pub fn parse_request_uninit<'b>(
     from_parsed(&req, parsed, buf, max_head)
 }
 
+/// A head past `max_head`: 414 when its request line does not end within
+/// it (the target is what is long), else 431.
+fn too_large(buf: &[u8], max_head: usize) -> ParseError {
+    if buf[..max_head.min(buf.len())].contains(&b'\n') {
+        ParseError::HeadTooLarge
+    } else {
+        ParseError::UriTooLong
+    }
+}
+
 fn from_parsed<'b>(
     req: &httparse::Request<'_, 'b>,
     parsed: httparse::Result<usize>,
@@ -112,7 +126,7 @@ fn from_parsed<'b>(
         Ok(httparse::Status::Complete(n)) => n,
         Ok(httparse::Status::Partial) => {
             if buf.len() >= max_head {
-                return Err(ParseError::HeadTooLarge);
+                return Err(too_large(buf, max_head));
             }
             return Ok(None);
         }
@@ -128,7 +142,7 @@ fn from_parsed<'b>(
         Err(_) => return Err(ParseError::Bad("malformed request")),
     };
     if head_len > max_head {
-        return Err(ParseError::HeadTooLarge);
+        return Err(too_large(buf, max_head));
     }
     let minor_version = req.version.unwrap_or(1);
     let method_raw = req.method.unwrap_or("");
@@ -210,6 +224,30 @@ mod tests {
         assert!(r.keep_alive);
         assert_eq!(r.head_len, 28);
         assert!(parse("GET /a HTTP/1.1\r\nHost: x\r\n").unwrap().is_none());
+    }
+
+    /// A head past the limit is 414 when the request line is what is
+    /// long (RFC 9112 section 3: a target longer than the server parses
+    /// MUST get 414), whether or not the rest has arrived, else 431.
+    #[test]
+    fn a_long_target_is_414_and_a_long_head_431() {
+        fn err(buf: &str) -> ParseError {
+            let h = &mut [httparse::EMPTY_HEADER; 16];
+            parse_request(buf.as_bytes(), h, 64)
+                .map(|_| ())
+                .unwrap_err()
+        }
+        let target = format!("GET /{} HTTP/1.1\r\nHost: x\r\n\r\n", "a".repeat(100));
+        assert_eq!(err(&target), ParseError::UriTooLong);
+        assert_eq!(err(&target[..80]), ParseError::UriTooLong);
+        assert_eq!(ParseError::UriTooLong.status(), 414);
+        let header = format!(
+            "GET / HTTP/1.1\r\nHost: x\r\nX: {}\r\n\r\n",
+            "a".repeat(100)
+        );
+        assert_eq!(err(&header), ParseError::HeadTooLarge);
+        assert_eq!(err(&header[..80]), ParseError::HeadTooLarge);
+        assert_eq!(ParseError::HeadTooLarge.status(), 431);
     }
 
     #[test]
