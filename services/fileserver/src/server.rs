@@ -92,6 +92,60 @@ fn reuseport_udp(addr: SocketAddr, workers: usize) -> std::io::Result<Vec<std::n
         .collect()
 }
 
+/// An address that could not be bound, the key that named it, and why.
+type BindError = (SocketAddr, &'static str, std::io::Error);
+
+/// What [`https_sockets`] bound: the HTTPS listeners, their address (the
+/// port picked, on port 0) and, with HTTP/3, the UDP sockets on it.
+struct HttpsSockets<T, U> {
+    tcp: Vec<T>,
+    addr: SocketAddr,
+    udp: Option<Vec<U>>,
+}
+
+/// Starts on port 0 that try again when the UDP twin of the kernel's TCP
+/// port is taken.
+const PORT_0_TRIES: usize = 8;
+
+/// The HTTPS listeners and, with HTTP/3, the UDP sockets on their port.
+/// On port 0 the kernel picks a TCP port whose UDP twin another process
+/// may hold (any UDP client's ephemeral port): then the TCP listeners are
+/// dropped and another port is tried, so a start on port 0 never fails
+/// on a collision that choosing the port avoids. A configured port that
+/// is taken fails at once. The error names the address and its key.
+fn https_sockets<T, U>(
+    listen: SocketAddr,
+    http3: bool,
+    bind_tcp: impl Fn(SocketAddr) -> std::io::Result<(Vec<T>, SocketAddr)>,
+    bind_udp: impl Fn(SocketAddr) -> std::io::Result<Vec<U>>,
+) -> Result<HttpsSockets<T, U>, BindError> {
+    let mut tries = if listen.port() == 0 { PORT_0_TRIES } else { 1 };
+    loop {
+        let (tcp, addr) = bind_tcp(listen).map_err(|e| (listen, "tls_listen", e))?;
+        if !http3 {
+            return Ok(HttpsSockets {
+                tcp,
+                addr,
+                udp: None,
+            });
+        }
+        tries -= 1;
+        match bind_udp(addr) {
+            Ok(udp) => {
+                return Ok(HttpsSockets {
+                    tcp,
+                    addr,
+                    udp: Some(udp),
+                })
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && tries > 0 => {
+                tracing::debug!(%addr, "UDP twin of the picked HTTPS port is taken; picking another");
+            }
+            Err(e) => return Err((addr, "tls_listen (UDP, for [http3])", e)),
+        }
+    }
+}
+
 /// Listeners for the workers: systemd's socket (dup'ed per worker) or one
 /// SO_REUSEPORT socket per worker (port 0 resolved by the first).
 fn worker_listeners(
@@ -194,35 +248,28 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
             &e
         ))
     })?;
-    let (tls_listeners, tls_addr) = match &s.tls {
+    let (tls_listeners, tls_addr, quic_sockets) = match &s.tls {
         Some(t) => {
-            let (l, addr) = reuseport_listeners(t.listen, s.workers).map_err(|e| {
-                anyhow::anyhow!(listen_error(
-                    t.listen,
-                    "tls_listen",
-                    "--tls-listen ADDR",
-                    &e
-                ))
+            let HttpsSockets { tcp, addr, udp } = https_sockets(
+                t.listen,
+                s.http3.is_some(),
+                |a| reuseport_listeners(a, s.workers),
+                |a| reuseport_udp(a, s.workers),
+            )
+            .map_err(|(addr, key, e)| {
+                anyhow::anyhow!(listen_error(addr, key, "--tls-listen ADDR", &e))
             })?;
-            (l.into_iter().map(Some).collect(), Some(addr))
+            let udp: Vec<_> = match udp {
+                Some(u) => u.into_iter().map(Some).collect(),
+                None => (0..s.workers).map(|_| None).collect(),
+            };
+            (tcp.into_iter().map(Some).collect(), Some(addr), udp)
         }
-        None => ((0..s.workers).map(|_| None).collect::<Vec<_>>(), None),
-    };
-    // HTTP/3 on the HTTPS port, UDP.
-    let quic_sockets = match (&s.http3, tls_addr) {
-        (Some(_), Some(addr)) => reuseport_udp(addr, s.workers)
-            .map_err(|e| {
-                anyhow::anyhow!(listen_error(
-                    addr,
-                    "tls_listen (UDP, for [http3])",
-                    "--tls-listen ADDR",
-                    &e
-                ))
-            })?
-            .into_iter()
-            .map(Some)
-            .collect(),
-        _ => (0..s.workers).map(|_| None).collect::<Vec<_>>(),
+        None => (
+            (0..s.workers).map(|_| None).collect::<Vec<_>>(),
+            None,
+            (0..s.workers).map(|_| None).collect::<Vec<_>>(),
+        ),
     };
     let alt_svc = match (&s.http3, tls_addr) {
         (Some(h), Some(addr)) => http::HeaderValue::from_str(&format!(
@@ -1015,5 +1062,62 @@ async fn serve_tls(
         }
         Some((stream, false)) => crate::conn::serve(ctx, Wire::tls(stream), peer).await,
         None => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::{Cell, RefCell};
+    use std::net::UdpSocket;
+
+    /// Another process holding the UDP twin of the port the kernel picked
+    /// for HTTPS (here: this test, on the first pick) costs a start on
+    /// port 0 one more pick, not the start.
+    #[test]
+    fn a_port_0_start_picks_again_when_the_udp_twin_is_taken() {
+        let held = RefCell::new(Vec::new());
+        let picks = Cell::new(0);
+        let HttpsSockets { tcp, addr, udp } = https_sockets(
+            "127.0.0.1:0".parse().unwrap(),
+            true,
+            |a| reuseport_listeners(a, 2),
+            |a| {
+                picks.set(picks.get() + 1);
+                if picks.get() == 1 {
+                    held.borrow_mut().push(UdpSocket::bind(a).unwrap());
+                }
+                reuseport_udp(a, 2)
+            },
+        )
+        .unwrap();
+        assert_eq!(picks.get(), 2);
+        let taken = held.borrow()[0].local_addr().unwrap();
+        assert_ne!(addr.port(), taken.port());
+        assert_eq!(tcp[0].local_addr().unwrap(), addr);
+        assert_eq!(udp.unwrap()[1].local_addr().unwrap(), addr);
+    }
+
+    /// A configured port is the operator's choice: its UDP twin taken is
+    /// the one line naming it, at once.
+    #[test]
+    fn a_configured_port_with_its_udp_twin_taken_fails_at_once() {
+        let taken = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let port = taken.local_addr().unwrap();
+        let picks = Cell::new(0);
+        let err = https_sockets(
+            port,
+            true,
+            |a| reuseport_listeners(a, 1),
+            |a| {
+                picks.set(picks.get() + 1);
+                reuseport_udp(a, 1)
+            },
+        )
+        .map(|_| ())
+        .unwrap_err();
+        assert_eq!(picks.get(), 1);
+        assert_eq!((err.0, err.1), (port, "tls_listen (UDP, for [http3])"));
+        assert_eq!(err.2.kind(), std::io::ErrorKind::AddrInUse);
     }
 }
