@@ -146,6 +146,14 @@ fn https_sockets<T, U>(
     }
 }
 
+/// One socket per worker, or `None` for each when the listener is off.
+fn per_worker<T>(sockets: Option<Vec<T>>, workers: usize) -> Vec<Option<T>> {
+    match sockets {
+        Some(v) => v.into_iter().map(Some).collect(),
+        None => (0..workers).map(|_| None).collect(),
+    }
+}
+
 /// Listeners for the workers: systemd's socket (dup'ed per worker) or one
 /// SO_REUSEPORT socket per worker (port 0 resolved by the first).
 fn worker_listeners(
@@ -248,29 +256,24 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
             &e
         ))
     })?;
-    let (tls_listeners, tls_addr, quic_sockets) = match &s.tls {
-        Some(t) => {
-            let HttpsSockets { tcp, addr, udp } = https_sockets(
+    let https = s
+        .tls
+        .as_ref()
+        .map(|t| {
+            https_sockets(
                 t.listen,
                 s.http3.is_some(),
                 |a| reuseport_listeners(a, s.workers),
                 |a| reuseport_udp(a, s.workers),
             )
-            .map_err(|(addr, key, e)| {
-                anyhow::anyhow!(listen_error(addr, key, "--tls-listen ADDR", &e))
-            })?;
-            let udp: Vec<_> = match udp {
-                Some(u) => u.into_iter().map(Some).collect(),
-                None => (0..s.workers).map(|_| None).collect(),
-            };
-            (tcp.into_iter().map(Some).collect(), Some(addr), udp)
-        }
-        None => (
-            (0..s.workers).map(|_| None).collect::<Vec<_>>(),
-            None,
-            (0..s.workers).map(|_| None).collect::<Vec<_>>(),
-        ),
-    };
+        })
+        .transpose()
+        .map_err(|(addr, key, e)| {
+            anyhow::anyhow!(listen_error(addr, key, "--tls-listen ADDR", &e))
+        })?;
+    let tls_addr = https.as_ref().map(|h| h.addr);
+    let (tcp, udp) = https.map_or((None, None), |h| (Some(h.tcp), h.udp));
+    let (tls_listeners, quic_sockets) = (per_worker(tcp, s.workers), per_worker(udp, s.workers));
     let alt_svc = match (&s.http3, tls_addr) {
         (Some(h), Some(addr)) => http::HeaderValue::from_str(&format!(
             "h3=\":{}\"; ma={}",

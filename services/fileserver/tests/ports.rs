@@ -126,11 +126,9 @@ fn the_port_is_taken_again_after_a_crash_or_a_stop() {
 /// A port `p` such that `p` and `p + 1` are both free now.
 fn free_pair() -> u16 {
     for _ in 0..50 {
+        // free_port has checked p itself.
         let p = common::free_port();
-        if p < 65535
-            && std::net::TcpListener::bind(("127.0.0.1", p)).is_ok()
-            && std::net::TcpListener::bind(("127.0.0.1", p + 1)).is_ok()
-        {
+        if p < u16::MAX && std::net::TcpListener::bind(("127.0.0.1", p + 1)).is_ok() {
             return p;
         }
     }
