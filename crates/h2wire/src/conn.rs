@@ -20,9 +20,19 @@
 //! two of; a client that spends it all gets GOAWAY ENHANCE_YOUR_CALM
 //! (the CVE-2019-9512/9515/9516/9518 and CVE-2023-44487 floods). Streams
 //! the server resets for the client's errors are counted too, and a
-//! header block is bounded before it is decoded (CVE-2024-27316).
+//! header block is bounded before it is decoded (CVE-2024-27316). A
+//! request on a stream reset before it was handed out is never handed
+//! out (CVE-2025-8671, "MadeYouReset"), and counts against the same bound
+//! as a client's own resets. Padding is paid for like the octets it is.
+//!
+//! Timers run on the caller's clock: [`Connection::poll_timeout`] says
+//! when [`Connection::handle_timeout`] must next be called. A frame or
+//! header block left incomplete must end within `header_read_timeout`
+//! (a trickle of octets does not hold a connection); only frames that do
+//! work keep it from idling out; its age and its requests are bounded.
 
 use std::collections::VecDeque;
+use std::time::{Duration, Instant};
 
 use crate::frame::{self, Head, Reason};
 use crate::request::Request;
@@ -49,6 +59,19 @@ pub struct Config {
     /// (opened and reset within what one read brought), at most; more end
     /// the connection (the rapid reset, CVE-2023-44487).
     pub max_pending_reset_streams: usize,
+    /// How long a frame or a header block may stay incomplete: past it the
+    /// connection ends (GOAWAY, NO_ERROR), as HTTP/1.1's 408.
+    pub header_read_timeout: Duration,
+    /// How long a connection with no stream open stays open without a
+    /// frame that does work (a request, body octets, a window opened for
+    /// an answer): PINGs and SETTINGS do not keep it. Then GOAWAY.
+    pub idle_timeout: Duration,
+    /// The most a connection lives: then GOAWAY, and the streams already
+    /// opened are answered (nginx's `keepalive_time`).
+    pub max_age: Duration,
+    /// Streams a connection may open: the last one gets a GOAWAY beside
+    /// it, and its answers finish (nginx's `keepalive_requests`).
+    pub max_requests: u32,
 }
 
 impl Default for Config {
@@ -61,8 +84,24 @@ impl Default for Config {
             control_frame_budget: 1000,
             max_local_error_resets: 1024,
             max_pending_reset_streams: 20,
+            header_read_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(60),
+            max_age: Duration::from_secs(3600),
+            max_requests: 1000,
         }
     }
+}
+
+/// Why [`Connection::handle_timeout`] ended or began to end a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Expired {
+    /// A frame or header block stayed incomplete past `header_read_timeout`:
+    /// ended at once.
+    HeaderRead,
+    /// No stream and no work for `idle_timeout`: GOAWAY.
+    Idle,
+    /// Older than `max_age`: GOAWAY, its streams answered.
+    MaxAge,
 }
 
 /// A DATA frame being written: [`Connection::begin_data`].
@@ -85,7 +124,18 @@ pub enum Event {
 /// Request body octets read and dropped per stream once it is answered,
 /// before the stream is reset (NO_ERROR, RFC 9113 8.1): some clients take
 /// a reset before their body ends as a failure and drop the answer.
+/// Padding counts: it costs the same to read.
 const DRAIN_MAX: u64 = 64 * 1024;
+/// A DATA frame carrying fewer body octets than this (padding aside) and
+/// not ending its stream is paid for like a control frame: a flood of
+/// empty or all-padding frames is a flood of free frames.
+const TINY_DATA: u64 = 256;
+/// Window given back to a draining stream at the least per WINDOW_UPDATE
+/// (or what is left of its drain): one update per frame read would be
+/// one frame out per frame in.
+const DRAIN_UPDATE: u64 = 16 * 1024;
+/// How often draining streams are looked at (two looks: a reset).
+const TICK: Duration = Duration::from_secs(1);
 /// Credit an answer (HEADERS or DATA with octets) earns back.
 const REFILL: i64 = 2;
 /// Spare requests kept for the next ones: as many as a client's usual
@@ -124,6 +174,8 @@ struct Stream {
     /// Body octets received and not yet given back in a WINDOW_UPDATE.
     recv_unacked: u64,
     body_read: u64,
+    /// Every DATA octet received, padding included: what draining costs.
+    received: u64,
     content_length: Option<u64>,
     /// Answered, reading out its body: reset at the next tick.
     drain_marked: bool,
@@ -144,6 +196,8 @@ pub struct Connection {
     phase: Phase,
     /// Received bytes short of a whole frame.
     rbuf: Vec<u8>,
+    /// Whole frames received.
+    frames_in: u64,
     out: Vec<u8>,
     dec: hpack::Decoder,
     enc: hpack::Encoder,
@@ -172,12 +226,30 @@ pub struct Connection {
     failed: Option<Reason>,
     events: VecDeque<Event>,
     spare: Vec<Request>,
+    /// Requests dropped before they were handed out: their stream was
+    /// reset (by either side) or the connection ended.
+    dropped_requests: u64,
+    /// Streams opened, toward `max_requests`.
+    opened: u32,
+    /// The clock as of the last `receive` or `handle_timeout`.
+    now: Instant,
+    born: Instant,
+    /// The last frame that did work, or the last time a stream was open.
+    last_work: Instant,
+    /// A stream closed and none is open: `last_work` restarts at the next
+    /// clock reading.
+    went_idle: bool,
+    /// Since when the frame in `rbuf` (or the preface) is incomplete.
+    partial_since: Option<Instant>,
+    /// Since when the header block in `block` is open.
+    block_since: Option<Instant>,
+    next_tick: Instant,
 }
 
 impl Connection {
     /// A connection whose SETTINGS (and the connection window's update)
-    /// are already in [`Connection::output`].
-    pub fn new(cfg: Config) -> Connection {
+    /// are already in [`Connection::output`]; `now` starts its timers.
+    pub fn new(cfg: Config, now: Instant) -> Connection {
         let mut out = Vec::with_capacity(64);
         let mut settings = Vec::with_capacity(18);
         for (id, value) in [
@@ -207,6 +279,7 @@ impl Connection {
         Connection {
             phase: Phase::Preface,
             rbuf: Vec::new(),
+            frames_in: 0,
             out,
             dec: hpack::Decoder::new(4096),
             enc: hpack::Encoder::new(),
@@ -229,16 +302,28 @@ impl Connection {
             failed: None,
             events: VecDeque::new(),
             spare: Vec::new(),
+            dropped_requests: 0,
+            opened: 0,
+            now,
+            born: now,
+            last_work: now,
+            went_idle: false,
+            partial_since: None,
+            block_since: None,
+            next_tick: now + TICK,
             cfg,
         }
     }
 
-    /// Takes what the client sent. An error ends the connection: its
-    /// GOAWAY is in the output, to be written before the socket closes.
-    pub fn receive(&mut self, input: &[u8]) -> Result<(), Reason> {
+    /// Takes what the client sent, read at `now`. An error ends the
+    /// connection: its GOAWAY is in the output, to be written before the
+    /// socket closes.
+    pub fn receive(&mut self, input: &[u8], now: Instant) -> Result<(), Reason> {
         if let Some(r) = self.failed {
             return Err(r);
         }
+        self.now = now;
+        let frames_before = self.frames_in;
         let result = if self.rbuf.is_empty() {
             self.process(input)
                 .map(|n| self.rbuf.extend_from_slice(&input[n..]))
@@ -254,7 +339,80 @@ impl Connection {
         if let Err(reason) = result {
             self.fail(reason);
         }
+        // An incomplete frame's clock starts with its first octet: kept
+        // while no frame completes, restarted when one did.
+        self.partial_since = if self.rbuf.is_empty() && self.phase != Phase::Preface {
+            None
+        } else if self.frames_in != frames_before {
+            Some(now)
+        } else {
+            self.partial_since.or(Some(now))
+        };
         result
+    }
+
+    /// When [`Connection::handle_timeout`] must next be called: the
+    /// earliest of the header-read, idle, age and drain deadlines.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        if self.failed.is_some() {
+            return None;
+        }
+        let mut at = self.born + self.cfg.max_age;
+        let partial = match (self.partial_since, self.block_since) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        if let Some(t) = partial {
+            at = at.min(t + self.cfg.header_read_timeout);
+        }
+        if self.streams.is_empty() {
+            at = at.min(self.last_work + self.cfg.idle_timeout);
+        } else {
+            at = at.min(self.next_tick);
+        }
+        Some(at)
+    }
+
+    /// Runs the timers due at `now`; cheap when none is, so it may be
+    /// called on every turn of the caller's loop. Says why it ended, or
+    /// began to end, the connection.
+    pub fn handle_timeout(&mut self, now: Instant) -> Option<Expired> {
+        if self.failed.is_some() {
+            return None;
+        }
+        self.now = now;
+        if !self.streams.is_empty() || self.went_idle {
+            // Busy is not idle: the idle clock starts when the last
+            // stream closes.
+            self.last_work = now;
+            self.went_idle = false;
+        }
+        let partial = self.partial_since.into_iter().chain(self.block_since).min();
+        if partial.is_some_and(|t| now >= t + self.cfg.header_read_timeout) {
+            self.fail(Reason::NO_ERROR);
+            return Some(Expired::HeaderRead);
+        }
+        if now >= self.next_tick {
+            self.tick();
+            self.next_tick = now + TICK;
+        }
+        if self.goaway_last.is_none() {
+            if now >= self.born + self.cfg.max_age {
+                self.shutdown();
+                return Some(Expired::MaxAge);
+            }
+            if self.streams.is_empty() && now >= self.last_work + self.cfg.idle_timeout {
+                self.shutdown();
+                return Some(Expired::Idle);
+            }
+        }
+        None
+    }
+
+    /// Requests dropped before they were handed out (their stream was
+    /// reset, or the connection ended), since the connection began.
+    pub fn dropped_requests(&self) -> u64 {
+        self.dropped_requests
     }
 
     /// The next request or reset, in the order they arrived.
@@ -283,6 +441,11 @@ impl Connection {
     pub fn is_done(&self) -> bool {
         self.failed.is_some()
             || ((self.goaway_last.is_some() || self.peer_goaway) && self.streams.is_empty())
+    }
+
+    /// A request or reset waits to be handed out.
+    pub fn has_event(&self) -> bool {
+        !self.events.is_empty()
     }
 
     /// Streams open or half-closed.
@@ -432,9 +595,9 @@ impl Connection {
         }
     }
 
-    /// Called about once a second: a stream answered and still reading out
-    /// its request body since the last call is reset (NO_ERROR).
-    pub fn tick(&mut self) {
+    /// About once a second: a stream answered and still reading out its
+    /// request body since the last look is reset (NO_ERROR).
+    fn tick(&mut self) {
         let mut i = 0;
         while i < self.streams.len() {
             let s = &mut self.streams[i];
@@ -477,6 +640,7 @@ impl Connection {
                 break;
             };
             pos = end;
+            self.frames_in += 1;
             if self.phase == Phase::Settings {
                 if h.kind != frame::SETTINGS || h.flags & frame::ACK != 0 {
                     return Err(Reason::PROTOCOL_ERROR);
@@ -506,7 +670,9 @@ impl Connection {
                     return Err(Reason::FRAME_SIZE_ERROR);
                 }
                 self.cheap()?;
-                if be31(payload) == h.stream {
+                // RFC 9113 5.3.1 makes a self-dependency a stream error,
+                // but no RST_STREAM may name an idle stream (5.1).
+                if be31(payload) == h.stream && !self.is_idle(h.stream) {
                     return self.stream_error(h.stream, Reason::PROTOCOL_ERROR);
                 }
                 Ok(())
@@ -579,6 +745,7 @@ impl Connection {
         self.block.clear();
         self.block.extend_from_slice(fragment);
         self.block_head = Some(head);
+        self.block_since = Some(self.now);
         self.check_block_size()
     }
 
@@ -594,6 +761,7 @@ impl Connection {
         self.check_block_size()?;
         if end {
             self.block_head = None;
+            self.block_since = None;
             let block = std::mem::take(&mut self.block);
             let result = self.on_block(head, &block);
             self.block = block;
@@ -614,16 +782,23 @@ impl Connection {
     fn on_block(&mut self, head: BlockHead, block: &[u8]) -> Result<(), Reason> {
         let id = head.stream;
         if let Some(i) = self.find(id) {
-            // Trailers: decoded for the table, then dropped.
-            self.decode(block, None)?;
+            // Trailers: decoded for the table, checked, then dropped.
+            let mut malformed = false;
+            self.dec
+                .decode(block, |f| malformed |= !is_trailer_field(f.name))
+                .map_err(|_| Reason::COMPRESSION_ERROR)?;
             let s = &mut self.streams[i];
             if !s.recv_open {
                 return self.stream_error(id, Reason::STREAM_CLOSED);
             }
-            if !head.end_stream {
+            // A body that ends short of its content-length is malformed
+            // (RFC 9113 8.1.1) whether DATA or trailers end it.
+            let short = s.content_length.is_some_and(|n| s.body_read != n);
+            if !head.end_stream || malformed || short {
                 return self.stream_error(id, Reason::PROTOCOL_ERROR);
             }
             s.recv_open = false;
+            self.last_work = self.now;
             return self.body_ended(i);
         }
         if id % 2 == 0 {
@@ -651,11 +826,13 @@ impl Connection {
         req.finish();
         if head.depends_on_itself || req.malformed.is_some() {
             self.recycle(req);
+            self.remember_closed(id);
             self.rst(id, Reason::PROTOCOL_ERROR);
             return self.count_local_reset();
         }
         if self.streams.len() >= self.cfg.max_concurrent_streams as usize {
             self.recycle(req);
+            self.remember_closed(id);
             self.rst(id, Reason::REFUSED_STREAM);
             return self.cheap();
         }
@@ -674,10 +851,18 @@ impl Connection {
             recv_window,
             recv_unacked: 0,
             body_read: 0,
+            received: 0,
             content_length: req.content_length,
             drain_marked: false,
         });
         self.events.push_back(Event::Request(req));
+        self.last_work = self.now;
+        self.opened += 1;
+        if self.opened >= self.cfg.max_requests {
+            // The last one this connection serves: the client opens a new
+            // connection for the next, and this one ends once answered.
+            self.shutdown();
+        }
         Ok(())
     }
 
@@ -721,11 +906,11 @@ impl Connection {
             self.recv_window += i64::from(inc);
             self.recv_unacked = 0;
         }
-        if len == 0 && !end_stream {
+        if body < TINY_DATA && !end_stream {
             self.cheap()?;
         }
         let Some(i) = self.find(h.stream) else {
-            if h.stream > self.last_stream {
+            if self.is_idle(h.stream) {
                 return Err(Reason::PROTOCOL_ERROR);
             }
             // A stream that is closed (or reset): in flight before the
@@ -744,6 +929,10 @@ impl Connection {
         s.recv_window -= len as i64;
         s.recv_unacked += len;
         s.body_read += body;
+        s.received += len;
+        if body > 0 {
+            self.last_work = self.now;
+        }
         let length_wrong = s
             .content_length
             .is_some_and(|n| s.body_read > n || (end_stream && s.body_read != n));
@@ -755,7 +944,7 @@ impl Connection {
             return self.body_ended(i);
         }
         if !s.send_open {
-            self.drain(i);
+            self.drain(i, false);
         }
         Ok(())
     }
@@ -764,7 +953,7 @@ impl Connection {
         if payload.len() != 4 {
             return Err(Reason::FRAME_SIZE_ERROR);
         }
-        if h.stream == 0 || h.stream > self.last_stream {
+        if h.stream == 0 || self.is_idle(h.stream) {
             return Err(Reason::PROTOCOL_ERROR);
         }
         let Some(i) = self.find(h.stream) else {
@@ -774,24 +963,39 @@ impl Connection {
         if !s.send_open {
             return Ok(());
         }
-        let queued = self
-            .events
-            .iter()
-            .position(|e| matches!(e, Event::Request(r) if r.stream == h.stream));
-        if let Some(at) = queued {
-            // Never handed out: dropped, and counted.
-            if let Some(Event::Request(req)) = self.events.remove(at) {
-                self.recycle(req);
-            }
-            self.pending_resets += 1;
-            if self.pending_resets > self.cfg.max_pending_reset_streams {
-                return Err(Reason::ENHANCE_YOUR_CALM);
-            }
-            return Ok(());
+        if self.drop_queued(h.stream) {
+            return self.count_pending_reset();
         }
         // Work started and thrown away: the rapid-reset flood.
         self.events.push_back(Event::Reset(h.stream));
         self.cheap()
+    }
+
+    /// Takes the request of `stream` out of the queue if it was never
+    /// handed out; true if it was there.
+    fn drop_queued(&mut self, stream: u32) -> bool {
+        let queued = self
+            .events
+            .iter()
+            .position(|e| matches!(e, Event::Request(r) if r.stream == stream));
+        let Some(at) = queued else {
+            return false;
+        };
+        if let Some(Event::Request(req)) = self.events.remove(at) {
+            self.recycle(req);
+        }
+        self.dropped_requests += 1;
+        true
+    }
+
+    /// A stream reset while its request still waited in the queue: the
+    /// rapid reset, bounded per read.
+    fn count_pending_reset(&mut self) -> Result<(), Reason> {
+        self.pending_resets += 1;
+        if self.pending_resets > self.cfg.max_pending_reset_streams {
+            return Err(Reason::ENHANCE_YOUR_CALM);
+        }
+        Ok(())
     }
 
     fn on_settings(&mut self, h: Head, payload: &[u8]) -> Result<(), Reason> {
@@ -809,24 +1013,20 @@ impl Connection {
             return Err(Reason::FRAME_SIZE_ERROR);
         }
         self.cheap()?;
+        // A frame may repeat a setting (a 16 KiB one 2730 times): each is
+        // checked, and the last initial window is applied to the streams
+        // once, so a frame costs one walk of them, not one per entry.
+        let mut initial_window = None;
         for s in payload.chunks_exact(6) {
             let id = u16::from_be_bytes([s[0], s[1]]);
             let value = u32::from_be_bytes([s[2], s[3], s[4], s[5]]);
             match id {
                 frame::SETTINGS_ENABLE_PUSH if value > 1 => return Err(Reason::PROTOCOL_ERROR),
                 frame::SETTINGS_INITIAL_WINDOW_SIZE => {
-                    let value = i64::from(value);
-                    if value > frame::MAX_WINDOW {
+                    if i64::from(value) > frame::MAX_WINDOW {
                         return Err(Reason::FLOW_CONTROL_ERROR);
                     }
-                    let delta = value - self.peer_initial_window;
-                    self.peer_initial_window = value;
-                    for s in &mut self.streams {
-                        s.send_window += delta;
-                        if s.send_window > frame::MAX_WINDOW {
-                            return Err(Reason::FLOW_CONTROL_ERROR);
-                        }
-                    }
+                    initial_window = Some(i64::from(value));
                 }
                 frame::SETTINGS_MAX_FRAME_SIZE => {
                     if !(frame::DEFAULT_MAX_FRAME..=frame::MAX_MAX_FRAME).contains(&value) {
@@ -836,6 +1036,16 @@ impl Connection {
                 }
                 frame::SETTINGS_HEADER_TABLE_SIZE => self.enc.set_peer_limit(value as usize),
                 _ => {}
+            }
+        }
+        if let Some(value) = initial_window {
+            let delta = value - self.peer_initial_window;
+            self.peer_initial_window = value;
+            for s in &mut self.streams {
+                s.send_window += delta;
+                if s.send_window > frame::MAX_WINDOW {
+                    return Err(Reason::FLOW_CONTROL_ERROR);
+                }
             }
         }
         frame::frame(&mut self.out, frame::SETTINGS, frame::ACK, 0, &[]);
@@ -858,7 +1068,7 @@ impl Connection {
             }
             return Ok(());
         }
-        if h.stream > self.last_stream {
+        if self.is_idle(h.stream) {
             return Err(Reason::PROTOCOL_ERROR);
         }
         let Some(i) = self.find(h.stream) else {
@@ -868,9 +1078,14 @@ impl Connection {
             return self.stream_error(h.stream, Reason::PROTOCOL_ERROR);
         }
         let s = &mut self.streams[i];
+        let opened = s.send_window <= 0 && s.send_window + inc > 0;
         s.send_window += inc;
         if s.send_window > frame::MAX_WINDOW {
             return self.stream_error(h.stream, Reason::FLOW_CONTROL_ERROR);
+        }
+        if opened {
+            // An answer can go on: work, as a request is.
+            self.last_work = self.now;
         }
         Ok(())
     }
@@ -884,7 +1099,7 @@ impl Connection {
         if !s.recv_open {
             self.remove(i);
         } else {
-            self.drain(i);
+            self.drain(i, true);
         }
     }
 
@@ -897,16 +1112,18 @@ impl Connection {
     }
 
     /// Stream `i` is answered and its body still comes: give its window
-    /// back up to [`DRAIN_MAX`], then reset it.
-    fn drain(&mut self, i: usize) {
+    /// back up to [`DRAIN_MAX`] octets (padding included), then reset it.
+    /// The window goes back in steps of [`DRAIN_UPDATE`], or at once when
+    /// the answer just ended (`now`).
+    fn drain(&mut self, i: usize, now: bool) {
         let s = &mut self.streams[i];
-        if s.body_read > DRAIN_MAX {
+        if s.received > DRAIN_MAX {
             let id = s.id;
             self.remove(i);
             self.rst(id, Reason::NO_ERROR);
             return;
         }
-        if s.recv_unacked > 0 {
+        if s.recv_unacked > 0 && (now || s.recv_unacked >= DRAIN_UPDATE) {
             let inc = s.recv_unacked as u32;
             s.recv_window += i64::from(inc);
             s.recv_unacked = 0;
@@ -925,13 +1142,19 @@ impl Connection {
     /// RST_STREAM for the client's error on `id`; too many end the
     /// connection.
     fn stream_error(&mut self, id: u32, reason: Reason) -> Result<(), Reason> {
+        self.rst(id, reason);
         if let Some(i) = self.find(id) {
             let s = self.remove(i);
             if s.send_open {
-                self.events.push_back(Event::Reset(id));
+                if self.drop_queued(id) {
+                    // Never handed out, so never decided: a client cannot
+                    // have work done by provoking resets (MadeYouReset).
+                    self.count_pending_reset()?;
+                } else {
+                    self.events.push_back(Event::Reset(id));
+                }
             }
         }
-        self.rst(id, reason);
         self.count_local_reset()
     }
 
@@ -965,6 +1188,14 @@ impl Connection {
             self.goaway(reason);
             self.failed = Some(reason);
             self.streams.clear();
+            // Requests not handed out yet are not answered: no stream is
+            // left to answer them on.
+            for e in std::mem::take(&mut self.events) {
+                if let Event::Request(req) = e {
+                    self.dropped_requests += 1;
+                    self.recycle(req);
+                }
+            }
         }
     }
 
@@ -980,8 +1211,16 @@ impl Connection {
         self.credit = (self.credit + REFILL).min(i64::from(self.cfg.control_frame_budget));
     }
 
+    /// Stream `id`'s index. Streams are kept in the order they opened,
+    /// which is the order of their ids (they only rise, RFC 9113 5.1.1).
     fn find(&self, id: u32) -> Option<usize> {
-        self.streams.iter().position(|s| s.id == id)
+        self.streams.binary_search_by_key(&id, |s| s.id).ok()
+    }
+
+    /// No stream `id` was ever opened here: an even id (this side pushes
+    /// none) or one above the last opened (RFC 9113 5.1).
+    fn is_idle(&self, id: u32) -> bool {
+        id % 2 == 0 || id > self.last_stream
     }
 
     /// Takes stream `i` out, remembering its id among the recently
@@ -989,12 +1228,25 @@ impl Connection {
     /// (STREAM_CLOSED), one for an id never opened a connection error.
     fn remove(&mut self, i: usize) -> Stream {
         let s = self.streams.remove(i);
+        self.remember_closed(s.id);
+        if self.streams.is_empty() {
+            self.went_idle = true;
+        }
+        s
+    }
+
+    fn remember_closed(&mut self, id: u32) {
         if self.closed.len() == RECENTLY_CLOSED {
             self.closed.pop_front();
         }
-        self.closed.push_back(s.id);
-        s
+        self.closed.push_back(id);
     }
+}
+
+/// A trailer field may not be a pseudo-header, nor break the rules of any
+/// field name (RFC 9113 8.1, 8.2).
+fn is_trailer_field(name: &[u8]) -> bool {
+    !name.is_empty() && name.iter().all(|&b| crate::request::is_lower_token(b))
 }
 
 /// A 31-bit big-endian value at the start of `p` (the reserved bit off).
@@ -1010,7 +1262,7 @@ mod tests {
     /// past [`SPARE_BYTES`] is not kept for the next one.
     #[test]
     fn spare_requests_are_bounded_in_number_and_size() {
-        let mut c = Connection::new(Config::default());
+        let mut c = Connection::new(Config::default(), Instant::now());
         for _ in 0..SPARE_REQUESTS + 4 {
             c.recycle(Request::default());
         }

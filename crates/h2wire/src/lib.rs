@@ -21,12 +21,13 @@
 //! ```
 //! use h2wire::{Config, Connection, Event};
 //!
-//! let mut conn = Connection::new(Config::default());
+//! let now = std::time::Instant::now();
+//! let mut conn = Connection::new(Config::default(), now);
 //! let mut client = h2wire::PREFACE.to_vec();
 //! client.extend_from_slice(&[0, 0, 0, 4, 0, 0, 0, 0, 0]); // SETTINGS
 //! // HEADERS, stream 1, END_STREAM | END_HEADERS: GET https://a/x
 //! client.extend_from_slice(&[0, 0, 6, 1, 5, 0, 0, 0, 1, 0x82, 0x87, 0x01, 0x01, b'a', 0x84]);
-//! conn.receive(&client).unwrap();
+//! conn.receive(&client, now).unwrap();
 //! let Some(Event::Request(req)) = conn.next_event() else { panic!() };
 //! assert_eq!((req.method(), req.path()), (&b"GET"[..], Some(&b"/"[..])));
 //! conn.send_headers(req.stream(), false, |b| {
@@ -41,6 +42,6 @@ mod conn;
 mod frame;
 mod request;
 
-pub use conn::{Config, Connection, DataFrame, Event};
+pub use conn::{Config, Connection, DataFrame, Event, Expired};
 pub use frame::{Reason, PREFACE};
 pub use request::Request;

@@ -19,6 +19,8 @@ pub struct Request {
     scheme: Option<Range<u32>>,
     authority: Option<Range<u32>>,
     path: Option<Range<u32>>,
+    /// The first `host` field's value, to hold against `:authority`.
+    host: Option<Range<u32>>,
     pub(crate) content_length: Option<u64>,
     /// Sum of the fields' sizes (RFC 9113 6.5.2: octets + 32 each).
     list_size: usize,
@@ -92,6 +94,7 @@ impl Request {
         self.scheme = None;
         self.authority = None;
         self.path = None;
+        self.host = None;
         self.content_length = None;
         self.list_size = 0;
         self.max_list_size = max_list_size;
@@ -160,6 +163,9 @@ impl Request {
         }
         let n = store(&mut self.buf, name);
         let v = store(&mut self.buf, value);
+        if name == b"host" && self.host.is_none() {
+            self.host = Some(v.clone());
+        }
         self.fields.push((n, v));
         Ok(())
     }
@@ -169,13 +175,32 @@ impl Request {
         if self.malformed.is_some() || self.too_large() {
             return;
         }
+        let host_differs = match (self.authority(), self.get(&self.host)) {
+            (Some(a), Some(h)) => !a.eq_ignore_ascii_case(h),
+            _ => false,
+        };
+        let path_form = self
+            .path()
+            .is_some_and(|p| p.starts_with(b"/") || (p == b"*" && self.method() == b"OPTIONS"));
         let why = if self.method.is_none() {
             Some(":method missing")
+        } else if !is_token(self.method()) {
+            // It reaches logs beside other fields: a token only (RFC 9110
+            // 9.1), so it cannot forge them.
+            Some(":method that is not a token")
+        } else if self.scheme().is_some_and(|s| !is_scheme(s)) {
+            Some(":scheme that is not a URI scheme")
+        } else if host_differs {
+            // RFC 9113 8.3.1: a Host naming another origin than :authority.
+            Some("Host differs from :authority")
         } else if self.method() == b"CONNECT" {
             (self.scheme.is_some() || self.path.is_some() || self.authority.is_none())
                 .then_some("CONNECT with :scheme or :path, or without :authority")
         } else if self.scheme.is_none() || self.path().is_none_or(<[u8]>::is_empty) {
             Some(":scheme or :path missing, or :path empty")
+        } else if !path_form {
+            // Origin form, or `*` for OPTIONS (RFC 9113 8.3.1).
+            Some(":path neither absolute nor * for OPTIONS")
         } else if self.end_stream && self.content_length.is_some_and(|n| n > 0) {
             Some("a content-length with no body")
         } else {
@@ -185,7 +210,21 @@ impl Request {
     }
 }
 
-fn is_lower_token(b: u8) -> bool {
+/// A token (RFC 9110 5.6.2), as a method must be.
+fn is_token(s: &[u8]) -> bool {
+    !s.is_empty()
+        && s.iter()
+            .all(|&b| is_lower_token(b) || b.is_ascii_uppercase())
+}
+
+/// `ALPHA *( ALPHA / DIGIT / "+" / "-" / "." )` (RFC 3986 3.1).
+fn is_scheme(s: &[u8]) -> bool {
+    s.first().is_some_and(u8::is_ascii_alphabetic)
+        && s.iter()
+            .all(|&b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.'))
+}
+
+pub(crate) fn is_lower_token(b: u8) -> bool {
     matches!(b,
         b'a'..=b'z' | b'0'..=b'9' | b'!' | b'#' | b'$' | b'%' | b'&' | b'\'' | b'*'
         | b'+' | b'-' | b'.' | b'^' | b'_' | b'`' | b'|' | b'~')
@@ -259,6 +298,25 @@ mod tests {
         assert!(head(&[GET[0], GET[1], GET[2], (":path", "")], true)
             .malformed
             .is_some());
+        assert!(
+            with(("host", "other.example")).is_some(),
+            "Host vs :authority"
+        );
+        assert_eq!(with(("host", "Example.COM")), None, "the same host");
+        let method = |m: &'static str| head(&[(":method", m), GET[1], GET[2], GET[3]], true);
+        assert!(method("GET /x HTTP/1.1\" 200").malformed.is_some());
+        assert!(method("G\x1bT").malformed.is_some());
+        assert_eq!(method("PROPFIND").malformed, None);
+        let scheme = |s: &'static str| head(&[GET[0], (":scheme", s), GET[2], GET[3]], true);
+        assert!(scheme("ht tp").malformed.is_some());
+        assert!(scheme("1http").malformed.is_some());
+        assert_eq!(scheme("https").malformed, None);
+        let path = |m: &'static str, p: &'static str| {
+            head(&[(":method", m), GET[1], GET[2], (":path", p)], true).malformed
+        };
+        assert!(path("GET", "a/b").is_some());
+        assert!(path("GET", "*").is_some());
+        assert_eq!(path("OPTIONS", "*"), None);
         let connect = [(":method", "CONNECT"), (":authority", "example.com:443")];
         assert_eq!(head(&connect, false).malformed, None);
         assert!(head(&[connect[0]], false).malformed.is_some());

@@ -41,18 +41,21 @@ fn client_frame() -> impl Strategy<Value = Vec<u8>> {
 /// Runs `input` (after the handshake) through a connection in `cuts`-sized
 /// pieces, answering every request at once with `body`.
 fn run(input: &[u8], cut: usize, body: &[u8]) -> (usize, usize) {
-    let mut c = Connection::new(Config {
-        max_concurrent_streams: 4,
-        control_frame_budget: 50,
-        max_local_error_resets: 20,
-        ..Config::default()
-    });
+    let mut c = Connection::new(
+        Config {
+            max_concurrent_streams: 4,
+            control_frame_budget: 50,
+            max_local_error_resets: 20,
+            ..Config::default()
+        },
+        t0(),
+    );
     let mut all = hello();
     all.extend_from_slice(input);
     let mut written = 0;
     let mut open: Vec<u32> = Vec::new();
     for piece in all.chunks(cut.max(1)) {
-        let failed = c.receive(piece).is_err();
+        let failed = c.receive(piece, t0()).is_err();
         while let Some(ev) = c.next_event() {
             match ev {
                 Event::Request(r) => {

@@ -7,6 +7,7 @@
 use std::io::{Read as _, Write as _};
 use std::net::{TcpListener, TcpStream};
 use std::process::Command;
+use std::time::Instant;
 
 use h2wire::{Config, Connection, Event};
 
@@ -22,7 +23,7 @@ fn body_for(path: &[u8]) -> Vec<u8> {
 
 /// Serves one connection until the client closes it.
 fn serve(mut sock: TcpStream) {
-    let mut conn = Connection::new(Config::default());
+    let mut conn = Connection::new(Config::default(), Instant::now());
     // Answers still to send: stream, body, sent so far.
     let mut pending: Vec<(u32, Vec<u8>, usize)> = Vec::new();
     let mut buf = vec![0u8; 16384];
@@ -69,7 +70,7 @@ fn serve(mut sock: TcpStream) {
             Ok(0) | Err(_) => return,
             Ok(n) => n,
         };
-        if conn.receive(&buf[..n]).is_err() {
+        if conn.receive(&buf[..n], Instant::now()).is_err() {
             let _ = sock.write_all(conn.output());
             return;
         }

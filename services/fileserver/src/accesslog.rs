@@ -7,6 +7,7 @@
 //! ```
 
 use crate::config::{AccessLog, AccessLogFormat};
+use std::borrow::Cow;
 use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
@@ -167,7 +168,14 @@ fn clf_time(secs: u64) -> String {
 
 fn combined(e: &Entry<'_>) -> String {
     let request = match e.request {
-        Some(r) => format!("{} {} {}", r.method, escape_clf(r.target), r.version),
+        // The method too: every engine refuses a method that is not a
+        // token, but the log does not count on it.
+        Some(r) => format!(
+            "{} {} {}",
+            escape_clf(r.method.as_bytes()),
+            escape_clf(r.target),
+            r.version
+        ),
         None => "-".to_string(),
     };
     format!(
@@ -183,23 +191,35 @@ fn combined(e: &Entry<'_>) -> String {
 }
 
 fn json(e: &Entry<'_>) -> String {
+    let text = |v: &[u8]| terminal_safe(&String::from_utf8_lossy(v)).into_owned();
     let mut s = serde_json::json!({
         "time": e.time,
         "remote": e.client.to_string(),
         "peer": e.peer.to_string(),
-        "method": e.request.map(|r| r.method),
-        "target": e.request.map(|r| String::from_utf8_lossy(r.target)),
+        "method": e.request.map(|r| terminal_safe(r.method).into_owned()),
+        "target": e.request.map(|r| text(r.target)),
         "version": e.request.map(|r| r.version),
         "status": e.status,
         "bytes": e.bytes,
         "completed": e.completed,
-        "referer": e.referer.map(String::from_utf8_lossy),
-        "user_agent": e.user_agent.map(String::from_utf8_lossy),
+        "referer": e.referer.map(text),
+        "user_agent": e.user_agent.map(text),
         "duration_us": e.duration.as_micros() as u64,
     })
     .to_string();
     s.push('\n');
     s
+}
+
+/// `v` with DEL and the C1 controls (U+0080-U+009F, which terminals
+/// read as escapes too) replaced by U+FFFD: JSON escapes the C0 controls
+/// itself, and not these.
+fn terminal_safe(v: &str) -> Cow<'_, str> {
+    let unsafe_char = |c: char| ('\u{7f}'..='\u{9f}').contains(&c);
+    if !v.contains(unsafe_char) {
+        return Cow::Borrowed(v);
+    }
+    Cow::Owned(v.replace(unsafe_char, "\u{fffd}"))
 }
 
 #[cfg(test)]
@@ -241,6 +261,25 @@ mod tests {
             "{}",
             combined(&hostile)
         );
+        // A method is escaped like every other field a client sends, in
+        // both formats.
+        let forged = Entry {
+            request: Some(RequestLine {
+                method: "GET / HTTP/1.1\" 200 1 \"-\" \"x\"\n\x1b[2J",
+                target: b"/",
+                version: "HTTP/2.0",
+            }),
+            user_agent: Some(b"ua\xc2\x9b31m"),
+            ..e
+        };
+        let line = combined(&forged);
+        assert_eq!(line.matches('"').count(), 6, "{line}");
+        assert_eq!(line.matches('\n').count(), 1, "{line}");
+        assert!(!line.contains('\x1b'), "{line}");
+        let j = json(&forged);
+        assert!(!j.contains('\u{9b}') && !j.contains('\x1b'), "{j}");
+        let v: serde_json::Value = serde_json::from_str(&j).unwrap();
+        assert_eq!(v["user_agent"], "ua\u{fffd}31m");
         let rejected = Entry {
             request: None,
             status: 400,

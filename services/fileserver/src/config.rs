@@ -145,6 +145,13 @@ pub struct Http2Config {
     /// DATA frame the server sends earns two back, up to this. Beyond it:
     /// GOAWAY with ENHANCE_YOUR_CALM.
     pub control_frame_budget: u64,
+    /// Requests one connection serves: the last gets a GOAWAY beside its
+    /// answer, and the client opens a new connection (nginx's
+    /// `keepalive_requests`).
+    pub max_requests_per_connection: u64,
+    /// How long one connection lives: then GOAWAY, its streams answered
+    /// (nginx's `keepalive_time`).
+    pub max_connection_age: String,
 }
 
 impl Default for Http2Config {
@@ -161,6 +168,8 @@ impl Default for Http2Config {
             send_budget_per_connection: 512 << 10,
             send_budget: 16 << 20,
             control_frame_budget: 1000,
+            max_requests_per_connection: 1000,
+            max_connection_age: "1h".into(),
         }
     }
 }
@@ -552,6 +561,8 @@ pub struct Http2Settings {
     pub send_budget_per_connection: u32,
     pub send_budget: u32,
     pub control_frame_budget: u32,
+    pub max_requests_per_connection: u32,
+    pub max_connection_age: Duration,
 }
 
 /// Connection and request limits (reloadable).
@@ -1793,11 +1804,13 @@ impl Http2Config {
         let window_max = (1 << 31) - 1;
         Http2Settings {
             h2c: h.h2c,
+            // Held answers cost memory and a walk per round each: nginx's
+            // 128 is the default, 1000 the most.
             max_concurrent_streams: range(
                 "http2.max_concurrent_streams",
                 h.max_concurrent_streams,
                 1,
-                10_000,
+                1000,
                 e,
             ) as u32,
             max_header_list_size: range(
@@ -1860,6 +1873,14 @@ impl Http2Config {
                 1_000_000,
                 e,
             ) as u32,
+            max_requests_per_connection: range(
+                "http2.max_requests_per_connection",
+                h.max_requests_per_connection,
+                1,
+                u64::from(u32::MAX),
+                e,
+            ) as u32,
+            max_connection_age: dur("http2.max_connection_age", &h.max_connection_age, e),
         }
     }
 }

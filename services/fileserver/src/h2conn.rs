@@ -12,17 +12,25 @@
 //!      WINDOW_UPDATEs open them (file bytes read straight into the
 //!      output, the file checked before its last)
 //! write: the output, as the socket takes it; nothing more is read from a
-//! file until what was read is written (send budgets bound it)
-//! idle: keepalive_timeout with nothing in flight; send_timeout with no
-//! HEADERS or DATA sent while answers wait; shutdown: GOAWAY, then finish
+//! file, and no further request is taken up, while the output and the
+//! bodies held in memory are over the connection's cap or the process's
+//! send budget (in-memory bodies count as file bytes do)
+//! timers, looked at every turn: h2wire's (an incomplete frame or header
+//! block, idle without work, age, draining bodies) and send_timeout with
+//! no HEADERS or DATA sent while answers wait; shutdown: GOAWAY, then finish
 //! ```
+//!
+//! An answer that waits keeps only its log line's fields of the request
+//! ([`LogHead`], each cut at [`LOG_FIELD_MAX`]), not the decoded head: a
+//! client holding streams at a zero window pins a few hundred octets per
+//! stream, not its header list.
 
 use crate::accesslog::RequestLine;
 use crate::exchange::Exchange;
 use crate::state::{ConnContext, Live};
 use crate::wire::Wire;
 use decide::Representation;
-use h2wire::{Event, Reason, Request};
+use h2wire::{Event, Expired, Reason, Request};
 use httpfile::plan::{Body, Plan};
 use httpfile::ByteRange;
 use rustix::fd::AsFd as _;
@@ -30,6 +38,7 @@ use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::io;
 use std::net::SocketAddr;
+use std::ops::Range;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -42,12 +51,19 @@ use tokio::sync::OwnedSemaphorePermit;
 const LINGER: Duration = Duration::from_secs(1);
 /// Read buffer: one frame at the default maximum size and its header.
 const READ_BUF: usize = 16 * 1024 + 9;
+/// How soon a connection whose requests wait for the process's send
+/// budget looks again.
+const BUDGET_RETRY: Duration = Duration::from_millis(5);
 /// File bytes read for one connection beyond the process budget when it
 /// holds none (so no client starves), and the least read at a time.
 const MIN_READ: usize = 16 * 1024;
 /// Body bytes a connection produces before it lets the worker's other
 /// connections run (the HTTP/1.1 engine's rule, `send.rs`).
 const FAIR_SHARE: u64 = 1024 * 1024;
+/// The most of one request field a waiting answer keeps for its log line
+/// (method, target, referer, user-agent, forwarded, x-forwarded-for);
+/// longer values are logged cut, ending in `...`.
+pub(crate) const LOG_FIELD_MAX: usize = 1024;
 
 /// Serves HTTP/2 on `wire` until the client closes, the connection idles
 /// out, or shutdown drains it; `read_ahead` holds what the HTTP/1.1
@@ -55,21 +71,29 @@ const FAIR_SHARE: u64 = 1024 * 1024;
 pub(crate) async fn serve(ctx: Rc<ConnContext>, wire: Wire, read_ahead: Vec<u8>, peer: SocketAddr) {
     let (live, generation) = ctx.live();
     let h = &live.s.http2;
-    let conn = h2wire::Connection::new(h2wire::Config {
-        max_concurrent_streams: h.max_concurrent_streams,
-        max_header_list_size: h.max_header_list_size,
-        initial_stream_window: h.initial_stream_window,
-        initial_connection_window: h.initial_connection_window,
-        control_frame_budget: h.control_frame_budget,
-        max_local_error_resets: h.max_local_error_resets,
-        max_pending_reset_streams: h.max_pending_reset_streams,
-    });
+    let limits = &live.s.limits;
+    let now = Instant::now();
+    let conn = h2wire::Connection::new(
+        h2wire::Config {
+            max_concurrent_streams: h.max_concurrent_streams,
+            max_header_list_size: h.max_header_list_size,
+            initial_stream_window: h.initial_stream_window,
+            initial_connection_window: h.initial_connection_window,
+            control_frame_budget: h.control_frame_budget,
+            max_local_error_resets: h.max_local_error_resets,
+            max_pending_reset_streams: h.max_pending_reset_streams,
+            header_read_timeout: limits.header_read_timeout,
+            idle_timeout: limits.keepalive_timeout,
+            max_age: h.max_connection_age,
+            max_requests: h.max_requests_per_connection,
+        },
+        now,
+    );
     let tls = wire.is_tls();
     let alt_svc = match (tls, ctx.alt_svc()) {
         (true, Some(v)) => Some(v.as_bytes().to_vec()),
         _ => None,
     };
-    let now = Instant::now();
     let mut c = H2 {
         ctx,
         peer,
@@ -87,8 +111,10 @@ pub(crate) async fn serve(ctx: Rc<ConnContext>, wire: Wire, read_ahead: Vec<u8>,
         answers: Vec::new(),
         path: Vec::with_capacity(128),
         ranges: Vec::new(),
-        last_io: now,
         held: Vec::new(),
+        held_octets: 0,
+        kept_octets: 0,
+        budget_short: false,
         since_yield: 0,
     };
     if let Err(e) = c.run(read_ahead).await {
@@ -111,11 +137,18 @@ struct H2 {
     /// The normalized path of the request being decided.
     path: Vec<u8>,
     ranges: Vec<ByteRange>,
-    /// When bytes last moved either way.
-    last_io: Instant,
-    /// The process-wide send budget's permits for file bytes in the
-    /// output not yet written.
+    /// The process-wide send budget's permits for what this connection
+    /// holds: output not yet written, and waiting answers' bodies and
+    /// log fields.
     held: Vec<OwnedSemaphorePermit>,
+    /// Octets the permits in `held` cover.
+    held_octets: usize,
+    /// Octets the waiting answers keep in memory of their own (bodies
+    /// copied, log fields).
+    kept_octets: usize,
+    /// The process's send budget could not cover what the connection
+    /// holds, last time it was asked.
+    budget_short: bool,
     /// Body bytes produced since the task last yielded.
     since_yield: u64,
 }
@@ -138,9 +171,16 @@ struct Out {
 
 impl Out {
     /// Sends `plan`'s head and, when the body is in memory (a message, or
-    /// `rep`'s cached bytes) and the windows take it, the body: such an
+    /// `rep`'s cached bytes) and both the windows and `room` (what the
+    /// connection may still add to its output) take it, the body: such an
     /// answer is done here, with no kept [`Answer`] and no later round.
-    fn start(&mut self, req: &Request, plan: &Plan<'_>, rep: Option<&Representation>) -> Started {
+    fn start(
+        &mut self,
+        req: &Request,
+        plan: &Plan<'_>,
+        rep: Option<&Representation>,
+        room: usize,
+    ) -> Started {
         let stream = req.stream();
         let status = plan.status;
         let mut message = Vec::new();
@@ -154,8 +194,10 @@ impl Out {
                     inline = &message;
                 }
                 Body::Bytes(b) => inline = b,
+                // Cached bytes that wait are read from the cache later, not
+                // copied now.
                 Body::File(range) => match in_memory(rep, range) {
-                    Some(b) if b.len() <= self.conn.window(stream) => inline = b,
+                    Some(b) if b.len() <= self.conn.window(stream).min(room) => inline = b,
                     _ => parts.push_back(Part::Range { range, last: true }),
                 },
                 Body::Multipart(m) => {
@@ -183,7 +225,7 @@ impl Out {
             return Started::Done { status, sent: 0 };
         }
         if !inline.is_empty() {
-            if inline.len() <= self.conn.window(stream) {
+            if inline.len() <= self.conn.window(stream).min(room) {
                 self.conn.send_data(stream, inline, true);
                 self.made_progress();
                 return Started::Done {
@@ -264,7 +306,9 @@ impl Out {
 /// A response whose body is not all sent: what is left of it, in order.
 struct Answer {
     stream: u32,
-    req: Request,
+    head: LogHead,
+    /// Octets this answer keeps in memory of its own (`kept_octets`).
+    kept: usize,
     status: u16,
     t0: Instant,
     /// Body bytes put into DATA frames so far.
@@ -320,10 +364,30 @@ impl H2 {
             self.out.conn.shutdown();
         }
         if !read_ahead.is_empty() {
-            self.received(&read_ahead).await;
+            self.receive(&read_ahead, Instant::now());
         }
-        let mut next_tick = Instant::now() + Duration::from_secs(1);
         loop {
+            // Every turn, whatever woke it: a client that keeps the socket
+            // readable does not keep the timers from running.
+            let now = Instant::now();
+            if let Some(why) = self.out.conn.handle_timeout(now) {
+                tracing::debug!(peer = %self.peer, "HTTP/2 connection timer: {why:?}");
+                count_timer(match why {
+                    Expired::HeaderRead => "header_read",
+                    Expired::Idle => "idle",
+                    Expired::MaxAge => "max_age",
+                });
+            }
+            let send_timeout = self.live.s.limits.send_timeout;
+            if self.waiting() && self.out.last_progress + send_timeout <= now {
+                // `close` writes the GOAWAY as far as the client takes it.
+                tracing::debug!(peer = %self.peer, "no send progress for send_timeout");
+                self.out.conn.abort(Reason::ENHANCE_YOUR_CALM);
+                count_goaway(Reason::ENHANCE_YOUR_CALM);
+                count_timer("send");
+                return Ok(());
+            }
+            self.dispatch().await;
             let more = self.produce().await;
             self.write_some()?;
             let pending_write = !self.out.conn.output().is_empty() || self.wire.wants_flush();
@@ -332,22 +396,32 @@ impl H2 {
             }
             // A client that does not read its answers is not read from
             // either: what it asks for waits in its socket, not here.
+            // Requests it asked for wait in the connection's queue (at most
+            // max_concurrent_streams) while the answers held are over the
+            // cap; frames are still read, so windows can open.
+            let queued = self.out.conn.has_event();
+            let room = queued && self.room() > 0;
+            if room {
+                continue;
+            }
             let may_read = self.out.conn.output().len() < self.output_cap();
             if may_read && (more || self.wire.has_buffered_input()) {
                 // Bodies that can go on do, after what the client sent.
-                if self.read_some(&mut rbuf).await? {
+                if self.read_some(&mut rbuf)? {
                     return Ok(());
                 }
                 continue;
             }
-            let busy = !self.answers.is_empty() || pending_write;
-            let limits = &self.live.s.limits;
-            let deadline = if busy {
-                self.out.last_progress + limits.send_timeout
-            } else {
-                self.last_io + limits.keepalive_timeout
+            let far = now + Duration::from_secs(3600);
+            let mut deadline = self.out.conn.poll_timeout().unwrap_or(far);
+            if self.waiting() {
+                deadline = deadline.min(self.out.last_progress + send_timeout);
             }
-            .min(next_tick);
+            if queued && self.budget_short {
+                // Held back by the process's send budget, which other
+                // connections give back as they write: look again soon.
+                deadline = deadline.min(now + BUDGET_RETRY);
+            }
             let interest = match (may_read, pending_write) {
                 (true, true) => Interest::READABLE | Interest::WRITABLE,
                 (true, false) => Interest::READABLE,
@@ -359,30 +433,12 @@ impl H2 {
                     let ready = r?;
                     if may_read
                         && (ready.is_readable() || ready.is_read_closed())
-                        && self.read_some(&mut rbuf).await?
+                        && self.read_some(&mut rbuf)?
                     {
                         return Ok(());
                     }
                 }
-                _ = tokio::time::sleep_until(deadline.into()) => {
-                    let now = Instant::now();
-                    if now >= next_tick {
-                        self.out.conn.tick();
-                        next_tick = now + Duration::from_secs(1);
-                    }
-                    // Either way `close` writes the GOAWAY as far as the
-                    // client takes it, within the linger.
-                    if busy && self.out.last_progress + limits.send_timeout <= now {
-                        tracing::debug!(peer = %self.peer, "no send progress for send_timeout");
-                        self.out.conn.abort(Reason::ENHANCE_YOUR_CALM);
-                        count_goaway(Reason::ENHANCE_YOUR_CALM);
-                        return Ok(());
-                    } else if !busy && self.last_io + limits.keepalive_timeout <= now {
-                        tracing::debug!(peer = %self.peer, "closing idle connection");
-                        self.out.conn.shutdown();
-                        return Ok(());
-                    }
-                }
+                _ = tokio::time::sleep_until(deadline.into()) => {}
                 () = stop.wait(), if !stop_seen => {
                     stop_seen = true;
                     self.out.conn.shutdown();
@@ -397,29 +453,80 @@ impl H2 {
         self.live.s.http2.send_budget_per_connection as usize
     }
 
-    /// Reads what is there and handles it; true at the end of input.
-    async fn read_some(&mut self, rbuf: &mut [u8]) -> io::Result<bool> {
+    /// Answers wait, or output does: the send timeout runs.
+    fn waiting(&mut self) -> bool {
+        !self.answers.is_empty() || !self.out.conn.output().is_empty() || self.wire.wants_flush()
+    }
+
+    /// What the connection may still add to its output now: its cap
+    /// (`[http2] send_budget_per_connection`) less the output and the
+    /// bodies and log fields its waiting answers keep; 0 also while the
+    /// process's send budget cannot cover what it holds.
+    fn room(&mut self) -> usize {
+        let used = self.out.conn.output().len() + self.kept_octets;
+        self.budget_short = !self.charge(used);
+        if self.budget_short {
+            return 0;
+        }
+        self.output_cap().saturating_sub(used)
+    }
+
+    /// Takes the process-wide send budget for `used` octets, beyond the
+    /// [`MIN_READ`] every connection may hold so none starves, and beyond
+    /// what its permits cover already; false when the budget cannot.
+    /// Permits are given back when the output is written (`write_some`).
+    fn charge(&mut self, used: usize) -> bool {
+        let need = used.saturating_sub(MIN_READ + self.held_octets);
+        if need == 0 {
+            return true;
+        }
+        let budget = self.ctx.h2_send_budget();
+        match budget
+            .clone()
+            .try_acquire_many_owned(need.min(u32::MAX as usize) as u32)
+        {
+            Ok(p) => {
+                self.held.push(p);
+                self.held_octets += need;
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// Reads what is there and hands it to the connection; true at the
+    /// end of input.
+    fn read_some(&mut self, rbuf: &mut [u8]) -> io::Result<bool> {
         match self.wire.try_read(rbuf)? {
             None => Ok(false),
             Some(0) => Ok(true),
             Some(n) => {
-                self.last_io = Instant::now();
-                self.received(&rbuf[..n]).await;
+                self.receive(&rbuf[..n], Instant::now());
                 Ok(false)
             }
         }
     }
 
-    /// Feeds `bytes` to the connection and answers what it hands out.
-    async fn received(&mut self, bytes: &[u8]) {
+    /// Feeds `bytes` to the connection; its requests are taken up by
+    /// [`H2::dispatch`].
+    fn receive(&mut self, bytes: &[u8], now: Instant) {
         let failed_before = self.out.conn.is_done();
-        if let Err(reason) = self.out.conn.receive(bytes) {
+        if let Err(reason) = self.out.conn.receive(bytes, now) {
             if !failed_before {
                 tracing::debug!(peer = %self.peer, "HTTP/2 connection error: {reason:?}");
                 count_goaway(reason);
             }
         }
-        while let Some(event) = self.out.conn.next_event() {
+    }
+
+    /// Answers the requests and resets the connection handed out, while
+    /// the connection has room for their answers: the others wait in its
+    /// queue (and the client's further requests in the socket).
+    async fn dispatch(&mut self) {
+        while self.room() > 0 {
+            let Some(event) = self.out.conn.next_event() else {
+                return;
+            };
             match event {
                 Event::Request(req) => self.answer(req).await,
                 Event::Reset(stream) => {
@@ -444,9 +551,10 @@ impl H2 {
     async fn answer(&mut self, req: Request) {
         let t0 = Instant::now();
         self.refresh();
+        let room = self.room();
         if req.too_large() {
             let plan = httpfile::plan::reject(431, "request header fields too large");
-            let started = self.out.start(&req, &plan, None);
+            let started = self.out.start(&req, &plan, None, room);
             return self.settle(req, t0, started, None);
         }
         let live = &self.live;
@@ -476,7 +584,7 @@ impl H2 {
         head.host = req.authority().or(host);
         if let Err(why) = httpfile::head::check_host(false, hosts, head.host) {
             let plan = httpfile::plan::reject(400, why);
-            let started = self.out.start(&req, &plan, None);
+            let started = self.out.start(&req, &plan, None, room);
             return self.settle(req, t0, started, None);
         }
         let site = live.s.site_for(head.host);
@@ -496,7 +604,7 @@ impl H2 {
         let decision =
             decide::decide_checked(fm, serve, decide::Check::AtResolve, &head, &mut path).await;
         let plan = decision.plan(&head, &mut ranges);
-        let started = self.out.start(&req, &plan, decision.representation());
+        let started = self.out.start(&req, &plan, decision.representation(), room);
         let file = match &started {
             Started::Waiting { .. } => decision.into_representation().map(|r| (r, fm.clone())),
             Started::Done { .. } | Started::Gone => None,
@@ -517,23 +625,37 @@ impl H2 {
         match started {
             Started::Gone => self.out.conn.recycle(req),
             Started::Done { status, sent } => {
-                self.log(&req, status, t0, sent, 0, true);
+                self.log(LogFields::of(&req), status, t0, sent, 0, true);
                 self.out.conn.recycle(req);
             }
             Started::Waiting {
                 status,
                 sent,
                 parts,
-            } => self.answers.push(Answer {
-                stream: req.stream(),
-                req,
-                status,
-                t0,
-                sent,
-                cold: 0,
-                file,
-                parts,
-            }),
+            } => {
+                let head = LogHead::keep(&req, self.live.access.is_some());
+                self.out.conn.recycle(req);
+                let copied: usize = parts
+                    .iter()
+                    .map(|p| match p {
+                        Part::Bytes(b) => b.len(),
+                        Part::Range { .. } => 0,
+                    })
+                    .sum();
+                let kept = copied + head.size();
+                self.kept_octets += kept;
+                self.answers.push(Answer {
+                    stream: head.stream,
+                    head,
+                    kept,
+                    status,
+                    t0,
+                    sent,
+                    cold: 0,
+                    file,
+                    parts,
+                });
+            }
         }
     }
 
@@ -662,6 +784,7 @@ impl H2 {
         match budget.clone().try_acquire_many_owned(n as u32) {
             Ok(p) => {
                 self.held.push(p);
+                self.held_octets += n;
                 Some(n)
             }
             Err(_) if self.held.is_empty() => Some(n.min(MIN_READ)),
@@ -675,15 +798,13 @@ impl H2 {
             let out = self.out.conn.output();
             let n = self.wire.try_write(out)?;
             out.drain(..n);
-            if n > 0 {
-                self.last_io = Instant::now();
-                if self.out.progress_pending {
-                    self.out.last_progress = self.last_io;
-                }
+            if n > 0 && self.out.progress_pending {
+                self.out.last_progress = Instant::now();
             }
             if out.is_empty() {
                 if !self.wire.wants_flush() {
                     self.held.clear();
+                    self.held_octets = 0;
                     self.out.progress_pending = false;
                 }
                 return Ok(());
@@ -696,47 +817,56 @@ impl H2 {
 
     /// Counts and logs an answer that ended.
     fn finish(&mut self, a: Answer, completed: bool) {
-        self.log(&a.req, a.status, a.t0, a.sent, a.cold, completed);
-        self.out.conn.recycle(a.req);
+        self.kept_octets -= a.kept;
+        self.log(a.head.fields(), a.status, a.t0, a.sent, a.cold, completed);
     }
 
     /// Counts and logs one exchange (`ConnContext::finish`).
-    fn log(&self, req: &Request, status: u16, t0: Instant, bytes: u64, cold: u64, completed: bool) {
+    fn log(
+        &self,
+        f: LogFields<'_>,
+        status: u16,
+        t0: Instant,
+        bytes: u64,
+        cold: u64,
+        completed: bool,
+    ) {
         let logged = self.live.access.is_some();
-        let field = |name: &[u8]| {
-            logged
-                .then(|| req.fields().find(|(n, _)| *n == name).map(|(_, v)| v))
-                .flatten()
-        };
         self.ctx.finish(
             &self.live,
             &Exchange {
                 peer: self.peer.ip(),
                 request: Some(RequestLine {
-                    method: std::str::from_utf8(req.method()).unwrap_or("-"),
-                    target: req.path().unwrap_or(b""),
+                    method: std::str::from_utf8(f.method).unwrap_or("-"),
+                    target: f.target,
                     version: "HTTP/2.0",
                 }),
                 status,
                 bytes,
                 cold,
                 completed,
-                forwarded: field(b"forwarded"),
-                x_forwarded_for: field(b"x-forwarded-for"),
-                referer: field(b"referer"),
-                user_agent: field(b"user-agent"),
+                forwarded: f.forwarded.filter(|_| logged),
+                x_forwarded_for: f.x_forwarded_for.filter(|_| logged),
+                referer: f.referer.filter(|_| logged),
+                user_agent: f.user_agent.filter(|_| logged),
                 duration: t0.elapsed(),
             },
         );
     }
 
     /// Ends the connection: answers still waiting are logged as cut short,
+    /// requests it dropped unanswered are counted,
     /// what is left of the output (the GOAWAY) is written, the TLS session
     /// and the write side are closed, and input is read and dropped for
     /// [`LINGER`] so the client reads the GOAWAY.
     async fn close(&mut self) {
         for a in std::mem::take(&mut self.answers) {
             self.finish(a, false);
+        }
+        let dropped = self.out.conn.dropped_requests();
+        if dropped > 0 {
+            tracing::debug!(peer = %self.peer, dropped, "HTTP/2 requests dropped on reset streams");
+            metrics::counter!("fileserver_http2_requests_dropped_total").increment(dropped);
         }
         let deadline = tokio::time::Instant::now() + LINGER;
         loop {
@@ -757,6 +887,112 @@ impl H2 {
             if n == 0 {
                 break;
             }
+        }
+    }
+}
+
+/// One request's fields as its log line and counters read them.
+#[derive(Clone, Copy)]
+struct LogFields<'a> {
+    method: &'a [u8],
+    target: &'a [u8],
+    referer: Option<&'a [u8]>,
+    user_agent: Option<&'a [u8]>,
+    forwarded: Option<&'a [u8]>,
+    x_forwarded_for: Option<&'a [u8]>,
+}
+
+impl<'a> LogFields<'a> {
+    /// Read from the decoded head, for an answer logged at once.
+    fn of(req: &'a Request) -> LogFields<'a> {
+        let mut f = LogFields {
+            method: req.method(),
+            target: req.path().unwrap_or(b""),
+            referer: None,
+            user_agent: None,
+            forwarded: None,
+            x_forwarded_for: None,
+        };
+        for (name, value) in req.fields() {
+            let slot = match name {
+                b"referer" => &mut f.referer,
+                b"user-agent" => &mut f.user_agent,
+                b"forwarded" => &mut f.forwarded,
+                b"x-forwarded-for" => &mut f.x_forwarded_for,
+                _ => continue,
+            };
+            slot.get_or_insert(value);
+        }
+        f
+    }
+}
+
+/// What a waiting answer keeps of its request: the stream, and the log
+/// fields (only the method and target when no access log is written),
+/// each cut at [`LOG_FIELD_MAX`], in one buffer.
+struct LogHead {
+    stream: u32,
+    buf: Vec<u8>,
+    /// method, target, referer, user-agent, forwarded, x-forwarded-for.
+    at: [Option<Range<u32>>; 6],
+}
+
+impl LogHead {
+    fn keep(req: &Request, access_log: bool) -> LogHead {
+        let f = LogFields::of(req);
+        let mut values = [
+            Some(f.method),
+            Some(f.target),
+            f.referer,
+            f.user_agent,
+            f.forwarded,
+            f.x_forwarded_for,
+        ];
+        if !access_log {
+            values[2..].fill(None);
+        }
+        let len: usize = values
+            .iter()
+            .flatten()
+            .map(|v| v.len().min(LOG_FIELD_MAX + 3))
+            .sum();
+        let mut buf = Vec::with_capacity(len);
+        let at = values.map(|v| {
+            let v = v?;
+            let start = buf.len() as u32;
+            if v.len() > LOG_FIELD_MAX {
+                buf.extend_from_slice(&v[..LOG_FIELD_MAX]);
+                buf.extend_from_slice(b"...");
+            } else {
+                buf.extend_from_slice(v);
+            }
+            Some(start..buf.len() as u32)
+        });
+        LogHead {
+            stream: req.stream(),
+            buf,
+            at,
+        }
+    }
+
+    /// Octets it holds.
+    fn size(&self) -> usize {
+        self.buf.capacity() + std::mem::size_of::<LogHead>()
+    }
+
+    fn fields(&self) -> LogFields<'_> {
+        let get = |i: usize| {
+            self.at[i]
+                .clone()
+                .map(|r| &self.buf[r.start as usize..r.end as usize])
+        };
+        LogFields {
+            method: get(0).unwrap_or_default(),
+            target: get(1).unwrap_or_default(),
+            referer: get(2),
+            user_agent: get(3),
+            forwarded: get(4),
+            x_forwarded_for: get(5),
         }
     }
 }
@@ -808,8 +1044,26 @@ fn count_goaway(reason: Reason) {
     metrics::counter!("fileserver_http2_guard_goaways_total", "code" => code).increment(1);
 }
 
+/// Counts a connection a timer ended, or began to end.
+fn count_timer(timer: &'static str) {
+    metrics::counter!("fileserver_http2_timer_closes_total", "timer" => timer).increment(1);
+}
+
 /// Describes the HTTP/2 metrics (at start, with an HTTPS listener).
 pub(crate) fn describe() {
+    metrics::describe_counter!(
+        "fileserver_http2_timer_closes_total",
+        "HTTP/2 connections a timer ended or sent GOAWAY, by timer: header_read \
+         (a frame or header block left incomplete for header_read_timeout), idle \
+         (no stream and no work for keepalive_timeout), max_age \
+         ([http2] max_connection_age), send (no send progress for send_timeout)."
+    );
+    metrics::describe_counter!(
+        "fileserver_http2_requests_dropped_total",
+        "HTTP/2 requests dropped before they were decided: their stream was reset \
+         (by the client, or by the server for the client's error) or the connection \
+         failed while they waited."
+    );
     metrics::describe_counter!(
         "fileserver_http2_guard_goaways_total",
         "HTTP/2 connections the daemon closed with a GOAWAY naming an error, by \

@@ -12,6 +12,13 @@ pub(crate) const GOAWAY: u8 = 0x7;
 pub(crate) const WINDOW_UPDATE: u8 = 0x8;
 pub(crate) const CONTINUATION: u8 = 0x9;
 
+/// The tests' clock: one instant for the whole run, so a test that does
+/// not care about timers never meets one.
+pub(crate) fn t0() -> std::time::Instant {
+    static T0: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    *T0.get_or_init(std::time::Instant::now)
+}
+
 pub(crate) fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
     let l = (payload.len() as u32).to_be_bytes();
     let mut f = vec![l[1], l[2], l[3], kind, flags];
@@ -84,8 +91,8 @@ pub(crate) fn frames(conn: &mut h2wire::Connection) -> Vec<Frame> {
 
 /// A connection past its handshake, its SETTINGS and ACK taken.
 pub(crate) fn open(cfg: h2wire::Config) -> h2wire::Connection {
-    let mut c = h2wire::Connection::new(cfg);
-    c.receive(&hello()).unwrap();
+    let mut c = h2wire::Connection::new(cfg, t0());
+    c.receive(&hello(), t0()).unwrap();
     frames(&mut c);
     c
 }
