@@ -51,6 +51,8 @@ use tokio::sync::OwnedSemaphorePermit;
 const LINGER: Duration = Duration::from_secs(1);
 /// Read buffer: one frame at the default maximum size and its header.
 const READ_BUF: usize = 16 * 1024 + 9;
+/// The least of the process's send budget a connection takes at a time.
+const CHARGE_STEP: usize = 64 * 1024;
 /// How soon a connection whose requests wait for the process's send
 /// budget looks again.
 const BUDGET_RETRY: Duration = Duration::from_millis(5);
@@ -480,18 +482,18 @@ impl H2 {
         if need == 0 {
             return true;
         }
+        // In steps, so that a batch of small answers takes the budget once
+        // rather than once each.
         let budget = self.ctx.h2_send_budget();
-        match budget
-            .clone()
-            .try_acquire_many_owned(need.min(u32::MAX as usize) as u32)
-        {
-            Ok(p) => {
+        for want in [need.max(CHARGE_STEP), need] {
+            let want = want.min(u32::MAX as usize);
+            if let Ok(p) = budget.clone().try_acquire_many_owned(want as u32) {
                 self.held.push(p);
-                self.held_octets += need;
-                true
+                self.held_octets += want;
+                return true;
             }
-            Err(_) => false,
         }
+        false
     }
 
     /// Reads what is there and hands it to the connection; true at the

@@ -30,13 +30,18 @@ const RSS_BOUND_KB: u64 = 64 * 1024;
 const RSS_ABORT_KB: u64 = 768 * 1024;
 
 struct Fixture {
-    _tree: Tree,
+    tree: Tree,
     _ca: TestCa,
     d: Daemon,
     ca_client: reqwest::blocking::Client,
 }
 
 fn fixture() -> Fixture {
+    fixture_with(&[])
+}
+
+/// The fixture with `extra` arguments for the daemon.
+fn fixture_with(extra: &[&str]) -> Fixture {
     let tree = Tree::new();
     tree.write("small.txt", b"small and cached\n");
     // 64 MiB, sparse: made in no time, read as zeros.
@@ -48,11 +53,12 @@ fn fixture() -> Fixture {
     cmd.args(common::base_args(&tree.root))
         .args(ca.args())
         .args(["--log-level", "warn", "--set"])
-        .arg(format!("send_timeout={}s", SEND_TIMEOUT.as_secs()));
+        .arg(format!("send_timeout={}s", SEND_TIMEOUT.as_secs()))
+        .args(extra);
     let d = Daemon::spawn(cmd);
     let ca_client = ca.client(true);
     Fixture {
-        _tree: tree,
+        tree,
         _ca: ca,
         d,
         ca_client,
@@ -268,17 +274,24 @@ impl Measured {
 }
 
 /// 64 connections x 128 streams for a 64 MiB file, each connection with
-/// SETTINGS_INITIAL_WINDOW_SIZE 0 and a PING every second for 10 s.
-fn zero_window_streams(t: Transport) {
+/// SETTINGS_INITIAL_WINDOW_SIZE 0 and a PING every second for 10 s. With
+/// `full` heads, each stream's head decodes to 12 KiB (a 4000-octet
+/// user-agent three times, from the HPACK table): 96 MiB of heads for
+/// the daemon to hold, were it to keep them.
+fn zero_window_streams(t: Transport, full: bool) {
     let f = fixture();
     let (conns, streams, secs) = (64, 128, 10);
-    let args = ["hold", "/big.bin"]
+    let mut args: Vec<String> = ["hold", "/big.bin"]
         .iter()
         .map(|s| s.to_string())
         .chain([conns, streams, secs].map(|n| n.to_string()))
         .collect();
+    if full {
+        args.push("full".into());
+    }
     let m = measure(&f, t, args);
-    let what = format!("{} zero window {conns}x{streams}", t.name());
+    let heads = if full { " full heads" } else { "" };
+    let what = format!("{} zero window {conns}x{streams}{heads}", t.name());
     let done = m
         .lines
         .iter()
@@ -326,12 +339,181 @@ fn zero_window_streams(t: Transport) {
 
 #[test]
 fn zero_window_streams_over_tls_are_bounded_and_closed() {
-    zero_window_streams(Transport::Tls);
+    zero_window_streams(Transport::Tls, false);
 }
 
 #[test]
 fn zero_window_streams_over_h2c_are_bounded_and_closed() {
-    zero_window_streams(Transport::H2c);
+    zero_window_streams(Transport::H2c, false);
+}
+
+/// Held streams keep their log fields, not their decoded heads (before:
+/// 17 KiB per stream, 135 MiB for this shape).
+#[test]
+fn zero_window_streams_with_full_heads_are_bounded() {
+    zero_window_streams(Transport::Tls, true);
+}
+
+/// 16 connections, each with every window open wide, asking for a 200 KiB
+/// file held in the cache 128 times in one write and never reading.
+/// Before, cached bodies skipped the output caps: about 32 MiB per
+/// connection; now each holds at most `send_budget_per_connection`.
+#[test]
+fn cached_bodies_a_client_never_reads_stay_within_the_send_budgets() {
+    let f = fixture_with(&["--set", "cache.small_file_max=262144"]);
+    f.tree.write("cached.bin", &vec![b'c'; 200 << 10]);
+    let url = format!(
+        "https://localhost:{}/cached.bin",
+        f.d.start.https.unwrap().port()
+    );
+    for _ in 0..2 {
+        let r = f.ca_client.get(&url).send().unwrap();
+        assert_eq!(r.bytes().unwrap().len(), 200 << 10);
+    }
+    for t in [Transport::Tls, Transport::H2c] {
+        let args = ["greedy", "/cached.bin", "16", "128", "3"];
+        let m = measure(&f, t, args.iter().map(|s| s.to_string()).collect());
+        let what = format!("{} greedy 16x128 of a cached 200 KiB file", t.name());
+        summary(&m.line(&what));
+        assert!(
+            m.growth_kb() < 32 * 1024,
+            "{what}: the daemon grew by {} KiB",
+            m.growth_kb()
+        );
+        m.assert_legit_served(&what);
+    }
+}
+
+/// The lookups `/metrics` counts: cache hits, misses and negative hits.
+fn lookups(f: &Fixture) -> f64 {
+    let text = f.d.metrics();
+    [
+        "fileserver_cache_hits_total",
+        "fileserver_cache_misses_total",
+        "fileserver_cache_negative_hits_total",
+    ]
+    .iter()
+    .map(|n| metric_sum(&text, n, &[]).unwrap_or(0.0))
+    .sum()
+}
+
+/// CVE-2025-8671: 200 requests in one write, each followed by a frame
+/// that makes the server reset its stream. Before, every one was decided
+/// (200 lookups) with no answer and no log line; now none is, and the
+/// connection ends at the pending-reset bound.
+fn reset_storm(t: Transport) {
+    let f = fixture();
+    let before = lookups(&f);
+    let m = measure(&f, t, vec!["reset-storm".into(), "200".into()]);
+    let r = &m.lines[0];
+    let what = format!("{} reset storm", t.name());
+    let decided = lookups(&f) - before;
+    let dropped = metric_sum(
+        &f.d.metrics(),
+        "fileserver_http2_requests_dropped_total",
+        &[],
+    );
+    summary(&format!(
+        "{}; lookups={decided} dropped={dropped:?} resets={} GOAWAY code={}",
+        m.line(&what),
+        r["resets"],
+        r["goaway"]
+    ));
+    assert_eq!(r["goaway"], 0xb, "{what}: {r}");
+    // The legitimate client's requests are lookups too (one per 100 ms).
+    assert!(decided <= 2.0 * 60.0, "{what}: {decided} lookups");
+    assert!(
+        dropped.unwrap_or(0.0) >= 20.0,
+        "{what}: dropped {dropped:?}"
+    );
+    m.assert_legit_served(&what);
+}
+
+#[test]
+fn requests_on_streams_the_server_resets_are_never_decided_over_tls() {
+    reset_storm(Transport::Tls);
+}
+
+#[test]
+fn requests_on_streams_the_server_resets_are_never_decided_over_h2c() {
+    reset_storm(Transport::H2c);
+}
+
+/// A header block trickled an octet every 100 ms (the socket is readable
+/// at almost every turn) is cut at `header_read_timeout`, not held while
+/// bytes keep coming (before: open until the client gave up).
+fn trickle(t: Transport) {
+    let f = fixture_with(&["--set", "header_read_timeout=2s"]);
+    let m = measure(&f, t, vec!["trickle".into(), "0.1".into(), "15".into()]);
+    let r = &m.lines[0];
+    let what = format!("{} trickle", t.name());
+    summary(&format!(
+        "{}; closed after {:.1} s, {} octets",
+        m.line(&what),
+        r["at"].as_f64().unwrap(),
+        r["sent"]
+    ));
+    assert!(
+        r["closed"] == true || !r["goaway"].is_null(),
+        "{what}: still open: {r}"
+    );
+    let at = r["at"].as_f64().unwrap();
+    assert!((1.5..=4.0).contains(&at), "{what}: ended after {at:.1} s");
+}
+
+#[test]
+fn a_trickled_frame_is_cut_at_the_header_timeout_over_tls() {
+    trickle(Transport::Tls);
+}
+
+#[test]
+fn a_trickled_frame_is_cut_at_the_header_timeout_over_h2c() {
+    trickle(Transport::H2c);
+}
+
+/// A `:method` written to forge the access log's status and user-agent
+/// fields (and clear a terminal) is refused as malformed, and nothing of
+/// it reaches the log.
+#[test]
+fn a_method_that_is_not_a_token_never_reaches_the_access_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("access.log");
+    let f = fixture_with(&["--access-log", log.to_str().unwrap()]);
+    for t in [Transport::Tls, Transport::H2c] {
+        let slot = Arc::new(Mutex::new(None));
+        let args = [
+            "forged".to_string(),
+            "127.0.0.1".into(),
+            t.port(&f).to_string(),
+            t.name().into(),
+        ];
+        let r = &attack(&args, &slot)[0];
+        assert_eq!(r["status"], "reset", "{}: {r}", t.name());
+    }
+    // A request after it is logged: the log is written and flushed.
+    f.ca_client
+        .get(format!(
+            "https://localhost:{}/small.txt",
+            f.d.start.https.unwrap().port()
+        ))
+        .send()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let text = loop {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        if text.contains("/small.txt") || Instant::now() > deadline {
+            break text;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(text.contains("/small.txt"), "{text}");
+    for line in text.lines() {
+        assert_eq!(line.matches('"').count(), 6, "{line}");
+        assert!(
+            !line.contains('\x1b') && !line.contains("HTTP/1.1\\x22"),
+            "{line}"
+        );
+    }
 }
 
 /// The most frames a flood may send before it reads GOAWAY: the budget
@@ -348,6 +530,7 @@ fn floods(t: Transport) {
         "settings",
         "ping",
         "empty-data",
+        "padded-data",
         "window-update",
     ] {
         let m = measure(&f, t, vec!["flood".into(), kind.into(), "200000".into()]);

