@@ -69,8 +69,9 @@ pub struct Config {
     /// The most a connection lives: then GOAWAY, and the streams already
     /// opened are answered (nginx's `keepalive_time`).
     pub max_age: Duration,
-    /// Streams a connection may open: the last one gets a GOAWAY beside
-    /// it, and its answers finish (nginx's `keepalive_requests`).
+    /// Streams a connection may open, 0 for no limit: the last one gets a
+    /// GOAWAY beside it, and its answers finish (nginx's
+    /// `keepalive_requests`).
     pub max_requests: u32,
 }
 
@@ -87,7 +88,7 @@ impl Default for Config {
             header_read_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(60),
             max_age: Duration::from_secs(3600),
-            max_requests: 1000,
+            max_requests: 0,
         }
     }
 }
@@ -858,7 +859,7 @@ impl Connection {
         self.events.push_back(Event::Request(req));
         self.last_work = self.now;
         self.opened += 1;
-        if self.opened >= self.cfg.max_requests {
+        if self.opened == self.cfg.max_requests {
             // The last one this connection serves: the client opens a new
             // connection for the next, and this one ends once answered.
             self.shutdown();

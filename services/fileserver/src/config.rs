@@ -145,9 +145,9 @@ pub struct Http2Config {
     /// DATA frame the server sends earns two back, up to this. Beyond it:
     /// GOAWAY with ENHANCE_YOUR_CALM.
     pub control_frame_budget: u64,
-    /// Requests one connection serves: the last gets a GOAWAY beside its
-    /// answer, and the client opens a new connection (nginx's
-    /// `keepalive_requests`).
+    /// Requests one connection serves, 0 for no limit: the last gets a
+    /// GOAWAY beside its answer, and the client opens a new connection
+    /// (nginx's `keepalive_requests`).
     pub max_requests_per_connection: u64,
     /// How long one connection lives: then GOAWAY, its streams answered
     /// (nginx's `keepalive_time`).
@@ -168,7 +168,7 @@ impl Default for Http2Config {
             send_budget_per_connection: 512 << 10,
             send_budget: 16 << 20,
             control_frame_budget: 1000,
-            max_requests_per_connection: 1000,
+            max_requests_per_connection: 0,
             max_connection_age: "1h".into(),
         }
     }
@@ -1876,7 +1876,7 @@ impl Http2Config {
             max_requests_per_connection: range(
                 "http2.max_requests_per_connection",
                 h.max_requests_per_connection,
-                1,
+                0,
                 u64::from(u32::MAX),
                 e,
             ) as u32,
@@ -2000,6 +2000,37 @@ mod tests {
         assert_eq!(c.workers, 6);
         assert_eq!(c.max_ranges, 5);
         assert_eq!(c.cache.max_entries, 9);
+    }
+
+    /// Concurrent HTTP/2 streams are capped at 1000 (each held answer is
+    /// memory and a look per round); the new connection bounds are keys.
+    #[test]
+    fn http2_bounds_are_checked_and_set() {
+        let load_flags = |flags: &[(&str, &str)]| {
+            load(&Sources {
+                flags: flags
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+                ..Sources::default()
+            })
+        };
+        let errs = load_flags(&[("http2.max_concurrent_streams", "10000")]).unwrap_err();
+        assert_eq!(errs[0].key, "http2.max_concurrent_streams", "{errs:?}");
+        let (_, s) = load_flags(&[
+            ("http2.max_concurrent_streams", "1000"),
+            ("http2.max_requests_per_connection", "5"),
+            ("http2.max_connection_age", "10m"),
+        ])
+        .unwrap();
+        assert_eq!(s.http2.max_concurrent_streams, 1000);
+        assert_eq!(s.http2.max_requests_per_connection, 5);
+        assert_eq!(s.http2.max_connection_age, Duration::from_secs(600));
+        let (_, s) = load_flags(&[]).unwrap();
+        assert_eq!(
+            (s.http2.max_requests_per_connection, s.http2.max_connection_age),
+            (0, Duration::from_secs(3600))
+        );
     }
 
     #[test]
