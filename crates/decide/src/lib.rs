@@ -121,10 +121,18 @@ pub struct Decision<'a> {
     /// What the answer is.
     pub answer: Answer<'a>,
     policy: Policy<'a>,
-    /// The header fields the site's rules and CORS set, add or remove.
+    /// The header fields the site's rules and CORS set, add or remove,
+    /// for a success (2xx, 304) or a rule's own redirect.
     edits: Vec<HeaderEdit<'a>>,
+    /// Those for any other answer (an error, a directory redirect): the
+    /// rules marked `always`, CORS, a challenge (nginx's `add_header`
+    /// without and with `always`), so that no rule makes an error
+    /// cacheable for long unless it says so.
+    always_edits: Vec<HeaderEdit<'a>>,
     /// A `Location` a rule made (a redirect, a rewritten directory's).
     location: Option<String>,
+    /// The answer is a rule's `redirect`.
+    rule_redirect: bool,
     /// An error page's status: its file is sent whole under it.
     status: Option<u16>,
 }
@@ -150,7 +158,13 @@ impl Decision<'_> {
     /// Satisfiable ranges of a file go to `ranges`.
     pub fn plan<'s>(&'s self, head: &RequestHead<'_>, ranges: &'s mut Vec<ByteRange>) -> Plan<'s> {
         let mut p = self.answer_plan(head, ranges);
-        p.headers.edits = &self.edits;
+        let success = matches!(p.status, 200..=299 | 304)
+            || (self.rule_redirect && (300..400).contains(&p.status));
+        p.headers.edits = if success {
+            &self.edits
+        } else {
+            &self.always_edits
+        };
         if let Some(url) = &self.location {
             p.headers.location_url = Some(url);
         }
@@ -322,7 +336,9 @@ pub async fn decide_checked<'a>(
         answer: Answer::NotFound,
         policy: options.policy(),
         edits: Vec::new(),
+        always_edits: Vec::new(),
         location: None,
+        rule_redirect: false,
         status: None,
     };
     let norm = httpfile::path::normalize_path(head.target, path);
@@ -363,7 +379,19 @@ fn facts<'h>(head: &RequestHead<'h>, rel: &'h str) -> Facts<'h> {
         host,
         hostname: siterules::hostname(host),
         tls: head.tls,
+        navigation: is_navigation(head, rel),
     }
+}
+
+/// A browser loading a page, as far as a request says: its path's last
+/// segment names no extension, or its `Accept` names `text/html` (every
+/// browser's navigation does; scripts, images and `fetch` do not).
+fn is_navigation(head: &RequestHead<'_>, rel: &str) -> bool {
+    let last = rel.rsplit('/').next().unwrap_or_default();
+    !last.contains('.')
+        || head
+            .accept
+            .is_some_and(|a| a.windows(9).any(|w| w.eq_ignore_ascii_case(b"text/html")))
 }
 
 /// The answer when some rule matched: a CORS preflight, then the guards
@@ -382,7 +410,8 @@ async fn by_rules<'a>(
     d: &mut Decision<'a>,
 ) -> Answer<'a> {
     let method = head.method;
-    m.header_edits(&mut d.edits);
+    m.header_edits(&mut d.edits, false);
+    m.header_edits(&mut d.always_edits, true);
     // What no rule changes: a malformed request (400), a method other than
     // GET, HEAD and OPTIONS (405). A dotfile's 404 goes on to the error
     // page; OPTIONS to CORS.
@@ -407,7 +436,10 @@ async fn by_rules<'a>(
             p.headers.allow = Some(plan::ALLOW);
             return Answer::Plan(Box::new(p));
         }
+        let from = d.edits.len();
         cors.response_edits(head.origin, &mut d.edits);
+        let cors_edits = d.edits[from..].to_vec();
+        d.always_edits.extend(cors_edits);
     }
     match m.gate(head.client, head.authorization) {
         Gate::Pass => {}
@@ -438,6 +470,7 @@ async fn by_rules<'a>(
     }
     if let Some((status, url)) = m.redirect(&facts, head.target) {
         d.location = Some(url);
+        d.rule_redirect = true;
         return Answer::Plan(Box::new(plan::error(method, status, "")));
     }
     let rewritten = m.rewrite(&facts, head.target);
@@ -478,8 +511,9 @@ fn challenge<'a>(
     method: Method,
     auth: &'a siterules::BasicAuth,
 ) -> Answer<'a> {
-    d.edits
-        .push(HeaderEdit::Set("WWW-Authenticate", auth.challenge()));
+    let challenge = HeaderEdit::Set("WWW-Authenticate", auth.challenge());
+    d.edits.push(challenge);
+    d.always_edits.push(challenge);
     Answer::Plan(Box::new(plan::error(method, 401, "")))
 }
 
@@ -525,6 +559,10 @@ async fn serve_instead<'a>(
     match found {
         Found::Answer(Answer::Listing(_)) if only_files && !path.trailing_slash => Answer::NotFound,
         Found::Answer(a) => a,
+        // A `try_files` entry names a file: a directory there is not one,
+        // and its redirect to the `/` form would send `{path}` for a
+        // folder without an index back to itself forever.
+        Found::Directory if only_files => Answer::NotFound,
         Found::Directory => {
             let loc = plan::Location {
                 base: &options.redirect_base,

@@ -29,7 +29,7 @@
 //! let facts = Facts { rel: "assets/app.3f9a.js", ..Facts::default() };
 //! let m = rules.matching(&facts);
 //! let mut edits = Vec::new();
-//! m.header_edits(&mut edits);
+//! m.header_edits(&mut edits, false);
 //! assert_eq!(edits[0].name(), "Cache-Control");
 //! ```
 #![deny(missing_docs)]
@@ -71,7 +71,10 @@ struct Rule {
     methods: Option<Vec<Method>>,
     hosts: Vec<HostPattern>,
     scheme: Option<bool>,
+    navigation_only: bool,
     edits: Vec<(Edit, String, String)>,
+    /// The edits apply to errors and directory redirects too.
+    always: bool,
     redirect: Option<(u16, Template)>,
     rewrite: Option<Template>,
     try_files: Vec<Template>,
@@ -142,6 +145,8 @@ pub struct Facts<'a> {
     pub hostname: &'a [u8],
     /// The request came over TLS.
     pub tls: bool,
+    /// A navigation (see `RuleSpec::navigation_only`).
+    pub navigation: bool,
 }
 
 /// The host name of a `Host` or `:authority` value: without the port,
@@ -322,6 +327,7 @@ impl Rule {
                 .as_ref()
                 .is_none_or(|m| m.contains(&facts.method))
             && self.scheme.is_none_or(|tls| tls == facts.tls)
+            && (!self.navigation_only || facts.navigation)
             && (self.hosts.is_empty() || self.hosts.iter().any(|h| h.matches(facts.hostname)))
     }
 }
@@ -388,9 +394,11 @@ impl<'r> Matched<'r> {
         }
     }
 
-    /// Every header edit of the matching rules, in rule order.
-    pub fn header_edits(&self, out: &mut Vec<HeaderEdit<'r>>) {
-        for r in self.each() {
+    /// Every header edit of the matching rules, in rule order; with
+    /// `always_only`, those of the rules marked `always` alone (what an
+    /// error or a directory redirect gets).
+    pub fn header_edits(&self, out: &mut Vec<HeaderEdit<'r>>, always_only: bool) {
+        for r in self.each().filter(|r| r.always || !always_only) {
             for (kind, name, value) in &r.edits {
                 out.push(match kind {
                     Edit::Set => HeaderEdit::Set(name, value),

@@ -24,12 +24,24 @@ pub struct RuleSpec {
     pub hosts: Vec<String>,
     /// Match only `http` or `https` requests; empty: both.
     pub scheme: String,
+    /// Match only navigations: a path whose last segment names no
+    /// extension (`/users/42`, `/docs/`), or a request whose `Accept`
+    /// names `text/html` (a browser loading a page). What scripts, images
+    /// and `fetch` ask for (`/app.3f2a.js`, `/favicon.ico`) does not
+    /// match: an SPA's fallback to its shell leaves asset misses a 404.
+    pub navigation_only: bool,
     /// Header fields set on the response, replacing any of that name.
+    /// Like nginx's `add_header`, on success (2xx, 304) and on this
+    /// rule's own redirect only, not on errors nor on the redirect from a
+    /// directory to its `/` form, unless `always`.
     pub headers: BTreeMap<String, String>,
     /// Header fields added beside any of that name.
     pub add_headers: BTreeMap<String, String>,
     /// Header fields removed.
     pub remove_headers: Vec<String>,
+    /// `headers`, `add_headers` and `remove_headers` apply to every
+    /// response, errors and directory redirects too (nginx's `always`).
+    pub always: bool,
     /// Redirect to this target (placeholders: `{1}`.., `{path}`,
     /// `{query}`, `{uri}`, `{host}`, `{hostname}`).
     pub redirect: String,
@@ -63,9 +75,11 @@ impl Default for RuleSpec {
             methods: Vec::new(),
             hosts: Vec::new(),
             scheme: String::new(),
+            navigation_only: false,
             headers: BTreeMap::new(),
             add_headers: BTreeMap::new(),
             remove_headers: Vec::new(),
+            always: false,
             redirect: String::new(),
             status: 0,
             rewrite: String::new(),
@@ -344,7 +358,9 @@ impl RuleSpec {
             methods: (!methods.is_empty()).then_some(methods),
             hosts,
             scheme,
+            navigation_only: self.navigation_only,
             edits,
+            always: self.always,
             redirect,
             rewrite,
             try_files,

@@ -1632,7 +1632,11 @@ impl Config {
             });
         }
         if !self.headers.is_empty() {
-            let mut spec = RuleSpec::default();
+            // "On every response": errors too, as HSTS must be.
+            let mut spec = RuleSpec {
+                always: true,
+                ..RuleSpec::default()
+            };
             for line in &self.headers {
                 match line.split_once(':') {
                     Some((name, value)) => {
@@ -1658,6 +1662,7 @@ impl Config {
         if self.spa {
             let spa = RuleSpec {
                 methods: vec!["GET".into(), "HEAD".into()],
+                navigation_only: true,
                 try_files: vec!["{path}".into(), "/index.html".into()],
                 ..RuleSpec::default()
             };
@@ -2028,7 +2033,10 @@ mod tests {
         assert_eq!(s.http2.max_connection_age, Duration::from_secs(600));
         let (_, s) = load_flags(&[]).unwrap();
         assert_eq!(
-            (s.http2.max_requests_per_connection, s.http2.max_connection_age),
+            (
+                s.http2.max_requests_per_connection,
+                s.http2.max_connection_age
+            ),
             (0, Duration::from_secs(3600))
         );
     }

@@ -254,11 +254,24 @@ fn headers_by_path(l: Listener) {
     assert_eq!(page.header("cache-control"), Some("no-cache"));
     assert_eq!(page.header("x-page"), Some("html"));
     assert!(asset.header("x-page").is_none());
-    // Errors carry the site-wide headers too.
+    // Errors carry the site-wide headers (`headers`, as `always`) ...
     let missing = s.get("/nothing-here.txt");
     assert_eq!(missing.status, 404);
     assert_eq!(
         missing.header("strict-transport-security"),
+        Some("max-age=63072000")
+    );
+    // ... and not a path rule's, as nginx's add_header without `always`:
+    // a missing asset is not cached for a year.
+    let gone = s.get("/assets/gone.3f9a.js");
+    assert_eq!(gone.status, 404);
+    assert_ne!(
+        gone.header("cache-control"),
+        Some("public, max-age=31536000, immutable"),
+        "{gone:?}"
+    );
+    assert_eq!(
+        gone.header("strict-transport-security"),
         Some("max-age=63072000")
     );
 }
@@ -614,9 +627,110 @@ fn command_line_one_liners() {
     assert_eq!(deep.header("cache-control"), Some("public, max-age=60"));
     assert_eq!(deep.header("x-content-type-options"), Some("nosniff"));
     assert_eq!(deep.header("access-control-allow-origin"), Some("*"));
-    // A missing asset is also the shell (miniserve's --spa); its real files
-    // stay themselves.
+    // Real files stay themselves; a missing asset is a 404, not the shell.
     assert_eq!(curl_plain(&d, "/files/a.txt", &[]).text(), "a");
+    assert_eq!(curl_plain(&d, "/files/gone.js", &[]).status, 404);
+}
+
+/// `--spa` on a build with folders that have no index: each answers the
+/// shell (after one redirect to its `/` form), never a redirect to itself
+/// (before: `/assets/` answered `301 Location: /assets/` forever).
+#[test]
+fn spa_folders_without_an_index_are_the_shell_not_a_loop() {
+    let tree = Tree::new();
+    tree.write("index.html", b"<p>shell</p>");
+    tree.write("assets/app.1.js", b"js");
+    std::fs::create_dir_all(tree.root.join("docs")).unwrap();
+    let d = common::Daemon::start(&tree.root, &["--spa"]);
+    for path in ["/assets/", "/docs/"] {
+        let r = curl_plain(&d, path, &[]);
+        assert_eq!(
+            (r.status, r.text().as_str()),
+            (200, "<p>shell</p>"),
+            "{path}: {r:?}"
+        );
+    }
+    let r = curl_plain(&d, "/assets", &[]);
+    assert_eq!((r.status, r.header("location")), (301, Some("/assets/")));
+    // Followed (curl prints the second head into the first's body).
+    let followed = curl_plain(&d, "/assets", &["-L", "--max-redirs", "1"]).text();
+    assert!(
+        followed.contains("200 OK") && followed.ends_with("<p>shell</p>"),
+        "{followed}"
+    );
+    // A try_files rule of its own for a folder: a 404, not a loop.
+    let dir = tempfile::tempdir().unwrap();
+    let conf = dir.path().join("tryfiles.toml");
+    std::fs::write(
+        &conf,
+        "[[rules]]\npath = \"/**\"\ntry_files = [\"{path}\"]\n",
+    )
+    .unwrap();
+    let d = common::Daemon::start(&tree.root, &["--config", conf.to_str().unwrap()]);
+    assert_eq!(curl_plain(&d, "/docs/", &[]).status, 404);
+}
+
+/// The SPA recipe across a redeploy: an old hashed asset, a missing image
+/// and `/favicon.ico` are 404s without the assets' year-long cache (before:
+/// the shell, as `text/html`, cached `immutable` under a script's URL);
+/// deep links are the shell, a dotted one too when a browser navigates.
+#[test]
+fn spa_asset_misses_are_404s_without_a_long_cache() {
+    let tree = Tree::new();
+    tree.write("index.html", b"<p>shell v2</p>");
+    tree.write("assets/app.new2.js", b"js v2");
+    let dir = tempfile::tempdir().unwrap();
+    let example = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../config/examples/spa.toml"
+    ))
+    .unwrap()
+    .replace("root = \"/srv/app/dist\"", "")
+    .replace("listen = \":80\"", "");
+    let conf = dir.path().join("spa.toml");
+    std::fs::write(&conf, example).unwrap();
+    let d = common::Daemon::start(&tree.root, &["--config", conf.to_str().unwrap()]);
+    for path in ["/assets/app.old1.js", "/assets/missing.png", "/favicon.ico"] {
+        let r = curl_plain(&d, path, &["-H", "Accept: */*"]);
+        assert_eq!(r.status, 404, "{path}: {r:?}");
+        let cc = r.header("cache-control").unwrap_or_default();
+        assert!(
+            !cc.contains("immutable") && !cc.contains("31536000"),
+            "{path}: {r:?}"
+        );
+    }
+    let js = curl_plain(&d, "/assets/app.new2.js", &[]);
+    assert_eq!(js.text(), "js v2");
+    assert!(js.header("cache-control").unwrap().contains("immutable"));
+    for (path, accept) in [
+        ("/users/42", "*/*"),
+        ("/users/", "*/*"),
+        (
+            "/users/john.doe",
+            "text/html,application/xhtml+xml,*/*;q=0.8",
+        ),
+    ] {
+        let r = curl_plain(&d, path, &["-H", &format!("Accept: {accept}")]);
+        assert_eq!(
+            (r.status, r.text().as_str()),
+            (200, "<p>shell v2</p>"),
+            "{path}"
+        );
+        assert!(!r
+            .header("cache-control")
+            .unwrap_or_default()
+            .contains("immutable"));
+    }
+    // The directory redirect keeps its own short cache, not the rule's.
+    std::fs::create_dir_all(tree.root.join("assets/img")).unwrap();
+    let r = curl_plain(&d, "/assets/img", &[]);
+    assert_eq!(r.status, 301, "{r:?}");
+    assert!(
+        !r.header("cache-control")
+            .unwrap_or_default()
+            .contains("immutable"),
+        "{r:?}"
+    );
 }
 
 /// `https_redirect` sends plain HTTP to the HTTPS listener's port, path and
