@@ -55,11 +55,12 @@ impl Decoder {
 
     /// Changes the limit, once the peer has acknowledged the
     /// `SETTINGS_HEADER_TABLE_SIZE` that announced it; below the table's
-    /// size, the peer's next block must shrink it first.
+    /// size in force (the peer's last size update), the peer's next block
+    /// must shrink it first. A limit lowered but still above that size
+    /// asks for nothing: an encoder that never grew its table past 4096
+    /// octets owes no update when the limit goes from 10272 to 5311.
     pub fn set_limit(&mut self, limit: usize) {
-        if limit < self.limit {
-            self.update_due = true;
-        }
+        self.update_due = limit < self.table.max_size();
         self.limit = limit;
     }
 
@@ -226,6 +227,26 @@ mod tests {
             decode(&mut Decoder::new(4096), &[0x3f, 0xe2, 0x1f]),
             Err(DecodeError::SizeUpdateOverLimit)
         );
+    }
+
+    /// Found by fuzzing (fuzz/regressions/hpack_decode): hpack's own
+    /// encoder's block was refused after the limit moved down but stayed
+    /// above the table's size.
+    #[test]
+    fn a_lowered_limit_above_the_table_size_needs_no_update() {
+        let (mut enc, mut d) = (crate::Encoder::new(), Decoder::new(4096));
+        for limit in [10272, 5311] {
+            enc.set_peer_limit(limit);
+            d.set_limit(limit);
+        }
+        let mut out = Vec::new();
+        enc.block(&mut out).status(200);
+        assert_eq!(decode(&mut d, &out).unwrap().len(), 1);
+        // Lowered, then raised again before any block: nothing is owed.
+        let mut d = Decoder::new(4096);
+        d.set_limit(100);
+        d.set_limit(8192);
+        assert_eq!(decode(&mut d, &[0x82]).unwrap().len(), 1);
     }
 
     #[test]

@@ -114,6 +114,11 @@ impl Dynamic {
 
     /// A dynamic table size update (RFC 7541 6.3), already checked against
     /// the limit the decoder announced.
+    /// The size in force: the peer's last size update, or the first limit.
+    pub(crate) fn max_size(&self) -> usize {
+        self.max_size
+    }
+
     pub(crate) fn set_max_size(&mut self, max_size: usize) {
         self.max_size = max_size;
         self.evict_to(max_size);

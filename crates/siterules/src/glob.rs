@@ -316,6 +316,12 @@ fn match_toks(toks: &[Tok], path: &[u8], at: usize, end: usize, caps: &mut Vec<S
         }
         Tok::Star => {
             for stop in (at..=end).rev() {
+                // A capture ends where a character starts: `{1}` is
+                // rendered by slicing the path (a `?` after the `*` once
+                // took the rest of a character, and rendering panicked).
+                if stop < end && path[stop] & 0xC0 == 0x80 {
+                    continue;
+                }
                 caps.push((at, stop));
                 if match_toks(rest, path, stop, end, caps) {
                     return true;
@@ -346,6 +352,14 @@ mod tests {
         let mut c = Vec::new();
         assert!(Glob::new(g).unwrap().captures(p, &mut c), "{g} {p}");
         c.iter().map(|&(a, b)| p[a..b].to_string()).collect()
+    }
+
+    /// Found by fuzzing (fuzz/regressions/siterules_compile).
+    #[test]
+    fn a_capture_never_splits_a_character() {
+        assert_eq!(caps("/img/*?.png", "img/é.png"), [""]);
+        assert_eq!(caps("/*?", "劊"), [""]);
+        assert_eq!(caps("/*?x", "éé x"), ["éé"]);
     }
 
     #[test]

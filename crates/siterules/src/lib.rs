@@ -106,16 +106,25 @@ pub enum HostPattern {
 impl HostPattern {
     /// Parses `example.com` or `*.example.com` (no port).
     pub fn parse(h: &str) -> Result<HostPattern, String> {
-        let name = h.strip_prefix("*.").unwrap_or(h);
-        if name.is_empty() || name.contains(':') || !httpfile::head::is_valid_host(name.as_bytes())
+        let (wildcard, name) = match h.strip_prefix("*.") {
+            Some(name) => (true, name),
+            None => (false, h),
+        };
+        // A `*` anywhere else (`*example.com`, `**`) would have matched
+        // `badexample.com`, or every name.
+        if name.is_empty()
+            || name.contains([':', '*'])
+            || !httpfile::head::is_valid_host(name.as_bytes())
         {
             return Err(format!(
                 "`{h}` is not a host name (`example.com`, `*.example.com`)"
             ));
         }
-        Ok(match h.strip_prefix('*') {
-            Some(suffix) => HostPattern::Wildcard(suffix.to_ascii_lowercase()),
-            None => HostPattern::Exact(h.to_ascii_lowercase()),
+        let name = name.to_ascii_lowercase();
+        Ok(if wildcard {
+            HostPattern::Wildcard(format!(".{name}"))
+        } else {
+            HostPattern::Exact(name)
         })
     }
 
@@ -455,4 +464,34 @@ impl<'r> Matched<'r> {
 /// request never has them). Only grows: a metric's counter.
 pub fn auth_failures() -> u64 {
     auth::FAILURES.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Found by fuzzing (fuzz/regressions/siterules_compile): a `*` not
+    /// followed by `.` made a suffix match (`*example.com` took
+    /// `badexample.com`; `*` and `**` took every name).
+    #[test]
+    fn a_host_wildcard_is_a_whole_label() {
+        let w = HostPattern::parse("*.Example.com").unwrap();
+        assert!(w.matches(b"www.example.com"));
+        assert!(!w.matches(b"example.com"));
+        assert!(!w.matches(b"badexample.com"));
+        assert!(HostPattern::parse("example.com")
+            .unwrap()
+            .matches(b"EXAMPLE.com"));
+        for bad in [
+            "*example.com",
+            "*",
+            "**",
+            "*.",
+            "a.*.com",
+            "*.*.com",
+            "ex*.com",
+        ] {
+            assert!(HostPattern::parse(bad).is_err(), "{bad}");
+        }
+    }
 }

@@ -632,6 +632,31 @@ fn command_line_one_liners() {
     assert_eq!(curl_plain(&d, "/files/gone.js", &[]).status, 404);
 }
 
+/// A capture that would end inside a character (`*` then `?` on `é`,
+/// found by fuzzing) is redirected like any other, not a panic that drops
+/// the connection.
+#[test]
+fn a_capture_next_to_a_multibyte_character_is_rendered() {
+    let tree = Tree::new();
+    let dir = tempfile::tempdir().unwrap();
+    let conf = dir.path().join("img.toml");
+    let rules = "[[rules]]\npath = \"/img/*?.png\"\nredirect = \"/x/{1}\"\n";
+    std::fs::write(&conf, rules).unwrap();
+    let d = common::Daemon::start(&tree.root, &["--config", conf.to_str().unwrap()]);
+    let r = curl_plain(&d, "/img/%C3%A9.png", &[]);
+    assert_eq!(
+        (r.status, r.header("location")),
+        (302, Some("/x/")),
+        "{r:?}"
+    );
+    let r = curl_plain(&d, "/img/ab%C3%A9.png", &[]);
+    assert_eq!(
+        (r.status, r.header("location")),
+        (302, Some("/x/ab")),
+        "{r:?}"
+    );
+}
+
 /// `--spa` on a build with folders that have no index: each answers the
 /// shell (after one redirect to its `/` form), never a redirect to itself
 /// (before: `/assets/` answered `301 Location: /assets/` forever).
