@@ -347,7 +347,7 @@ pub async fn decide_checked<'a>(
         Ok(p) if !rules.is_empty() => Some(rules.matching(&facts(head, p.rel))),
         _ => None,
     };
-    d.answer = match matched.filter(|m| !m.is_empty()) {
+    d.answer = match matched.as_ref().filter(|m| !m.is_empty()) {
         None => match answer(fm, options, check, &d.policy, head, norm).await {
             // No rule names this path, but a symlink may lead into a
             // guarded tree: judged by where the file really is.
@@ -364,10 +364,43 @@ pub async fn decide_checked<'a>(
         // in every servedir response future and HTTP/1.1 connection task.
         Some(m) => {
             let rel = norm.map(|p| p.rel).unwrap_or_default();
-            Box::pin(by_rules(fm, options, check, head, norm, rel, &m, &mut d)).await
+            Box::pin(by_rules(fm, options, check, head, norm, rel, m, &mut d)).await
         }
     };
+    let by_file = match (&matched, &d.answer, norm) {
+        (Some(by_request), Answer::File(r), Ok(p)) if d.status.is_none() => {
+            rules_of_served_file(head, rules, by_request, r, p.rel)
+        }
+        _ => None,
+    };
+    if let Some(m) = by_file {
+        m.header_edits(&mut d.edits, false);
+        m.header_edits(&mut d.always_edits, true);
+    }
     d
+}
+
+/// The rules that match the file served but not the request's path `rel`
+/// (`/` serving `index.html`, a `try_files` or SPA fallback, a rewrite),
+/// whose header edits follow the request path's own, as nginx's internal
+/// redirect matches its locations again.
+fn rules_of_served_file<'a>(
+    head: &RequestHead<'_>,
+    rules: &'a Rules,
+    by_request: &Matched<'a>,
+    r: &Representation,
+    rel: &str,
+) -> Option<Matched<'a>> {
+    let path = r.file.path().trim_start_matches('/');
+    // A precompressed sibling stands for the file it encodes.
+    let served = match (&r.variant, r.coding) {
+        (None, Some(c)) => path.strip_suffix(c.suffix()).unwrap_or(path),
+        _ => path,
+    };
+    if served == rel {
+        return None;
+    }
+    Some(rules.matching(&facts(head, served)).without(by_request))
 }
 
 /// What the rules match a request on.

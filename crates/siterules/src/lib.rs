@@ -373,6 +373,13 @@ impl<'r> Matched<'r> {
         self.hits.is_empty()
     }
 
+    /// These matches less the rules `other` matched too (`other` from
+    /// the same [`Rules`]).
+    pub fn without(mut self, other: &Matched<'_>) -> Matched<'r> {
+        self.hits.retain(|i| !other.hits.contains(i));
+        self
+    }
+
     /// The guards' verdict for `client` sending `authorization`.
     pub fn gate(&self, client: Option<IpAddr>, authorization: Option<&[u8]>) -> Gate<'r> {
         let mut verify = Vec::new();

@@ -254,6 +254,15 @@ fn headers_by_path(l: Listener) {
     assert_eq!(page.header("cache-control"), Some("no-cache"));
     assert_eq!(page.header("x-page"), Some("html"));
     assert!(asset.header("x-page").is_none());
+    // `*.html` matches the file served too: `/` (its index), a directory
+    // index, a try_files fallback (before: the request path alone, so none
+    // of these got the page's headers).
+    for path in ["/", "/app/", "/app/some/route", "/docs/intro"] {
+        let r = s.get(path);
+        assert_eq!(r.status, 200, "{path}: {r:?}");
+        assert_eq!(r.header("x-page"), Some("html"), "{path}: {r:?}");
+        assert_eq!(r.all("x-page").len(), 1, "{path}: once: {r:?}");
+    }
     // Errors carry the site-wide headers (`headers`, as `always`) ...
     let missing = s.get("/nothing-here.txt");
     assert_eq!(missing.status, 404);
