@@ -1137,10 +1137,43 @@ fn the_shipped_recipes_check_and_work() {
         curl_plain(&d, "/", &["-H", "Host: docs.example.com"]).text(),
         "docs"
     );
+    // A Host the recipe does not name reads neither tree (before: /site/,
+    // /docs/index.html and /404.html were all 200).
+    for path in [
+        "/",
+        "/site/",
+        "/docs/index.html",
+        "/404.html",
+        "/site/index.html",
+    ] {
+        let r = curl_plain(&d, path, &["-H", "Host: elsewhere.example"]);
+        assert_eq!((r.status, r.text().as_str()), (404, "lost"), "{path}");
+    }
+    // virtual-hosts.toml, its /srv roots moved to temporary trees.
+    let (default, www, docs) = (Tree::new(), Tree::new(), Tree::new());
+    default.write("index.html", b"default");
+    www.write("index.html", b"www");
+    docs.write("install.html", b"install");
+    let text = std::fs::read_to_string(dir.join("virtual-hosts.toml"))
+        .unwrap()
+        .replace("/srv/default", default.root.to_str().unwrap())
+        .replace("/srv/www", www.root.to_str().unwrap())
+        .replace("/srv/docs", docs.root.to_str().unwrap());
+    let moved = tempfile::tempdir().unwrap();
+    let file = moved.path().join("virtual-hosts.toml");
+    std::fs::write(&file, text).unwrap();
+    let d = common::Daemon::start(&default.root, &["--config", file.to_str().unwrap()]);
+    let host = |name: &str, path: &str| {
+        let r = curl_plain(&d, path, &["-H", &format!("Host: {name}")]);
+        (r.status, r.text())
+    };
+    assert_eq!(host("www.example.com", "/"), (200, "www".into()));
     assert_eq!(
-        curl_plain(&d, "/", &["-H", "Host: elsewhere.example"]).status,
-        404
+        host("docs.example.com", "/install"),
+        (200, "install".into())
     );
+    assert_eq!(host("elsewhere.example", "/").0, 403);
+    assert_eq!(host("elsewhere.example", "/index.html").0, 403);
 }
 
 /// `[[sites]]`: each name gets its own root and rules, on every daemon
