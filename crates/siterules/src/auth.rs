@@ -134,6 +134,13 @@ impl BasicAuth {
     }
 }
 
+/// The user a `Basic` `Authorization` names, whether or not its password
+/// is right (nginx's `$remote_user`): what an access log records, never
+/// the password.
+pub fn basic_auth_user(authorization: &[u8]) -> Option<Vec<u8>> {
+    decode(authorization).map(|(user, _)| user)
+}
+
 /// `Basic <base64(user:password)>` decoded.
 fn decode(authorization: &[u8]) -> Option<(Vec<u8>, Vec<u8>)> {
     let s = std::str::from_utf8(authorization).ok()?.trim();

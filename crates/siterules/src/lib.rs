@@ -41,7 +41,7 @@ mod ipnet;
 mod spec;
 mod template;
 
-pub use auth::BasicAuth;
+pub use auth::{basic_auth_user, BasicAuth};
 pub use cors::{Cors, CorsAnswer};
 pub use glob::Glob;
 pub use ipnet::IpNet;

@@ -42,8 +42,8 @@ pub struct Entry<'a> {
     pub client: std::net::IpAddr,
     /// The socket peer.
     pub peer: std::net::IpAddr,
-    /// Unix seconds.
-    pub time: u64,
+    /// Unix milliseconds.
+    pub time_ms: u64,
     /// The request line; `None` for a head rejected before it parsed
     /// (logged as `"-"`, like nginx).
     pub request: Option<RequestLine<'a>>,
@@ -58,6 +58,12 @@ pub struct Entry<'a> {
     pub referer: Option<&'a [u8]>,
     /// User-Agent.
     pub user_agent: Option<&'a [u8]>,
+    /// `Host` (`:authority`) as sent: which site was asked for.
+    pub host: Option<&'a [u8]>,
+    /// `http` or `https`.
+    pub scheme: &'static str,
+    /// The user a `Basic` `Authorization` names (right password or not).
+    pub user: Option<&'a [u8]>,
     /// Handling time.
     pub duration: Duration,
 }
@@ -92,6 +98,9 @@ impl AccessLogger {
     pub fn log(&self, e: &Entry<'_>) {
         let line = match self.format {
             AccessLogFormat::Combined => combined(e),
+            AccessLogFormat::VhostCombined => {
+                format!("{} {}", field_or_dash(e.host), combined(e))
+            }
             AccessLogFormat::Json => json(e),
         };
         match self.tx.try_send(line) {
@@ -179,9 +188,10 @@ fn combined(e: &Entry<'_>) -> String {
         None => "-".to_string(),
     };
     format!(
-        "{} - - [{}] \"{}\" {} {} \"{}\" \"{}\"\n",
+        "{} - {} [{}] \"{}\" {} {} \"{}\" \"{}\"\n",
         e.client,
-        clf_time(e.time),
+        field_or_dash(e.user.filter(|u| !u.is_empty())),
+        clf_time(e.time_ms / 1000),
         request,
         e.status,
         e.bytes,
@@ -193,7 +203,11 @@ fn combined(e: &Entry<'_>) -> String {
 fn json(e: &Entry<'_>) -> String {
     let text = |v: &[u8]| terminal_safe(&String::from_utf8_lossy(v)).into_owned();
     let mut s = serde_json::json!({
-        "time": e.time,
+        "time": e.time_ms / 1000,
+        "time_ms": e.time_ms,
+        "host": e.host.map(text),
+        "scheme": e.scheme,
+        "user": e.user.map(text),
         "remote": e.client.to_string(),
         "peer": e.peer.to_string(),
         "method": e.request.map(|r| terminal_safe(r.method).into_owned()),
@@ -231,7 +245,7 @@ mod tests {
         let e = Entry {
             client: "127.0.0.1".parse().unwrap(),
             peer: "127.0.0.1".parse().unwrap(),
-            time: 784_111_777,
+            time_ms: 784_111_777_123,
             request: Some(RequestLine {
                 method: "GET",
                 target: b"/a\"b",
@@ -242,6 +256,9 @@ mod tests {
             completed: true,
             referer: None,
             user_agent: Some(b"curl/8"),
+            host: Some(b"example.com"),
+            scheme: "https",
+            user: None,
             duration: Duration::from_micros(5),
         };
         assert_eq!(
@@ -252,6 +269,25 @@ mod tests {
         assert_eq!(v["status"], 200);
         assert_eq!(v["target"], "/a\"b");
         assert_eq!(v["completed"], true);
+        assert_eq!(v["time_ms"], 784_111_777_123u64);
+        assert_eq!(
+            (v["host"].as_str(), v["scheme"].as_str()),
+            (Some("example.com"), Some("https"))
+        );
+        // The user, escaped, where combined has its `-`; a vhost line
+        // starts with the Host.
+        let authed = Entry {
+            user: Some(b"al\"ice"),
+            host: Some(b"a b"),
+            ..e
+        };
+        assert!(
+            combined(&authed).starts_with("127.0.0.1 - al\\x22ice ["),
+            "{}",
+            combined(&authed)
+        );
+        let v: serde_json::Value = serde_json::from_str(&json(&authed)).unwrap();
+        assert_eq!(v["user"], "al\"ice");
         let hostile = Entry {
             user_agent: Some(b"\x1b[31mred\\\"\n\xff"),
             ..e

@@ -474,8 +474,11 @@ pub enum AccessLog {
 /// Access log line format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AccessLogFormat {
-    /// NCSA combined.
+    /// NCSA combined (nginx's `combined`).
     Combined,
+    /// The `Host` asked for, then the combined line (Apache's and
+    /// GoAccess's `vhost_combined`, the host without its `:port` split).
+    VhostCombined,
     /// One JSON object per line.
     Json,
 }
@@ -1264,11 +1267,12 @@ impl Config {
         };
         let access_log_format = match self.access_log_format.as_str() {
             "combined" => AccessLogFormat::Combined,
+            "vhost_combined" => AccessLogFormat::VhostCombined,
             "json" => AccessLogFormat::Json,
             o => {
                 e.push(err(
                     "access_log_format",
-                    format!("`{o}` is not one of combined, json"),
+                    format!("`{o}` is not one of combined, vhost_combined, json"),
                 ));
                 AccessLogFormat::Combined
             }

@@ -340,6 +340,9 @@ impl Conn {
                 x_forwarded_for: req.and_then(|r| r.x_forwarded_for),
                 referer: req.and_then(|r| r.referer),
                 user_agent: req.and_then(|r| r.user_agent),
+                host: req.and_then(|r| r.head.host),
+                tls: self.out.wire.is_tls(),
+                authorization: req.and_then(|r| r.head.authorization),
                 duration: done - t0,
             },
         );

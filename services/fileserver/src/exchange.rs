@@ -35,6 +35,12 @@ pub struct Exchange<'a> {
     pub referer: Option<&'a [u8]>,
     /// `User-Agent`.
     pub user_agent: Option<&'a [u8]>,
+    /// `Host` (HTTP/2 and HTTP/3: `:authority`) as sent.
+    pub host: Option<&'a [u8]>,
+    /// Over TLS (the scheme logged is `https`).
+    pub tls: bool,
+    /// `Authorization`, read only for the user it names.
+    pub authorization: Option<&'a [u8]>,
     /// From the head's arrival to the response's end.
     pub duration: Duration,
 }
@@ -69,16 +75,22 @@ impl ConnContext {
             x.forwarded,
             x.x_forwarded_for,
         );
+        let user = x.authorization.and_then(siterules::basic_auth_user);
         log.log(&Entry {
             client,
             peer: x.peer,
-            time: httpfile::date::now_secs(),
+            time_ms: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as u64),
             request: x.request,
             status: x.status,
             bytes: x.bytes,
             completed: x.completed,
             referer: x.referer,
             user_agent: x.user_agent,
+            host: x.host,
+            scheme: if x.tls { "https" } else { "http" },
+            user: user.as_deref(),
             duration: x.duration,
         });
     }

@@ -851,6 +851,9 @@ impl H2 {
                 x_forwarded_for: f.x_forwarded_for.filter(|_| logged),
                 referer: f.referer.filter(|_| logged),
                 user_agent: f.user_agent.filter(|_| logged),
+                host: f.host.filter(|_| logged),
+                tls: self.tls,
+                authorization: f.authorization.filter(|_| logged),
                 duration: t0.elapsed(),
             },
         );
@@ -902,6 +905,8 @@ struct LogFields<'a> {
     user_agent: Option<&'a [u8]>,
     forwarded: Option<&'a [u8]>,
     x_forwarded_for: Option<&'a [u8]>,
+    host: Option<&'a [u8]>,
+    authorization: Option<&'a [u8]>,
 }
 
 impl<'a> LogFields<'a> {
@@ -914,6 +919,8 @@ impl<'a> LogFields<'a> {
             user_agent: None,
             forwarded: None,
             x_forwarded_for: None,
+            host: req.authority(),
+            authorization: None,
         };
         for (name, value) in req.fields() {
             let slot = match name {
@@ -921,6 +928,8 @@ impl<'a> LogFields<'a> {
                 b"user-agent" => &mut f.user_agent,
                 b"forwarded" => &mut f.forwarded,
                 b"x-forwarded-for" => &mut f.x_forwarded_for,
+                b"host" => &mut f.host,
+                b"authorization" => &mut f.authorization,
                 _ => continue,
             };
             slot.get_or_insert(value);
@@ -935,8 +944,9 @@ impl<'a> LogFields<'a> {
 struct LogHead {
     stream: u32,
     buf: Vec<u8>,
-    /// method, target, referer, user-agent, forwarded, x-forwarded-for.
-    at: [Option<Range<u32>>; 6],
+    /// method, target, referer, user-agent, forwarded, x-forwarded-for,
+    /// host, authorization.
+    at: [Option<Range<u32>>; 8],
 }
 
 impl LogHead {
@@ -949,6 +959,8 @@ impl LogHead {
             f.user_agent,
             f.forwarded,
             f.x_forwarded_for,
+            f.host,
+            f.authorization,
         ];
         if !access_log {
             values[2..].fill(None);
@@ -995,6 +1007,8 @@ impl LogHead {
             user_agent: get(3),
             forwarded: get(4),
             x_forwarded_for: get(5),
+            host: get(6),
+            authorization: get(7),
         }
     }
 }

@@ -143,6 +143,9 @@ struct LogFields {
     x_forwarded_for: Option<HeaderValue>,
     referer: Option<HeaderValue>,
     user_agent: Option<HeaderValue>,
+    /// `:authority`, or `Host`.
+    host: Option<String>,
+    authorization: Option<HeaderValue>,
 }
 
 impl RequestFields {
@@ -160,6 +163,14 @@ impl RequestFields {
                 x_forwarded_for: header(http::header::HeaderName::from_static("x-forwarded-for")),
                 referer: header(REFERER),
                 user_agent: header(USER_AGENT),
+                host: req
+                    .uri()
+                    .authority()
+                    .map(|a| a.as_str().to_string())
+                    .or_else(|| {
+                        header(http::header::HOST).and_then(|h| h.to_str().ok().map(str::to_string))
+                    }),
+                authorization: header(http::header::AUTHORIZATION),
             }),
         }
     }
@@ -247,6 +258,9 @@ impl Drop for Logged {
                 x_forwarded_for: value(log.and_then(|f| f.x_forwarded_for.as_ref())),
                 referer: value(log.and_then(|f| f.referer.as_ref())),
                 user_agent: value(log.and_then(|f| f.user_agent.as_ref())),
+                host: log.and_then(|f| f.host.as_deref()).map(str::as_bytes),
+                tls: true,
+                authorization: value(log.and_then(|f| f.authorization.as_ref())),
                 duration: d.t0.elapsed(),
             },
         );

@@ -760,6 +760,80 @@ fn access_log_combined_and_json() {
     assert_eq!(v["status"], 200);
     assert_eq!(v["target"], "/a.txt");
     assert_eq!(v["bytes"], 10);
+    // Which site, over what, by whom, to the millisecond.
+    assert_eq!(v["scheme"], "http");
+    assert_eq!(v["host"], d.http.to_string());
+    assert!(v["user"].is_null());
+    let ms = v["time_ms"].as_u64().unwrap();
+    assert_eq!(ms / 1000, v["time"].as_u64().unwrap());
+    client()
+        .get(d.url("/b.txt"))
+        .basic_auth("alice", Some("wrong"))
+        .header("Host", "Site.Example")
+        .send()
+        .unwrap();
+    let v = d.json_log_line("target", &"/b.txt".into());
+    assert_eq!(
+        (v["user"].as_str(), v["host"].as_str()),
+        (Some("alice"), Some("Site.Example"))
+    );
+}
+
+/// The combined line names the user a Basic `Authorization` gives (never
+/// its password), and vhost_combined starts with the Host, over HTTP/1.1
+/// and h2c alike.
+#[test]
+fn access_log_names_the_user_and_the_host() {
+    let tree = Tree::new();
+    tree.write("a.txt", b"0123456789");
+    let log = tree.dir.path().join("access.log");
+    let d = Daemon::start(
+        &tree.root,
+        &[
+            "--access-log",
+            log.to_str().unwrap(),
+            "--set",
+            "access_log_format=vhost_combined",
+        ],
+    );
+    client()
+        .get(d.url("/a.txt"))
+        .basic_auth("bob", Some("s3cret"))
+        .header("Host", "docs.example")
+        .send()
+        .unwrap();
+    let h2c = reqwest::blocking::Client::builder()
+        .http2_prior_knowledge()
+        .no_proxy()
+        .build()
+        .unwrap();
+    h2c.get(d.url("/a.txt?h2"))
+        .basic_auth("carol", None::<&str>)
+        .send()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let text = loop {
+        let t = std::fs::read_to_string(&log).unwrap_or_default();
+        if t.lines().count() >= 2 {
+            break t;
+        }
+        assert!(Instant::now() < deadline, "access log not written: {t:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(
+        lines[0].starts_with("docs.example 127.0.0.1 - bob ["),
+        "{}",
+        lines[0]
+    );
+    assert!(!text.contains("s3cret"), "{text}");
+    let h2 = format!("{} 127.0.0.1 - carol [", d.http);
+    assert!(lines[1].starts_with(&h2), "{}", lines[1]);
+    assert!(
+        lines[1].contains("\"GET /a.txt?h2 HTTP/2.0\" 200"),
+        "{}",
+        lines[1]
+    );
 }
 
 #[test]
