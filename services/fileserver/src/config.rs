@@ -770,16 +770,18 @@ fn overlay(dst: &mut toml::Table, src: toml::Table, prefix: &str, errors: &mut V
 
 /// `[[rules]]` and `[[sites]]`: each table is read as a rule or a site
 /// (unknown fields and wrong types are reported with its position, counted
-/// from 1); what the values mean is checked in `validate`.
+/// from 1); what the values mean is checked in `validate`. A rule that
+/// cannot be read is kept as an empty one, so that `validate` still checks
+/// the others, under the same positions, in the same run.
 fn overlay_tables(
     name: &str,
     slot: &mut toml::Value,
-    items: Vec<toml::Value>,
+    mut items: Vec<toml::Value>,
     errors: &mut Vec<ConfigError>,
 ) {
     use serde::Deserialize;
     let mut ok = true;
-    for (i, item) in items.iter().enumerate() {
+    for (i, item) in items.iter_mut().enumerate() {
         let key = format!("{name}[{}]", i + 1);
         let read = match name {
             "rules" => siterules::RuleSpec::deserialize(item.clone()).map(drop),
@@ -793,7 +795,11 @@ fn overlay_tables(
             ok = false;
         } else if let Err(e) = read {
             errors.push(err(&key, e.to_string().trim().replace('\n', " ")));
-            ok = false;
+            if name == "rules" {
+                *item = toml::Value::Table(toml::Table::new());
+            } else {
+                ok = false;
+            }
         }
     }
     if ok {
@@ -969,35 +975,41 @@ pub fn parse_file_text(text: &str) -> Result<Config, Vec<ConfigError>> {
         Ok(file) => overlay(&mut table, file, "", &mut errors),
         Err(e) => errors.push(err("", format!("not valid TOML: {}", e.to_string().trim()))),
     }
-    finish(table, errors).map(|(c, _)| c)
+    match finish(table, errors) {
+        (Some((c, _)), errors) if errors.is_empty() => Ok(c),
+        (_, errors) => Err(errors),
+    }
 }
 
 /// Converts the merged table and validates every value, so one run reports
 /// every problem: unknown keys and type mismatches found while merging (their
 /// keys keep the default) together with the values `validate` rejects.
-fn finish(
-    table: toml::Table,
-    mut errors: Vec<ConfigError>,
-) -> Result<(Config, Settings), Vec<ConfigError>> {
+fn finish(table: toml::Table, mut errors: Vec<ConfigError>) -> Checked {
     let config: Config = match toml::Value::Table(table).try_into() {
         Ok(c) => c,
         Err(e) => {
             errors.push(err("", e.to_string()));
-            return Err(errors);
+            return (None, errors);
         }
     };
-    match config.validate() {
-        Ok(settings) if errors.is_empty() => Ok((config, settings)),
-        Ok(_) => Err(errors),
-        Err(more) => {
-            errors.extend(more);
-            Err(errors)
-        }
-    }
+    let (settings, more) = config.settle();
+    errors.extend(more);
+    (Some((config, settings)), errors)
 }
+
+/// A config as read: what it makes (wrong values at their keys'
+/// defaults), and every problem found.
+type Checked = (Option<(Config, Settings)>, Vec<ConfigError>);
 
 /// Loads and validates a configuration from all sources.
 pub fn load(sources: &Sources) -> Result<(Config, Settings), Vec<ConfigError>> {
+    match read_sources(sources) {
+        (Some(loaded), errors) if errors.is_empty() => Ok(loaded),
+        (_, errors) => Err(errors),
+    }
+}
+
+fn read_sources(sources: &Sources) -> Checked {
     let mut errors = Vec::new();
     let mut table = defaults_table();
     let mut admin_in_file = false;
@@ -1229,6 +1241,16 @@ fn range(key: &str, v: u64, lo: u64, hi: u64, errors: &mut Vec<ConfigError>) -> 
 impl Config {
     /// Checks every key and converts to typed settings; reports all problems.
     pub fn validate(&self) -> Result<Settings, Vec<ConfigError>> {
+        match self.settle() {
+            (settings, e) if e.is_empty() => Ok(settings),
+            (_, e) => Err(e),
+        }
+    }
+
+    /// The settings, with a key's default wherever its value is wrong,
+    /// and every problem found: `check-config` goes on to check what a
+    /// start would open with them, in the same run.
+    fn settle(&self) -> (Settings, Vec<ConfigError>) {
         let mut e = Vec::new();
         let listen = parse_addr("listen", &self.listen, &mut e);
         let admin_listen = parse_addr("admin_listen", &self.admin_listen, &mut e);
@@ -1343,11 +1365,7 @@ impl Config {
             http2,
             http3,
         };
-        if e.is_empty() {
-            Ok(settings)
-        } else {
-            Err(e)
-        }
+        (settings, e)
     }
 }
 
@@ -1594,13 +1612,17 @@ impl Config {
         e: &mut Vec<ConfigError>,
     ) -> siterules::Rules {
         use siterules::{CorsSpec, RuleSpec, Rules};
+        let mut specs = rules.to_vec();
         if let Err(errors) = Rules::compile(rules) {
+            // The others are still built, each in its place, so that what
+            // they name (an error page) is checked in the same run.
             for x in errors {
                 e.push(err(&format!("{key}[{}].{}", x.rule, x.field), x.message));
+                if let Some(spec) = specs.get_mut(x.rule.wrapping_sub(1)) {
+                    *spec = RuleSpec::default();
+                }
             }
-            return Rules::default();
         }
-        let mut specs = rules.to_vec();
         let one_liner =
             |key: &str, spec: RuleSpec, specs: &mut Vec<RuleSpec>, e: &mut Vec<ConfigError>| {
                 match Rules::compile(std::slice::from_ref(&spec)) {
@@ -1974,13 +1996,15 @@ impl CompressionConfig {
     }
 }
 
-/// Validates a config file for `fileserver check-config`; one line per error.
-pub fn check_file(path: &Path) -> Result<Settings, Vec<ConfigError>> {
-    load(&Sources {
+/// Validates a config file for `fileserver check-config`: every problem
+/// found, and the settings it makes (a wrong value's key at its default)
+/// unless the file could not be read as a config at all.
+pub fn check_file(path: &Path) -> (Option<Settings>, Vec<ConfigError>) {
+    let (loaded, errors) = read_sources(&Sources {
         file: Some(path.to_path_buf()),
         ..Sources::default()
-    })
-    .map(|(_, s)| s)
+    });
+    (loaded.map(|(_, s)| s), errors)
 }
 
 #[cfg(test)]
@@ -2042,6 +2066,38 @@ mod tests {
                 s.http2.max_connection_age
             ),
             (0, Duration::from_secs(3600))
+        );
+    }
+
+    /// `check-config` in one run: key errors, a rule's bad field and a
+    /// bad value in another rule, and an error page that is not a file, all
+    /// together (before: three runs, one kind at a time).
+    #[test]
+    fn check_file_reports_keys_rules_and_files_in_one_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("c.toml");
+        let text = format!(
+            "root = {:?}\nwokers = 2\n\
+             [[rules]]\npath = \"/x/**\"\nredirect = \"/y\"\nstatus = 999\n\
+             [[rules]]\npth = \"/**\"\n\
+             [[rules]]\nerror_pages = {{ \"404\" = \"/missing.html\" }}\n",
+            dir.path()
+        );
+        std::fs::write(&f, text).unwrap();
+        let (settings, errors) = check_file(&f);
+        let mut keys: Vec<&str> = errors.iter().map(|e| e.key.as_str()).collect();
+        let preflight = crate::preflight::check(settings.as_ref().expect("settings"));
+        keys.extend(preflight.iter().map(|e| e.key.as_str()));
+        keys.sort();
+        assert_eq!(
+            keys,
+            [
+                "rules[1].status",
+                "rules[2]",
+                "rules[3].error_pages",
+                "wokers"
+            ],
+            "{errors:?} {preflight:?}"
         );
     }
 

@@ -268,19 +268,16 @@ pub fn main_entry() -> i32 {
     let cli = Cli::parse();
     match &cli.cmd {
         Some(Cmd::CheckConfig { file, values_only }) => {
-            // The values first, then what a start would open with them.
-            let checked = config::check_file(file).and_then(|s| {
-                let problems = if *values_only {
-                    Vec::new()
-                } else {
-                    preflight::check(&s)
-                };
-                if problems.is_empty() {
-                    Ok(s)
-                } else {
-                    Err(problems)
-                }
-            });
+            // The values, and what a start would open with them (a wrong
+            // value's key at its default), in one run.
+            let (settings, mut errors) = config::check_file(file);
+            if let (Some(s), false) = (&settings, *values_only) {
+                errors.extend(preflight::check(s));
+            }
+            let checked = match settings {
+                Some(s) if errors.is_empty() => Ok(s),
+                _ => Err(errors),
+            };
             return match checked {
                 Ok(s) => {
                     let not_checked = if *values_only {
