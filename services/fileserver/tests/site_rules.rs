@@ -1011,6 +1011,67 @@ fn chromium_opens_and_reloads_an_spa_deep_link() {
     );
 }
 
+/// The shipped SPA recipe across a redeploy, in Chromium: a deep link
+/// loads the app; after the new build replaces the old (index.html
+/// rewritten, the old hashed script deleted), a page of the old build asks
+/// for its script and gets a 404 that no cache keeps for a year (before:
+/// the shell, as text/html, `immutable`), and deep links load the new app.
+#[test]
+fn chromium_runs_the_spa_recipe_across_a_redeploy() {
+    let page = |v: &str| {
+        format!(
+            "<!doctype html><html><body><p id=out>no script</p><p id=probe>-</p>\
+             <script src=\"/assets/app.{v}.js\" onerror=\"document.getElementById('out')\
+             .textContent='{v} script missing'\"></script>\
+             <script>fetch('/assets/app.v1.js').then(r => document.getElementById('probe')\
+             .textContent = 'v1 asset ' + r.status + ' ' + r.headers.get('cache-control'))\
+             </script></body></html>"
+        )
+    };
+    let script = |v: &str| {
+        format!("document.getElementById('out').textContent = '{v} at ' + location.pathname;")
+    };
+    let tree = Tree::new();
+    tree.write("index.html", page("v1").as_bytes());
+    tree.write("assets/app.v1.js", script("v1").as_bytes());
+    let dir = tempfile::tempdir().unwrap();
+    let example = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../config/examples/spa.toml"
+    ))
+    .unwrap()
+    .replace("root = \"/srv/app/dist\"", "")
+    .replace("listen = \":80\"", "");
+    let conf = dir.path().join("spa.toml");
+    std::fs::write(&conf, example).unwrap();
+    let d = common::Daemon::start(
+        &tree.root,
+        &["--config", conf.to_str().unwrap(), "--access-log", "stdout"],
+    );
+    let (dom, _) = common::chromium_dom(&d.url("/users/7"));
+    assert!(dom.contains("v1 at /users/7"), "{dom}");
+    assert!(
+        dom.contains("v1 asset 200 public, max-age=31536000, immutable"),
+        "{dom}"
+    );
+    // The redeploy: the new build in place, the old script gone; a tab of
+    // the old build is kept as old.html.
+    tree.write("old.html", page("v1").as_bytes());
+    tree.write("assets/app.v2.js", script("v2").as_bytes());
+    tree.write("index.html", page("v2").as_bytes());
+    std::fs::remove_file(tree.root.join("assets/app.v1.js")).unwrap();
+    let (dom, _) = common::chromium_dom(&d.url("/old.html"));
+    assert!(dom.contains("v1 script missing"), "{dom}");
+    assert!(dom.contains("v1 asset 404 null"), "{dom}");
+    let (dom, _) = common::chromium_dom(&d.url("/users/8"));
+    assert!(dom.contains("v2 at /users/8"), "{dom}");
+    let log = d.stdout.lock().unwrap().join("\n");
+    assert!(
+        log.contains("\"GET /assets/app.v1.js HTTP/1.1\" 404"),
+        "{log}"
+    );
+}
+
 /// A page on one origin fetches from another with a header that needs a
 /// preflight: the allowed origin reads the answer, the preflight is seen
 /// on the wire; a page from an origin not allowed cannot read it.
