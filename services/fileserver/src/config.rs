@@ -585,6 +585,8 @@ pub struct Limits {
 #[allow(missing_docs)]
 pub struct Settings {
     pub root: PathBuf,
+    /// `spa`: the default site falls back to its `/index.html`.
+    pub spa: bool,
     pub listen: SocketAddr,
     pub admin_listen: SocketAddr,
     pub workers: usize,
@@ -1333,6 +1335,7 @@ impl Config {
         let serve = self.serve_options(compression, &mut e);
         let settings = Settings {
             root: self.root.clone(),
+            spa: self.spa,
             listen,
             admin_listen,
             workers,

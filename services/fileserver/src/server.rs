@@ -448,6 +448,14 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
     for (i, rule) in s.serve.rules.describe().iter().enumerate() {
         tracing::info!("rule {}: {rule}", i + 1);
     }
+    if s.spa && !s.root.join("index.html").is_file() {
+        // Every deep link would be a 404: the usual cause is the wrong
+        // directory (the project, not its build output).
+        tracing::warn!(
+            "spa: {} has no index.html, so the app's paths get 404 (serve the build output, e.g. dist/)",
+            s.root.display()
+        );
+    }
     for (i, site) in s.sites.iter().enumerate() {
         let hosts: Vec<String> = site
             .hosts
@@ -579,6 +587,7 @@ async fn main_loop(
         }
     }
     tracing::info!("shutting down: finishing in-flight responses");
+    let stop_began = Instant::now();
     shared.serving.store(false, Relaxed);
     crate::sysd::notify(&[NotifyState::Stopping]);
     let _ = shutdown_tx.send(true);
@@ -596,6 +605,17 @@ async fn main_loop(
     }
     admin_task.abort();
     upkeep.abort();
+    // An operator (or a rolling update) reads that the drain ended, and
+    // whether it cut anything.
+    let left = shared.open_conns.load(Relaxed);
+    if left == 0 {
+        tracing::info!("shutdown complete in {:?}", stop_began.elapsed());
+    } else {
+        tracing::warn!(
+            "shutdown complete in {:?}: {left} connection(s) cut at shutdown_timeout",
+            stop_began.elapsed()
+        );
+    }
     0
 }
 

@@ -302,6 +302,11 @@ pub fn describe() {
         "Always 1 while an HTTPS listener runs; `mode` says where records are sealed \
          (userspace: rustls) and `reason` why not in the kernel."
     );
+    // Every series from the start, at 0: a rate() or an alert on errors
+    // has a series to read before the first error.
+    for result in ["ok", "error", "timeout"] {
+        metrics::counter!("fileserver_tls_handshakes_total", "result" => result).absolute(0);
+    }
 }
 
 /// Performs the handshake within `timeout` (`tls_handshake_timeout`);

@@ -463,3 +463,33 @@ fn booleans_take_any_case_and_no_color_is_honoured() {
         "colour despite NO_COLOR: {plain:?}"
     );
 }
+
+/// `--spa` on a directory without `index.html` says so at start (every
+/// deep link would be a 404), and a finished shutdown is logged.
+#[test]
+fn spa_without_an_index_warns_and_shutdown_says_it_finished() {
+    let tree = Tree::new();
+    tree.write("src/main.js", b"not a build");
+    let mut d = Daemon::start(&tree.root, &["--spa"]);
+    assert!(
+        d.wait_stderr("has no index.html", std::time::Duration::from_secs(5)),
+        "{}",
+        d.stderr_text()
+    );
+    d.signal(libc::SIGTERM);
+    assert!(d.wait_exit(std::time::Duration::from_secs(10)).is_some());
+    assert!(
+        d.wait_stderr("shutdown complete", std::time::Duration::from_secs(5)),
+        "{}",
+        d.stderr_text()
+    );
+    let tree = Tree::new();
+    tree.write("index.html", b"app");
+    let d = Daemon::start(&tree.root, &["--spa"]);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(
+        !d.stderr_text().contains("has no index.html"),
+        "{}",
+        d.stderr_text()
+    );
+}

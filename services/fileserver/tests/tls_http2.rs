@@ -835,3 +835,19 @@ fn sigterm_lets_an_h2_download_in_flight_finish() {
     let exit = f.d.wait_exit(Duration::from_secs(20)).expect("exit");
     assert_eq!(exit.code(), Some(0));
 }
+
+/// Every handshake result is a series from the start, at 0, so an alert
+/// on `rate(...{result="error"}[5m])` has something to read before the
+/// first error (before: absent until one happened).
+#[test]
+fn tls_handshake_series_exist_from_the_start() {
+    let f = fixture(&[]);
+    let m = f.d.metrics();
+    for result in ["ok", "error", "timeout"] {
+        assert_eq!(
+            metric_sum(&m, "fileserver_tls_handshakes_total", &[("result", result)]),
+            Some(0.0),
+            "{result}: {m}"
+        );
+    }
+}
