@@ -863,6 +863,31 @@ pub fn all_keys() -> Vec<String> {
     out
 }
 
+/// The fields of the tables a config file alone sets (`[acme]`, and each
+/// `[[rules]]` and `[[sites]]` as `rules[].path`), with their defaults,
+/// read from the types the parser fills: a field added there is listed
+/// (and `fileserver keys` must then find its meaning).
+pub fn table_fields() -> Vec<(String, toml::Value)> {
+    fn fields<T: Serialize>(value: &T, prefix: &str, out: &mut Vec<(String, toml::Value)>) {
+        if let Ok(toml::Value::Table(t)) = toml::Value::try_from(value) {
+            for (k, v) in t {
+                out.push((format!("{prefix}.{k}"), v));
+            }
+        }
+    }
+    let mut out = Vec::new();
+    fields(&AcmeConfig::default(), "acme", &mut out);
+    fields(&siterules::RuleSpec::default(), "rules[]", &mut out);
+    fields(
+        &siterules::BasicAuthSpec::default(),
+        "rules[].basic_auth",
+        &mut out,
+    );
+    fields(&siterules::CorsSpec::default(), "rules[].cors", &mut out);
+    fields(&SiteConfig::default(), "sites[]", &mut out);
+    out
+}
+
 /// `cache.max_entries` -> `FILESERVER_CACHE_MAX_ENTRIES`.
 pub fn env_name(key: &str) -> String {
     format!("FILESERVER_{}", key.replace('.', "_").to_ascii_uppercase())

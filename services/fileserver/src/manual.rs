@@ -15,7 +15,7 @@
 //! assert!(listen.meaning.starts_with("HTTP listener"));
 //! ```
 
-use crate::config::{all_keys, env_name, Config};
+use crate::config::{all_keys, env_name, table_fields, Config};
 use std::collections::HashMap;
 use std::fmt::Write;
 
@@ -70,11 +70,41 @@ fn meanings() -> HashMap<String, String> {
     out
 }
 
+/// The meanings in the commented reference blocks of the config file
+/// (`# [acme]`, `# [rules[]]`, ...: a `# # ` line explains the `# key =`
+/// line below it), by dotted field (`rules[].path`).
+fn reference_meanings() -> HashMap<String, String> {
+    let mut out = HashMap::new();
+    let mut section: Option<&str> = None;
+    let mut comment: Vec<&str> = Vec::new();
+    for line in CONFIG_FILE.lines().map(str::trim) {
+        let Some(inner) = line.strip_prefix('#').map(str::trim) else {
+            // Code or a blank line ends a block.
+            section = None;
+            continue;
+        };
+        if let Some(name) = inner.strip_prefix('[').and_then(|s| s.strip_suffix(']')) {
+            section = (!name.starts_with('[')).then_some(name);
+            comment.clear();
+        } else if let Some(text) = inner.strip_prefix('#') {
+            comment.push(text.trim());
+        } else if let (Some(section), Some((key, _))) = (section, inner.split_once('=')) {
+            if !comment.is_empty() {
+                out.insert(format!("{section}.{}", key.trim()), comment.join(" "));
+            }
+            comment.clear();
+        }
+    }
+    out
+}
+
 /// Every key with its default, environment variable and meaning, in the
-/// order of `fileserver keys`.
+/// order of `fileserver keys`: the keys a flag or a variable sets, then
+/// the fields of the tables only a file sets (`env` says so).
 pub fn key_docs() -> Vec<KeyDoc> {
     let defaults = toml::Value::try_from(Config::default()).unwrap_or(toml::Value::Boolean(false));
     let meanings = meanings();
+    let reference = reference_meanings();
     all_keys()
         .into_iter()
         .map(|key| {
@@ -89,6 +119,12 @@ pub fn key_docs() -> Vec<KeyDoc> {
                 key,
             }
         })
+        .chain(table_fields().into_iter().map(|(key, default)| KeyDoc {
+            env: "config file only".into(),
+            meaning: reference.get(&key).cloned().unwrap_or_default(),
+            default: default.to_string(),
+            key,
+        }))
         .collect()
 }
 
@@ -165,7 +201,11 @@ pub fn man_page(cmd: clap::Command) -> std::io::Result<Vec<u8>> {
     );
     for d in key_docs() {
         let tag = format!("{} = {}", d.key, d.default);
-        let text = format!("{} Environment: {}.", d.meaning, d.env);
+        let text = if d.env.starts_with("FILESERVER_") {
+            format!("{} Environment: {}.", d.meaning, d.env)
+        } else {
+            format!("{} In the config file only.", d.meaning)
+        };
         item(&mut s, &tag, &text);
     }
     section(

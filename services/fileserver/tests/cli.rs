@@ -358,6 +358,14 @@ fn keys_show_each_default_and_meaning() {
         "listen = \"127.0.0.1:8080\"  (FILESERVER_LISTEN)\n    HTTP listener",
         "cache.max_entries = 65536  (FILESERVER_CACHE_MAX_ENTRIES)\n    Paths kept",
         "compression.levels.gzip = ",
+        // The tables only a file sets, field by field, read from the
+        // parser's own types (a new field without a meaning fails below).
+        "rules[].path = \"/**\"  (config file only)\n    A glob",
+        "rules[].always = false  (config file only)",
+        "rules[].cors.max_age = 600  (config file only)",
+        "rules[].basic_auth.users = {}  (config file only)",
+        "sites[].hosts = []  (config file only)",
+        "acme.domains = []  (config file only)",
     ] {
         assert!(text.contains(want), "missing {want:?} in:\n{text}");
     }
