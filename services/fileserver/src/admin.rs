@@ -46,7 +46,8 @@ fn process_metrics() -> &'static metrics_process::Collector {
 /// Refreshes counters from the per-worker blocks and renders the exposition.
 pub fn render(shared: &Shared, handle: &PrometheusHandle) -> String {
     let t = stats::totals(&shared.worker_stats);
-    stats::publish(&t, shared.active_conns.load(Relaxed) as u64);
+    let sites = site_labels(&shared.live().0.s);
+    stats::publish(&t, &sites, shared.active_conns.load(Relaxed) as u64);
     metrics::gauge!("fileserver_up").set(if shared.serving.load(Relaxed) {
         1.0
     } else {
@@ -55,14 +56,27 @@ pub fn render(shared: &Shared, handle: &PrometheusHandle) -> String {
     metrics::counter!("fileserver_access_log_dropped_total")
         .absolute(shared.access_dropped.load(Relaxed));
     metrics::counter!("fileserver_auth_failures_total").absolute(siterules::auth_failures());
-    shared.files.export_metrics("fileserver");
+    shared.files.export_metrics("fileserver", &sites[1..]);
     process_metrics().collect();
     handle.run_upkeep();
     let mut text = cpu_seconds_as_counter(handle.render());
     // Every bucket from the first scrape on, at 0 on a quiet daemon, so a
     // dashboard or an `absent()` alert always finds the series.
-    stats::render_durations(&t, &mut text);
+    stats::render_durations(&t, &sites, &mut text);
     text
+}
+
+/// The `site` label of each block of the counters: `default`, then each
+/// `[[sites]]` table's first name (`*.example.com` for a wildcard). The
+/// configured sites, never a raw `Host`: bounded whatever clients send.
+fn site_labels(s: &crate::config::Settings) -> Vec<String> {
+    std::iter::once("default".to_string())
+        .chain(s.sites.iter().map(|site| match site.hosts.first() {
+            Some(siterules::HostPattern::Exact(n)) => n.clone(),
+            Some(siterules::HostPattern::Wildcard(suffix)) => format!("*{suffix}"),
+            None => "unnamed".to_string(),
+        }))
+        .collect()
 }
 
 /// `process_cpu_seconds_total` is recorded as a gauge so it keeps its

@@ -343,6 +343,7 @@ impl Conn {
                 host: req.and_then(|r| r.head.host),
                 tls: self.out.wire.is_tls(),
                 authorization: req.and_then(|r| r.head.authorization),
+                site: req.and_then(|r| self.live.s.site_for(r.head.host)),
                 duration: done - t0,
             },
         );

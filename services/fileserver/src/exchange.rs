@@ -41,6 +41,9 @@ pub struct Exchange<'a> {
     pub tls: bool,
     /// `Authorization`, read only for the user it names.
     pub authorization: Option<&'a [u8]>,
+    /// The `[[sites]]` table that answered (`None`: the default site):
+    /// the counters' `site` label.
+    pub site: Option<usize>,
     /// From the head's arrival to the response's end.
     pub duration: Duration,
 }
@@ -60,12 +63,12 @@ impl ConnContext {
     /// Counts `x` in this worker's counters and duration histogram, and logs
     /// it when `live` has an access log.
     pub fn finish(&self, live: &Live, x: &Exchange<'_>) {
-        self.stats
-            .record(x.method(), x.status, x.bytes, x.completed);
+        let stats = self.stats.site(x.site);
+        stats.record(x.method(), x.status, x.bytes, x.completed);
         if x.cold > 0 {
-            self.stats.record_cold(x.cold);
+            stats.record_cold(x.cold);
         }
-        self.stats.record_duration(x.duration);
+        stats.record_duration(x.duration);
         let Some(log) = &live.access else {
             return;
         };

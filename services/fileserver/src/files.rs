@@ -118,8 +118,24 @@ impl Files {
     }
 
     /// Publishes the file layer's counters (prefix `fileserver`): the
-    /// default root's.
-    pub fn export_metrics(&self, prefix: &str) {
+    /// default root's, and each `[[sites]]` root's path cache under
+    /// `fileserver_site_cache_*{site}` (`sites[i]` names `[[sites]]` i).
+    pub fn export_metrics(&self, prefix: &str, sites: &[String]) {
         self.fm.export_metrics(prefix);
+        for (fm, site) in self.sites.iter().zip(sites) {
+            let c = fm.stats().cache;
+            let site = site.clone();
+            for (name, value) in [
+                ("hits", c.hits),
+                ("misses", c.misses),
+                ("negative_hits", c.negative_hits),
+                ("evictions", c.evictions),
+            ] {
+                let name = format!("{prefix}_site_cache_{name}_total");
+                metrics::counter!(name, "site" => site.clone()).absolute(value);
+            }
+            metrics::gauge!(format!("{prefix}_site_cache_entries"), "site" => site)
+                .set(c.entries as f64);
+        }
     }
 }

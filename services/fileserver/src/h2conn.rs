@@ -854,6 +854,7 @@ impl H2 {
                 host: f.host.filter(|_| logged),
                 tls: self.tls,
                 authorization: f.authorization.filter(|_| logged),
+                site: self.live.s.site_for(f.host),
                 duration: t0.elapsed(),
             },
         );
@@ -963,7 +964,9 @@ impl LogHead {
             f.authorization,
         ];
         if !access_log {
-            values[2..].fill(None);
+            // The host stays: the counters' site label reads it.
+            values[2..6].fill(None);
+            values[7] = None;
         }
         let len: usize = values
             .iter()

@@ -85,6 +85,7 @@ impl Responder {
         let host = servedir::request_host(req.version(), req.uri(), req.headers());
         let rejected = host_rule(&req, host).err();
         let mut files = live.service_for(host).clone();
+        let site = live.s.site_for(host);
         let (ctx, peer) = (self.ctx.clone(), self.peer);
         Box::pin(async move {
             let response = match rejected {
@@ -111,6 +112,7 @@ impl Responder {
                     peer,
                     request,
                     status,
+                    site,
                     t0,
                 }),
             };
@@ -185,6 +187,8 @@ struct Done {
     peer: SocketAddr,
     request: RequestFields,
     status: u16,
+    /// The `[[sites]]` table that answered (`None`: the default site).
+    site: Option<usize>,
     t0: Instant,
 }
 
@@ -261,6 +265,7 @@ impl Drop for Logged {
                 host: log.and_then(|f| f.host.as_deref()).map(str::as_bytes),
                 tls: true,
                 authorization: value(log.and_then(|f| f.authorization.as_ref())),
+                site: d.site,
                 duration: d.t0.elapsed(),
             },
         );

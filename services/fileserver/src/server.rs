@@ -308,7 +308,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
         live: RwLock::new(Arc::new(live)),
         generation: AtomicU64::new(0),
         worker_stats: (0..s.workers)
-            .map(|_| Arc::new(WorkerStats::default()))
+            .map(|_| Arc::new(WorkerStats::new(s.sites.len() + 1)))
             .collect(),
         open_conns: AtomicUsize::new(0),
         active_conns: AtomicUsize::new(0),

@@ -74,10 +74,43 @@ const DURATION_HELP: &str = "Time from a complete request head to the last respo
 /// One slot per entry of [`CODES`], then `other`.
 const CODE_SLOTS: usize = CODES.len() + 1;
 
-/// Per-worker counters.
+/// One worker's counters, one block per site: the default site first,
+/// then each `[[sites]]` table in order (the list is fixed until a
+/// restart, so the `site` label's values are the configured sites, never
+/// a raw `Host`).
+#[derive(Debug)]
+pub struct WorkerStats {
+    sites: Box<[SiteStats]>,
+}
+
+impl Default for WorkerStats {
+    /// The default site's block alone.
+    fn default() -> WorkerStats {
+        WorkerStats::new(1)
+    }
+}
+
+impl WorkerStats {
+    /// Blocks for `sites` sites (the default one included).
+    pub fn new(sites: usize) -> WorkerStats {
+        WorkerStats {
+            sites: (0..sites.max(1)).map(|_| SiteStats::default()).collect(),
+        }
+    }
+
+    /// The block of `site` (`None`: the default site; one the list does
+    /// not have counts there too).
+    #[inline]
+    pub fn site(&self, site: Option<usize>) -> &SiteStats {
+        let slot = site.map_or(0, |i| i + 1);
+        self.sites.get(slot).unwrap_or(&self.sites[0])
+    }
+}
+
+/// One site's counters in one worker.
 #[derive(Debug, Default)]
 #[repr(align(128))]
-pub struct WorkerStats {
+pub struct SiteStats {
     responses: [[AtomicU64; CODE_SLOTS]; 3],
     body_bytes: AtomicU64,
     aborted: AtomicU64,
@@ -98,7 +131,7 @@ fn code_slot(code: u16) -> usize {
     CODES.iter().position(|&c| c == code).unwrap_or(CODES.len())
 }
 
-impl WorkerStats {
+impl SiteStats {
     /// Counts one response with the body bytes it sent; `completed` is
     /// false when the client went away (or a send timed out) midway.
     /// Called only from the owning worker thread.
@@ -151,10 +184,17 @@ pub struct Totals {
     pub duration_sum_ns: u64,
 }
 
-/// Sums the workers' blocks.
-pub fn totals(workers: &[std::sync::Arc<WorkerStats>]) -> Totals {
+/// Sums the workers' blocks, site by site.
+pub fn totals(workers: &[std::sync::Arc<WorkerStats>]) -> Vec<Totals> {
+    let sites = workers.iter().map(|w| w.sites.len()).max().unwrap_or(1);
+    (0..sites)
+        .map(|slot| site_totals(workers.iter().filter_map(|w| w.sites.get(slot))))
+        .collect()
+}
+
+fn site_totals<'w>(blocks: impl Iterator<Item = &'w SiteStats>) -> Totals {
     let mut t = Totals::default();
-    for w in workers {
+    for w in blocks {
         for (sum, counts) in t.responses.iter_mut().zip(&w.responses) {
             for (s, c) in sum.iter_mut().zip(counts) {
                 *s += c.load(Relaxed);
@@ -173,28 +213,30 @@ pub fn totals(workers: &[std::sync::Arc<WorkerStats>]) -> Totals {
     t
 }
 
-/// Appends the request duration histogram to a Prometheus text exposition,
-/// in the form the `metrics` exporter renders its histograms.
-pub fn render_durations(t: &Totals, out: &mut String) {
+/// Appends the request duration histogram, one per site (`sites[i]`
+/// labels `totals[i]`), to a Prometheus text exposition, in the form the
+/// `metrics` exporter renders its histograms.
+pub fn render_durations(totals: &[Totals], sites: &[String], out: &mut String) {
     use std::fmt::Write as _;
     let _ = writeln!(out, "# HELP {DURATION_NAME} {DURATION_HELP}");
     let _ = writeln!(out, "# TYPE {DURATION_NAME} histogram");
-    let mut count = 0;
-    for (i, n) in t.durations.iter().enumerate() {
-        count += n;
-        match DURATION_BUCKETS_NS.get(i) {
-            Some(&le) => {
-                let le = le as f64 / 1e9;
-                let _ = writeln!(out, "{DURATION_NAME}_bucket{{le=\"{le}\"}} {count}");
-            }
-            None => {
-                let _ = writeln!(out, "{DURATION_NAME}_bucket{{le=\"+Inf\"}} {count}");
-            }
+    for (t, site) in totals.iter().zip(sites) {
+        let mut count = 0;
+        for (i, n) in t.durations.iter().enumerate() {
+            count += n;
+            let le = match DURATION_BUCKETS_NS.get(i) {
+                Some(&le) => (le as f64 / 1e9).to_string(),
+                None => "+Inf".to_string(),
+            };
+            let _ = writeln!(
+                out,
+                "{DURATION_NAME}_bucket{{site=\"{site}\",le=\"{le}\"}} {count}"
+            );
         }
+        let sum = t.duration_sum_ns as f64 / 1e9;
+        let _ = writeln!(out, "{DURATION_NAME}_sum{{site=\"{site}\"}} {sum}");
+        let _ = writeln!(out, "{DURATION_NAME}_count{{site=\"{site}\"}} {count}");
     }
-    let sum = t.duration_sum_ns as f64 / 1e9;
-    let _ = writeln!(out, "{DURATION_NAME}_sum {sum}");
-    let _ = writeln!(out, "{DURATION_NAME}_count {count}");
     out.push('\n');
 }
 
@@ -230,32 +272,62 @@ pub fn describe() {
         "fileserver_h2c_connections_total",
         "Plaintext connections that opened with the HTTP/2 preface (h2c with prior knowledge) and went to the HTTP/2 engine."
     );
+    for (name, what) in [
+        (
+            "hits",
+            "lookups answered from a [[sites]] root's path cache",
+        ),
+        ("misses", "lookups of a [[sites]] root that opened the file"),
+        (
+            "negative_hits",
+            "lookups of a [[sites]] root answered by a cached not-found",
+        ),
+        (
+            "evictions",
+            "entries a [[sites]] root's path cache dropped for its bounds",
+        ),
+    ] {
+        metrics::describe_counter!(format!("fileserver_site_cache_{name}_total"), what);
+    }
+    metrics::describe_gauge!(
+        "fileserver_site_cache_entries",
+        "Paths a [[sites]] root's cache holds (the default root's: fileserver_cache_entries)."
+    );
     metrics::describe_counter!(
         "fileserver_access_log_dropped_total",
         "Access log lines dropped because the log writer fell behind."
     );
 }
 
-/// Publishes the summed counters into the recorder (called at each scrape).
-pub fn publish(t: &Totals, connections_open: u64) {
-    // Every (method, code) series exists from the first scrape, at 0 until
-    // used: `rate()` cannot see the increase that creates a series, so a code
-    // that first appears in a burst (the first 503s) would otherwise be missed.
-    for method in MethodLabel::ALL {
-        let by_code = &t.responses[method as usize];
-        for (slot, &count) in by_code.iter().enumerate() {
-            let code = CODES.get(slot).map_or("other", |&c| code_str(c));
-            metrics::counter!(
-                "fileserver_http_requests_total",
-                "code" => code,
-                "method" => method.as_str()
-            )
-            .absolute(count);
+/// Publishes the summed counters into the recorder (called at each
+/// scrape), each site's (`sites[i]` labels `totals[i]`) under its `site`.
+pub fn publish(totals: &[Totals], sites: &[String], connections_open: u64) {
+    for (t, site) in totals.iter().zip(sites) {
+        // Every (method, code) series exists from the first scrape, at 0
+        // until used: `rate()` cannot see the increase that creates a
+        // series, so a code that first appears in a burst (the first 503s)
+        // would otherwise be missed.
+        for method in MethodLabel::ALL {
+            let by_code = &t.responses[method as usize];
+            for (slot, &count) in by_code.iter().enumerate() {
+                let code = CODES.get(slot).map_or("other", |&c| code_str(c));
+                metrics::counter!(
+                    "fileserver_http_requests_total",
+                    "code" => code,
+                    "method" => method.as_str(),
+                    "site" => site.clone()
+                )
+                .absolute(count);
+            }
         }
+        let site = site.clone();
+        metrics::counter!("fileserver_http_response_body_bytes_total", "site" => site.clone())
+            .absolute(t.body_bytes);
+        metrics::counter!("fileserver_http_responses_aborted_total", "site" => site.clone())
+            .absolute(t.aborted);
+        metrics::counter!("fileserver_http_cold_read_bytes_total", "site" => site)
+            .absolute(t.cold_bytes);
     }
-    metrics::counter!("fileserver_http_response_body_bytes_total").absolute(t.body_bytes);
-    metrics::counter!("fileserver_http_responses_aborted_total").absolute(t.aborted);
-    metrics::counter!("fileserver_http_cold_read_bytes_total").absolute(t.cold_bytes);
     metrics::gauge!("fileserver_connections_open").set(connections_open as f64);
 }
 
@@ -282,16 +354,16 @@ mod tests {
             let a = a.clone();
             std::thread::spawn(move || {
                 for _ in 0..1000 {
-                    a.record(MethodLabel::Get, 200, 10, true);
+                    a.site(None).record(MethodLabel::Get, 200, 10, true);
                 }
             })
         };
         for _ in 0..500 {
-            b.record(MethodLabel::Head, 404, 0, true);
+            b.site(None).record(MethodLabel::Head, 404, 0, true);
         }
-        b.record(MethodLabel::Other, 299, 1, false);
+        b.site(None).record(MethodLabel::Other, 299, 1, false);
         ta.join().unwrap();
-        let t = totals(&[a, b]);
+        let t = totals(&[a, b]).remove(0);
         assert_eq!(code(&t, Some(200)), 1000);
         assert_eq!(t.responses[MethodLabel::Get as usize][0], 1000);
         assert_eq!(code(&t, Some(404)), 500);
@@ -308,9 +380,9 @@ mod tests {
     fn every_code_a_response_can_carry_has_its_own_slot() {
         let w = WorkerStats::default();
         for c in [302, 303, 307, 308, 401, 414, 500] {
-            w.record(MethodLabel::Get, c, 0, true);
+            w.site(None).record(MethodLabel::Get, c, 0, true);
         }
-        let t = totals(&[Arc::new(w)]);
+        let t = totals(&[Arc::new(w)]).remove(0);
         for c in [302, 303, 307, 308, 401, 414, 500] {
             assert_eq!(code(&t, Some(c)), 1, "{c}");
             assert_eq!(code_str(c), c.to_string());
@@ -326,14 +398,14 @@ mod tests {
     fn durations_render_as_a_cumulative_histogram() {
         use std::time::Duration;
         let (a, b) = (WorkerStats::default(), WorkerStats::default());
-        a.record_duration(Duration::from_nanos(50_000)); // le 0.00005, on the bound
-        a.record_duration(Duration::from_nanos(50_001)); // le 0.0001
-        b.record_duration(Duration::from_millis(1)); // le 0.001
-        b.record_duration(Duration::from_secs(6)); // +Inf only
-        b.record_duration(Duration::MAX); // +Inf, and the sum saturates
+        a.site(None).record_duration(Duration::from_nanos(50_000)); // le 0.00005, on the bound
+        a.site(None).record_duration(Duration::from_nanos(50_001)); // le 0.0001
+        b.site(None).record_duration(Duration::from_millis(1)); // le 0.001
+        b.site(None).record_duration(Duration::from_secs(6)); // +Inf only
+        b.site(None).record_duration(Duration::MAX); // +Inf, and the sum saturates
         let t = totals(&[Arc::new(a), Arc::new(b)]);
         let mut text = String::new();
-        render_durations(&t, &mut text);
+        render_durations(&t, &["default".to_string()], &mut text);
         let value = |series: &str| -> f64 {
             let line = text
                 .lines()
@@ -341,20 +413,43 @@ mod tests {
                 .unwrap_or_else(|| panic!("no {series} in\n{text}"));
             line.rsplit_once(' ').unwrap().1.parse().unwrap()
         };
-        let bucket = |le: &str| value(&format!("{DURATION_NAME}_bucket{{le=\"{le}\"}}"));
+        let bucket = |le: &str| {
+            value(&format!(
+                "{DURATION_NAME}_bucket{{site=\"default\",le=\"{le}\"}}"
+            ))
+        };
         assert_eq!(bucket("0.00005"), 1.0);
         assert_eq!(bucket("0.0001"), 2.0);
         assert_eq!(bucket("0.0005"), 2.0);
         assert_eq!(bucket("0.001"), 3.0);
         assert_eq!(bucket("5"), 3.0);
         assert_eq!(bucket("+Inf"), 5.0);
-        assert_eq!(value(&format!("{DURATION_NAME}_count")), 5.0);
         assert_eq!(
-            value(&format!("{DURATION_NAME}_sum")),
+            value(&format!("{DURATION_NAME}_count{{site=\"default\"}}")),
+            5.0
+        );
+        assert_eq!(
+            value(&format!("{DURATION_NAME}_sum{{site=\"default\"}}")),
             u64::MAX as f64 / 1e9
         );
         assert_eq!(text.matches("_bucket{").count(), DURATION_SLOTS);
         assert!(text.starts_with(&format!("# HELP {DURATION_NAME} Time from")));
         assert!(text.contains(&format!("# TYPE {DURATION_NAME} histogram\n")));
+    }
+
+    /// Each site counts in its own block; a site the list does not have
+    /// (none can be added without a restart) counts as the default one.
+    #[test]
+    fn sites_count_apart() {
+        let w = WorkerStats::new(3);
+        w.site(None).record(MethodLabel::Get, 200, 1, true);
+        w.site(Some(1)).record(MethodLabel::Get, 404, 2, true);
+        w.site(Some(1)).record(MethodLabel::Get, 404, 2, true);
+        w.site(Some(7)).record(MethodLabel::Get, 200, 4, true);
+        let t = totals(&[Arc::new(w)]);
+        assert_eq!(t.len(), 3);
+        assert_eq!((code(&t[0], Some(200)), t[0].body_bytes), (2, 5));
+        assert_eq!(code(&t[1], None) + code(&t[1], Some(200)), 0);
+        assert_eq!((code(&t[2], Some(404)), t[2].body_bytes), (2, 4));
     }
 }

@@ -330,17 +330,23 @@ fn key(name: &str, labels: &[(&str, &str)]) -> String {
 const COUNTED: &[(&str, &[(&str, &str)])] = &[
     (
         "fileserver_http_requests_total",
-        &[("code", "200"), ("method", "GET")],
+        &[("code", "200"), ("method", "GET"), ("site", "default")],
     ),
     (
         "fileserver_http_requests_total",
-        &[("code", "404"), ("method", "GET")],
+        &[("code", "404"), ("method", "GET"), ("site", "default")],
     ),
     ("fileserver_cache_hits_total", &[]),
     ("fileserver_cache_misses_total", &[]),
     ("fileserver_cache_negative_hits_total", &[]),
-    ("fileserver_http_response_body_bytes_total", &[]),
-    ("fileserver_http_request_duration_seconds_count", &[]),
+    (
+        "fileserver_http_response_body_bytes_total",
+        &[("site", "default")],
+    ),
+    (
+        "fileserver_http_request_duration_seconds_count",
+        &[("site", "default")],
+    ),
 ];
 
 /// Prometheus' latest value of each COUNTED series; an absent series is 0
@@ -484,14 +490,14 @@ fn prometheus_scrapes_exact_traffic_and_loads_project_rules() {
         (
             key(
                 "fileserver_http_requests_total",
-                &[("code", "200"), ("method", "GET")],
+                &[("code", "200"), ("method", "GET"), ("site", "default")],
             ),
             ok_requests as f64,
         ),
         (
             key(
                 "fileserver_http_requests_total",
-                &[("code", "404"), ("method", "GET")],
+                &[("code", "404"), ("method", "GET"), ("site", "default")],
             ),
             not_found as f64,
         ),
@@ -508,11 +514,17 @@ fn prometheus_scrapes_exact_traffic_and_loads_project_rules() {
             (MISSING * (MISSING_REPEAT - 1)) as f64,
         ),
         (
-            key("fileserver_http_response_body_bytes_total", &[]),
+            key(
+                "fileserver_http_response_body_bytes_total",
+                &[("site", "default")],
+            ),
             body_bytes as f64,
         ),
         (
-            key("fileserver_http_request_duration_seconds_count", &[]),
+            key(
+                "fileserver_http_request_duration_seconds_count",
+                &[("site", "default")],
+            ),
             (ok_requests + not_found) as f64,
         ),
     ]

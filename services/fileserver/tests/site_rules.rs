@@ -1364,3 +1364,70 @@ fn a_symlink_into_a_guarded_tree_is_refused_where_no_rule_matches() {
         assert!(!r.text().contains("the secret"), "{path}");
     }
 }
+
+/// The counters and the duration histogram are split by site, labelled
+/// with the configured names (a Host no site names counts under
+/// `default`, never under itself), over HTTP/1.1 and h2c; each site's
+/// path cache has its own series.
+#[test]
+fn metrics_are_split_by_site() {
+    let default = Tree::new();
+    default.write("index.html", b"default");
+    let a = Tree::new();
+    a.write("index.html", b"a");
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("sites.toml");
+    let text = format!(
+        "[[sites]]\nhosts = [\"a.example\", \"*.a.example\"]\nroot = \"{}\"\n",
+        a.root.display()
+    );
+    std::fs::write(&file, text).unwrap();
+    let d = common::Daemon::start(&default.root, &["--config", file.to_str().unwrap()]);
+    for (host, path, h2) in [
+        ("a.example", "/", false),
+        ("www.a.example", "/", true),
+        ("a.example", "/missing", false),
+        ("unknown.example", "/", false),
+        ("unknown.example", "/", true),
+    ] {
+        let mut args = vec!["-H".to_string(), format!("Host: {host}")];
+        if h2 {
+            args.push("--http2-prior-knowledge".into());
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        curl_plain(&d, path, &args);
+    }
+    let m = d.metrics();
+    let count = |site: &str, code: &str| {
+        common::metric_sum(
+            &m,
+            "fileserver_http_requests_total",
+            &[("site", site), ("code", code)],
+        )
+    };
+    assert_eq!(count("a.example", "200"), Some(2.0), "{m}");
+    assert_eq!(count("a.example", "404"), Some(1.0), "{m}");
+    assert_eq!(count("default", "200"), Some(2.0), "{m}");
+    assert!(!m.contains("site=\"unknown.example\""), "{m}");
+    assert!(!m.contains("site=\"www.a.example\""), "{m}");
+    assert_eq!(
+        common::metric_sum(
+            &m,
+            "fileserver_http_request_duration_seconds_count",
+            &[("site", "a.example")]
+        ),
+        Some(3.0),
+        "{m}"
+    );
+    let site_cache = ["hits", "misses", "negative_hits"]
+        .iter()
+        .filter_map(|n| {
+            common::metric_sum(
+                &m,
+                &format!("fileserver_site_cache_{n}_total"),
+                &[("site", "a.example")],
+            )
+        })
+        .sum::<f64>();
+    assert!(site_cache >= 3.0, "{m}");
+}
