@@ -1147,6 +1147,9 @@ fn the_shipped_recipes_check_and_work() {
     t.write("assets/app.1.js", b"js");
     let d = start("spa.toml", &t, &[]);
     assert_eq!(curl_plain(&d, "/users/1", &[]).text(), "shell");
+    // The recipes that name no host serve every Host alike.
+    let elsewhere = ["-H", "Host: elsewhere.example"];
+    assert_eq!(curl_plain(&d, "/users/1", &elsewhere).text(), "shell");
     let js = curl_plain(&d, "/assets/app.1.js", &[]);
     assert!(js.header("cache-control").unwrap().contains("immutable"));
     let t = Tree::new();
@@ -1154,6 +1157,10 @@ fn the_shipped_recipes_check_and_work() {
     t.write("404.html", b"lost");
     let d = start("docs-clean-urls.toml", &t, &[]);
     assert_eq!(curl_plain(&d, "/guide/install", &[]).text(), "install");
+    assert_eq!(
+        curl_plain(&d, "/guide/install", &elsewhere).text(),
+        "install"
+    );
     assert_eq!(
         curl_plain(&d, "/v1/install", &[]).header("location"),
         Some("/guide/install")
@@ -1164,6 +1171,8 @@ fn the_shipped_recipes_check_and_work() {
     t.write("404.html", b"lost");
     let d = start("static-site.toml", &t, &[]);
     let home = curl_plain(&d, "/index.html", &[]);
+    assert_eq!(home.header("x-frame-options"), Some("DENY"));
+    let home = curl_plain(&d, "/index.html", &elsewhere);
     assert_eq!(home.header("x-frame-options"), Some("DENY"));
     assert_eq!(curl_plain(&d, "/nope", &[]).status, 404);
     let t = Tree::new();
@@ -1176,6 +1185,8 @@ fn the_shipped_recipes_check_and_work() {
         curl_plain(&d, "/private/x.txt", &["-u", "alice:example"]).status,
         403
     );
+    let as_elsewhere = ["-u", "alice:example", "-H", "Host: elsewhere.example"];
+    assert_eq!(curl_plain(&d, "/private/x.txt", &as_elsewhere).status, 403);
     let listing = curl_plain(&d, "/", &[]).text();
     assert!(
         listing.contains("pub.txt") && !listing.contains("private"),
