@@ -1083,20 +1083,27 @@ fn read_sources(sources: &Sources) -> Checked {
     if let (Some(port), Some(toml::Value::String(listen))) = (sources.port, table.get("listen")) {
         let listen = with_port(listen, port);
         table.insert("listen".into(), toml::Value::String(listen));
-        if !admin_set {
-            // `-p 9000` beside a running instance should not collide on
-            // the admin port: it follows, one above (8080 and 8081 by default).
-            if let Some(toml::Value::String(admin)) = table.get("admin_listen") {
-                match admin_port_for(port) {
-                    Some(p) => {
-                        let admin = with_port(admin, p);
-                        table.insert("admin_listen".into(), toml::Value::String(admin));
-                    }
-                    None => errors.push(err(
-                        "admin_listen",
-                        "-p 65535 leaves no port above it for the admin listener: set admin_listen",
-                    )),
+    }
+    // A listen port chosen anywhere (`-p 9000`, `--listen :9000`, the
+    // file, the environment) moves the admin port along, one above (8080
+    // and 8081 by default), unless admin_listen is set: a second instance
+    // should not collide on it.
+    let moved = match table.get("listen") {
+        Some(toml::Value::String(l)) => parse_listen(l).ok().map(|a| a.port()),
+        _ => None,
+    }
+    .filter(|&p| p != DEFAULT_PORT);
+    if let (Some(port), false) = (moved, admin_set) {
+        if let Some(toml::Value::String(admin)) = table.get("admin_listen") {
+            match admin_port_for(port) {
+                Some(p) => {
+                    let admin = with_port(admin, p);
+                    table.insert("admin_listen".into(), toml::Value::String(admin));
                 }
+                None => errors.push(err(
+                    "admin_listen",
+                    "listen port 65535 leaves no port above it for the admin listener: set admin_listen",
+                )),
             }
         }
     }
@@ -1122,6 +1129,9 @@ pub fn unknown_env(env: &[(String, String)]) -> Vec<String> {
         .cloned()
         .collect()
 }
+
+/// The default `listen` port; another one moves the admin port along.
+const DEFAULT_PORT: u16 = 8080;
 
 /// `listen` with its port replaced (`host:8080` -> `host:PORT`, `8080` ->
 /// `:PORT`).
@@ -2127,6 +2137,32 @@ mod tests {
             ],
             "{errors:?} {preflight:?}"
         );
+    }
+
+    /// `--listen :9000` moves the admin port along as `-p 9000` does
+    /// (before: it stayed on 8081, and a second instance collided there),
+    /// unless admin_listen is set.
+    #[test]
+    fn a_listen_port_moves_the_admin_port_unless_it_is_set() {
+        let flags = |f: &[(&str, &str)]| {
+            load(&Sources {
+                flags: f
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+                ..Sources::default()
+            })
+            .unwrap()
+            .1
+        };
+        let s = flags(&[("listen", ":9000")]);
+        assert_eq!(s.admin_listen.port(), 9001);
+        let s = flags(&[("listen", "127.0.0.1:0")]);
+        assert_eq!(s.admin_listen.port(), 0);
+        let s = flags(&[("listen", ":9000"), ("admin_listen", "127.0.0.1:7000")]);
+        assert_eq!(s.admin_listen.port(), 7000);
+        let s = flags(&[]);
+        assert_eq!((s.listen.port(), s.admin_listen.port()), (8080, 8081));
     }
 
     #[test]
