@@ -134,9 +134,9 @@ pub enum Cmd {
     },
     /// Print every config key with its default, environment variable and meaning.
     Keys,
-    /// Hash a password for a rule's basic_auth (bcrypt): reads it from
-    /// stdin (one line: `read -rs P; echo "$P" | fileserver hash-password`)
-    /// and prints the hash.
+    /// Hash a password for a rule's basic_auth (bcrypt): asks for it on a
+    /// terminal without echoing it, or reads one line from a pipe, and
+    /// prints the hash.
     HashPassword {
         /// bcrypt cost: each step doubles the work of every check.
         #[arg(long, default_value_t = 12, value_parser = clap::value_parser!(u32).range(4..=31))]
@@ -239,7 +239,7 @@ fn print_all(text: &[u8]) -> i32 {
 /// `fileserver hash-password`: one line of stdin, hashed with bcrypt.
 fn hash_password(cost: u32) -> i32 {
     let mut line = String::new();
-    if let Err(e) = std::io::stdin().read_line(&mut line) {
+    if let Err(e) = read_password(&mut line) {
         eprintln!("fileserver: cannot read the password: {e}");
         return 1;
     }
@@ -258,6 +258,27 @@ fn hash_password(cost: u32) -> i32 {
             1
         }
     }
+}
+
+/// One line from standard input; on a terminal, after a prompt and with
+/// echo off, so the password is not shown (or left in a scrollback).
+fn read_password(line: &mut String) -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        use rustix::termios::{tcgetattr, tcsetattr, LocalModes, OptionalActions};
+        let stdin = std::io::stdin();
+        if let Ok(saved) = tcgetattr(&stdin) {
+            eprint!("Password: ");
+            let mut quiet = saved.clone();
+            quiet.local_modes.remove(LocalModes::ECHO);
+            tcsetattr(&stdin, OptionalActions::Now, &quiet)?;
+            let read = stdin.read_line(line);
+            let _ = tcsetattr(&stdin, OptionalActions::Now, &saved);
+            eprintln!();
+            return read.map(drop);
+        }
+    }
+    std::io::stdin().read_line(line).map(drop)
 }
 
 /// The binary's entry point; returns the process exit code.

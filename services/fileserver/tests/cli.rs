@@ -501,3 +501,34 @@ fn spa_without_an_index_warns_and_shutdown_says_it_finished() {
         d.stderr_text()
     );
 }
+
+/// On a terminal (a pty from util-linux's `script`), `hash-password`
+/// prompts and does not echo the password; the hash it prints checks.
+#[test]
+fn hash_password_does_not_echo_on_a_terminal() {
+    use std::io::Write as _;
+    let cmd = format!("{} hash-password --cost 4", bin().display());
+    let mut child = Command::new("script")
+        .args(["-qc", &cmd, "/dev/null"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("script (util-linux)");
+    // After the prompt has turned echo off.
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"hunter22\n")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("Password:"), "{text}");
+    assert!(!text.contains("hunter22"), "echoed: {text}");
+    let hash = text
+        .split_whitespace()
+        .find(|w| w.starts_with("$2b$04$"))
+        .unwrap_or_else(|| panic!("no hash in {text}"));
+    assert!(bcrypt::verify("hunter22", hash).unwrap());
+}
