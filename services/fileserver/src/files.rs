@@ -102,14 +102,6 @@ impl Files {
         self.fm.fd_limit()
     }
 
-    /// The resolve stage of a request (see `FileManager::resolve`).
-    pub async fn resolve(
-        &self,
-        query: &filemanager::Query<'_>,
-    ) -> Result<filemanager::Resolved, filemanager::OpenError> {
-        self.fm.resolve(query).await
-    }
-
     /// Sets up the calling worker thread's I/O state (its io_uring) at
     /// start, so the worker's descriptors do not appear mid-traffic.
     pub fn attach_worker(&self) -> io::Result<()> {
