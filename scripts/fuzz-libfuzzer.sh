@@ -13,8 +13,8 @@
 #
 # Usage: scripts/fuzz-libfuzzer.sh [SECONDS_PER_TARGET]   (default 20)
 #   FUZZ_TARGETS="hpack_decode http1_head"   only these targets
-#   FUZZ_MERGE=1    afterwards, merge the inputs that add coverage into
-#                   fuzz/corpus (then minimize: fuzz/README.md)
+#   FUZZ_MERGE=1    afterwards, merge into fuzz/corpus a minimal set of the
+#                   inputs that reach new edges (fuzz/README.md)
 #   FUZZ_KNOWN_ISSUES=all   also check the issues fuzz/regressions/README.md
 #                   lists as found and not yet fixed
 #
@@ -80,7 +80,7 @@ for t in $targets; do
     fi
   fi
   if [ "${FUZZ_MERGE:-0}" = 1 ]; then
-    "$bin/$t" -merge=1 "fuzz/corpus/$t" "$work/$t" >"$logs/$t.merge.log" 2>&1 ||
+    "$bin/$t" -merge=1 -use_counters=0 "fuzz/corpus/$t" "$work/$t" >"$logs/$t.merge.log" 2>&1 ||
       echo "fuzz: merging $t's corpus failed: $logs/$t.merge.log"
   fi
   summary+=("$t: ok ${done_line}")
