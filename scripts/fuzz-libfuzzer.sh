@@ -64,7 +64,8 @@ for t in $targets; do
   done_line=$(grep -E '^#[0-9]+[[:space:]]+DONE' "$log" | tail -1)
   echo "${done_line:-(no DONE line)}"
   if [ $rc -ne 0 ]; then
-    grep -E 'panicked at|ERROR: libFuzzer|ERROR: AddressSanitizer|SUMMARY|Test unit written|Base64' "$log" | head -20
+    grep -m1 -A1 'panicked at' "$log"
+    grep -E 'ERROR: libFuzzer|ERROR: AddressSanitizer|SUMMARY|Test unit written|Base64' "$log" | head -20
     echo "=== FAILED: fuzz $t (exit $rc); full log: $log"
     failed+=("$t")
     summary+=("$t: FAILED ${done_line}")
