@@ -12,8 +12,9 @@
 # Usage: scripts/fuzz.sh [SECONDS]      (default 120)
 #   FUZZ_CASES=N                        cases per target per round (default 20000)
 #
-# (cargo-fuzz/libFuzzer is not used: it needs a nightly toolchain and an extra
-# tool install; proptest runs on stable in the ordinary test harness.)
+# This is the stable-toolchain fuzzing, in the ordinary test harness.
+# Coverage-guided fuzzing with cargo-fuzz/libFuzzer (nightly) of the same
+# pieces and siterules is scripts/fuzz-libfuzzer.sh (fuzz/README.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-120}
