@@ -15,8 +15,6 @@
 #   FUZZ_TARGETS="hpack_decode http1_head"   only these targets
 #   FUZZ_MERGE=1    afterwards, merge into fuzz/corpus a minimal set of the
 #                   inputs that reach new edges (fuzz/README.md)
-#   FUZZ_KNOWN_ISSUES=all   also check the issues fuzz/regressions/README.md
-#                   lists as found and not yet fixed
 #
 # Needs a nightly toolchain and cargo-fuzz; installs them when missing (as
 # scripts/miri.sh does). Where that is not possible the check is skipped

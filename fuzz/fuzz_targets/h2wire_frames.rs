@@ -60,17 +60,20 @@ mod clocked {
         }
     }
 
-    pub fn new(cfg: Config, _clock: &Clock) -> Connection {
-        Connection::new(cfg)
+    pub fn new(cfg: Config, clock: &Clock) -> Connection {
+        Connection::new(cfg, clock.now)
     }
 
-    pub fn receive(conn: &mut Connection, bytes: &[u8], _clock: &Clock) -> Result<(), Reason> {
-        conn.receive(bytes)
+    pub fn receive(conn: &mut Connection, bytes: &[u8], clock: &Clock) -> Result<(), Reason> {
+        conn.receive(bytes, clock.now)
     }
 
-    /// About once a second of `clock` time, the daemon's timer.
-    pub fn tick(conn: &mut Connection, _clock: &Clock) {
-        conn.tick();
+    /// The timers due by `clock`'s time, as the daemon runs them every
+    /// turn of its loop.
+    pub fn tick(conn: &mut Connection, clock: &Clock) {
+        if conn.poll_timeout().is_some_and(|t| t <= clock.now) {
+            conn.handle_timeout(clock.now);
+        }
     }
 }
 
@@ -98,6 +101,12 @@ fn config(b: u8) -> Config {
             control_frame_budget: 20,
             max_local_error_resets: 4,
             max_pending_reset_streams: 2,
+            // Timers the input's clock reaches: a partial frame, idleness,
+            // age and a request bound all end connections here.
+            header_read_timeout: Duration::from_secs(2),
+            idle_timeout: Duration::from_secs(5),
+            max_age: Duration::from_secs(30),
+            max_requests: 3,
         },
         2 => Config {
             max_concurrent_streams: 8,
@@ -114,6 +123,8 @@ fn config(b: u8) -> Config {
             control_frame_budget: u32::from(b >> 1),
             max_local_error_resets: usize::from(b >> 3),
             max_pending_reset_streams: usize::from(b >> 4),
+            max_requests: u32::from(b >> 5),
+            ..d
         },
     }
 }
@@ -199,7 +210,10 @@ fn check_output(conn: &mut Connection, st: &mut State, who: Writer) -> HashSet<u
                 f.kind,
                 SETTINGS | PING | WINDOW_UPDATE | RST_STREAM | GOAWAY
             ),
-            Writer::Tick | Writer::Reset => f.kind == RST_STREAM,
+            Writer::Reset => f.kind == RST_STREAM,
+            // Draining streams reset; a timer (a partial frame, idleness,
+            // age) ends the connection with GOAWAY.
+            Writer::Tick => matches!(f.kind, RST_STREAM | GOAWAY),
             // An answer that ends a stream whose body still comes gives
             // the body's window back, or resets the stream past its bound.
             Writer::Answer => {
@@ -406,7 +420,9 @@ fuzz_target!(|data: &[u8]| {
                         let open_before = conn.open_streams();
                         clocked::tick(&mut conn, &clock);
                         let out = conn.output().len();
-                        assert!(out <= 13 * open_before, "tick wrote {out}");
+                        // A reset per draining stream, and one GOAWAY (17
+                        // octets) when a timer ends the connection.
+                        assert!(out <= 13 * open_before + 17, "tick wrote {out}");
                         check_output(&mut conn, &mut st, Writer::Tick);
                     }
                     2 => {

@@ -90,15 +90,6 @@ const STATIC: [(&[u8], &[u8]); 61] = [
     (b"www-authenticate", b""),
 ];
 
-/// Whether to check `issue`, one that fuzz/regressions/README.md lists as
-/// found and not yet fixed: FUZZ_KNOWN_ISSUES=all, or a list such as
-/// `siterules-1,hpack-1`.
-fn known_issue(issue: &str) -> bool {
-    static ON: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    let on = ON.get_or_init(|| std::env::var("FUZZ_KNOWN_ISSUES").unwrap_or_default());
-    on == "all" || on.split(',').any(|i| i.trim() == issue)
-}
-
 const LIMITS: [usize; 8] = [4096, 256, 100, 0, 65536, 16384, 64, 4096];
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -128,10 +119,10 @@ impl Model {
         }
     }
 
+    /// RFC 7541 4.2: an update is owed when the limit falls below the
+    /// size in force (the peer's last update), not on any lowering.
     fn set_limit(&mut self, limit: usize) {
-        if limit < self.limit {
-            self.update_due = true;
-        }
+        self.update_due = limit < self.max_size;
         self.limit = limit;
     }
 
@@ -416,14 +407,9 @@ fuzz_target!(|data: &[u8]| {
             model.set_limit(limit);
             rt.enc.set_peer_limit(limit);
             // The encoder keeps at most 4096 octets, so a lower limit
-            // above that changes nothing it announces; the decoder wants
-            // an update for any lowering (hpack-1 in
-            // fuzz/regressions/README.md).
-            rt.dec.set_limit(if known_issue("hpack-1") {
-                limit
-            } else {
-                limit.min(4096)
-            });
+            // above that changes nothing it announces, and the decoder
+            // asks for nothing (hpack-1 in fuzz/regressions/README.md).
+            rt.dec.set_limit(limit);
             continue;
         }
         let n = usize::from(h).min(rest.len());

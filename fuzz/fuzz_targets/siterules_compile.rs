@@ -35,23 +35,14 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 /// slow by design), only their form.
 const HASH: &str = "$2b$04$0y7ZrVjx0rpSbCeVwZtH1eWq5WpNnq4jX.z7f5jS6h1zXoS4BpCZC";
 
-/// `RuleSpec`'s fields as `arbitrary` builds them (the library's types
-/// carry no fuzzing derive).
-/// Whether to check `issue`, one that fuzz/regressions/README.md lists as
-/// found and not yet fixed: FUZZ_KNOWN_ISSUES=all, or a list such as
-/// `siterules-1,hpack-1`.
-fn known_issue(issue: &str) -> bool {
-    static ON: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    let on = ON.get_or_init(|| std::env::var("FUZZ_KNOWN_ISSUES").unwrap_or_default());
-    on == "all" || on.split(',').any(|i| i.trim() == issue)
-}
-
 #[derive(Arbitrary, Debug)]
 struct SpecMirror {
     path: String,
     methods: Vec<String>,
     hosts: Vec<String>,
     scheme: u8,
+    navigation_only: bool,
+    always: bool,
     headers: Vec<(String, String)>,
     add_headers: Vec<(String, String)>,
     remove_headers: Vec<String>,
@@ -88,9 +79,11 @@ impl SpecMirror {
                 2 => "https".into(),
                 _ => "gopher".into(),
             },
+            navigation_only: self.navigation_only,
             headers: self.headers.into_iter().collect(),
             add_headers: self.add_headers.into_iter().collect(),
             remove_headers: self.remove_headers,
+            always: self.always,
             redirect: self.redirect,
             status: self.status,
             rewrite: self.rewrite,
@@ -140,6 +133,7 @@ struct Request {
     rel: String,
     host: Vec<u8>,
     tls: bool,
+    navigation: bool,
     target: Vec<u8>,
     client: Option<Ip>,
     authorization: Option<Vec<u8>>,
@@ -240,10 +234,10 @@ fn check_glob(text: &str, paths: &[String]) {
         let mut at = 0;
         for &(a, b) in &caps {
             assert!(at <= a && a <= b && b <= rel.len(), "{caps:?} in {rel:?}");
-            // A `*` before a `?` can end inside a character (siterules-1
+            // A `*` before a `?` once ended inside a character (siterules-1
             // in fuzz/regressions/README.md).
             assert!(
-                !known_issue("siterules-1") || rel.is_char_boundary(a) && rel.is_char_boundary(b),
+                rel.is_char_boundary(a) && rel.is_char_boundary(b),
                 "capture {a}..{b} of {rel:?} ({text:?}) splits a character"
             );
             at = b;
@@ -262,11 +256,10 @@ fn check_host(pattern: &str, name: &str) {
             assert_eq!(h, &pattern.to_ascii_lowercase());
         }
         HostPattern::Wildcard(suffix) => {
-            // `*example.com` is taken as a wildcard whose suffix is no
-            // label, and matches `badexample.com` (siterules-2 in
-            // fuzz/regressions/README.md).
+            // `*example.com` was once taken as a wildcard matching
+            // `badexample.com` (siterules-2 in fuzz/regressions/README.md).
             assert!(
-                !known_issue("siterules-2") || suffix.starts_with('.'),
+                suffix.starts_with('.'),
                 "{pattern:?} parsed as the wildcard of {suffix:?}"
             );
             assert!(
@@ -342,20 +335,6 @@ fn check_edits(edits: &[HeaderEdit<'_>]) {
     }
 }
 
-/// Whether a rule's glob captures part of a character of `rel`.
-fn splits_a_character(specs: &[RuleSpec], rel: &str) -> bool {
-    let mut caps = Vec::new();
-    specs
-        .iter()
-        .filter_map(|s| Glob::new(&s.path).ok())
-        .any(|g| {
-            g.captures(rel, &mut caps)
-                && caps
-                    .iter()
-                    .any(|&(a, b)| !rel.is_char_boundary(a) || !rel.is_char_boundary(b))
-        })
-}
-
 fn check_rules(specs: Vec<RuleSpec>, requests: &[Request]) {
     let rules = match Rules::compile(&specs) {
         Ok(rules) => rules,
@@ -386,6 +365,7 @@ fn check_rules(specs: Vec<RuleSpec>, requests: &[Request]) {
             host: &host,
             hostname: siterules::hostname(&host),
             tls: r.tls,
+            navigation: r.navigation,
         };
         let client = r.client.as_ref().map(Ip::addr);
         let authorization = r.authorization.as_deref().map(clean);
@@ -399,11 +379,9 @@ fn check_rules(specs: Vec<RuleSpec>, requests: &[Request]) {
             assert!(header_safe(auth.challenge()));
         }
         let mut edits = Vec::new();
-        m.header_edits(&mut edits);
+        m.header_edits(&mut edits, false);
         check_edits(&edits);
-        // Rendering a capture that splits a character panics (siterules-1
-        // in fuzz/regressions/README.md): left out unless asked for.
-        if known_issue("siterules-1") || !splits_a_character(&specs, rel) {
+        {
             if let Some((status, location)) = m.redirect(&facts, &target) {
                 assert!(matches!(status, 301 | 302 | 303 | 307 | 308), "{status}");
                 assert!(header_safe(&location), "Location {location:?}");

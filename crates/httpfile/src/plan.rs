@@ -765,12 +765,14 @@ impl Multipart<'_> {
             + b"\r\n\r\n".len()) as u64
             + boundary
             + decimal_len(self.size);
-        let parts: u64 = self
-            .ranges
-            .iter()
-            .map(|r| part_fixed + decimal_len(r.start) + decimal_len(r.end - 1) + r.len())
-            .sum();
-        parts + (b"\r\n----\r\n".len() as u64) + boundary
+        // Saturating: ranges of a representation within a few hundred
+        // octets of u64::MAX (no file: st_size is an i64; an embedder's
+        // own size could be) overflowed here, found by fuzzing.
+        let parts = self.ranges.iter().fold(0u64, |sum, r| {
+            let part = part_fixed + decimal_len(r.start) + decimal_len(r.end - 1);
+            sum.saturating_add(part.saturating_add(r.len()))
+        });
+        parts.saturating_add(b"\r\n----\r\n".len() as u64 + boundary)
     }
 
     /// Whether there are no parts (never for a plan's multipart body).
