@@ -875,6 +875,47 @@ fn worker_main(
 
 /// Takes one of the `max_connections` slots (for the next accepted
 /// connection), waiting while all are taken; false when shutdown began.
+/// One accepted connection's place in the counts (open, this worker's,
+/// and once it is served, active) and its descriptor in `conn_fds`,
+/// given back when dropped: at the task's end, and also when a panic
+/// unwinds it, which once left the slot taken until the daemon refused
+/// everyone at `max_connections`.
+struct ConnSlot {
+    w: Rc<Worker>,
+    fd: Option<std::os::fd::RawFd>,
+    /// It holds one of `max_connections`' slots.
+    active: bool,
+}
+
+impl ConnSlot {
+    fn open(w: &Rc<Worker>, fd: Option<std::os::fd::RawFd>) -> ConnSlot {
+        w.shared.open_conns.fetch_add(1, Relaxed);
+        w.local_conns.set(w.local_conns.get() + 1);
+        if let Some(fd) = fd {
+            w.conn_fds.borrow_mut().insert(fd);
+        }
+        ConnSlot {
+            w: w.clone(),
+            fd,
+            active: false,
+        }
+    }
+}
+
+impl Drop for ConnSlot {
+    fn drop(&mut self) {
+        let w = &self.w;
+        if self.active {
+            w.shared.active_conns.fetch_sub(1, Relaxed);
+        }
+        if let Some(fd) = self.fd {
+            w.conn_fds.borrow_mut().remove(&fd);
+        }
+        w.local_conns.set(w.local_conns.get() - 1);
+        w.shared.open_conns.fetch_sub(1, Relaxed);
+    }
+}
+
 async fn acquire_slot(w: &Worker) -> bool {
     loop {
         let max = w.shared.live().0.s.limits.max_connections;
@@ -995,14 +1036,11 @@ async fn accept_quic(w: &Rc<Worker>, endpoint: &quinn::Endpoint) {
             incoming.refuse();
             continue;
         }
-        w.shared.open_conns.fetch_add(1, Relaxed);
-        w.local_conns.set(w.local_conns.get() + 1);
-        let w2 = w.clone();
+        let mut slot = ConnSlot::open(w, None);
+        slot.active = true;
         tokio::task::spawn_local(async move {
-            crate::h3conn::serve(w2.conn.clone(), incoming).await;
-            w2.shared.active_conns.fetch_sub(1, Relaxed);
-            w2.local_conns.set(w2.local_conns.get() - 1);
-            w2.shared.open_conns.fetch_sub(1, Relaxed);
+            crate::h3conn::serve(slot.w.conn.clone(), incoming).await;
+            drop(slot);
         });
     }
 }
@@ -1026,19 +1064,17 @@ async fn accept_loop(w: &Rc<Worker>, listener: tokio::net::TcpListener, kind: Li
             r = listener.accept() => match r {
                 Ok((stream, peer)) => {
                     let _ = stream.set_nodelay(true);
-                    w.shared.open_conns.fetch_add(1, Relaxed);
-                    w.local_conns.set(w.local_conns.get() + 1);
-                    let w2 = w.clone();
                     let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
-                    w.conn_fds.borrow_mut().insert(fd);
+                    let mut slot = ConnSlot::open(w, Some(fd));
                     tokio::task::spawn_local(async move {
                         // Every worker may be parked in accept() when the
                         // limit is reached, so up to `workers - 1` extra
                         // connections can be accepted; they wait here,
                         // unserved and not counted as open, for a slot.
-                        if acquire_slot(&w2).await {
-                            let ctx = w2.conn.clone();
-                            match (kind, &w2.shared.tls) {
+                        if acquire_slot(&slot.w).await {
+                            slot.active = true;
+                            let ctx = slot.w.conn.clone();
+                            match (kind, &slot.w.shared.tls) {
                                 // Boxed: a plaintext connection's task does
                                 // not carry the handshake's and HTTP/2's state.
                                 (Listener::Tls, Some(certs)) => {
@@ -1046,13 +1082,10 @@ async fn accept_loop(w: &Rc<Worker>, listener: tokio::net::TcpListener, kind: Li
                                 }
                                 _ => crate::conn::serve(ctx, Wire::Plain(stream), peer).await,
                             }
-                            w2.shared.active_conns.fetch_sub(1, Relaxed);
                         }
                         // The stream was dropped (closed) inside; no
                         // await since, so the number is not reused yet.
-                        w2.conn_fds.borrow_mut().remove(&fd);
-                        w2.local_conns.set(w2.local_conns.get() - 1);
-                        w2.shared.open_conns.fetch_sub(1, Relaxed);
+                        drop(slot);
                     });
                 }
                 Err(e) => {
