@@ -532,3 +532,39 @@ fn hash_password_does_not_echo_on_a_terminal() {
         .unwrap_or_else(|| panic!("no hash in {text}"));
     assert!(bcrypt::verify("hunter22", hash).unwrap());
 }
+
+/// `check-config` reports a misspelled key, a rule's unknown field, a bad
+/// value in another rule and an error page that is not a file in one run
+/// (before: three runs, one kind of error at a time).
+#[test]
+fn check_config_reports_every_kind_of_error_in_one_run() {
+    let tree = Tree::new();
+    let conf = tree.dir.path().join("c.toml");
+    std::fs::write(
+        &conf,
+        format!(
+            "root = {:?}\nwokers = 2\n\
+             [[rules]]\npath = \"/x/**\"\nredirect = \"/y\"\nstatus = 999\n\
+             [[rules]]\npth = \"/**\"\n\
+             [[rules]]\nerror_pages = {{ \"404\" = \"/missing.html\" }}\n",
+            tree.root
+        ),
+    )
+    .unwrap();
+    let out = Command::new(bin())
+        .arg("check-config")
+        .arg(&conf)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    for key in [
+        "`wokers`",
+        "`rules[1].status`",
+        "`rules[2]`",
+        "`rules[3].error_pages`",
+    ] {
+        assert!(err.contains(key), "{key} missing: {err}");
+    }
+    assert!(err.contains("4 error(s)"), "{err}");
+}

@@ -299,13 +299,20 @@ impl Drop for Daemon {
     }
 }
 
-/// Value of one sample line `name{labels} value` in Prometheus text.
+/// Value of `name{labels}` in Prometheus text: the sum of the samples of
+/// `name` that carry at least those labels (a series the daemon splits
+/// further, by `site`, is summed over it); None if there is none.
 pub(crate) fn metric(text: &str, series: &str) -> Option<f64> {
-    text.lines().filter(|l| !l.starts_with('#')).find_map(|l| {
-        l.strip_prefix(series)
-            .and_then(|r| r.strip_prefix(' '))
-            .and_then(|v| v.trim().parse().ok())
-    })
+    let (name, labels) = match series.split_once('{') {
+        Some((name, rest)) => (name, rest.trim_end_matches('}')),
+        None => (series, ""),
+    };
+    let pairs: Vec<(&str, &str)> = labels
+        .split(',')
+        .filter_map(|kv| kv.split_once('='))
+        .map(|(k, v)| (k, v.trim_matches('"')))
+        .collect();
+    metric_sum(text, name, &pairs)
 }
 
 /// Sum of the samples of `name` whose labels include every pair of `labels`
