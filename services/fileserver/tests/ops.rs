@@ -723,6 +723,19 @@ fn sighup_reload_valid_and_invalid() {
     );
 }
 
+/// The access log file's text once it has `n` lines (5 s at most).
+fn wait_lines(log: &std::path::Path, n: usize) -> String {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let t = std::fs::read_to_string(log).unwrap_or_default();
+        if t.lines().count() >= n {
+            return t;
+        }
+        assert!(Instant::now() < deadline, "access log not written: {t:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 #[test]
 fn access_log_combined_and_json() {
     let tree = Tree::new();
@@ -735,15 +748,7 @@ fn access_log_combined_and_json() {
         .send()
         .unwrap();
     client().get(d.url("/nope")).send().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(5);
-    let text = loop {
-        let t = std::fs::read_to_string(&log).unwrap_or_default();
-        if t.lines().count() >= 2 {
-            break t;
-        }
-        assert!(Instant::now() < deadline, "access log not written: {t:?}");
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let text = wait_lines(&log, 2);
     let lines: Vec<&str> = text.lines().collect();
     assert!(lines[0].starts_with("127.0.0.1 - - ["), "{}", lines[0]);
     assert!(
@@ -818,15 +823,7 @@ fn access_log_names_the_user_and_the_host() {
         .basic_auth("carol", None::<&str>)
         .send()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(5);
-    let text = loop {
-        let t = std::fs::read_to_string(&log).unwrap_or_default();
-        if t.lines().count() >= 2 {
-            break t;
-        }
-        assert!(Instant::now() < deadline, "access log not written: {t:?}");
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let text = wait_lines(&log, 2);
     let lines: Vec<&str> = text.lines().collect();
     assert!(
         lines[0].starts_with("docs.example 127.0.0.1 - bob ["),

@@ -704,15 +704,9 @@ fn spa_folders_without_an_index_are_the_shell_not_a_loop() {
     assert_eq!(curl_plain(&d, "/docs/", &[]).status, 404);
 }
 
-/// The SPA recipe across a redeploy: an old hashed asset, a missing image
-/// and `/favicon.ico` are 404s without the assets' year-long cache (before:
-/// the shell, as `text/html`, cached `immutable` under a script's URL);
-/// deep links are the shell, a dotted one too when a browser navigates.
-#[test]
-fn spa_asset_misses_are_404s_without_a_long_cache() {
-    let tree = Tree::new();
-    tree.write("index.html", b"<p>shell v2</p>");
-    tree.write("assets/app.new2.js", b"js v2");
+/// `config/examples/spa.toml` without its root and listen (the test's
+/// daemon gives those): its directory, kept alive, and the file.
+fn spa_recipe() -> (tempfile::TempDir, std::path::PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let example = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
@@ -723,6 +717,19 @@ fn spa_asset_misses_are_404s_without_a_long_cache() {
     .replace("listen = \":80\"", "");
     let conf = dir.path().join("spa.toml");
     std::fs::write(&conf, example).unwrap();
+    (dir, conf)
+}
+
+/// The SPA recipe across a redeploy: an old hashed asset, a missing image
+/// and `/favicon.ico` are 404s without the assets' year-long cache (before:
+/// the shell, as `text/html`, cached `immutable` under a script's URL);
+/// deep links are the shell, a dotted one too when a browser navigates.
+#[test]
+fn spa_asset_misses_are_404s_without_a_long_cache() {
+    let tree = Tree::new();
+    tree.write("index.html", b"<p>shell v2</p>");
+    tree.write("assets/app.new2.js", b"js v2");
+    let (_dir, conf) = spa_recipe();
     let d = common::Daemon::start(&tree.root, &["--config", conf.to_str().unwrap()]);
     for path in ["/assets/app.old1.js", "/assets/missing.png", "/favicon.ico"] {
         let r = curl_plain(&d, path, &["-H", "Accept: */*"]);
@@ -1034,16 +1041,7 @@ fn chromium_runs_the_spa_recipe_across_a_redeploy() {
     let tree = Tree::new();
     tree.write("index.html", page("v1").as_bytes());
     tree.write("assets/app.v1.js", script("v1").as_bytes());
-    let dir = tempfile::tempdir().unwrap();
-    let example = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../config/examples/spa.toml"
-    ))
-    .unwrap()
-    .replace("root = \"/srv/app/dist\"", "")
-    .replace("listen = \":80\"", "");
-    let conf = dir.path().join("spa.toml");
-    std::fs::write(&conf, example).unwrap();
+    let (_dir, conf) = spa_recipe();
     let d = common::Daemon::start(
         &tree.root,
         &["--config", conf.to_str().unwrap(), "--access-log", "stdout"],
