@@ -63,8 +63,9 @@ const MIN_READ: usize = 16 * 1024;
 /// connections run (the HTTP/1.1 engine's rule, `send.rs`).
 const FAIR_SHARE: u64 = 1024 * 1024;
 /// The most of one request field a waiting answer keeps for its log line
-/// (method, target, referer, user-agent, forwarded, x-forwarded-for);
-/// longer values are logged cut, ending in `...`.
+/// and counters (method, target, referer, user-agent, forwarded,
+/// x-forwarded-for, host, authorization); longer values are kept cut,
+/// ending in `...`.
 pub(crate) const LOG_FIELD_MAX: usize = 1024;
 
 /// Serves HTTP/2 on `wire` until the client closes, the connection idles
