@@ -13,6 +13,9 @@
 #
 # Usage: scripts/fuzz-libfuzzer.sh [SECONDS_PER_TARGET]   (default 20)
 #   FUZZ_TARGETS="hpack_decode http1_head"   only these targets
+#   FUZZ_SEED=N     libFuzzer's random seed (CI: fixed, so a run that
+#                   passed here runs the same inputs there; a new finding
+#                   comes from the long runs, not from a CI step)
 #   FUZZ_MERGE=1    afterwards, merge into fuzz/corpus a minimal set of the
 #                   inputs that reach new edges (fuzz/README.md)
 #
@@ -51,6 +54,7 @@ for t in $targets; do
   mkdir -p "$work/$t" "fuzz/corpus/$t"
   dict=()
   [ -f "fuzz/dict/$t.dict" ] && dict=("-dict=fuzz/dict/$t.dict")
+  [ -n "${FUZZ_SEED:-}" ] && dict+=("-seed=$FUZZ_SEED")
   log="$logs/$t.log"
   echo "=== fuzz $t for ${secs}s"
   # -timeout: one input running 10 s is a finding (a quadratic or worse
