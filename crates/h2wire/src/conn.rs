@@ -359,11 +359,7 @@ impl Connection {
             return None;
         }
         let mut at = self.born + self.cfg.max_age;
-        let partial = match (self.partial_since, self.block_since) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
-        if let Some(t) = partial {
+        if let Some(t) = self.incomplete_since() {
             at = at.min(t + self.cfg.header_read_timeout);
         }
         if self.streams.is_empty() {
@@ -388,8 +384,10 @@ impl Connection {
             self.last_work = now;
             self.went_idle = false;
         }
-        let partial = self.partial_since.into_iter().chain(self.block_since).min();
-        if partial.is_some_and(|t| now >= t + self.cfg.header_read_timeout) {
+        if self
+            .incomplete_since()
+            .is_some_and(|t| now >= t + self.cfg.header_read_timeout)
+        {
             self.fail(Reason::NO_ERROR);
             return Some(Expired::HeaderRead);
         }
@@ -408,6 +406,11 @@ impl Connection {
             }
         }
         None
+    }
+
+    /// Since when a frame or a header block has been incomplete, if one is.
+    fn incomplete_since(&self) -> Option<Instant> {
+        self.partial_since.into_iter().chain(self.block_since).min()
     }
 
     /// Requests dropped before they were handed out (their stream was

@@ -312,13 +312,21 @@ struct Answer {
     head: LogHead,
     /// Octets this answer keeps in memory of its own (`kept_octets`).
     kept: usize,
+    outcome: Outcome,
+    file: Option<(Representation, filemanager::FileManager)>,
+    parts: VecDeque<Part>,
+}
+
+/// What one exchange's counters and log line say besides the request.
+struct Outcome {
     status: u16,
     t0: Instant,
+    /// The `[[sites]]` table that answered (`None`: the default site).
+    site: Option<usize>,
     /// Body bytes put into DATA frames so far.
     sent: u64,
     cold: u64,
-    file: Option<(Representation, filemanager::FileManager)>,
-    parts: VecDeque<Part>,
+    completed: bool,
 }
 
 enum Part {
@@ -526,12 +534,16 @@ impl H2 {
     /// the connection has room for their answers: the others wait in its
     /// queue (and the client's further requests in the socket).
     async fn dispatch(&mut self) {
-        while self.room() > 0 {
+        loop {
+            let room = self.room();
+            if room == 0 {
+                return;
+            }
             let Some(event) = self.out.conn.next_event() else {
                 return;
             };
             match event {
-                Event::Request(req) => self.answer(req).await,
+                Event::Request(req) => self.answer(req, room).await,
                 Event::Reset(stream) => {
                     if let Some(i) = self.answers.iter().position(|a| a.stream == stream) {
                         let a = self.answers.swap_remove(i);
@@ -551,14 +563,13 @@ impl H2 {
 
     /// Decides `req`'s answer, sends its head and as much of its body as
     /// the windows take; keeps the rest in `answers`.
-    async fn answer(&mut self, req: Request) {
+    async fn answer(&mut self, req: Request, room: usize) {
         let t0 = Instant::now();
         self.refresh();
-        let room = self.room();
         if req.too_large() {
             let plan = httpfile::plan::reject(431, "request header fields too large");
             let started = self.out.start(&req, &plan, None, room);
-            return self.settle(req, t0, started, None);
+            return self.settle(req, t0, started, None, None);
         }
         let live = &self.live;
         let mut head = httpfile::RequestHead {
@@ -588,7 +599,7 @@ impl H2 {
         if let Err(why) = httpfile::head::check_host(false, hosts, head.host) {
             let plan = httpfile::plan::reject(400, why);
             let started = self.out.start(&req, &plan, None, room);
-            return self.settle(req, t0, started, None);
+            return self.settle(req, t0, started, None, None);
         }
         let site = live.s.site_for(head.host);
         let serve = site.map_or(&live.s.serve, |i| &live.s.sites[i].serve);
@@ -612,23 +623,34 @@ impl H2 {
             Started::Waiting { .. } => decision.into_representation().map(|r| (r, fm.clone())),
             Started::Done { .. } | Started::Gone => None,
         };
-        self.settle(req, t0, started, file);
+        self.settle(req, t0, started, file, site);
         self.path = path;
         self.ranges = ranges;
     }
 
     /// Logs an answer that is complete, or keeps one whose body waits.
+    /// `site`: the `[[sites]]` table that answered, for the counters.
     fn settle(
         &mut self,
         req: Request,
         t0: Instant,
         started: Started,
         file: Option<(Representation, filemanager::FileManager)>,
+        site: Option<usize>,
     ) {
+        let logged = self.live.access.is_some();
         match started {
             Started::Gone => self.out.conn.recycle(req),
             Started::Done { status, sent } => {
-                self.log(LogFields::of(&req), status, t0, sent, 0, true);
+                let outcome = Outcome {
+                    status,
+                    t0,
+                    site,
+                    sent,
+                    cold: 0,
+                    completed: true,
+                };
+                self.log(LogFields::of(&req, logged), &outcome);
                 self.out.conn.recycle(req);
             }
             Started::Waiting {
@@ -636,7 +658,8 @@ impl H2 {
                 sent,
                 parts,
             } => {
-                let head = LogHead::keep(&req, self.live.access.is_some());
+                let stream = req.stream();
+                let head = LogHead::keep(LogFields::of(&req, logged));
                 self.out.conn.recycle(req);
                 let copied: usize = parts
                     .iter()
@@ -648,13 +671,17 @@ impl H2 {
                 let kept = copied + head.size();
                 self.kept_octets += kept;
                 self.answers.push(Answer {
-                    stream: head.stream,
+                    stream,
                     head,
                     kept,
-                    status,
-                    t0,
-                    sent,
-                    cold: 0,
+                    outcome: Outcome {
+                        status,
+                        t0,
+                        site,
+                        sent,
+                        cold: 0,
+                        completed: false,
+                    },
                     file,
                     parts,
                 });
@@ -728,7 +755,7 @@ impl H2 {
                         .conn
                         .send_data(a.stream, &bytes[..n], n == bytes.len() && end_of_body);
                     bytes.drain(..n);
-                    a.sent += n as u64;
+                    a.outcome.sent += n as u64;
                     round += n;
                     if bytes.is_empty() {
                         a.parts.pop_front();
@@ -753,7 +780,7 @@ impl H2 {
                     // a change at any point ends the body short.
                     let whole = match read {
                         Some(cold) => {
-                            a.cold += cold;
+                            a.outcome.cold += cold;
                             !(final_bytes && *last && rep.bytes().is_none())
                                 || fm.contents_unchanged(&rep.file)
                         }
@@ -767,7 +794,7 @@ impl H2 {
                         .conn
                         .end_data(frame, a.stream, final_bytes && end_of_body);
                     range.start += n as u64;
-                    a.sent += n as u64;
+                    a.outcome.sent += n as u64;
                     round += n;
                     self.since_yield += n as u64;
                     if range.is_empty() {
@@ -819,22 +846,14 @@ impl H2 {
     }
 
     /// Counts and logs an answer that ended.
-    fn finish(&mut self, a: Answer, completed: bool) {
+    fn finish(&mut self, mut a: Answer, completed: bool) {
         self.kept_octets -= a.kept;
-        self.log(a.head.fields(), a.status, a.t0, a.sent, a.cold, completed);
+        a.outcome.completed = completed;
+        self.log(a.head.fields(), &a.outcome);
     }
 
     /// Counts and logs one exchange (`ConnContext::finish`).
-    fn log(
-        &self,
-        f: LogFields<'_>,
-        status: u16,
-        t0: Instant,
-        bytes: u64,
-        cold: u64,
-        completed: bool,
-    ) {
-        let logged = self.live.access.is_some();
+    fn log(&self, f: LogFields<'_>, o: &Outcome) {
         self.ctx.finish(
             &self.live,
             &Exchange {
@@ -844,19 +863,19 @@ impl H2 {
                     target: f.target,
                     version: "HTTP/2.0",
                 }),
-                status,
-                bytes,
-                cold,
-                completed,
-                forwarded: f.forwarded.filter(|_| logged),
-                x_forwarded_for: f.x_forwarded_for.filter(|_| logged),
-                referer: f.referer.filter(|_| logged),
-                user_agent: f.user_agent.filter(|_| logged),
-                host: f.host.filter(|_| logged),
+                status: o.status,
+                bytes: o.sent,
+                cold: o.cold,
+                completed: o.completed,
+                forwarded: f.forwarded,
+                x_forwarded_for: f.x_forwarded_for,
+                referer: f.referer,
+                user_agent: f.user_agent,
+                host: f.host,
                 tls: self.tls,
-                authorization: f.authorization.filter(|_| logged),
-                site: self.live.s.site_for(f.host),
-                duration: t0.elapsed(),
+                authorization: f.authorization,
+                site: o.site,
+                duration: o.t0.elapsed(),
             },
         );
     }
@@ -912,8 +931,9 @@ struct LogFields<'a> {
 }
 
 impl<'a> LogFields<'a> {
-    /// Read from the decoded head, for an answer logged at once.
-    fn of(req: &'a Request) -> LogFields<'a> {
+    /// Read from the decoded head: the method and target always (the
+    /// counters' labels), the rest only for an access log (`logged`).
+    fn of(req: &'a Request, logged: bool) -> LogFields<'a> {
         let mut f = LogFields {
             method: req.method(),
             target: req.path().unwrap_or(b""),
@@ -921,9 +941,13 @@ impl<'a> LogFields<'a> {
             user_agent: None,
             forwarded: None,
             x_forwarded_for: None,
-            host: req.authority(),
+            host: None,
             authorization: None,
         };
+        if !logged {
+            return f;
+        }
+        f.host = req.authority();
         for (name, value) in req.fields() {
             let slot = match name {
                 b"referer" => &mut f.referer,
@@ -940,11 +964,10 @@ impl<'a> LogFields<'a> {
     }
 }
 
-/// What a waiting answer keeps of its request: the stream, and the log
-/// fields (only the method and target when no access log is written),
-/// each cut at [`LOG_FIELD_MAX`], in one buffer.
+/// What a waiting answer keeps of its request for its log line and
+/// counters ([`LogFields`]), each field cut at [`LOG_FIELD_MAX`], in one
+/// buffer.
 struct LogHead {
-    stream: u32,
     buf: Vec<u8>,
     /// method, target, referer, user-agent, forwarded, x-forwarded-for,
     /// host, authorization.
@@ -952,9 +975,8 @@ struct LogHead {
 }
 
 impl LogHead {
-    fn keep(req: &Request, access_log: bool) -> LogHead {
-        let f = LogFields::of(req);
-        let mut values = [
+    fn keep(f: LogFields<'_>) -> LogHead {
+        let values = [
             Some(f.method),
             Some(f.target),
             f.referer,
@@ -964,11 +986,6 @@ impl LogHead {
             f.host,
             f.authorization,
         ];
-        if !access_log {
-            // The host stays: the counters' site label reads it.
-            values[2..6].fill(None);
-            values[7] = None;
-        }
         let len: usize = values
             .iter()
             .flatten()
@@ -986,11 +1003,7 @@ impl LogHead {
             }
             Some(start..buf.len() as u32)
         });
-        LogHead {
-            stream: req.stream(),
-            buf,
-            at,
-        }
+        LogHead { buf, at }
     }
 
     /// Octets it holds.
