@@ -469,10 +469,8 @@ async fn by_rules<'a>(
             p.headers.allow = Some(plan::ALLOW);
             return Answer::Plan(Box::new(p));
         }
-        let from = d.edits.len();
         cors.response_edits(head.origin, &mut d.edits);
-        let cors_edits = d.edits[from..].to_vec();
-        d.always_edits.extend(cors_edits);
+        cors.response_edits(head.origin, &mut d.always_edits);
     }
     match m.gate(head.client, head.authorization) {
         Gate::Pass => {}

@@ -1088,11 +1088,12 @@ fn read_sources(sources: &Sources) -> Checked {
     // file, the environment) moves the admin port along, one above (8080
     // and 8081 by default), unless admin_listen is set: a second instance
     // should not collide on it.
+    // The port alone: `listen` is resolved once, in `validate`.
     let moved = match table.get("listen") {
-        Some(toml::Value::String(l)) => parse_listen(l).ok().map(|a| a.port()),
+        Some(toml::Value::String(l)) => l.rsplit(':').next().and_then(|p| p.trim().parse().ok()),
         _ => None,
     }
-    .filter(|&p| p != DEFAULT_PORT);
+    .filter(|&p: &u16| p != DEFAULT_PORT);
     if let (Some(port), false) = (moved, admin_set) {
         if let Some(toml::Value::String(admin)) = table.get("admin_listen") {
             match admin_port_for(port) {

@@ -49,6 +49,9 @@ struct Conn {
     ranges: Vec<ByteRange>,
     /// The site whose manager `out` reads through (`None`: the default).
     site: Option<usize>,
+    /// The site that answers the request in progress, for its counters
+    /// (`None`: the default site, or a head rejected before a site).
+    answering: Option<usize>,
     /// When the last response was logged, while nothing has been flushed
     /// since: the idle deadline that follows starts there, one clock read
     /// fewer per keep-alive request.
@@ -76,6 +79,7 @@ pub(crate) async fn serve(ctx: Rc<ConnContext>, wire: Wire, peer: SocketAddr) {
         path: Vec::with_capacity(128),
         ranges: Vec::new(),
         site: None,
+        answering: None,
         finished_at: None,
     };
     match c.run().await {
@@ -313,6 +317,7 @@ impl Conn {
     /// `completed` is false when writing it failed (the client went away,
     /// a send timed out, the file changed mid-send).
     fn finish(&mut self, req: Option<&Request<'_>>, completed: bool, t0: Instant) {
+        let site = self.answering.take();
         let Progress { status, body, cold } = self.out.progress;
         if status == 0 {
             return;
@@ -343,7 +348,7 @@ impl Conn {
                 host: req.and_then(|r| r.head.host),
                 tls: self.out.wire.is_tls(),
                 authorization: req.and_then(|r| r.head.authorization),
-                site: req.and_then(|r| self.live.s.site_for(r.head.host)),
+                site,
                 duration: done - t0,
             },
         );
@@ -381,6 +386,7 @@ impl Conn {
             }
         }
         let site = self.live.s.site_for(req.head.host);
+        self.answering = site;
         let fm = ctx.files().manager_for(site);
         if site != self.site {
             // The file is read through the manager that opened it.
