@@ -33,89 +33,10 @@ use httpfile::conditional::{etag_list_matches, evaluate, parse_date, Preconditio
 use httpfile::date::{fmt_http_date, HTTP_DATE_LEN};
 use httpfile::mime::{accepted_encodings, AcceptEncoding, ContentCoding};
 use httpfile::plan::{self, Body, FileInfo, MediaType, Policy};
+use httpfile::range::oracle::reference;
 use httpfile::range::{parse_range, single_range, RangeOutcome};
-use httpfile::{trim_ows, ByteRange, Method, RequestHead};
+use httpfile::{Method, RequestHead};
 use libfuzzer_sys::fuzz_target;
-
-/// The split-and-search reading of RFC 9110 14.1.1 (as in range.rs's unit
-/// tests): the one-pass scan must agree with it.
-fn reference(header: &[u8], len: u64, max_ranges: usize, out: &mut Vec<ByteRange>) -> RangeOutcome {
-    fn digits(s: &[u8]) -> Option<u64> {
-        if s.is_empty() || s.len() > 19 || !s.iter().all(u8::is_ascii_digit) {
-            return None;
-        }
-        Some(s.iter().fold(0u64, |a, d| a * 10 + u64::from(d - b'0')))
-    }
-    out.clear();
-    let Some(eq) = header.iter().position(|&b| b == b'=') else {
-        return RangeOutcome::Full;
-    };
-    if !header[..eq].eq_ignore_ascii_case(b"bytes") {
-        return RangeOutcome::Full;
-    }
-    let (mut specs, mut total) = (0usize, 0u64);
-    for spec in header[eq + 1..].split(|&b| b == b',') {
-        let spec = trim_ows(spec);
-        if spec.is_empty() {
-            continue;
-        }
-        specs += 1;
-        if specs > max_ranges {
-            out.clear();
-            return RangeOutcome::Full;
-        }
-        let Some(dash) = spec.iter().position(|&b| b == b'-') else {
-            out.clear();
-            return RangeOutcome::Full;
-        };
-        let (a, b) = (&spec[..dash], &spec[dash + 1..]);
-        let range = if a.is_empty() {
-            let Some(n) = digits(b) else {
-                out.clear();
-                return RangeOutcome::Full;
-            };
-            (n > 0 && len > 0).then(|| ByteRange {
-                start: len - n.min(len),
-                end: len,
-            })
-        } else {
-            let Some(first) = digits(a) else {
-                out.clear();
-                return RangeOutcome::Full;
-            };
-            let last = if b.is_empty() {
-                u64::MAX
-            } else {
-                match digits(b) {
-                    Some(l) if l >= first => l,
-                    _ => {
-                        out.clear();
-                        return RangeOutcome::Full;
-                    }
-                }
-            };
-            (first < len).then(|| ByteRange {
-                start: first,
-                end: last.min(len - 1) + 1,
-            })
-        };
-        if let Some(r) = range {
-            total = total.saturating_add(r.len());
-            out.push(r);
-        }
-    }
-    if specs == 0 {
-        return RangeOutcome::Full;
-    }
-    if out.is_empty() {
-        return RangeOutcome::Unsatisfiable;
-    }
-    if out.len() > 1 && total > len {
-        out.clear();
-        return RangeOutcome::Full;
-    }
-    RangeOutcome::Partial
-}
 
 fn check_ranges(header: &[u8], len: u64, max_ranges: usize) {
     let (mut got, mut want) = (Vec::new(), Vec::new());

@@ -172,19 +172,17 @@ fn number(list: &[u8], i: &mut usize) -> (u64, usize) {
     (n, *i - start)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn p(h: &str, len: u64) -> (RangeOutcome, Vec<(u64, u64)>) {
-        let mut v = Vec::new();
-        let o = parse_range(h.as_bytes(), len, 16, &mut v);
-        (o, v.iter().map(|r| (r.start, r.end)).collect())
-    }
+/// The split-and-search reading of RFC 9110 14.1.1 that the one-pass
+/// scan must agree with, for this crate's tests and the fuzz target
+/// (`fuzz/fuzz_targets/httpfile_headers.rs`): one oracle, not a copy each.
+#[cfg(any(test, fuzzing))]
+#[doc(hidden)]
+pub mod oracle {
+    use super::{ByteRange, RangeOutcome};
 
     /// The split-and-search reading of RFC 9110 14.1.1 the one-pass scan
     /// must agree with.
-    fn reference(
+    pub fn reference(
         header: &[u8],
         len: u64,
         max_ranges: usize,
@@ -260,6 +258,18 @@ mod tests {
             return RangeOutcome::Full;
         }
         RangeOutcome::Partial
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::oracle::reference;
+    use super::*;
+
+    fn p(h: &str, len: u64) -> (RangeOutcome, Vec<(u64, u64)>) {
+        let mut v = Vec::new();
+        let o = parse_range(h.as_bytes(), len, 16, &mut v);
+        (o, v.iter().map(|r| (r.start, r.end)).collect())
     }
 
     #[test]
