@@ -531,6 +531,17 @@ fn the_automatic_https_recipe_works_behind_its_redirect() {
         r.headers()["location"],
         format!("https://127.0.0.1:{}/", https(&d).port()).as_str()
     );
+    // A Host the recipe does not name is redirected alike, to itself.
+    let r = common::client()
+        .get(d.url("/x?y"))
+        .header("Host", "elsewhere.example")
+        .send()
+        .unwrap();
+    assert_eq!(r.status(), 308);
+    assert_eq!(
+        r.headers()["location"],
+        format!("https://elsewhere.example:{}/x?y", https(&d).port()).as_str()
+    );
 }
 
 #[test]
