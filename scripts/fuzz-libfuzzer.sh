@@ -13,9 +13,13 @@
 #
 # Usage: scripts/fuzz-libfuzzer.sh [SECONDS_PER_TARGET]   (default 20)
 #   FUZZ_TARGETS="hpack_decode http1_head"   only these targets
-#   FUZZ_SEED=N     libFuzzer's random seed (CI: fixed, so a run that
-#                   passed here runs the same inputs there; a new finding
-#                   comes from the long runs, not from a CI step)
+#   FUZZ_SEED=N     libFuzzer's random seed
+#   FUZZ_RUNS=N     run N inputs per target instead of SECONDS, from a
+#                   fresh work corpus: CI's step. With FUZZ_SEED every
+#                   machine mutates the same way from the same corpus (not
+#                   bit for bit: the standard HashMap's random keys move
+#                   coverage a little), so a run that passed here almost
+#                   always passes there; findings come from timed runs
 #   FUZZ_MERGE=1    afterwards, merge into fuzz/corpus a minimal set of the
 #                   inputs that reach new edges (fuzz/README.md)
 #
@@ -39,6 +43,13 @@ if ! cargo fuzz --version >/dev/null 2>&1; then
 fi
 target_dir="${CARGO_TARGET_DIR:-target}/fuzz"
 work="$target_dir/corpus"
+budget=("-max_total_time=$secs")
+if [ -n "${FUZZ_RUNS:-}" ]; then
+  # What earlier runs found here would make this run differ from CI's.
+  work=$(mktemp -d "${TMPDIR:-/tmp}/fuzz-corpus.XXXXXX")
+  trap 'rm -rf "$work"' EXIT
+  budget=("-runs=$FUZZ_RUNS")
+fi
 logs="$target_dir/logs"
 mkdir -p "$work" "$logs"
 targets=${FUZZ_TARGETS:-$(cargo +nightly fuzz list)}
@@ -56,11 +67,11 @@ for t in $targets; do
   [ -f "fuzz/dict/$t.dict" ] && dict=("-dict=fuzz/dict/$t.dict")
   [ -n "${FUZZ_SEED:-}" ] && dict+=("-seed=$FUZZ_SEED")
   log="$logs/$t.log"
-  echo "=== fuzz $t for ${secs}s"
+  echo "=== fuzz $t (${budget[*]})"
   # -timeout: one input running 10 s is a finding (a quadratic or worse
   # path); -rss_limit_mb: so is a process over 2 GiB.
   cargo +nightly fuzz run --target-dir "$target_dir" "$t" "$work/$t" "fuzz/corpus/$t" -- \
-    -max_total_time="$secs" -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 \
+    "${budget[@]}" -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 \
     "${dict[@]}" >"$log" 2>&1
   rc=$?
   done_line=$(grep -E '^#[0-9]+[[:space:]]+DONE' "$log" | tail -1)
@@ -88,7 +99,7 @@ for t in $targets; do
   fi
   summary+=("$t: ok ${done_line}")
 done
-echo "=== fuzz summary (${secs}s per target)"
+echo "=== fuzz summary (${budget[*]} per target)"
 printf '%s\n' "${summary[@]}"
 if [ ${#failed[@]} -gt 0 ]; then
   echo "fuzz: crashes in: ${failed[*]} (inputs under fuzz/artifacts/)"

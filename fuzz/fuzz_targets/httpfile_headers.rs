@@ -235,7 +235,9 @@ fn check_plan(req: &RequestHead<'_>, info: &FileInfo<'_>, max_ranges: usize, now
                 out.clear();
                 m.write_part_head(i, &mut out);
                 // Saturating, as the plan's length is near u64::MAX.
-                written = written.saturating_add(out.len() as u64 + r.len());
+                written = written
+                    .saturating_add(out.len() as u64)
+                    .saturating_add(r.len());
             }
             out.clear();
             m.write_closing(&mut out);
