@@ -73,25 +73,8 @@ pub(crate) const LOG_FIELD_MAX: usize = 1024;
 /// engine read of it before (empty, or the h2c preface and what followed).
 pub(crate) async fn serve(ctx: Rc<ConnContext>, wire: Wire, read_ahead: Vec<u8>, peer: SocketAddr) {
     let (live, generation) = ctx.live();
-    let h = &live.s.http2;
-    let limits = &live.s.limits;
     let now = Instant::now();
-    let conn = h2wire::Connection::new(
-        h2wire::Config {
-            max_concurrent_streams: h.max_concurrent_streams,
-            max_header_list_size: h.max_header_list_size,
-            initial_stream_window: h.initial_stream_window,
-            initial_connection_window: h.initial_connection_window,
-            control_frame_budget: h.control_frame_budget,
-            max_local_error_resets: h.max_local_error_resets,
-            max_pending_reset_streams: h.max_pending_reset_streams,
-            header_read_timeout: limits.header_read_timeout,
-            idle_timeout: limits.keepalive_timeout,
-            max_age: h.max_connection_age,
-            max_requests: h.max_requests_per_connection,
-        },
-        now,
-    );
+    let conn = h2wire::Connection::new(live.s.http2.wire.clone(), now);
     let tls = wire.is_tls();
     let alt_svc = match (tls, ctx.alt_svc()) {
         (true, Some(v)) => Some(v.as_bytes().to_vec()),

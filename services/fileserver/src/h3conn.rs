@@ -37,18 +37,7 @@ pub fn endpoint(
 ) -> std::io::Result<quinn::Endpoint> {
     let crypto = certs.quic().map_err(std::io::Error::other)?;
     let mut server = quinn::ServerConfig::with_crypto(Arc::new(crypto));
-    let mut transport = quinn::TransportConfig::default();
-    transport
-        .max_concurrent_bidi_streams(s.max_concurrent_streams.into())
-        // HTTP/3 needs three from the client (control, QPACK encoder and
-        // decoder); a few more for extensions it may open.
-        .max_concurrent_uni_streams(8u32.into())
-        .max_idle_timeout(Some(
-            quinn::IdleTimeout::try_from(s.idle_timeout).map_err(std::io::Error::other)?,
-        ))
-        .stream_receive_window(s.stream_window.into())
-        .receive_window(s.connection_window.into())
-        .send_window(u64::from(s.connection_window));
+    let transport = s.transport()?;
     server.transport_config(Arc::new(transport));
     server.migration(false);
     quinn::Endpoint::new(

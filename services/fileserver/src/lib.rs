@@ -364,8 +364,8 @@ pub fn main_entry() -> i32 {
         flags,
         port: cli.port,
     };
-    let settings = match config::load(&sources) {
-        Ok((_, s)) => s,
+    let (config, settings) = match config::load(&sources) {
+        Ok(loaded) => loaded,
         Err(errors) => {
             for e in &errors {
                 eprintln!("fileserver: config error: {e}");
@@ -386,6 +386,7 @@ pub fn main_entry() -> i32 {
     });
     match server::run(server::RunArgs {
         settings,
+        config,
         sources,
         activated: systemd.activated,
         watchdog: systemd.watchdog,

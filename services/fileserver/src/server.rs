@@ -209,6 +209,9 @@ pub type SetLogLevel = Box<dyn Fn(&str) -> Result<(), String> + Send + Sync>;
 pub struct RunArgs {
     /// Validated settings.
     pub settings: Settings,
+    /// The configuration they were made from: a reload gives its restart
+    /// keys back the values they have here.
+    pub config: crate::config::Config,
     /// Where they came from (re-read at SIGHUP).
     pub sources: Sources,
     /// Sockets from systemd (by `FileDescriptorName=`), if any.
@@ -482,7 +485,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
         handle,
         shutdown_tx,
         signals,
-        s,
+        args.config,
     ));
     // Wait for workers (they honour shutdown_timeout themselves).
     for t in threads {
@@ -534,7 +537,7 @@ async fn main_loop(
     handle: metrics_exporter_prometheus::PrometheusHandle,
     shutdown_tx: watch::Sender<bool>,
     signals: Signals,
-    started: Settings,
+    started: crate::config::Config,
 ) -> i32 {
     let Signals {
         mut term,
@@ -662,10 +665,17 @@ fn reload(
     shared: &Arc<Shared>,
     sources: &Sources,
     set_log_level: &(dyn Fn(&str) -> Result<(), String> + Send + Sync),
-    started: &Settings,
+    started: &crate::config::Config,
 ) -> Result<(), String> {
-    let new = match crate::config::load(sources) {
-        Ok((_, s)) => s,
+    let loaded =
+        crate::config::load(sources).and_then(|(new, _)| crate::config::reload(&new, started));
+    let new = match loaded {
+        Ok(r) => {
+            for key in r.waiting {
+                tracing::warn!("reload: `{key}` changed but only takes effect after a restart");
+            }
+            r.settings
+        }
         Err(errors) => {
             for e in &errors {
                 tracing::error!("reload rejected, keeping the running config: {e}");
@@ -677,75 +687,8 @@ fn reload(
             });
         }
     };
-    for (key, changed) in [
-        ("root", new.root != started.root),
-        ("listen", new.listen != started.listen),
-        ("admin_listen", new.admin_listen != started.admin_listen),
-        ("workers", new.workers != started.workers),
-        ("io_backend", new.io_backend != started.io_backend),
-        ("symlinks", new.symlinks != started.symlinks),
-        ("fd_budget", new.fd_budget != started.fd_budget),
-        ("fd_headroom", new.fd_headroom != started.fd_headroom),
-        ("inline_opens", new.inline_opens != started.inline_opens),
-        ("cache.watch", new.watch_changes != started.watch_changes),
-        ("log_format", new.log_format != started.log_format),
-        (
-            "http2.send_budget",
-            new.http2.send_budget != started.http2.send_budget,
-        ),
-        (
-            "tls_listen",
-            new.tls.as_ref().map(|t| t.listen) != started.tls.as_ref().map(|t| t.listen),
-        ),
-        ("acme", new.acme != started.acme),
-        ("http3", new.http3 != started.http3),
-    ] {
-        if changed {
-            tracing::warn!("reload: `{key}` changed but only takes effect after a restart");
-        }
-    }
-    let mut new = new;
-    // The ordering tasks run with the [acme] they started with.
-    new.acme = started.acme.clone();
-    // The QUIC endpoints were built with the [http3] of the start.
-    new.http3 = started.http3.clone();
-    // Each site's root has its manager since start: a changed list of
-    // sites (names or roots) waits for a restart; their rules reload.
-    let site_key = |s: &Settings| -> Vec<_> {
-        s.sites
-            .iter()
-            .map(|x| (x.hosts.clone(), x.root.clone()))
-            .collect()
-    };
-    if site_key(&new) != site_key(started) {
-        tracing::warn!(
-            "reload: `[[sites]]` names or roots changed but only take effect after a restart"
-        );
-        new.sites = started.sites.clone();
-    }
-    // Keep the values that cannot change while running.
-    new.root = started.root.clone();
-    new.listen = started.listen;
-    new.admin_listen = started.admin_listen;
-    new.workers = started.workers;
-    new.io_backend = started.io_backend;
-    new.symlinks = started.symlinks;
-    new.fd_budget = started.fd_budget;
-    new.fd_headroom = started.fd_headroom;
-    new.inline_opens = started.inline_opens;
-    new.watch_changes = started.watch_changes;
-    // The process-wide semaphore was sized at start.
-    new.http2.send_budget = started.http2.send_budget;
-    // The HTTPS listener stays as it started; its certificate and key are
-    // read again, and a pair that does not load rejects the whole reload.
-    new.tls = match (&started.tls, new.tls.take()) {
-        (Some(old), Some(t)) => Some(crate::config::TlsSettings {
-            listen: old.listen,
-            ..t
-        }),
-        (Some(old), None) => Some(old.clone()),
-        (None, _) => None,
-    };
+    // The HTTPS listener's certificate and key are read again, and a pair
+    // that does not load rejects the whole reload.
     let new_pair = match (
         &shared.tls,
         new.tls.as_ref().and_then(|t| t.manual.as_ref()),

@@ -636,6 +636,18 @@ fn a_download_cut_by_shutdown_timeout_is_in_the_access_log() {
     assert!(sent < 32 << 20, "{line}");
 }
 
+/// A daemon on `tree` with a config file `c.toml` holding `text`, which
+/// a test rewrites before a SIGHUP.
+fn with_config_file(tree: &Tree, text: &str) -> (Daemon, std::path::PathBuf) {
+    let cfg = tree.dir.path().join("c.toml");
+    std::fs::write(&cfg, text).unwrap();
+    let mut cmd = Command::new(bin());
+    cmd.args(common::base_args(&tree.root))
+        .arg("--config")
+        .arg(&cfg);
+    (Daemon::spawn(cmd), cfg)
+}
+
 #[test]
 fn sighup_reload_valid_and_invalid() {
     let tree = Tree::new();
@@ -643,13 +655,7 @@ fn sighup_reload_valid_and_invalid() {
     for i in 0..30 {
         tree.write(&format!("f{i}.txt"), b"y");
     }
-    let cfg = tree.dir.path().join("c.toml");
-    std::fs::write(&cfg, "cache_control = \"first\"\n").unwrap();
-    let mut cmd = Command::new(bin());
-    cmd.args(common::base_args(&tree.root))
-        .arg("--config")
-        .arg(&cfg);
-    let d = Daemon::spawn(cmd);
+    let (d, cfg) = with_config_file(&tree, "cache_control = \"first\"\n");
     // A keep-alive connection opened before the reload.
     let mut s = TcpStream::connect(d.http).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
@@ -721,6 +727,45 @@ fn sighup_reload_valid_and_invalid() {
         )),
         200
     );
+}
+
+/// A reload that changes a key read only at start (its mark in the
+/// config's table file) names it, keeps its started value, and takes the
+/// rest of the file.
+#[test]
+fn sighup_reload_keeps_restart_keys_and_names_them() {
+    let tree = Tree::new();
+    tree.write("a.txt", b"x");
+    let (d, cfg) = with_config_file(&tree, "cache_control = \"first\"\n");
+    let other = tempfile::tempdir().unwrap();
+    std::fs::write(
+        &cfg,
+        format!(
+            "cache_control = \"second\"\nroot = {:?}\ninline_opens = false\n[http3]\nidle_timeout = \"5s\"\n",
+            other.path()
+        ),
+    )
+    .unwrap();
+    d.signal(libc::SIGHUP);
+    assert!(
+        d.wait_stderr("configuration reloaded", Duration::from_secs(5)),
+        "{}",
+        d.stderr_text()
+    );
+    let log = d.stderr_text();
+    for key in ["inline_opens", "http3"] {
+        assert!(
+            log.contains(&format!(
+                "reload: `{key}` changed but only takes effect after a restart"
+            )),
+            "{key}: {log}"
+        );
+    }
+    // `root` comes from the command line here, which a file does not move.
+    assert!(!log.contains("`root` changed"), "{log}");
+    let r = client().get(d.url("/a.txt")).send().unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.headers()["cache-control"], "second");
 }
 
 /// The access log file's text once it has `n` lines (5 s at most).
