@@ -13,6 +13,7 @@
 //!   heartbeat i += 1 every WATCHDOG_USEC/8 (only under a systemd watchdog)
 //! ```
 
+use crate::acme::challenge::Challenges;
 use crate::config::{Settings, Sources};
 use crate::files::Files;
 use crate::state::{make_live, ConnContext, Live, Shared, Worker};
@@ -231,9 +232,84 @@ impl std::fmt::Debug for RunArgs {
 }
 
 /// Runs the daemon until SIGTERM/SIGINT; returns the process exit code.
+///
+/// ```text
+///   certificates -> bind -> share -> runtime + signals -> spawn workers
+///   -> announce (start line, READY) -> main loop (SIGHUP, watchdog)
+///   -> drain -> join workers and loggers
+/// ```
 pub fn run(args: RunArgs) -> anyhow::Result<i32> {
     let s = args.settings.clone();
-    // Before the file layer starts (and logs): a bad pair is one line.
+    // Before the file layer starts (and logs), certificates and then the
+    // listeners: a bad pair, or an address in use, is one line.
+    let (acme, tls) = certificates(&s)?;
+    let bound = bind(&s, args.activated)?;
+    let files = Files::new(&s)?; // The error names the root.
+    let shared = share(
+        &s,
+        files,
+        tls,
+        acme.as_ref().map(|(_, c)| c.clone()),
+        &bound,
+        args.watchdog,
+    )?;
+    let handle = crate::admin::install_recorder()?;
+    let offload = bound.tls_addr.map(|_| crate::tls::offload_reason());
+    if let Some(reason) = offload {
+        crate::tls::describe();
+        crate::h2conn::describe();
+        metrics::gauge!("fileserver_tls_offload_info", "mode" => "userspace", "reason" => reason)
+            .set(1.0);
+    }
+    bound.admin.set_nonblocking(true)?;
+    // Built before the workers report ready, so its descriptors (signal
+    // driver, epoll) exist before the start line too.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    // Handled from here on, before any connection is accepted: a SIGTERM
+    // that came after the start line but before the main loop ran used to
+    // end the process at once (the default action), cutting the responses
+    // in flight instead of draining them.
+    let signals = {
+        let _rt = rt.enter();
+        Signals::install().map_err(|e| anyhow::anyhow!("cannot install signal handlers: {e}"))?
+    };
+    // Certificates ACME keeps are installed before the first handshake
+    // and renewed on this thread's runtime.
+    if let (Some(a), Some((store, challenges)), Some(certs)) = (&s.acme, acme, &shared.tls) {
+        crate::acme::describe();
+        crate::acme::spawn(a, store, challenges, certs.clone(), rt.handle());
+    }
+    let addrs = bound.addrs(offload)?;
+    let (shutdown_tx, shutdown_rx) = watch::channel(false);
+    let threads = spawn_workers(&shared, bound.workers, shutdown_rx)?;
+    shared.serving.store(true, Relaxed);
+    announce(&s, &shared, &addrs);
+    let code = rt.block_on(main_loop(MainLoop {
+        shared: shared.clone(),
+        sources: args.sources,
+        set_log_level: args.set_log_level,
+        admin: bound.admin,
+        handle,
+        shutdown_tx,
+        signals,
+        started: args.config,
+    }));
+    // Workers honour shutdown_timeout themselves.
+    for t in threads {
+        let _ = t.join();
+    }
+    join_loggers(&shared);
+    Ok(code)
+}
+
+/// What `[acme]` keeps: the certificates' store and the challenge answers.
+type Acme = (crate::acme::store::Store, Arc<Challenges>);
+
+/// ACME's store and challenge answers, and the HTTPS listener's
+/// certificates (with ACME's beside `tls_cert`).
+fn certificates(s: &Settings) -> anyhow::Result<(Option<Acme>, Option<Arc<crate::tls::Certs>>)> {
     let acme = match &s.acme {
         Some(a) => Some(crate::acme::prepare(a).map_err(anyhow::Error::msg)?),
         None => None,
@@ -249,9 +325,22 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
         )),
         None => None,
     };
-    // Then the listeners, before the file layer starts (and logs): an
-    // address in use is one line too, and the first thing found.
-    let (listeners, http_addr) = worker_listeners(&s, args.activated.http).map_err(|e| {
+    Ok((acme, tls))
+}
+
+/// Every socket of the process, bound before anything else starts.
+struct Bound {
+    /// Each worker's listeners.
+    workers: Vec<WorkerListeners>,
+    http_addr: SocketAddr,
+    tls_addr: Option<SocketAddr>,
+    admin: std::net::TcpListener,
+}
+
+/// Binds the HTTP, HTTPS (TCP and QUIC) and admin listeners, or takes
+/// systemd's.
+fn bind(s: &Settings, activated: crate::sysd::Activated) -> anyhow::Result<Bound> {
+    let (listeners, http_addr) = worker_listeners(s, activated.http).map_err(|e| {
         anyhow::anyhow!(listen_error(
             s.listen,
             "listen",
@@ -277,18 +366,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
     let tls_addr = https.as_ref().map(|h| h.addr);
     let (tcp, udp) = https.map_or((None, None), |h| (Some(h.tcp), h.udp));
     let (tls_listeners, quic_sockets) = (per_worker(tcp, s.workers), per_worker(udp, s.workers));
-    let alt_svc = match (&s.http3, tls_addr) {
-        (Some(h), Some(addr)) => http::HeaderValue::from_str(&format!(
-            "h3=\":{}\"; ma={}",
-            addr.port(),
-            h.alt_svc_max_age.as_secs()
-        ))
-        .ok(),
-        _ => None,
-    };
     // A socket named `admin` from systemd replaces admin_listen, as the
     // `http` one replaces listen.
-    let admin = match args.activated.admin {
+    let admin = match activated.admin {
         Some(fd) => std::net::TcpListener::from(fd),
         None => std::net::TcpListener::bind(s.admin_listen).map_err(|e| {
             anyhow::anyhow!(listen_error(
@@ -299,14 +379,61 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
             ))
         })?,
     };
-    // The error already names the root ("cannot open root DIR: ...").
-    let files = Files::new(&s)?;
+    let workers = listeners
+        .into_iter()
+        .zip(tls_listeners)
+        .zip(quic_sockets)
+        .map(|((plain, tls), quic)| WorkerListeners { plain, tls, quic })
+        .collect();
+    Ok(Bound {
+        workers,
+        http_addr,
+        tls_addr,
+        admin,
+    })
+}
+
+impl Bound {
+    /// The addresses the start line names.
+    fn addrs(&self, offload: Option<&'static str>) -> anyhow::Result<Addrs> {
+        let admin = self
+            .admin
+            .local_addr()
+            .map_err(|e| anyhow::anyhow!("admin listener: {e}"))?;
+        Ok(Addrs {
+            http: self.http_addr,
+            tls: self.tls_addr,
+            admin,
+            offload,
+        })
+    }
+}
+
+/// What the workers share: the file managers, the certificates, the
+/// live settings, the counters.
+fn share(
+    s: &Settings,
+    files: Files,
+    tls: Option<Arc<crate::tls::Certs>>,
+    acme: Option<Arc<Challenges>>,
+    bound: &Bound,
+    watchdog: Option<Duration>,
+) -> anyhow::Result<Arc<Shared>> {
+    let alt_svc = match (&s.http3, bound.tls_addr) {
+        (Some(h), Some(addr)) => http::HeaderValue::from_str(&format!(
+            "h3=\":{}\"; ma={}",
+            addr.port(),
+            h.alt_svc_max_age.as_secs()
+        ))
+        .ok(),
+        _ => None,
+    };
     let dropped = Arc::new(AtomicU64::new(0));
-    let (live, log_thread) = make_live(&s, &files, &dropped)?;
-    let shared = Arc::new(Shared {
+    let (live, log_thread) = make_live(s, &files, &dropped)?;
+    Ok(Arc::new(Shared {
         files,
         tls,
-        acme: acme.as_ref().map(|(_, c)| c.clone()),
+        acme,
         alt_svc,
         live: RwLock::new(Arc::new(live)),
         generation: AtomicU64::new(0),
@@ -316,61 +443,28 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
         open_conns: AtomicUsize::new(0),
         active_conns: AtomicUsize::new(0),
         serving: AtomicBool::new(false),
-        access_dropped: dropped.clone(),
+        access_dropped: dropped,
         log_threads: Mutex::new(log_thread.into_iter().collect()),
         heartbeats: (0..s.workers).map(|_| AtomicU64::new(0)).collect(),
-        watchdog: args.watchdog,
+        watchdog,
         h2_send_budget: Arc::new(tokio::sync::Semaphore::new(s.http2.send_budget as usize)),
-    });
+    }))
+}
 
-    let handle = crate::admin::install_recorder()?;
-    let offload = tls_addr.map(|_| crate::tls::offload_reason());
-    if let Some(reason) = offload {
-        crate::tls::describe();
-        crate::h2conn::describe();
-        metrics::gauge!("fileserver_tls_offload_info", "mode" => "userspace", "reason" => reason)
-            .set(1.0);
-    }
-    admin.set_nonblocking(true)?;
-    let admin_addr = admin
-        .local_addr()
-        .map_err(|e| anyhow::anyhow!("admin listener: {e}"))?;
-    let root = std::fs::canonicalize(&s.root).unwrap_or_else(|_| s.root.clone());
-    let (backend, why) = shared.files.backend();
-    let (backend, why) = (backend.as_str(), why.as_str());
-    let fd_limit = shared.files.fd_limit();
-    // Built before the workers report ready, so its descriptors (signal
-    // driver, epoll) exist before the start line too.
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    // Handled from here on, before any connection is accepted: a SIGTERM
-    // that came after the start line but before the main loop ran used to
-    // end the process at once (the default action), cutting the responses
-    // in flight instead of draining them.
-    let signals = {
-        let _rt = rt.enter();
-        Signals::install().map_err(|e| anyhow::anyhow!("cannot install signal handlers: {e}"))?
-    };
-    // Certificates ACME keeps are installed before the first handshake
-    // and renewed on this thread's runtime.
-    if let (Some(a), Some((store, challenges)), Some(certs)) = (&s.acme, acme, &shared.tls) {
-        crate::acme::describe();
-        crate::acme::spawn(a, store, challenges, certs.clone(), rt.handle());
-    }
-    let (shutdown_tx, shutdown_rx) = watch::channel(false);
+/// One thread per worker, each with its listeners. Returns once every
+/// worker has its runtime and I/O state (rings, eventfds), so the start
+/// line, READY=1 and /readyz mean "every worker can serve", and a
+/// supervisor or test that acts on them sees the daemon's steady set of
+/// descriptors. A worker that failed to start drops its sender instead.
+fn spawn_workers(
+    shared: &Arc<Shared>,
+    listeners: Vec<WorkerListeners>,
+    shutdown: watch::Receiver<bool>,
+) -> std::io::Result<Vec<std::thread::JoinHandle<()>>> {
     let (ready_tx, ready_rx) = std::sync::mpsc::channel::<()>();
     let mut threads = Vec::new();
-    let sockets = listeners.into_iter().zip(tls_listeners).zip(quic_sockets);
-    for (i, ((l, tls), quic)) in sockets.enumerate() {
-        let shared = shared.clone();
-        let rx = shutdown_rx.clone();
-        let ready = ready_tx.clone();
-        let listeners = WorkerListeners {
-            plain: l,
-            tls,
-            quic,
-        };
+    for (i, listeners) in listeners.into_iter().enumerate() {
+        let (shared, rx, ready) = (shared.clone(), shutdown.clone(), ready_tx.clone());
         threads.push(
             std::thread::Builder::new()
                 .name(format!("worker-{i}"))
@@ -378,10 +472,6 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
         );
     }
     drop(ready_tx);
-    // The start line, READY=1 and /readyz mean "every worker can serve":
-    // wait until each has its runtime and I/O state (rings, eventfds), so a
-    // supervisor or test that acts on them sees the daemon's steady set of
-    // descriptors. A worker that failed to start drops its sender instead.
     let workers_ready = (0..threads.len())
         .take_while(|_| ready_rx.recv_timeout(Duration::from_secs(30)).is_ok())
         .count();
@@ -392,7 +482,26 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
             "not every worker started"
         );
     }
-    shared.serving.store(true, Relaxed);
+    Ok(threads)
+}
+
+/// The addresses a start names.
+struct Addrs {
+    http: SocketAddr,
+    tls: Option<SocketAddr>,
+    admin: SocketAddr,
+    /// Why TLS runs in userspace (with `tls`).
+    offload: Option<&'static str>,
+}
+
+/// The start line on stderr (one JSON object with `log_format = json`),
+/// then a line per rule and per site, and what a start should warn of.
+fn announce(s: &Settings, shared: &Shared, a: &Addrs) {
+    let root = std::fs::canonicalize(&s.root).unwrap_or_else(|_| s.root.clone());
+    let (backend, why) = shared.files.backend();
+    let (backend, why) = (backend.as_str(), why.as_str());
+    let fd_limit = shared.files.fd_limit();
+    let (http_addr, admin_addr, tls_addr, offload) = (a.http, a.admin, a.tls, a.offload);
     let tls_part = match (tls_addr, offload) {
         (Some(addr), Some(reason)) => {
             tracing::debug!(%addr, reason, "HTTPS (h2, http/1.1) with userspace TLS (rustls)");
@@ -476,22 +585,10 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
             site.serve.rules.len()
         );
     }
+}
 
-    let code = rt.block_on(main_loop(
-        shared.clone(),
-        args.sources,
-        args.set_log_level,
-        admin,
-        handle,
-        shutdown_tx,
-        signals,
-        args.config,
-    ));
-    // Wait for workers (they honour shutdown_timeout themselves).
-    for t in threads {
-        let _ = t.join();
-    }
-    // Drop loggers so their threads drain and exit.
+/// Drops the access loggers so their threads drain, and waits for them.
+fn join_loggers(shared: &Shared) {
     let (last, _) = shared.live();
     shared.set_live(Live {
         s: last.s.clone(),
@@ -505,7 +602,6 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
     for h in handles {
         let _ = h.join();
     }
-    Ok(code)
 }
 
 /// The signals the main loop acts on: SIGTERM and SIGINT (drain and
@@ -528,17 +624,34 @@ impl Signals {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-async fn main_loop(
+/// What the main loop runs with.
+struct MainLoop {
     shared: Arc<Shared>,
+    /// Re-read at SIGHUP.
     sources: Sources,
     set_log_level: SetLogLevel,
     admin: std::net::TcpListener,
     handle: metrics_exporter_prometheus::PrometheusHandle,
     shutdown_tx: watch::Sender<bool>,
     signals: Signals,
+    /// The configuration at start (a reload keeps its restart keys).
     started: crate::config::Config,
-) -> i32 {
+}
+
+/// Serves the admin listener and waits for signals: SIGHUP reloads,
+/// SIGTERM/SIGINT drain (within `shutdown_timeout`) and return the exit
+/// code; pings the watchdog while every worker progresses.
+async fn main_loop(m: MainLoop) -> i32 {
+    let MainLoop {
+        shared,
+        sources,
+        set_log_level,
+        admin,
+        handle,
+        shutdown_tx,
+        signals,
+        started,
+    } = m;
     let Signals {
         mut term,
         mut int,
