@@ -49,9 +49,8 @@ pub(crate) struct FileBody {
     remaining: u64,
     /// Bytes of the file's ranges not yet read.
     unread: u64,
+    /// The most one read asks for.
     chunk: usize,
-    /// The next read's ceiling ([`Body::limit_next_read`]), at most `chunk`.
-    next_max: usize,
     reading: Option<(Read, usize)>,
 }
 
@@ -117,7 +116,6 @@ impl Body {
             remaining,
             unread,
             chunk: chunk.max(1),
-            next_max: chunk.max(1),
             reading: None,
         })))
     }
@@ -162,7 +160,7 @@ impl FileBody {
                         self.segments.pop_front();
                         continue;
                     }
-                    let len = (r.len().min(self.next_max as u64)) as usize;
+                    let len = (r.len().min(self.chunk as u64)) as usize;
                     let offset = r.start;
                     r.start += len as u64;
                     let (fm, file) = (self.fm.clone(), self.file.clone());
@@ -170,31 +168,6 @@ impl FileBody {
                     self.reading = Some((read, len));
                 }
             }
-        }
-    }
-}
-
-impl Body {
-    /// Whether bytes of a file remain to be read: the body's memory is
-    /// then made as the client takes it, and [`Body::limit_next_read`]
-    /// sizes it.
-    pub fn reads_file(&self) -> bool {
-        matches!(&self.0, Kind::File(f) if f.unread > 0 || f.reading.is_some())
-    }
-
-    /// Caps the reads of a file that start from now on at `max` bytes (at
-    /// least 1; the service's read chunk stays the ceiling). An HTTP/2
-    /// server whose client's window is closed asks for small reads, so a
-    /// stream that cannot send holds little; other bodies ignore it.
-    ///
-    /// ```
-    /// let mut body = servedir::Body::full("hello");
-    /// body.limit_next_read(16 * 1024);
-    /// assert!(!body.reads_file());
-    /// ```
-    pub fn limit_next_read(&mut self, max: usize) {
-        if let Kind::File(f) = &mut self.0 {
-            f.next_max = max.clamp(1, f.chunk);
         }
     }
 }

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 /// A handle workers log through; dropping every clone stops the writer after it drains.
 #[derive(Clone, Debug)]
-pub struct AccessLogger {
+pub(crate) struct AccessLogger {
     tx: SyncSender<String>,
     /// Line format.
     pub format: AccessLogFormat,
@@ -25,7 +25,7 @@ pub struct AccessLogger {
 
 /// The parsed request line of a logged response.
 #[derive(Debug, Clone, Copy)]
-pub struct RequestLine<'a> {
+pub(crate) struct RequestLine<'a> {
     /// Method.
     pub method: &'a str,
     /// Target as sent.
@@ -36,7 +36,7 @@ pub struct RequestLine<'a> {
 
 /// One response's fields.
 #[derive(Debug)]
-pub struct Entry<'a> {
+pub(crate) struct Entry<'a> {
     /// Client address: the socket peer, or the client a trusted proxy
     /// forwarded for (`trusted_proxies`).
     pub client: std::net::IpAddr,
@@ -70,7 +70,7 @@ pub struct Entry<'a> {
 
 impl AccessLogger {
     /// Starts a writer thread for `target` (None for `off`).
-    pub fn start(
+    pub(crate) fn start(
         target: &AccessLog,
         format: AccessLogFormat,
         dropped: Arc<AtomicU64>,
@@ -95,7 +95,7 @@ impl AccessLogger {
     }
 
     /// Formats and queues one line; never blocks.
-    pub fn log(&self, e: &Entry<'_>) {
+    pub(crate) fn log(&self, e: &Entry<'_>) {
         let line = match self.format {
             AccessLogFormat::Combined => combined(e),
             AccessLogFormat::VhostCombined => {
@@ -114,7 +114,7 @@ impl AccessLogger {
 
 /// Opens (creates) the access log file for appending; the error names the
 /// key and the path, as the start and a reload report it.
-pub fn open_file(p: &std::path::Path) -> std::io::Result<std::fs::File> {
+pub(crate) fn open_file(p: &std::path::Path) -> std::io::Result<std::fs::File> {
     std::fs::OpenOptions::new()
         .create(true)
         .append(true)

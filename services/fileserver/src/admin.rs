@@ -15,7 +15,7 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// Installs the global Prometheus recorder.
-pub fn install_recorder() -> anyhow::Result<PrometheusHandle> {
+pub(crate) fn install_recorder() -> anyhow::Result<PrometheusHandle> {
     let handle = PrometheusBuilder::new().install_recorder()?;
     stats::describe();
     process_metrics().describe();
@@ -44,7 +44,7 @@ fn process_metrics() -> &'static metrics_process::Collector {
 }
 
 /// Refreshes counters from the per-worker blocks and renders the exposition.
-pub fn render(shared: &Shared, handle: &PrometheusHandle) -> String {
+pub(crate) fn render(shared: &Shared, handle: &PrometheusHandle) -> String {
     let t = stats::totals(&shared.worker_stats);
     let sites = site_labels(&shared.live().0.s);
     stats::publish(&t, &sites, shared.active_conns.load(Relaxed) as u64);
@@ -93,7 +93,7 @@ fn cpu_seconds_as_counter(text: String) -> String {
 }
 
 /// Serves the admin listener until aborted.
-pub async fn serve(
+pub(crate) async fn serve(
     listener: tokio::net::TcpListener,
     shared: Arc<Shared>,
     handle: PrometheusHandle,

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 /// What one request and its response came to.
 #[derive(Debug)]
-pub struct Exchange<'a> {
+pub(crate) struct Exchange<'a> {
     /// The socket peer.
     pub peer: IpAddr,
     /// The request line; `None` for a head rejected before it parsed.
@@ -50,7 +50,7 @@ pub struct Exchange<'a> {
 
 impl Exchange<'_> {
     /// The `method` label of the counters.
-    pub fn method(&self) -> MethodLabel {
+    pub(crate) fn method(&self) -> MethodLabel {
         match self.request.map(|r| r.method) {
             Some("GET") => MethodLabel::Get,
             Some("HEAD") => MethodLabel::Head,
@@ -62,7 +62,7 @@ impl Exchange<'_> {
 impl ConnContext {
     /// Counts `x` in this worker's counters and duration histogram, and logs
     /// it when `live` has an access log.
-    pub fn finish(&self, live: &Live, x: &Exchange<'_>) {
+    pub(crate) fn finish(&self, live: &Live, x: &Exchange<'_>) {
         let stats = self.stats.site(x.site);
         stats.record(x.method(), x.status, x.bytes, x.completed);
         if x.cold > 0 {

@@ -8,7 +8,7 @@ use std::io;
 
 /// File access beneath the root, and beneath each virtual host's.
 #[derive(Debug)]
-pub struct Files {
+pub(crate) struct Files {
     fm: filemanager::FileManager,
     /// One manager per `[[sites]]` root, in the order of `Settings::sites`
     /// at start (a root changes only with a restart).
@@ -18,7 +18,7 @@ pub struct Files {
 impl Files {
     /// Applies the `[cache]` settings of `s` to the running cache (SIGHUP);
     /// returns the entries evicted at once by lower bounds.
-    pub fn set_cache_limits(&self, s: &Settings) -> usize {
+    pub(crate) fn set_cache_limits(&self, s: &Settings) -> usize {
         let sites: usize = self
             .sites
             .iter()
@@ -28,14 +28,14 @@ impl Files {
     }
 
     /// The cache settings in use (`max_open` as capped by the fd budget).
-    pub fn cache_config(&self) -> pathcache::Config {
+    pub(crate) fn cache_config(&self) -> pathcache::Config {
         self.fm.cache_config()
     }
 
     /// Starts the file managers (raises RLIMIT_NOFILE, picks the backend):
     /// the default root's and one per site. The cache bounds and
     /// `fd_budget` are each root's.
-    pub fn new(s: &Settings) -> io::Result<Files> {
+    pub(crate) fn new(s: &Settings) -> io::Result<Files> {
         let manager = |root: &std::path::Path| {
             filemanager::FileManager::new(Files::config(s, root))
                 .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", root.display())))
@@ -68,12 +68,12 @@ impl Files {
 
     /// The tower Service for the TLS, h2c and HTTP/3 listeners, answering with `s`'s
     /// serving options (the plaintext engine decides with the same ones).
-    pub fn service(&self, s: &Settings) -> servedir::ServeDir {
+    pub(crate) fn service(&self, s: &Settings) -> servedir::ServeDir {
         servedir::ServeDir::with_options(self.fm.clone(), s.serve.clone())
     }
 
     /// Each site's Service, in the order of `s.sites`.
-    pub fn site_services(&self, s: &Settings) -> Vec<servedir::ServeDir> {
+    pub(crate) fn site_services(&self, s: &Settings) -> Vec<servedir::ServeDir> {
         self.sites
             .iter()
             .zip(&s.sites)
@@ -82,29 +82,29 @@ impl Files {
     }
 
     /// The default root's file manager.
-    pub fn manager(&self) -> &filemanager::FileManager {
+    pub(crate) fn manager(&self) -> &filemanager::FileManager {
         &self.fm
     }
 
     /// The file manager of `site` (`Settings::site_for`), or the default.
-    pub fn manager_for(&self, site: Option<usize>) -> &filemanager::FileManager {
+    pub(crate) fn manager_for(&self, site: Option<usize>) -> &filemanager::FileManager {
         site.and_then(|i| self.sites.get(i)).unwrap_or(&self.fm)
     }
 
     /// Backend that runs and why.
-    pub fn backend(&self) -> (String, String) {
+    pub(crate) fn backend(&self) -> (String, String) {
         let (k, why) = self.fm.backend();
         (k.to_string(), why.to_string())
     }
 
     /// Soft RLIMIT_NOFILE after raising it.
-    pub fn fd_limit(&self) -> u64 {
+    pub(crate) fn fd_limit(&self) -> u64 {
         self.fm.fd_limit()
     }
 
     /// Sets up the calling worker thread's I/O state (its io_uring) at
     /// start, so the worker's descriptors do not appear mid-traffic.
-    pub fn attach_worker(&self) -> io::Result<()> {
+    pub(crate) fn attach_worker(&self) -> io::Result<()> {
         self.sites.iter().try_for_each(|fm| fm.attach_worker())?;
         self.fm.attach_worker()
     }
@@ -112,7 +112,7 @@ impl Files {
     /// Publishes the file layer's counters (prefix `fileserver`): the
     /// default root's, and each `[[sites]]` root's path cache under
     /// `fileserver_site_cache_*{site}` (`sites[i]` names `[[sites]]` i).
-    pub fn export_metrics(&self, prefix: &str, sites: &[String]) {
+    pub(crate) fn export_metrics(&self, prefix: &str, sites: &[String]) {
         self.fm.export_metrics(prefix);
         for (fm, site) in self.sites.iter().zip(sites) {
             let c = fm.stats().cache;

@@ -30,7 +30,7 @@ use std::time::Duration;
 
 /// The worker's QUIC endpoint on `socket`, with `[http3]`'s limits and
 /// the HTTPS listener's certificates.
-pub fn endpoint(
+pub(crate) fn endpoint(
     socket: std::net::UdpSocket,
     certs: &crate::tls::Certs,
     s: &Http3Settings,
@@ -50,7 +50,7 @@ pub fn endpoint(
 
 /// Serves one QUIC connection until the client closes it, it idles out,
 /// or shutdown drains it.
-pub async fn serve(ctx: Rc<ConnContext>, incoming: quinn::Incoming) {
+pub(crate) async fn serve(ctx: Rc<ConnContext>, incoming: quinn::Incoming) {
     let peer = incoming.remote_address();
     let (timeout, settings) = {
         let live = ctx.live().0;

@@ -1,11 +1,26 @@
-//! `fileserver`: an HTTP/1.1 static file server built for throughput and
-//! RFC 9110 correctness, serving a directory tree beneath one root.
+//! `fileserver`: a static file server daemon over HTTP/1.1, HTTP/2 (TLS
+//! and h2c) and HTTP/3, serving a directory tree beneath one root per site.
 //!
-//! The crate owns the daemon: configuration ([`config`]), the HTTP/1.1
-//! request parser a fuzzer can reach ([`http`]; the file semantics are the
-//! `httpfile` crate's), connections ([`conn`]), the state they
-//! share ([`state`]), workers and signals ([`server`]), the admin listener ([`admin`]), systemd integration
-//! ([`sysd`]: socket activation, sd_notify, watchdog) and the access log.
+//! Three modules are public, for the embedding tests, the benches and the
+//! fuzz targets: [`config`] (keys, sources, validation), [`http`] (the
+//! HTTP/1.1 request parser and the forwarding headers, which a fuzzer
+//! reaches) and [`manual`] (`fileserver keys` and `man`). The rest is the
+//! daemon's own:
+//!
+//! ```text
+//!   server    bind, share, spawn workers, announce; signals, reload, drain
+//!   conn      one TCP connection: the HTTP/1.1 engine (send: its output)
+//!   h2conn    the HTTP/2 engine over h2wire
+//!   h3conn    the HTTP/3 engine over quinn/h3 (responder: its answers)
+//!   exchange  what every engine records of a request: log line, counters
+//!   state     what workers share; files: the file managers per site
+//!   tls, acme certificates, handshakes, ACME orders
+//!   admin, stats, accesslog, sysd, preflight: metrics, logs, systemd,
+//!             the checks of check-config
+//! ```
+//!
+//! Every engine decides with the `decide` crate and renders its
+//! `httpfile` plan; `tests/architecture.rs` holds the module graph acyclic.
 //!
 //! ```
 //! use fileserver::http::request::{parse_request, Method};
@@ -17,25 +32,25 @@
 //! ```
 #![deny(missing_docs)]
 
-pub mod accesslog;
-pub mod acme;
-pub mod admin;
+mod accesslog;
+mod acme;
+mod admin;
 pub mod config;
-pub mod conn;
-pub mod exchange;
-pub mod files;
+mod conn;
+mod exchange;
+mod files;
 mod h2conn;
-pub mod h3conn;
+mod h3conn;
 pub mod http;
 pub mod manual;
-pub mod preflight;
+mod preflight;
 pub(crate) mod responder;
 mod send;
-pub mod server;
-pub mod state;
-pub mod stats;
-pub mod sysd;
-pub mod tls;
+mod server;
+mod state;
+mod stats;
+mod sysd;
+mod tls;
 mod wire;
 
 use clap::{Parser, Subcommand};

@@ -15,11 +15,11 @@ use crate::config::{AccessLog, ConfigError, Settings};
 use std::path::Path;
 
 /// The part of a start `check-config` does not try, said on its `ok` line.
-pub const NOT_CHECKED: &str =
+pub(crate) const NOT_CHECKED: &str =
     "not checked: whether listen, admin_listen and tls_listen are free to bind";
 
 /// The `ok` line's note under `--values-only`.
-pub const NOT_CHECKED_VALUES_ONLY: &str =
+pub(crate) const NOT_CHECKED_VALUES_ONLY: &str =
     "values only: not checked whether the root, certificate, key and access log open, \
      nor whether the listen addresses are free";
 
@@ -32,7 +32,7 @@ fn problem(key: &str, message: String) -> ConfigError {
 
 /// Every problem a start with `s` would stop at, before binding; empty when
 /// there is none.
-pub fn check(s: &Settings) -> Vec<ConfigError> {
+pub(crate) fn check(s: &Settings) -> Vec<ConfigError> {
     let mut e = Vec::new();
     if let Err(m) = check_root(&s.root) {
         e.push(problem("root", m));

@@ -192,7 +192,7 @@ fn reuseport_listeners(
 
 /// The one line a listener that cannot bind stops the start with: the
 /// address, its key, and for an address in use what to do about it.
-pub fn listen_error(addr: SocketAddr, key: &str, how: &str, e: &std::io::Error) -> String {
+pub(crate) fn listen_error(addr: SocketAddr, key: &str, how: &str, e: &std::io::Error) -> String {
     if e.kind() == std::io::ErrorKind::AddrInUse {
         format!(
             "cannot listen on {addr} ({key}): the address is in use by another process \
@@ -204,10 +204,10 @@ pub fn listen_error(addr: SocketAddr, key: &str, how: &str, e: &std::io::Error) 
 }
 
 /// Applies a new log filter (tracing reload handle).
-pub type SetLogLevel = Box<dyn Fn(&str) -> Result<(), String> + Send + Sync>;
+pub(crate) type SetLogLevel = Box<dyn Fn(&str) -> Result<(), String> + Send + Sync>;
 
 /// Everything the binary needs to run, after configuration succeeded.
-pub struct RunArgs {
+pub(crate) struct RunArgs {
     /// Validated settings.
     pub settings: Settings,
     /// The configuration they were made from: a reload gives its restart
@@ -238,7 +238,7 @@ impl std::fmt::Debug for RunArgs {
 ///   -> announce (start line, READY) -> main loop (SIGHUP, watchdog)
 ///   -> drain -> join workers and loggers
 /// ```
-pub fn run(args: RunArgs) -> anyhow::Result<i32> {
+pub(crate) fn run(args: RunArgs) -> anyhow::Result<i32> {
     let s = args.settings.clone();
     // Before the file layer starts (and logs), certificates and then the
     // listeners: a bad pair, or an address in use, is one line.

@@ -20,7 +20,7 @@ use tokio::sync::watch;
 
 /// Reloadable state: settings plus things derived from them.
 #[derive(Debug)]
-pub struct Live {
+pub(crate) struct Live {
     /// Current settings.
     pub s: Settings,
     /// Access logger, when enabled.
@@ -34,7 +34,7 @@ pub struct Live {
 
 impl Live {
     /// The Service for a request naming `host`: its site's or the default.
-    pub fn service_for(&self, host: Option<&[u8]>) -> &servedir::ServeDir {
+    pub(crate) fn service_for(&self, host: Option<&[u8]>) -> &servedir::ServeDir {
         self.s
             .site_for(host)
             .and_then(|i| self.sites.get(i))
@@ -44,7 +44,7 @@ impl Live {
 
 /// State shared by all workers and the main thread.
 #[derive(Debug)]
-pub struct Shared {
+pub(crate) struct Shared {
     /// File access beneath the root.
     pub files: Files,
     /// The HTTPS listener's certificate, when one is configured.
@@ -78,7 +78,7 @@ pub struct Shared {
 
 impl Shared {
     /// The current live settings and their generation.
-    pub fn live(&self) -> (Arc<Live>, u64) {
+    pub(crate) fn live(&self) -> (Arc<Live>, u64) {
         let g = self.generation.load(Relaxed);
         let l = self.live.read().unwrap_or_else(|e| e.into_inner()).clone();
         (l, g)
@@ -86,7 +86,7 @@ impl Shared {
 
     /// Bumped at each successful reload.
     #[inline]
-    pub fn generation(&self) -> u64 {
+    pub(crate) fn generation(&self) -> u64 {
         self.generation.load(Relaxed)
     }
 
@@ -103,7 +103,7 @@ impl Shared {
 /// One worker's state (lives on the worker thread): what its connections
 /// get ([`ConnContext`]) and the accept loop's own bookkeeping.
 #[derive(Debug)]
-pub struct Worker {
+pub(crate) struct Worker {
     /// Shared state.
     pub shared: Arc<Shared>,
     /// What this worker's connections may touch.
@@ -121,7 +121,7 @@ pub struct Worker {
 /// worker's stop signals. Connection counts, slots, heartbeats and the
 /// other workers' state are out of its reach.
 #[derive(Debug)]
-pub struct ConnContext {
+pub(crate) struct ConnContext {
     shared: Arc<Shared>,
     /// This worker's counters.
     pub stats: Arc<WorkerStats>,
@@ -146,28 +146,28 @@ impl ConnContext {
     }
 
     /// The settings in force and their generation.
-    pub fn live(&self) -> (Arc<Live>, u64) {
+    pub(crate) fn live(&self) -> (Arc<Live>, u64) {
         self.shared.live()
     }
 
     /// The generation of the settings in force (one relaxed load).
     #[inline]
-    pub fn generation(&self) -> u64 {
+    pub(crate) fn generation(&self) -> u64 {
         self.shared.generation()
     }
 
     /// The file layer.
-    pub fn files(&self) -> &Files {
+    pub(crate) fn files(&self) -> &Files {
         &self.shared.files
     }
 
     /// `Alt-Svc` for HTTPS responses, while HTTP/3 runs.
-    pub fn alt_svc(&self) -> Option<&http::HeaderValue> {
+    pub(crate) fn alt_svc(&self) -> Option<&http::HeaderValue> {
         self.shared.alt_svc.as_ref()
     }
 
     /// The ACME challenge answers, with `[acme]`.
-    pub fn acme_challenges(&self) -> Option<&crate::acme::challenge::Challenges> {
+    pub(crate) fn acme_challenges(&self) -> Option<&crate::acme::challenge::Challenges> {
         self.shared.acme.as_deref()
     }
 
@@ -207,7 +207,7 @@ pub(crate) fn make_live(
 /// Every engine's connections wait on it (HTTP/1.1, HTTP/2, HTTP/3); the
 /// process-wide channel is left to the accept loops, which end first.
 #[derive(Debug, Default)]
-pub struct StopSignal {
+pub(crate) struct StopSignal {
     set: Cell<bool>,
     /// One slot per waiting connection (`None`: not polled yet or free).
     wakers: RefCell<Vec<Option<Waker>>>,
@@ -217,12 +217,12 @@ pub struct StopSignal {
 impl StopSignal {
     /// Whether the worker is stopping.
     #[inline]
-    pub fn get(&self) -> bool {
+    pub(crate) fn get(&self) -> bool {
         self.set.get()
     }
 
     /// Marks the worker stopping and wakes every waiting connection.
-    pub fn set(&self) {
+    pub(crate) fn set(&self) {
         self.set.set(true);
         let wakers: Vec<Waker> = self
             .wakers
@@ -236,7 +236,7 @@ impl StopSignal {
     }
 
     /// A connection's place in the wait; free again when dropped.
-    pub fn waiter(&self) -> StopWaiter<'_> {
+    pub(crate) fn waiter(&self) -> StopWaiter<'_> {
         let slot = match self.free.borrow_mut().pop() {
             Some(slot) => slot,
             None => {
@@ -251,7 +251,7 @@ impl StopSignal {
 
 /// One connection's wait for its worker's [`StopSignal`].
 #[derive(Debug)]
-pub struct StopWaiter<'a> {
+pub(crate) struct StopWaiter<'a> {
     signal: &'a StopSignal,
     slot: usize,
 }
@@ -259,7 +259,7 @@ pub struct StopWaiter<'a> {
 impl<'a> StopWaiter<'a> {
     /// Ready once the worker is stopping. Cancel-safe: dropped before,
     /// it leaves its waker for the next wait to replace.
-    pub fn wait(&mut self) -> impl Future<Output = ()> + use<'_, 'a> {
+    pub(crate) fn wait(&mut self) -> impl Future<Output = ()> + use<'_, 'a> {
         std::future::poll_fn(move |cx| {
             if self.signal.get() {
                 return Poll::Ready(());

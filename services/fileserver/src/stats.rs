@@ -20,12 +20,12 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 /// Status codes with their own counter slot: every code a response can
 /// carry (a site rule's 302, 308 and 401 included), from the one table of
 /// status lines. The `other` slot stays for a code outside it.
-pub const CODES: &[u16] = httpfile::status::CODES;
+pub(crate) const CODES: &[u16] = httpfile::status::CODES;
 
 /// The `method` label: GET, HEAD and everything else, so a client cannot
 /// mint series by inventing methods.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum MethodLabel {
+pub(crate) enum MethodLabel {
     /// GET.
     Get,
     /// HEAD.
@@ -38,7 +38,7 @@ impl MethodLabel {
     const ALL: [MethodLabel; 3] = [MethodLabel::Get, MethodLabel::Head, MethodLabel::Other];
 
     /// The label value.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             MethodLabel::Get => "GET",
             MethodLabel::Head => "HEAD",
@@ -48,7 +48,7 @@ impl MethodLabel {
 }
 
 /// The request duration histogram's bucket bounds (`le`), nanoseconds.
-pub const DURATION_BUCKETS_NS: [u64; 14] = [
+pub(crate) const DURATION_BUCKETS_NS: [u64; 14] = [
     50_000,
     100_000,
     250_000,
@@ -79,7 +79,7 @@ const CODE_SLOTS: usize = CODES.len() + 1;
 /// restart, so the `site` label's values are the configured sites, never
 /// a raw `Host`).
 #[derive(Debug)]
-pub struct WorkerStats {
+pub(crate) struct WorkerStats {
     sites: Box<[SiteStats]>,
 }
 
@@ -92,7 +92,7 @@ impl Default for WorkerStats {
 
 impl WorkerStats {
     /// Blocks for `sites` sites (the default one included).
-    pub fn new(sites: usize) -> WorkerStats {
+    pub(crate) fn new(sites: usize) -> WorkerStats {
         WorkerStats {
             sites: (0..sites.max(1)).map(|_| SiteStats::default()).collect(),
         }
@@ -101,7 +101,7 @@ impl WorkerStats {
     /// The block of `site` (`None`: the default site; one the list does
     /// not have counts there too).
     #[inline]
-    pub fn site(&self, site: Option<usize>) -> &SiteStats {
+    pub(crate) fn site(&self, site: Option<usize>) -> &SiteStats {
         let slot = site.map_or(0, |i| i + 1);
         self.sites.get(slot).unwrap_or(&self.sites[0])
     }
@@ -110,7 +110,7 @@ impl WorkerStats {
 /// One site's counters in one worker.
 #[derive(Debug, Default)]
 #[repr(align(128))]
-pub struct SiteStats {
+pub(crate) struct SiteStats {
     responses: [[AtomicU64; CODE_SLOTS]; 3],
     body_bytes: AtomicU64,
     aborted: AtomicU64,
@@ -136,7 +136,7 @@ impl SiteStats {
     /// false when the client went away (or a send timed out) midway.
     /// Called only from the owning worker thread.
     #[inline]
-    pub fn record(&self, method: MethodLabel, code: u16, body_bytes: u64, completed: bool) {
+    pub(crate) fn record(&self, method: MethodLabel, code: u16, body_bytes: u64, completed: bool) {
         bump(&self.responses[method as usize][code_slot(code)], 1);
         if body_bytes > 0 {
             bump(&self.body_bytes, body_bytes);
@@ -149,13 +149,13 @@ impl SiteStats {
     /// Counts body bytes that were not in the page cache and so were read
     /// through the I/O backend instead of sent by sendfile. Owning worker only.
     #[inline]
-    pub fn record_cold(&self, bytes: u64) {
+    pub(crate) fn record_cold(&self, bytes: u64) {
         bump(&self.cold_bytes, bytes);
     }
 
     /// Counts one request's duration. Owning worker only.
     #[inline]
-    pub fn record_duration(&self, d: std::time::Duration) {
+    pub(crate) fn record_duration(&self, d: std::time::Duration) {
         let ns = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
         let slot = DURATION_BUCKETS_NS
             .iter()
@@ -169,7 +169,7 @@ impl SiteStats {
 
 /// Sums of all workers' counters.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct Totals {
+pub(crate) struct Totals {
     /// Responses by method and code slot ([`CODES`], then other).
     pub responses: [[u64; CODE_SLOTS]; 3],
     /// Response body bytes.
@@ -185,7 +185,7 @@ pub struct Totals {
 }
 
 /// Sums the workers' blocks, site by site.
-pub fn totals(workers: &[std::sync::Arc<WorkerStats>]) -> Vec<Totals> {
+pub(crate) fn totals(workers: &[std::sync::Arc<WorkerStats>]) -> Vec<Totals> {
     let sites = workers.iter().map(|w| w.sites.len()).max().unwrap_or(1);
     (0..sites)
         .map(|slot| site_totals(workers.iter().filter_map(|w| w.sites.get(slot))))
@@ -216,7 +216,7 @@ fn site_totals<'w>(blocks: impl Iterator<Item = &'w SiteStats>) -> Totals {
 /// Appends the request duration histogram, one per site (`sites[i]`
 /// labels `totals[i]`), to a Prometheus text exposition, in the form the
 /// `metrics` exporter renders its histograms.
-pub fn render_durations(totals: &[Totals], sites: &[String], out: &mut String) {
+pub(crate) fn render_durations(totals: &[Totals], sites: &[String], out: &mut String) {
     use std::fmt::Write as _;
     let _ = writeln!(out, "# HELP {DURATION_NAME} {DURATION_HELP}");
     let _ = writeln!(out, "# TYPE {DURATION_NAME} histogram");
@@ -241,7 +241,7 @@ pub fn render_durations(totals: &[Totals], sites: &[String], out: &mut String) {
 }
 
 /// Registers HELP texts for the server's own metrics.
-pub fn describe() {
+pub(crate) fn describe() {
     metrics::describe_counter!(
         "fileserver_http_requests_total",
         "HTTP responses whose head was sent, by status code and method (GET, HEAD, other; aborted ones included)."
@@ -301,7 +301,7 @@ pub fn describe() {
 
 /// Publishes the summed counters into the recorder (called at each
 /// scrape), each site's (`sites[i]` labels `totals[i]`) under its `site`.
-pub fn publish(totals: &[Totals], sites: &[String], connections_open: u64) {
+pub(crate) fn publish(totals: &[Totals], sites: &[String], connections_open: u64) {
     for (t, site) in totals.iter().zip(sites) {
         // Every (method, code) series exists from the first scrape, at 0
         // until used: `rate()` cannot see the increase that creates a

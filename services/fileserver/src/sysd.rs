@@ -14,33 +14,20 @@
 //!   counter; the main thread pings `WATCHDOG=1` only while every counter
 //!   advances ([`WatchdogGate`]).
 //!
-//! ```
-//! use fileserver::sysd::{assign_listeners, watchdog_period, WatchdogGate};
-//! use std::time::Duration;
-//! let names = |v: &[&str]| v.iter().map(|n| ((), n.to_string())).collect::<Vec<_>>();
-//! let (http, admin, _) = assign_listeners(names(&["admin", "http"]));
-//! assert!(http.is_some() && admin.is_some());
-//! assert_eq!(
-//!     watchdog_period(Some("400000"), None, 42),
-//!     Ok(Some(Duration::from_millis(400)))
-//! );
-//! let mut gate = WatchdogGate::new(&[0, 0]);
-//! assert!(gate.observe(&[1, 1]).ping);
-//! assert_eq!(gate.observe(&[2, 1]).newly_stalled, vec![1]);
-//! ```
+//! (The module's tests start with an example of all three.)
 
 use sd_notify::NotifyState;
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use std::time::Duration;
 
 /// `FileDescriptorName=` of the socket that becomes the HTTP listener.
-pub const HTTP_FD_NAME: &str = "http";
+pub(crate) const HTTP_FD_NAME: &str = "http";
 /// `FileDescriptorName=` of the socket that becomes the admin listener.
-pub const ADMIN_FD_NAME: &str = "admin";
+pub(crate) const ADMIN_FD_NAME: &str = "admin";
 
 /// Listening sockets passed by the service manager.
 #[derive(Debug, Default)]
-pub struct Activated {
+pub(crate) struct Activated {
     /// The HTTP listener (dup'ed for every worker).
     pub http: Option<OwnedFd>,
     /// The admin listener (`/metrics`, `/healthz`, `/readyz`).
@@ -49,7 +36,7 @@ pub struct Activated {
 
 /// What systemd handed this process in its environment.
 #[derive(Debug, Default)]
-pub struct SystemdEnv {
+pub(crate) struct SystemdEnv {
     /// Sockets from socket activation.
     pub activated: Activated,
     /// `WATCHDOG_USEC`, when the watchdog applies to this process.
@@ -61,7 +48,7 @@ pub struct SystemdEnv {
 /// Takes the activated sockets and the watchdog settings, and removes their
 /// variables from the environment. Call it first thing in `main`, while the
 /// process has one thread and before anything opens a descriptor.
-pub fn take_env() -> SystemdEnv {
+pub(crate) fn take_env() -> SystemdEnv {
     let mut env = SystemdEnv::default();
     match sd_notify::listen_fds_with_names(true) {
         Ok(fds) => {
@@ -100,7 +87,7 @@ fn owned_listen_fd(fd: RawFd) -> OwnedFd {
 /// (systemd names an unnamed one after its unit, or `unknown`). Sockets with
 /// other names, or a second one of a name, are dropped (closed) with a note.
 #[allow(clippy::type_complexity)]
-pub fn assign_listeners<T>(fds: Vec<(T, String)>) -> (Option<T>, Option<T>, Vec<String>) {
+pub(crate) fn assign_listeners<T>(fds: Vec<(T, String)>) -> (Option<T>, Option<T>, Vec<String>) {
     let (mut http, mut admin, mut notes) = (None, None, Vec::new());
     let lone = fds.len() == 1;
     for (i, (fd, name)) in fds.into_iter().enumerate() {
@@ -131,7 +118,7 @@ pub fn assign_listeners<T>(fds: Vec<(T, String)>) -> (Option<T>, Option<T>, Vec<
 
 /// `sd_watchdog_enabled(3)`: the watchdog period when `usec` (WATCHDOG_USEC)
 /// is set and non-zero and `pid` (WATCHDOG_PID) is absent or `our_pid`.
-pub fn watchdog_period(
+pub(crate) fn watchdog_period(
     usec: Option<&str>,
     pid: Option<&str>,
     our_pid: u32,
@@ -159,7 +146,7 @@ pub fn watchdog_period(
 /// `$NOTIFY_SOCKET`, one per line and no final newline, byte for byte what
 /// libsystemd's `sd_notify(0, "READY=1")` sends; nothing when it is unset.
 /// A path starting with `@` is an abstract socket.
-pub fn try_notify(states: &[NotifyState<'_>]) -> std::io::Result<()> {
+pub(crate) fn try_notify(states: &[NotifyState<'_>]) -> std::io::Result<()> {
     use std::fmt::Write;
     let Some(path) = std::env::var_os("NOTIFY_SOCKET") else {
         return Ok(());
@@ -182,7 +169,7 @@ pub fn try_notify(states: &[NotifyState<'_>]) -> std::io::Result<()> {
 }
 
 /// [`try_notify`], logging a failure (notification is never fatal).
-pub fn notify(states: &[NotifyState<'_>]) {
+pub(crate) fn notify(states: &[NotifyState<'_>]) {
     if let Err(e) = try_notify(states) {
         let what: Vec<String> = states.iter().map(|s| s.to_string()).collect();
         tracing::warn!("sd_notify {}: {e}", what.join(" "));
@@ -191,7 +178,7 @@ pub fn notify(states: &[NotifyState<'_>]) {
 
 /// `RELOADING=1` with `MONOTONIC_USEC=` in one datagram, as
 /// `Type=notify-reload` requires before a reload begins.
-pub fn notify_reloading() {
+pub(crate) fn notify_reloading() {
     match NotifyState::monotonic_usec_now() {
         Ok(now) => notify(&[NotifyState::Reloading, now]),
         Err(e) => {
@@ -204,14 +191,14 @@ pub fn notify_reloading() {
 /// The watchdog's decision: ping only while every worker's heartbeat
 /// counter advanced since the previous check.
 #[derive(Debug, Clone)]
-pub struct WatchdogGate {
+pub(crate) struct WatchdogGate {
     last: Vec<u64>,
     stalled: Vec<usize>,
 }
 
 /// What one [`WatchdogGate::observe`] found.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct WatchdogDecision {
+pub(crate) struct WatchdogDecision {
     /// Every heartbeat advanced: send `WATCHDOG=1`.
     pub ping: bool,
     /// Workers that stalled at this check (they advanced at the previous one).
@@ -222,7 +209,7 @@ pub struct WatchdogDecision {
 
 impl WatchdogGate {
     /// Starts from the current heartbeat values.
-    pub fn new(beats: &[u64]) -> WatchdogGate {
+    pub(crate) fn new(beats: &[u64]) -> WatchdogGate {
         WatchdogGate {
             last: beats.to_vec(),
             stalled: Vec::new(),
@@ -230,7 +217,7 @@ impl WatchdogGate {
     }
 
     /// Compares `beats` (one counter per worker) with the previous check.
-    pub fn observe(&mut self, beats: &[u64]) -> WatchdogDecision {
+    pub(crate) fn observe(&mut self, beats: &[u64]) -> WatchdogDecision {
         let now_stalled: Vec<usize> = beats
             .iter()
             .enumerate()
@@ -260,6 +247,23 @@ impl WatchdogGate {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Socket names, the watchdog period and the gate, as the module's
+    /// opening describes them.
+    #[test]
+    fn the_three_at_a_glance() {
+        use std::time::Duration;
+        let names = |v: &[&str]| v.iter().map(|n| ((), n.to_string())).collect::<Vec<_>>();
+        let (http, admin, _) = assign_listeners(names(&["admin", "http"]));
+        assert!(http.is_some() && admin.is_some());
+        assert_eq!(
+            watchdog_period(Some("400000"), None, 42),
+            Ok(Some(Duration::from_millis(400)))
+        );
+        let mut gate = WatchdogGate::new(&[0, 0]);
+        assert!(gate.observe(&[1, 1]).ping);
+        assert_eq!(gate.observe(&[2, 1]).newly_stalled, vec![1]);
+    }
 
     fn named(names: &[&str]) -> Vec<(usize, String)> {
         names

@@ -37,11 +37,11 @@ use tokio::net::TcpStream;
 use tokio_rustls::server::TlsStream;
 
 /// The ALPN protocol of the tls-alpn-01 challenge (RFC 8737).
-pub const ACME_TLS_ALPN: &[u8] = b"acme-tls/1";
+pub(crate) const ACME_TLS_ALPN: &[u8] = b"acme-tls/1";
 
 /// Where a tls-alpn-01 handshake's certificate comes from (`acme`'s
 /// pending challenges): the certificate for `name`, if one is pending.
-pub trait AlpnChallenges: Send + Sync + std::fmt::Debug {
+pub(crate) trait AlpnChallenges: Send + Sync + std::fmt::Debug {
     /// The challenge certificate for `name`.
     fn certificate(&self, name: &str) -> Option<Arc<CertifiedKey>>;
 }
@@ -51,7 +51,7 @@ pub trait AlpnChallenges: Send + Sync + std::fmt::Debug {
 /// reload or a renewal swaps them for new handshakes while connections
 /// already established keep theirs.
 #[derive(Debug)]
-pub struct Certs {
+pub(crate) struct Certs {
     /// The server's cipher order ([`provider`]): most clients.
     config: Arc<ServerConfig>,
     /// The client's order: a client that puts ChaCha20-Poly1305 before
@@ -101,7 +101,7 @@ impl ResolvesServerCert for Chooser {
 impl Certs {
     /// Reads and checks the `tls_cert` pair of `s`, if any; `challenges`
     /// (with `[acme]`) answers tls-alpn-01 handshakes.
-    pub fn load(
+    pub(crate) fn load(
         s: &TlsSettings,
         challenges: Option<Arc<dyn AlpnChallenges>>,
     ) -> Result<Certs, String> {
@@ -136,7 +136,7 @@ impl Certs {
     /// ALPN `h3`, no 0-RTT (a replayed request must not reach the file
     /// layer twice), and the same certificates as the TCP listener, so a
     /// reload or a renewal applies to both.
-    pub fn quic(&self) -> Result<quinn::crypto::rustls::QuicServerConfig, String> {
+    pub(crate) fn quic(&self) -> Result<quinn::crypto::rustls::QuicServerConfig, String> {
         let mut config = ServerConfig::builder_with_provider(provider())
             .with_protocol_versions(&[&rustls::version::TLS13])
             .map_err(|e| format!("tls: {e}"))?
@@ -148,7 +148,7 @@ impl Certs {
     }
 
     /// Takes a `tls_cert` pair [`load_pair`] checked for the next handshakes.
-    pub fn replace(&self, pair: Arc<CertifiedKey>) {
+    pub(crate) fn replace(&self, pair: Arc<CertifiedKey>) {
         *self
             .chosen
             .manual
@@ -157,7 +157,7 @@ impl Certs {
     }
 
     /// Serves `key` for each of `names` from the next handshake on.
-    pub fn install(&self, names: &[String], key: Arc<CertifiedKey>) {
+    pub(crate) fn install(&self, names: &[String], key: Arc<CertifiedKey>) {
         let mut issued = self
             .chosen
             .issued
@@ -232,7 +232,7 @@ fn provider() -> Arc<rustls::crypto::CryptoProvider> {
 /// A certificate chain (leaf first) and its key from PEM text, checked
 /// against each other; the error says which part is at fault, naming the
 /// files `cert` and `key` (`tls_cert: PATH` when `label`).
-pub fn certified_key(
+pub(crate) fn certified_key(
     cert_pem: &[u8],
     key_pem: &[u8],
     cert: &std::path::Path,
@@ -264,7 +264,7 @@ pub fn certified_key(
 /// The `tls_cert` pair for TLS 1.2 and 1.3 with ALPN `h2` then
 /// `http/1.1`. The error names the key and file at fault: unreadable, no
 /// certificate, no key, or a key that is not the certificate's.
-pub fn load_pair(files: &CertFiles) -> Result<Arc<CertifiedKey>, String> {
+pub(crate) fn load_pair(files: &CertFiles) -> Result<Arc<CertifiedKey>, String> {
     let read = |key: &str, path: &std::path::Path| {
         std::fs::read(path).map_err(|e| format!("{key}: cannot read {}: {e}", path.display()))
     };
@@ -278,7 +278,7 @@ pub fn load_pair(files: &CertFiles) -> Result<Arc<CertifiedKey>, String> {
 /// `key=value` pairs): kernel TLS (kTLS) would let `sendfile` run under
 /// TLS, but it is not wired in (docs/ARCHITECTURE.md says how it would
 /// be), and on a kernel without the `tls` ULP it could not be.
-pub fn offload_reason() -> &'static str {
+pub(crate) fn offload_reason() -> &'static str {
     let ulps = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_ulp").unwrap_or_default();
     if ulps.split_whitespace().any(|u| u == "tls") {
         "ktls_not_implemented"
@@ -288,7 +288,7 @@ pub fn offload_reason() -> &'static str {
 }
 
 /// Registers the TLS metrics' help texts and the offload gauge.
-pub fn describe() {
+pub(crate) fn describe() {
     metrics::describe_counter!(
         "fileserver_tls_handshakes_total",
         "TLS handshakes on the HTTPS listener by result (ok, error, timeout, acme_challenge)."
@@ -314,7 +314,7 @@ pub fn describe() {
 /// The stream comes back with whether ALPN chose `h2`. A client that
 /// stalls or sends garbage costs its own task a timer and a buffer,
 /// nothing else.
-pub async fn handshake(
+pub(crate) async fn handshake(
     certs: &Certs,
     stream: TcpStream,
     timeout: Duration,

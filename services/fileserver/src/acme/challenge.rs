@@ -13,11 +13,11 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 /// The URL path prefix of http-01.
-pub const HTTP01_PREFIX: &[u8] = b"/.well-known/acme-challenge/";
+pub(crate) const HTTP01_PREFIX: &[u8] = b"/.well-known/acme-challenge/";
 
 /// Challenge answers in force.
 #[derive(Debug)]
-pub struct Challenges {
+pub(crate) struct Challenges {
     http: Mutex<HashMap<String, String>>,
     alpn: Mutex<HashMap<String, String>>,
     store: Store,
@@ -25,7 +25,7 @@ pub struct Challenges {
 
 impl Challenges {
     /// Answers kept here and published in `store`.
-    pub fn new(store: Store) -> Challenges {
+    pub(crate) fn new(store: Store) -> Challenges {
         Challenges {
             http: Mutex::default(),
             alpn: Mutex::default(),
@@ -34,7 +34,7 @@ impl Challenges {
     }
 
     /// Answers `token` with `key_authorization` until withdrawn.
-    pub fn publish(&self, kind: Published, key: &str, key_authorization: &str) {
+    pub(crate) fn publish(&self, kind: Published, key: &str, key_authorization: &str) {
         let map = self.map(kind);
         map.lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -45,7 +45,7 @@ impl Challenges {
     }
 
     /// Stops answering for `key`.
-    pub fn withdraw(&self, kind: Published, key: &str) {
+    pub(crate) fn withdraw(&self, kind: Published, key: &str) {
         self.map(kind)
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -74,7 +74,7 @@ impl Challenges {
 
     /// The key authorization for an http-01 request `path` (the target
     /// without its query), if `path` is one and its token is pending.
-    pub fn http01(&self, path: &[u8]) -> Option<String> {
+    pub(crate) fn http01(&self, path: &[u8]) -> Option<String> {
         let token = path.strip_prefix(HTTP01_PREFIX)?;
         // Tokens are base64url (RFC 8555 8.1): anything else is not ours.
         if token.is_empty()
@@ -88,7 +88,7 @@ impl Challenges {
     }
 
     /// The certificate for a tls-alpn-01 handshake naming `name`.
-    pub fn tls_alpn_cert(&self, name: &str) -> Option<Arc<CertifiedKey>> {
+    pub(crate) fn tls_alpn_cert(&self, name: &str) -> Option<Arc<CertifiedKey>> {
         let name = name.to_ascii_lowercase();
         let key_authorization = self.answer(Published::TlsAlpn01, &name)?;
         match tls_alpn_cert(&name, &key_authorization) {
@@ -109,7 +109,7 @@ impl crate::tls::AlpnChallenges for Challenges {
 
 /// The response to an http-01 request: the key authorization as
 /// `application/octet-stream` (RFC 8555 8.3), never cached.
-pub fn http01_plan(method: httpfile::Method, key_authorization: &str) -> httpfile::Plan<'_> {
+pub(crate) fn http01_plan(method: httpfile::Method, key_authorization: &str) -> httpfile::Plan<'_> {
     use httpfile::plan::{Body, ContentType, Headers, MediaType};
     httpfile::Plan {
         status: 200,
@@ -133,7 +133,7 @@ pub fn http01_plan(method: httpfile::Method, key_authorization: &str) -> httpfil
 
 /// A self-signed certificate for `name` with the `acmeIdentifier`
 /// extension holding SHA-256 of `key_authorization` (RFC 8737 3).
-pub fn tls_alpn_cert(name: &str, key_authorization: &str) -> Result<CertifiedKey, String> {
+pub(crate) fn tls_alpn_cert(name: &str, key_authorization: &str) -> Result<CertifiedKey, String> {
     let digest = ring::digest::digest(&ring::digest::SHA256, key_authorization.as_bytes());
     let mut params =
         rcgen::CertificateParams::new(vec![name.to_string()]).map_err(|e| e.to_string())?;

@@ -19,8 +19,8 @@
 //! A failed renewal never removes the working certificate: nothing is
 //! installed or stored until a whole new pair has been issued and checked.
 
-pub mod challenge;
-pub mod store;
+pub(crate) mod challenge;
+pub(crate) mod store;
 
 use crate::config::{AcmeChallenge, AcmeSettings};
 use crate::tls::Certs;
@@ -33,7 +33,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use store::{Published, Store};
 
-pub use challenge::HTTP01_PREFIX;
+pub(crate) use challenge::HTTP01_PREFIX;
 
 /// Longest wait between attempts after failures.
 const MAX_BACKOFF: Duration = Duration::from_secs(24 * 3600);
@@ -42,7 +42,7 @@ const ORDER_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// Opens the state directory and the challenge answers the listeners
 /// read; [`spawn`] then starts ordering.
-pub fn prepare(s: &AcmeSettings) -> Result<(Store, Arc<Challenges>), String> {
+pub(crate) fn prepare(s: &AcmeSettings) -> Result<(Store, Arc<Challenges>), String> {
     let store = Store::open(&s.state_dir)
         .map_err(|e| format!("acme.state_dir: {}: {e}", s.state_dir.display()))?;
     let challenges = Arc::new(Challenges::new(store.clone()));
@@ -50,7 +50,7 @@ pub fn prepare(s: &AcmeSettings) -> Result<(Store, Arc<Challenges>), String> {
 }
 
 /// Registers the ACME metrics' help texts.
-pub fn describe() {
+pub(crate) fn describe() {
     metrics::describe_gauge!(
         "fileserver_acme_certificate_expiry_timestamp_seconds",
         "When the certificate ACME keeps for `name` expires (Unix seconds)."
@@ -63,7 +63,7 @@ pub fn describe() {
 
 /// Installs what the store holds at once (so a restart serves before the
 /// CA is asked anything), then keeps each certificate on `handle`.
-pub fn spawn(
+pub(crate) fn spawn(
     s: &AcmeSettings,
     store: Store,
     challenges: Arc<Challenges>,

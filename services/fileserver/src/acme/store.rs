@@ -22,19 +22,19 @@ use std::path::{Path, PathBuf};
 
 /// The state directory, created with safe permissions.
 #[derive(Debug, Clone)]
-pub struct Store {
+pub(crate) struct Store {
     dir: PathBuf,
 }
 
 /// The lock on the state directory; released when dropped.
 #[derive(Debug)]
-pub struct Lock {
+pub(crate) struct Lock {
     _file: File,
 }
 
 /// A certificate and key as the store holds them.
 #[derive(Debug)]
-pub struct StoredPair {
+pub(crate) struct StoredPair {
     /// PEM chain.
     pub chain: Vec<u8>,
     /// PEM key.
@@ -47,7 +47,7 @@ pub struct StoredPair {
 
 /// Which challenge a published answer is for.
 #[derive(Debug, Clone, Copy)]
-pub enum Published {
+pub(crate) enum Published {
     /// Keyed by token.
     Http01,
     /// Keyed by name.
@@ -66,7 +66,7 @@ impl Published {
 impl Store {
     /// Opens `dir`, creating it and its subdirectories as 0700. A
     /// directory others may read is narrowed to 0700 (it holds keys).
-    pub fn open(dir: &Path) -> io::Result<Store> {
+    pub(crate) fn open(dir: &Path) -> io::Result<Store> {
         for sub in [
             "",
             "accounts",
@@ -92,7 +92,7 @@ impl Store {
 
     /// Takes the lock without waiting; `None` while another process
     /// (a replica sharing the directory) holds it.
-    pub fn try_lock(&self) -> io::Result<Option<Lock>> {
+    pub(crate) fn try_lock(&self) -> io::Result<Option<Lock>> {
         let file = OpenOptions::new()
             .create(true)
             .truncate(false)
@@ -107,17 +107,17 @@ impl Store {
     }
 
     /// The stored credentials for the CA at `directory`, if any.
-    pub fn account(&self, directory: &str) -> io::Result<Option<Vec<u8>>> {
+    pub(crate) fn account(&self, directory: &str) -> io::Result<Option<Vec<u8>>> {
         read_optional(&self.account_path(directory))
     }
 
     /// Keeps the credentials for the CA at `directory`.
-    pub fn save_account(&self, directory: &str, credentials: &[u8]) -> io::Result<()> {
+    pub(crate) fn save_account(&self, directory: &str, credentials: &[u8]) -> io::Result<()> {
         write_private(&self.account_path(directory), credentials)
     }
 
     /// Forgets the account for `directory` (the CA no longer knows it).
-    pub fn forget_account(&self, directory: &str) -> io::Result<()> {
+    pub(crate) fn forget_account(&self, directory: &str) -> io::Result<()> {
         remove_optional(&self.account_path(directory))
     }
 
@@ -128,7 +128,7 @@ impl Store {
     }
 
     /// The certificate stored for the set whose first name is `name`.
-    pub fn pair(&self, name: &str) -> io::Result<Option<StoredPair>> {
+    pub(crate) fn pair(&self, name: &str) -> io::Result<Option<StoredPair>> {
         let d = self.dir.join("certs").join(file_safe(name));
         let (path, key_path) = (d.join("cert.pem"), d.join("key.pem"));
         let (Some(chain), Some(key)) = (read_optional(&path)?, read_optional(&key_path)?) else {
@@ -145,7 +145,7 @@ impl Store {
     /// Keeps a certificate and its key: the key first, so a chain on
     /// disk always has its key beside it (a reader that sees a new chain
     /// with the old key refuses the mismatch and keeps what it serves).
-    pub fn save_pair(&self, name: &str, chain: &[u8], key: &[u8]) -> io::Result<()> {
+    pub(crate) fn save_pair(&self, name: &str, chain: &[u8], key: &[u8]) -> io::Result<()> {
         let d = self.dir.join("certs").join(file_safe(name));
         fs::DirBuilder::new()
             .recursive(true)
@@ -157,17 +157,17 @@ impl Store {
 
     /// Publishes a challenge answer for the replicas that share the
     /// directory (the CA may reach any of them).
-    pub fn publish(&self, kind: Published, key: &str, answer: &str) -> io::Result<()> {
+    pub(crate) fn publish(&self, kind: Published, key: &str, answer: &str) -> io::Result<()> {
         write_private(&self.published_path(kind, key), answer.as_bytes())
     }
 
     /// Withdraws what [`Store::publish`] wrote.
-    pub fn withdraw(&self, kind: Published, key: &str) -> io::Result<()> {
+    pub(crate) fn withdraw(&self, kind: Published, key: &str) -> io::Result<()> {
         remove_optional(&self.published_path(kind, key))
     }
 
     /// An answer another replica published, if any.
-    pub fn published(&self, kind: Published, key: &str) -> Option<String> {
+    pub(crate) fn published(&self, kind: Published, key: &str) -> Option<String> {
         let bytes = read_optional(&self.published_path(kind, key)).ok()??;
         String::from_utf8(bytes).ok()
     }
