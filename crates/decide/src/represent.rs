@@ -96,8 +96,8 @@ impl Decision<'_> {
         head: &RequestHead<'_>,
         ranges: &'s mut Vec<ByteRange>,
     ) -> Plan<'s> {
-        match &self.answer {
-            Answer::File(r) if self.status.is_some() => {
+        match (&self.answer, self.status) {
+            (Answer::File(r), Some(status)) => {
                 // An error page: the whole file, no validators or ranges
                 // (they would describe the page, not the missing resource).
                 let bare = RequestHead {
@@ -113,15 +113,15 @@ impl Decision<'_> {
                     ranges,
                     plan::random_boundary,
                 );
-                p.status = self.status.unwrap_or(404);
+                p.status = status;
                 p.headers.etag = None;
                 p.headers.last_modified = None;
                 p.headers.accept_ranges = false;
                 p
             }
-            Answer::Plan(p) => **p,
-            Answer::NotFound => plan::error(head.method, 404, ""),
-            Answer::File(r) => plan::file_evaluated(
+            (Answer::Plan(p), _) => **p,
+            (Answer::NotFound, _) => plan::error(head.method, 404, ""),
+            (Answer::File(r), None) => plan::file_evaluated(
                 head,
                 &r.info(),
                 &self.policy,
@@ -130,7 +130,7 @@ impl Decision<'_> {
                 ranges,
                 plan::random_boundary,
             ),
-            Answer::Listing(page) => plan::listing(head, page, &self.policy),
+            (Answer::Listing(page), _) => plan::listing(head, page, &self.policy),
         }
     }
 }

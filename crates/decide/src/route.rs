@@ -9,11 +9,25 @@ use filemanager::{FileManager, ListOptions, OpenError, Query, Resolved, Sibling}
 use httpfile::conditional::Precondition;
 use httpfile::mime::{AcceptEncoding, ContentCoding};
 use httpfile::path::{NormPath, PathError};
-use httpfile::plan::{self, Route};
+use httpfile::plan::{self, Plan, Route};
 use httpfile::Method;
 
 /// A request's target, normalized (or why it is not a path).
 pub(crate) type Norm<'p> = Result<NormPath<'p>, PathError>;
+
+/// What routing makes of a request, before any file is looked at.
+pub(crate) enum Routed<'p> {
+    /// Resolve this path.
+    Serve(NormPath<'p>),
+    /// Nothing is there for this client: a dotfile while they are not
+    /// served.
+    NotFound,
+    /// `OPTIONS`: `204` with `Allow`.
+    Options(Plan<'static>),
+    /// Answered without the files: a malformed request (400), a method
+    /// other than GET, HEAD and OPTIONS (405).
+    Respond(Plan<'static>),
+}
 
 /// What the files hold at `path`: an answer that borrows nothing of the
 /// path, or a directory asked for without its `/` (the caller's redirect
@@ -24,14 +38,27 @@ pub(crate) enum Found {
 }
 
 impl<'a> Decider<'_, 'a> {
+    /// The request routed under the options' policy.
+    pub(crate) fn route(&self, norm: Norm<'a>) -> Routed<'a> {
+        match plan::route(self.head, norm, &self.options.policy()) {
+            Route::Serve(path) => Routed::Serve(path),
+            // `httpfile` answers a hidden path with its 404 plan: the one
+            // status read here, so that no caller compares statuses to
+            // learn that nothing is there.
+            Route::Respond(p) if p.status == 404 => Routed::NotFound,
+            Route::Respond(p) if p.status == 204 => Routed::Options(p),
+            Route::Respond(p) => Routed::Respond(p),
+        }
+    }
+
     /// The answer for the request's own path, no rule applied: routed,
     /// then resolved; a directory asked for without its `/` is redirected
     /// to it.
     pub(crate) async fn answer(&self, norm: Norm<'a>) -> Answer<'a> {
-        let path = match plan::route(self.head, norm, &self.options.policy()) {
-            Route::Serve(path) => path,
-            Route::Respond(p) if p.status == 404 => return Answer::NotFound,
-            Route::Respond(p) => return Answer::Plan(Box::new(p)),
+        let path = match self.route(norm) {
+            Routed::Serve(path) => path,
+            Routed::NotFound => return Answer::NotFound,
+            Routed::Options(p) | Routed::Respond(p) => return Answer::Plan(Box::new(p)),
         };
         match self.resolve(path).await {
             Found::Answer(a) => a,

@@ -4,12 +4,42 @@
 //! request's own and on where a file really is; and the rules of the file
 //! served when it is not the path asked for.
 
-use crate::route::{Found, Norm};
+use crate::route::{Found, Norm, Routed};
 use crate::{facts, Answer, Decider, Decision, Representation};
 use httpfile::path::NormPath;
-use httpfile::plan::{self, HeaderEdit, Route};
+use httpfile::plan::{self, HeaderEdit};
 use httpfile::{Method, RequestHead};
 use siterules::{Facts, Gate, Matched, Rules};
+
+/// An error status a rule's error page may stand in for.
+#[derive(Clone, Copy)]
+enum Failure {
+    /// Nothing is at the path ([`Answer::NotFound`] when no page is).
+    NotFound,
+    /// A guard refuses the client.
+    Forbidden,
+    /// Another error the answer's plan carries.
+    Status(u16),
+}
+
+impl Failure {
+    /// The status the error page is sent under.
+    fn status(self) -> u16 {
+        match self {
+            Failure::NotFound => 404,
+            Failure::Forbidden => 403,
+            Failure::Status(s) => s,
+        }
+    }
+
+    /// The answer when no page stands in.
+    fn plain(self, method: Method) -> Answer<'static> {
+        match self {
+            Failure::NotFound => Answer::NotFound,
+            f => Answer::Plan(Box::new(plan::error(method, f.status(), ""))),
+        }
+    }
+}
 
 /// What a path served instead of the request's own must be to count as
 /// found.
@@ -48,10 +78,10 @@ impl<'a> Decider<'_, 'a> {
         // What no rule changes: a malformed request (400), a method other than
         // GET, HEAD and OPTIONS (405). A dotfile's 404 goes on to the error
         // page; OPTIONS to CORS.
-        let options_204 = match plan::route(head, norm, &d.policy) {
-            Route::Respond(p) if p.status == 204 => Some(p),
-            Route::Respond(p) if p.status != 404 => return Answer::Plan(Box::new(p)),
-            _ => None,
+        let options_204 = match self.route(norm) {
+            Routed::Options(p) => Some(p),
+            Routed::Respond(p) => return Answer::Plan(Box::new(p)),
+            Routed::Serve(_) | Routed::NotFound => None,
         };
         if let Some(preflight) = self.cors(m, d) {
             return preflight;
@@ -78,11 +108,11 @@ impl<'a> Decider<'_, 'a> {
         };
         match answer {
             Answer::File(r) if self.options.rules.has_guards() && !self.real_path_permitted(&r) => {
-                self.error_page(m, d, 403).await
+                self.error_page(m, d, Failure::Forbidden).await
             }
-            Answer::NotFound => self.error_page(m, d, 404).await,
+            Answer::NotFound => self.error_page(m, d, Failure::NotFound).await,
             Answer::Plan(p) if p.status >= 400 && m.error_page(p.status).is_some() => {
-                self.error_page(m, d, p.status).await
+                self.error_page(m, d, Failure::Status(p.status)).await
             }
             a => a,
         }
@@ -119,7 +149,7 @@ impl<'a> Decider<'_, 'a> {
         let method = head.method;
         match m.gate(head.client, head.authorization) {
             Gate::Pass => None,
-            Gate::Deny => Some(self.error_page(m, d, 403).await),
+            Gate::Deny => Some(self.error_page(m, d, Failure::Forbidden).await),
             Gate::Challenge(auth) => Some(challenge(d, method, auth)),
             Gate::Verify(auths) => {
                 let header = head.authorization.unwrap_or_default().to_vec();
@@ -256,20 +286,23 @@ impl<'a> Decider<'_, 'a> {
         }
     }
 
-    /// `status`, answered with the page the rules name for it when there is
-    /// one this client may have, else plainly (`404`: [`Answer::NotFound`]).
-    async fn error_page(&self, m: &Matched<'a>, d: &mut Decision<'a>, status: u16) -> Answer<'a> {
+    /// `failure`, answered with the page the rules name for its status when
+    /// there is one this client may have, else plainly (nothing found:
+    /// [`Answer::NotFound`]).
+    async fn error_page(
+        &self,
+        m: &Matched<'a>,
+        d: &mut Decision<'a>,
+        failure: Failure,
+    ) -> Answer<'a> {
         let head = self.head;
-        let plain = || match status {
-            404 => Answer::NotFound,
-            s => Answer::Plan(Box::new(plan::error(head.method, s, ""))),
-        };
+        let status = failure.status();
         let Some(page) = m.error_page(status) else {
-            return plain();
+            return failure.plain(head.method);
         };
         let mut buf = Vec::new();
         let Ok(path) = self.guarded_path(page, &mut buf) else {
-            return plain();
+            return failure.plain(head.method);
         };
         // The page is the body of an error: no conditional or range applies.
         let bare = RequestHead {
@@ -287,7 +320,7 @@ impl<'a> Decider<'_, 'a> {
                 d.status = Some(status);
                 Answer::File(r)
             }
-            _ => plain(),
+            _ => failure.plain(head.method),
         }
     }
 }
