@@ -300,22 +300,35 @@ pub fn decide<'a>(
     head: &'a RequestHead<'a>,
     path: &'a mut Vec<u8>,
 ) -> impl std::future::Future<Output = Decision<'a>> + 'a {
-    decide_checked(fm, options, Check::AtResolve, head, path)
+    let files = Files {
+        fm,
+        check: Check::AtResolve,
+    };
+    decide_checked(files, options, head, path)
 }
 
-/// [`decide`], with `check` saying who verifies a file sent from its
-/// descriptor.
+/// The files a request is answered from, and who checks that a file sent
+/// from its descriptor is still the version its head describes.
+#[derive(Clone, Copy, Debug)]
+pub struct Files<'f> {
+    /// The directory's files.
+    pub fm: &'f FileManager,
+    /// Who checks a file sent from its descriptor.
+    pub check: Check,
+}
+
+/// [`decide`], with [`Files::check`] saying who verifies a file sent from
+/// its descriptor.
 pub async fn decide_checked<'a>(
-    fm: &FileManager,
+    files: Files<'_>,
     options: &'a Options,
-    check: Check,
     head: &RequestHead<'a>,
     path: &'a mut Vec<u8>,
 ) -> Decision<'a> {
     let decider = Decider {
-        fm,
+        fm: files.fm,
         options,
-        check,
+        check: files.check,
         head,
     };
     let mut d = Decision {
