@@ -34,23 +34,46 @@
 //! assert_eq!(decision.representation().unwrap().mime, "text/plain");
 //! # });
 //! ```
+//!
+//! # Modules
+//!
+//! This file holds the public types and [`decide`]; one request's context
+//! (the files, the options, who checks a file, the head) travels in a
+//! private `Decider`, to which each module adds the methods of its stage:
+//!
+//! - `route`: what path answers. The request routed (method, `Host`,
+//!   target, dotfiles), then resolved in the files: a file, its index, a
+//!   listing, a directory's redirect, a 403 and its reason, and when the
+//!   file is checked.
+//! - `rules`: the site's rules applied. CORS, the guards (allow/deny,
+//!   basic auth), redirects, rewrites, `try_files` and error pages, and
+//!   the rules of the file served when it is not the path asked for.
+//! - `represent`: the representation a file is sent in (a precompressed
+//!   sibling or a compressed variant, its coding, entity-tag and
+//!   preconditions) and a [`Decision`] rendered as a [`Plan`].
+//! - `listing`: a directory listing, rendered without what a guard hides.
+//! - `compression`: what is compressed on the fly, in which codec.
+//!
+//! `rules` calls on `route`, which calls on `represent` and `listing`;
+//! none of them calls back on one that calls it.
 #![deny(missing_docs)]
 
 mod compression;
+mod listing;
+mod represent;
+mod route;
+mod rules;
 
 pub use compression::{codec, coding, CompressionOptions};
 
-use filemanager::{
-    CachedFile, FileManager, ListOptions, Listing, OpenError, Query, Resolved, ResolvedFile,
-    Sibling, Variant,
-};
+use filemanager::{CachedFile, FileManager, ListOptions, Variant};
 use httpfile::conditional::Precondition;
-use httpfile::listing::{ListingEntry, ListingFormat, ListingView, Page};
-use httpfile::mime::{AcceptEncoding, ContentCoding};
+use httpfile::listing::Page;
+use httpfile::mime::ContentCoding;
 use httpfile::plan::HeaderEdit;
-use httpfile::plan::{self, FileInfo, MediaType, Plan, Policy, Route};
-use httpfile::{ByteRange, EntityTag, Method, RequestHead};
-use siterules::{Facts, Gate, Matched, Rules};
+use httpfile::plan::{self, FileInfo, MediaType, Plan, Policy};
+use httpfile::{ByteRange, EntityTag, RequestHead};
+use siterules::{Facts, Rules};
 use std::sync::Arc;
 
 /// How a directory is served: every setting a request's answer depends on.
@@ -171,49 +194,6 @@ impl Decision<'_> {
         p
     }
 
-    fn answer_plan<'s>(
-        &'s self,
-        head: &RequestHead<'_>,
-        ranges: &'s mut Vec<ByteRange>,
-    ) -> Plan<'s> {
-        match &self.answer {
-            Answer::File(r) if self.status.is_some() => {
-                // An error page: the whole file, no validators or ranges
-                // (they would describe the page, not the missing resource).
-                let bare = RequestHead {
-                    method: head.method,
-                    ..RequestHead::default()
-                };
-                let mut p = plan::file_evaluated(
-                    &bare,
-                    &r.info(),
-                    &self.policy,
-                    r.now,
-                    Precondition::Proceed { use_range: false },
-                    ranges,
-                    plan::random_boundary,
-                );
-                p.status = self.status.unwrap_or(404);
-                p.headers.etag = None;
-                p.headers.last_modified = None;
-                p.headers.accept_ranges = false;
-                p
-            }
-            Answer::Plan(p) => **p,
-            Answer::NotFound => plan::error(head.method, 404, ""),
-            Answer::File(r) => plan::file_evaluated(
-                head,
-                &r.info(),
-                &self.policy,
-                r.now,
-                r.precondition,
-                ranges,
-                plan::random_boundary,
-            ),
-            Answer::Listing(page) => plan::listing(head, page, &self.policy),
-        }
-    }
-
     /// The file answered with, if it is one.
     pub fn representation(&self) -> Option<&Representation> {
         match &self.answer {
@@ -320,18 +300,37 @@ pub fn decide<'a>(
     head: &'a RequestHead<'a>,
     path: &'a mut Vec<u8>,
 ) -> impl std::future::Future<Output = Decision<'a>> + 'a {
-    decide_checked(fm, options, Check::AtResolve, head, path)
+    let files = Files {
+        fm,
+        check: Check::AtResolve,
+    };
+    decide_checked(files, options, head, path)
 }
 
-/// [`decide`], with `check` saying who verifies a file sent from its
-/// descriptor.
+/// The files a request is answered from, and who checks that a file sent
+/// from its descriptor is still the version its head describes.
+#[derive(Clone, Copy, Debug)]
+pub struct Files<'f> {
+    /// The directory's files.
+    pub fm: &'f FileManager,
+    /// Who checks a file sent from its descriptor.
+    pub check: Check,
+}
+
+/// [`decide`], with [`Files::check`] saying who verifies a file sent from
+/// its descriptor.
 pub async fn decide_checked<'a>(
-    fm: &FileManager,
+    files: Files<'_>,
     options: &'a Options,
-    check: Check,
     head: &RequestHead<'a>,
     path: &'a mut Vec<u8>,
 ) -> Decision<'a> {
+    let decider = Decider {
+        fm: files.fm,
+        options,
+        check: files.check,
+        head,
+    };
     let mut d = Decision {
         answer: Answer::NotFound,
         policy: options.policy(),
@@ -348,12 +347,10 @@ pub async fn decide_checked<'a>(
         _ => None,
     };
     d.answer = match matched.as_ref().filter(|m| !m.is_empty()) {
-        None => match answer(fm, options, check, &d.policy, head, norm).await {
+        None => match decider.answer(norm).await {
             // No rule names this path, but a symlink may lead into a
             // guarded tree: judged by where the file really is.
-            Answer::File(r)
-                if rules.has_guards() && !real_path_permitted(fm, options, head, &r) =>
-            {
+            Answer::File(r) if rules.has_guards() && !decider.real_path_permitted(&r) => {
                 Answer::Plan(Box::new(plan::error(head.method, 403, "")))
             }
             a => a,
@@ -362,14 +359,11 @@ pub async fn decide_checked<'a>(
         // largest of a decision's, and a request no rule matches would
         // otherwise carry its size too (this future: 4064 -> 2800 bytes),
         // in every servedir response future and HTTP/1.1 connection task.
-        Some(m) => {
-            let rel = norm.map(|p| p.rel).unwrap_or_default();
-            Box::pin(by_rules(fm, options, check, head, norm, rel, m, &mut d)).await
-        }
+        Some(m) => Box::pin(decider.by_rules(norm, m, &mut d)).await,
     };
     let by_file = match (&matched, &d.answer, norm) {
         (Some(by_request), Answer::File(r), Ok(p)) if d.status.is_none() => {
-            rules_of_served_file(head, rules, by_request, r, p.rel)
+            decider.rules_of_served_file(by_request, r, p.rel)
         }
         _ => None,
     };
@@ -380,27 +374,24 @@ pub async fn decide_checked<'a>(
     d
 }
 
-/// The rules that match the file served but not the request's path `rel`
-/// (`/` serving `index.html`, a `try_files` or SPA fallback, a rewrite),
-/// whose header edits follow the request path's own, as nginx's internal
-/// redirect matches its locations again.
-fn rules_of_served_file<'a>(
-    head: &RequestHead<'_>,
-    rules: &'a Rules,
-    by_request: &Matched<'a>,
-    r: &Representation,
-    rel: &str,
-) -> Option<Matched<'a>> {
-    let path = r.file.path().trim_start_matches('/');
-    // A precompressed sibling stands for the file it encodes.
-    let served = match (&r.variant, r.coding) {
-        (None, Some(c)) => path.strip_suffix(c.suffix()).unwrap_or(path),
-        _ => path,
-    };
-    if served == rel {
-        return None;
+/// One request's context, which every stage of its decision reads: the
+/// files, how the directory is served, who checks a file sent from its
+/// descriptor, and the request. `'r` borrows the files and the head for
+/// the decision's run; `'a` is what the [`Decision`] itself borrows.
+#[derive(Clone, Copy)]
+struct Decider<'r, 'a> {
+    fm: &'r FileManager,
+    options: &'a Options,
+    check: Check,
+    head: &'r RequestHead<'a>,
+}
+
+impl Decider<'_, '_> {
+    /// Whether the guards let this client have the file at `rel`.
+    fn permits(&self, rel: &str) -> bool {
+        let head = self.head;
+        (self.options.rules).permits(&facts(head, rel), head.client, head.authorization)
     }
-    Some(rules.matching(&facts(head, served)).without(by_request))
 }
 
 /// What the rules match a request on.
@@ -425,528 +416,4 @@ fn is_navigation(head: &RequestHead<'_>, rel: &str) -> bool {
         || head
             .accept
             .is_some_and(|a| a.windows(9).any(|w| w.eq_ignore_ascii_case(b"text/html")))
-}
-
-/// The answer when some rule matched: a CORS preflight, then the guards
-/// (a refused request learns nothing of what is there), a redirect, a rewrite,
-/// the files (`try_files` in turn), and an error page for an error. Every
-/// path served instead of the request's own is judged by the guards too.
-#[allow(clippy::too_many_arguments)]
-async fn by_rules<'a>(
-    fm: &FileManager,
-    options: &'a Options,
-    check: Check,
-    head: &RequestHead<'a>,
-    norm: Result<httpfile::path::NormPath<'a>, httpfile::path::PathError>,
-    rel: &'a str,
-    m: &Matched<'a>,
-    d: &mut Decision<'a>,
-) -> Answer<'a> {
-    let method = head.method;
-    m.header_edits(&mut d.edits, false);
-    m.header_edits(&mut d.always_edits, true);
-    // What no rule changes: a malformed request (400), a method other than
-    // GET, HEAD and OPTIONS (405). A dotfile's 404 goes on to the error
-    // page; OPTIONS to CORS.
-    let options_204 = match plan::route(head, norm, &d.policy) {
-        Route::Respond(p) if p.status == 204 => Some(p),
-        Route::Respond(p) if p.status != 404 => return Answer::Plan(Box::new(p)),
-        _ => None,
-    };
-    // A preflight carries no credentials (Fetch): it is answered before
-    // the guards, and says nothing of the files. Every answer, a 401 or
-    // 403 too, carries the CORS fields, so a page's script can read it.
-    if let Some(cors) = m.cors() {
-        let preflight = cors.preflight(
-            method,
-            head.origin,
-            head.access_control_request_method,
-            head.access_control_request_headers,
-            &mut d.edits,
-        );
-        if preflight == siterules::CorsAnswer::Preflight {
-            let mut p = plan::error(Method::Get, 204, "");
-            p.headers.allow = Some(plan::ALLOW);
-            return Answer::Plan(Box::new(p));
-        }
-        cors.response_edits(head.origin, &mut d.edits);
-        cors.response_edits(head.origin, &mut d.always_edits);
-    }
-    match m.gate(head.client, head.authorization) {
-        Gate::Pass => {}
-        Gate::Deny => return error_page(fm, options, check, head, m, d, 403).await,
-        Gate::Challenge(auth) => return challenge(d, method, auth),
-        Gate::Verify(auths) => {
-            let header = head.authorization.unwrap_or_default().to_vec();
-            for auth in auths {
-                let h = header.clone();
-                let a = auth.clone();
-                let ok = tokio::task::spawn_blocking(move || a.verify(&h))
-                    .await
-                    .unwrap_or(false);
-                if !ok {
-                    // The compiled rule outlives the decision: find it again
-                    // by reference to borrow its challenge for 'a.
-                    return match m.gate(head.client, None) {
-                        Gate::Challenge(a) => challenge(d, method, a),
-                        _ => Answer::Plan(Box::new(plan::error(method, 401, ""))),
-                    };
-                }
-            }
-        }
-    }
-    let facts = facts(head, rel);
-    if let Some(p) = options_204 {
-        return Answer::Plan(Box::new(p));
-    }
-    if let Some((status, url)) = m.redirect(&facts, head.target) {
-        d.location = Some(url);
-        d.rule_redirect = true;
-        return Answer::Plan(Box::new(plan::error(method, status, "")));
-    }
-    let rewritten = m.rewrite(&facts, head.target);
-    let answer = match &rewritten {
-        None => answer(fm, options, check, &d.policy, head, norm).await,
-        Some(target) => serve_instead(fm, options, check, head, target, d, false).await,
-    };
-    let answer = match answer {
-        Answer::NotFound => {
-            let mut found = Answer::NotFound;
-            for target in m.try_files(&facts, head.target) {
-                found = serve_instead(fm, options, check, head, &target, d, true).await;
-                if !matches!(found, Answer::NotFound) {
-                    break;
-                }
-            }
-            found
-        }
-        a => a,
-    };
-    match answer {
-        Answer::File(r)
-            if options.rules.has_guards() && !real_path_permitted(fm, options, head, &r) =>
-        {
-            error_page(fm, options, check, head, m, d, 403).await
-        }
-        Answer::NotFound => error_page(fm, options, check, head, m, d, 404).await,
-        Answer::Plan(p) if p.status >= 400 && m.error_page(p.status).is_some() => {
-            error_page(fm, options, check, head, m, d, p.status).await
-        }
-        a => a,
-    }
-}
-
-/// `401` with the realm's challenge.
-fn challenge<'a>(
-    d: &mut Decision<'a>,
-    method: Method,
-    auth: &'a siterules::BasicAuth,
-) -> Answer<'a> {
-    let challenge = HeaderEdit::Set("WWW-Authenticate", auth.challenge());
-    d.edits.push(challenge);
-    d.always_edits.push(challenge);
-    Answer::Plan(Box::new(plan::error(method, 401, "")))
-}
-
-/// A file reached through a symlink is judged by where it really is, so a
-/// link outside a protected tree does not open a file inside it.
-fn real_path_permitted(
-    fm: &FileManager,
-    options: &Options,
-    head: &RequestHead<'_>,
-    r: &Representation,
-) -> bool {
-    let Some(real) = fm.real_path(&r.file) else {
-        return true;
-    };
-    real == r.file.path().trim_start_matches('/')
-        || options
-            .rules
-            .permits(&facts(head, real), head.client, head.authorization)
-}
-
-/// The answer for `target` (a rewrite, a `try_files` entry: a decoded
-/// path, normalized here) served in place of the request's path, when the
-/// guards let this client have it. `only_files`: a directory or listing
-/// does not count as found (`try_files`' `{path}/` asks for one by its
-/// `/`).
-async fn serve_instead<'a>(
-    fm: &FileManager,
-    options: &'a Options,
-    check: Check,
-    head: &RequestHead<'a>,
-    target: &str,
-    d: &mut Decision<'a>,
-    only_files: bool,
-) -> Answer<'a> {
-    let mut buf = Vec::new();
-    let path = match guarded_path(options, head, target, &mut buf) {
-        Ok(path) if path.dotfile && !options.dotfiles => return Answer::NotFound,
-        Ok(path) => path,
-        Err(Refused::NotAPath) => return Answer::NotFound,
-        Err(Refused::Guarded) => return Answer::Plan(Box::new(plan::error(head.method, 403, ""))),
-    };
-    let found = resolve_answer(fm, options, check, head, path).await;
-    match found {
-        Found::Answer(Answer::Listing(_)) if only_files && !path.trailing_slash => Answer::NotFound,
-        Found::Answer(a) => a,
-        // A `try_files` entry names a file: a directory there is not one,
-        // and its redirect to the `/` form would send `{path}` for a
-        // folder without an index back to itself forever.
-        Found::Directory if only_files => Answer::NotFound,
-        Found::Directory => {
-            let loc = plan::Location {
-                base: &options.redirect_base,
-                path: path.rel,
-                query: b"",
-            };
-            let mut url = Vec::new();
-            plan::FieldValue::Location(loc).write(&mut url);
-            d.location = Some(String::from_utf8_lossy(&url).into_owned());
-            Answer::Plan(Box::new(plan::error(head.method, 301, "")))
-        }
-    }
-}
-
-/// Why a path served instead of the request's is not served.
-enum Refused {
-    /// It does not normalize (a rule's target made `..` or NUL).
-    NotAPath,
-    /// A guard keeps it from this client.
-    Guarded,
-}
-
-/// `target` (a decoded path a rule names) normalized into `buf`, when
-/// the guards let this client have it.
-fn guarded_path<'b>(
-    options: &Options,
-    head: &RequestHead<'_>,
-    target: &str,
-    buf: &'b mut Vec<u8>,
-) -> Result<httpfile::path::NormPath<'b>, Refused> {
-    let mut encoded = Vec::with_capacity(target.len() + 8);
-    httpfile::text::push_encoded_path(&mut encoded, target);
-    let path = httpfile::path::normalize_path(&encoded, buf).map_err(|_| Refused::NotAPath)?;
-    let permitted = options
-        .rules
-        .permits(&facts(head, path.rel), head.client, head.authorization);
-    if permitted {
-        Ok(path)
-    } else {
-        Err(Refused::Guarded)
-    }
-}
-
-/// `status`, answered with the page the rules name for it when there is
-/// one this client may have, else plainly (`404`: [`Answer::NotFound`]).
-async fn error_page<'a>(
-    fm: &FileManager,
-    options: &'a Options,
-    check: Check,
-    head: &RequestHead<'a>,
-    m: &Matched<'a>,
-    d: &mut Decision<'a>,
-    status: u16,
-) -> Answer<'a> {
-    let plain = || match status {
-        404 => Answer::NotFound,
-        s => Answer::Plan(Box::new(plan::error(head.method, s, ""))),
-    };
-    let Some(page) = m.error_page(status) else {
-        return plain();
-    };
-    let mut buf = Vec::new();
-    let Ok(path) = guarded_path(options, head, page, &mut buf) else {
-        return plain();
-    };
-    // The page is the body of an error: no conditional or range applies.
-    let bare = RequestHead {
-        method: head.method,
-        accept_encoding: head.accept_encoding,
-        host: head.host,
-        ..RequestHead::default()
-    };
-    match resolve_answer(fm, options, check, &bare, path).await {
-        Found::Answer(Answer::File(r)) => {
-            d.status = Some(status);
-            Answer::File(r)
-        }
-        _ => plain(),
-    }
-}
-
-async fn answer<'a>(
-    fm: &FileManager,
-    options: &'a Options,
-    check: Check,
-    policy: &Policy<'_>,
-    head: &RequestHead<'a>,
-    norm: Result<httpfile::path::NormPath<'a>, httpfile::path::PathError>,
-) -> Answer<'a> {
-    let path = match plan::route(head, norm, policy) {
-        Route::Serve(path) => path,
-        Route::Respond(p) if p.status == 404 => return Answer::NotFound,
-        Route::Respond(p) => return Answer::Plan(Box::new(p)),
-    };
-    match resolve_answer(fm, options, check, head, path).await {
-        Found::Answer(a) => a,
-        Found::Directory => Answer::Plan(Box::new(plan::redirect_to_directory(
-            head,
-            &options.redirect_base,
-            path.rel,
-        ))),
-    }
-}
-
-/// What the files hold at `path`: an answer that borrows nothing of the
-/// path, or a directory asked for without its `/` (the caller's redirect
-/// names the path it has).
-enum Found {
-    Answer(Answer<'static>),
-    Directory,
-}
-
-async fn resolve_answer(
-    fm: &FileManager,
-    options: &Options,
-    check: Check,
-    head: &RequestHead<'_>,
-    path: httpfile::path::NormPath<'_>,
-) -> Found {
-    // A GET with a `Range` may ask for a few KiB of a large file, which a
-    // `BeforeSendUpTo` sender reads whole and checks before any byte
-    // leaves: its file is checked once the plan's body is known, not at
-    // resolve (one check per range response, not two).
-    let defer = match check {
-        Check::BeforeSendUpTo(_) => head.range.is_some() && head.method == Method::Get,
-        Check::AtResolve => false,
-    };
-    let found = resolve_with(fm, options, check, defer, head, path).await;
-    let (Check::BeforeSendUpTo(bound), Found::Answer(Answer::File(r))) = (check, &found) else {
-        return found;
-    };
-    if !defer || body_within(options, head, r, bound) || fm.is_current(&r.file) {
-        return found;
-    }
-    // Changed since it was cached: the reopened file, checked at resolve.
-    fm.invalidate(r.file.path());
-    drop(found);
-    resolve_with(fm, options, Check::AtResolve, false, head, path).await
-}
-
-/// Whether the file body `head` gets of `r` is one range of at most
-/// `bound` bytes read from the descriptor: all of it is read, and the file
-/// checked, before any byte of the response leaves.
-fn body_within(options: &Options, head: &RequestHead<'_>, r: &Representation, bound: u64) -> bool {
-    let (Precondition::Proceed { use_range: true }, Some(range), None) =
-        (r.precondition, head.range, r.bytes())
-    else {
-        return false;
-    };
-    httpfile::range::single_range(range, r.size(), options.max_ranges)
-        .is_some_and(|one| one.len() <= bound)
-}
-
-async fn resolve_with(
-    fm: &FileManager,
-    options: &Options,
-    check: Check,
-    defer: bool,
-    head: &RequestHead<'_>,
-    path: httpfile::path::NormPath<'_>,
-) -> Found {
-    let accept = head
-        .accept_encoding
-        .map(AcceptEncoding::parse)
-        .unwrap_or_default();
-    let siblings = ContentCoding::PREFERENCE.map(|c| Sibling {
-        suffix: c.suffix(),
-        accepted: accept.accepts(c),
-    });
-    let query = Query {
-        path: path.rel,
-        dir_only: path.trailing_slash,
-        siblings: if options.precompressed {
-            &siblings
-        } else {
-            &[]
-        },
-        index: &options.index,
-        listing: options.listing.then_some(ListOptions {
-            hidden: options.dotfiles,
-            max_entries: options.listing_max_entries,
-        }),
-        check_files_over: match check {
-            _ if defer => u64::MAX,
-            Check::AtResolve => 0,
-            Check::BeforeSendUpTo(size) => size,
-        },
-    };
-    let method = head.method;
-    let a = match fm.resolve(&query).await {
-        Ok(Resolved::File(f)) => Answer::File(represent(fm, options, head, &accept, f).await),
-        Ok(Resolved::Listing(listing)) => {
-            Answer::Listing(listing_page(&listing, head, options, path.rel))
-        }
-        Ok(Resolved::Directory) => return Found::Directory,
-        Ok(Resolved::NotFound) | Err(OpenError::NotFound) | Err(OpenError::IsDir) => {
-            Answer::NotFound
-        }
-        Ok(Resolved::Forbidden) | Err(OpenError::Forbidden) => {
-            let why = forbidden_reason(fm, path.rel).await;
-            Answer::Plan(Box::new(plan::error(method, 403, why)))
-        }
-        Err(OpenError::Exhausted) => Answer::Plan(Box::new(plan::exhausted(method))),
-        Err(OpenError::Io(e)) => {
-            tracing::warn!("open failed: {e}");
-            Answer::Plan(Box::new(plan::error(method, 500, "")))
-        }
-    };
-    Found::Answer(a)
-}
-
-/// The representation of `f` that `head` gets, its preconditions
-/// evaluated once against the tag it goes out with.
-///
-/// Compression, when `options` compress the file's type and size and no
-/// sibling is served: every response varies by `Accept-Encoding`, identity
-/// ones too; the coding `accept` prefers is made now or taken from the
-/// kept variant (see [`CompressionOptions`] for why the request waits). A
-/// request that revalidates the variant (`If-None-Match` with its tag)
-/// gets its `304` from the tag alone: no compression runs for it, even
-/// when the variant was evicted. A failed compression (the file changed
-/// while it was read) leaves the file to be sent as it is.
-async fn represent(
-    fm: &FileManager,
-    options: &Options,
-    head: &RequestHead<'_>,
-    accept: &AcceptEncoding,
-    f: ResolvedFile,
-) -> Representation {
-    let ResolvedFile {
-        file,
-        sibling,
-        mime,
-    } = f;
-    let sibling_coding = sibling.map(|i| ContentCoding::PREFERENCE[i]);
-    // A path that names a sibling itself is one file, not a negotiation.
-    let is_sibling_path = || {
-        ContentCoding::PREFERENCE
-            .iter()
-            .any(|c| file.path().ends_with(c.suffix()))
-    };
-    let vary = options.precompressed && (sibling.is_some() || !is_sibling_path());
-    let compression = options
-        .compression
-        .as_ref()
-        .filter(|c| sibling.is_none() && c.applies(mime, file.meta().size));
-    let mut r = Representation {
-        variant: None,
-        coding: sibling_coding,
-        vary: vary || compression.is_some(),
-        mime,
-        etag: EntityTag::of_file(file.meta().size, file.meta().mtime_ns),
-        precondition: Precondition::Proceed { use_range: false },
-        now: httpfile::date::now_secs(),
-        file,
-    };
-    let chosen = compression.and_then(|c| Some((c, accept.choose(&c.codings)?)));
-    let Some((c, coding)) = chosen else {
-        r.precondition = plan::file_precondition(head, &r.info(), r.now);
-        return r;
-    };
-    // The variant's tag is known before its bytes: evaluate with it first.
-    r.coding = Some(coding);
-    r.etag = r.etag.with_coding(coding);
-    r.precondition = plan::file_precondition(head, &r.info(), r.now);
-    if r.precondition == Precondition::NotModified {
-        return r;
-    }
-    match fm.variant(&r.file, codec(coding), c.level(coding)).await {
-        Ok(Some(v)) => {
-            if r.precondition != Precondition::Failed && !head.is_head() {
-                fm.count_variant_served(&r.file, &v);
-            }
-            r.variant = Some(v);
-        }
-        outcome => {
-            if let Err(e) = outcome {
-                tracing::debug!(path = r.file.path(), "not compressed: {e}");
-            }
-            // Sent as it is: its own tag, evaluated again (rare).
-            r.coding = None;
-            r.etag = EntityTag::of_file(r.file.meta().size, r.file.meta().mtime_ns);
-            r.precondition = plan::file_precondition(head, &r.info(), r.now);
-        }
-    }
-    r
-}
-
-/// `listing` of the directory at `path` beneath the mount `base`, rendered
-/// in the form `req` asks for (HTML or JSON), filtered and sorted as its
-/// query says. The page names the URL path the client asked for
-/// (`/{base}/{path}/`); its links are relative, so they hold under any mount.
-fn listing_page(listing: &Listing, req: &RequestHead<'_>, options: &Options, path: &str) -> Page {
-    let rel_dir = path;
-    let base = options.redirect_base.trim_matches('/');
-    let shown;
-    let path = if base.is_empty() {
-        path
-    } else {
-        shown = [base, path].join("/");
-        shown.trim_end_matches('/')
-    };
-    // Names a guard keeps from this client are not shown.
-    let rules = &options.rules;
-    let mut child = String::new();
-    let shown = |name: &str| {
-        !rules.has_guards() || {
-            child.clear();
-            if !rel_dir.is_empty() {
-                child.push_str(rel_dir);
-                child.push('/');
-            }
-            child.push_str(name);
-            rules.permits(&facts(req, &child), req.client, req.authorization)
-        }
-    };
-    let mut shown = shown;
-    let kept: Vec<_> = listing.entries.iter().filter(|e| shown(&e.name)).collect();
-    let entries = kept.iter().map(|e| ListingEntry {
-        name: &e.name,
-        is_dir: e.is_dir(),
-        size: e.size,
-        mtime_secs: e.mtime_secs(),
-    });
-    let view = ListingView::of(req);
-    Page::render(
-        ListingFormat::of(req),
-        &view,
-        path,
-        entries,
-        listing.truncated,
-    )
-}
-
-/// The reason a 403 for `rel` gives in its body: asked of the file layer
-/// again (a 403 is rare; this is never a hit's cost) and logged, at most one
-/// line a second for the process so a client cannot flood the log. Neither
-/// names anything outside the root. Empty when no reason is known.
-async fn forbidden_reason(fm: &FileManager, rel: &str) -> &'static str {
-    use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-    static LAST_LOGGED: AtomicU64 = AtomicU64::new(0);
-    let reason = fm.why_forbidden(rel).await;
-    let why = reason.describe();
-    if !why.is_empty() {
-        let now = httpfile::date::now_secs();
-        let last = LAST_LOGGED.load(Relaxed);
-        if now > last
-            && LAST_LOGGED
-                .compare_exchange(last, now, Relaxed, Relaxed)
-                .is_ok()
-        {
-            tracing::warn!(path = %format_args!("/{}", rel.trim_start_matches('/')), "403 forbidden: {why}");
-        }
-    }
-    why
 }

@@ -316,7 +316,8 @@ fn a_small_range_is_checked_by_the_sender_not_at_resolve() {
             let (fm, options) = (&fm, &options);
             async move {
                 let mut path = Vec::new();
-                let d = decide::decide_checked(fm, options, check, &head, &mut path).await;
+                let files = decide::Files { fm, check };
+                let d = decide::decide_checked(files, options, &head, &mut path).await;
                 let mut ranges = Vec::new();
                 let plan = d.plan(&head, &mut ranges);
                 (plan.status, plan.headers.etag.map(str::to_owned))

@@ -174,21 +174,48 @@ pub(crate) fn is_token(s: &str) -> bool {
 }
 
 impl RuleSpec {
+    /// The rule compiled, or `None` with every problem of its fields in
+    /// `errors` (rule `n`), in the order the fields are written: what it
+    /// matches, its header edits, its actions, then who may have it.
     pub(crate) fn compile(&self, n: usize, errors: &mut Vec<RuleError>) -> Option<Rule> {
         let before = errors.len();
-        let mut fail = |field: &'static str, message: String| {
-            errors.push(RuleError {
-                rule: n,
-                field,
-                message,
-            })
-        };
-        let glob = Glob::new(&self.path).map_err(|m| fail("path", m)).ok();
-        let captures = glob.as_ref().map_or(9, Glob::capture_count);
+        let mut fail = Problems { rule: n, errors };
+        let matching = self.matching(&mut fail);
+        let captures = matching.glob.as_ref().map_or(9, Glob::capture_count);
+        let edits = self.header_edits(&mut fail);
+        let actions = self.actions(captures, &mut fail);
+        let access = self.access(&mut fail);
+        if fail.errors.len() > before {
+            return None;
+        }
+        Some(Rule {
+            glob: matching.glob?,
+            methods: (!matching.methods.is_empty()).then_some(matching.methods),
+            hosts: matching.hosts,
+            scheme: matching.scheme,
+            navigation_only: self.navigation_only,
+            edits,
+            always: self.always,
+            redirect: actions.redirect,
+            rewrite: actions.rewrite,
+            try_files: actions.try_files,
+            error_pages: actions.error_pages,
+            auth: access.auth,
+            allow: access.allow,
+            deny: access.deny,
+            cors: access.cors,
+        })
+    }
+
+    /// `path`, `methods`, `hosts` and `scheme`: which requests it matches.
+    fn matching(&self, fail: &mut Problems<'_>) -> Matching {
+        let glob = Glob::new(&self.path).map_err(|m| fail.at("path", m)).ok();
         let mut methods = Vec::new();
         for m in &self.methods {
             match Method::from_token(m.as_bytes()) {
-                Method::Other => fail("methods", format!("`{m}` is not one of GET, HEAD, OPTIONS")),
+                Method::Other => {
+                    fail.at("methods", format!("`{m}` is not one of GET, HEAD, OPTIONS"))
+                }
                 m => methods.push(m),
             }
         }
@@ -196,7 +223,7 @@ impl RuleSpec {
         for h in &self.hosts {
             match HostPattern::parse(h) {
                 Ok(p) => hosts.push(p),
-                Err(m) => fail("hosts", m),
+                Err(m) => fail.at("hosts", m),
             }
         }
         let scheme = match self.scheme.as_str() {
@@ -204,112 +231,127 @@ impl RuleSpec {
             "http" => Some(false),
             "https" => Some(true),
             o => {
-                fail("scheme", format!("`{o}` is not http or https"));
+                fail.at("scheme", format!("`{o}` is not http or https"));
                 None
             }
         };
-        let mut edits = Vec::new();
-        let mut header = |field, kind, name: &str, value: &str| {
-            if !is_token(name) {
-                fail(field, format!("`{name}` is not a header name"));
-            } else if FRAMING.contains(&name.to_ascii_lowercase().as_str()) {
-                fail(
-                    field,
-                    format!("`{name}` is written by the server and cannot be changed"),
-                );
-            } else if value.bytes().any(|b| (b < 0x20 && b != b'\t') || b == 0x7f) {
-                fail(
-                    field,
-                    format!("the value of `{name}` holds a control character"),
-                );
-            } else {
-                edits.push((kind, name.to_string(), value.to_string()));
-            }
-        };
-        for name in &self.remove_headers {
-            header("remove_headers", Edit::Remove, name, "");
+        Matching {
+            glob,
+            methods,
+            hosts,
+            scheme,
         }
-        for (name, value) in &self.headers {
-            header("headers", Edit::Set, name, value);
-        }
-        for (name, value) in &self.add_headers {
-            header("add_headers", Edit::Add, name, value);
-        }
-        let redirect = if self.redirect.is_empty() {
-            if self.status != 0 {
-                fail(
-                    "status",
-                    "is the status of a `redirect`, and this rule has none".into(),
-                );
-            }
-            None
-        } else {
-            let status = match self.status {
-                0 => 302,
-                s @ (301 | 302 | 303 | 307 | 308) => s,
-                s => {
-                    fail(
-                        "status",
-                        format!("{s} is not a redirect status (301, 302, 303, 307, 308)"),
-                    );
-                    302
-                }
-            };
-            if !(self.redirect.starts_with('/')
-                || self.redirect.starts_with('{')
-                || self.redirect.contains("://"))
-            {
-                fail(
-                    "redirect",
-                    format!("`{}` is neither a path (`/...`) nor a URL", self.redirect),
-                );
-            }
-            Template::new(&self.redirect, captures)
-                .map_err(|m| fail("redirect", m))
-                .ok()
-                .map(|t| (status, t))
-        };
-        let path_template = |field, text: &str, fail: &mut dyn FnMut(&'static str, String)| {
-            if !(text.starts_with('/') || text.starts_with("{path}")) {
-                fail(
-                    field,
-                    format!("`{text}` must be a path: start with `/` or `{{path}}`"),
-                );
-                return None;
-            }
-            Template::new(text, captures)
-                .map_err(|m| fail(field, m))
-                .ok()
-        };
+    }
+
+    /// `remove_headers`, `headers` and `add_headers`, in that order.
+    fn header_edits(&self, fail: &mut Problems<'_>) -> Vec<(Edit, String, String)> {
+        let remove = self
+            .remove_headers
+            .iter()
+            .map(|n| ("remove_headers", Edit::Remove, n, ""));
+        let set = self
+            .headers
+            .iter()
+            .map(|(n, v)| ("headers", Edit::Set, n, v.as_str()));
+        let add = self
+            .add_headers
+            .iter()
+            .map(|(n, v)| ("add_headers", Edit::Add, n, v.as_str()));
+        remove
+            .chain(set)
+            .chain(add)
+            .filter(|&(field, _, name, value)| header_allowed(field, name, value, fail))
+            .map(|(_, kind, name, value)| (kind, name.clone(), value.to_string()))
+            .collect()
+    }
+
+    /// `redirect` (with `status`), `rewrite`, `try_files` and
+    /// `error_pages`: what the rule answers instead of the request's path.
+    /// `captures`: how many `{n}` the path's glob makes.
+    fn actions(&self, captures: usize, fail: &mut Problems<'_>) -> Actions {
+        let redirect = self.redirect(captures, fail);
         let rewrite = if self.rewrite.is_empty() {
             None
         } else {
-            path_template("rewrite", &self.rewrite, &mut fail)
+            path_template("rewrite", &self.rewrite, captures, fail)
         };
         if rewrite.is_some() && redirect.is_some() {
-            fail("rewrite", "a rule either redirects or rewrites".into());
+            fail.at("rewrite", "a rule either redirects or rewrites".into());
         }
         let try_files = self
             .try_files
             .iter()
-            .filter_map(|t| path_template("try_files", t, &mut fail))
+            .filter_map(|t| path_template("try_files", t, captures, fail))
             .collect();
+        Actions {
+            redirect,
+            rewrite,
+            try_files,
+            error_pages: self.error_pages(fail),
+        }
+    }
+
+    /// `redirect` and its `status` (302 unless it says).
+    fn redirect(&self, captures: usize, fail: &mut Problems<'_>) -> Option<(u16, Template)> {
+        if self.redirect.is_empty() {
+            if self.status != 0 {
+                fail.at(
+                    "status",
+                    "is the status of a `redirect`, and this rule has none".into(),
+                );
+            }
+            return None;
+        }
+        let status = match self.status {
+            0 => 302,
+            s @ (301 | 302 | 303 | 307 | 308) => s,
+            s => {
+                fail.at(
+                    "status",
+                    format!("{s} is not a redirect status (301, 302, 303, 307, 308)"),
+                );
+                302
+            }
+        };
+        if !(self.redirect.starts_with('/')
+            || self.redirect.starts_with('{')
+            || self.redirect.contains("://"))
+        {
+            fail.at(
+                "redirect",
+                format!("`{}` is neither a path (`/...`) nor a URL", self.redirect),
+            );
+        }
+        Template::new(&self.redirect, captures)
+            .map_err(|m| fail.at("redirect", m))
+            .ok()
+            .map(|t| (status, t))
+    }
+
+    /// `error_pages`: a status from 400 to 599 and a path from the root.
+    fn error_pages(&self, fail: &mut Problems<'_>) -> Vec<(u16, String)> {
         let mut error_pages = Vec::new();
         for (status, page) in &self.error_pages {
             match status.parse::<u16>() {
                 Ok(s @ 400..=599) if page.starts_with('/') && !page.contains('{') => {
                     error_pages.push((s, page.clone()))
                 }
-                Ok(400..=599) => fail(
+                Ok(400..=599) => fail.at(
                     "error_pages",
                     format!("`{page}` must be a path from the root (`/404.html`)"),
                 ),
-                _ => fail(
+                _ => fail.at(
                     "error_pages",
                     format!("`{status}` is not an error status (400-599)"),
                 ),
             }
         }
+        error_pages
+    }
+
+    /// `basic_auth`, `allow`, `deny` and `cors`: who may have what the
+    /// rule matches, and from which origins.
+    fn access(&self, fail: &mut Problems<'_>) -> Access {
         let auth = self.basic_auth.as_ref().and_then(|a| {
             let users = a
                 .users
@@ -318,26 +360,11 @@ impl RuleSpec {
                 .collect();
             BasicAuth::new(&a.realm, users)
                 .map(Arc::new)
-                .map_err(|m| fail("basic_auth", m))
+                .map_err(|m| fail.at("basic_auth", m))
                 .ok()
         });
-        let nets = |field, list: &[String], fail: &mut dyn FnMut(&'static str, String)| {
-            let mut out = Vec::new();
-            for a in list {
-                if a == "all" {
-                    out.push(IpNet::parse("0.0.0.0/0").expect("valid"));
-                    out.push(IpNet::parse("::/0").expect("valid"));
-                } else {
-                    match IpNet::parse(a) {
-                        Ok(n) => out.push(n),
-                        Err(m) => fail(field, m),
-                    }
-                }
-            }
-            out
-        };
-        let allow = nets("allow", &self.allow, &mut fail);
-        let deny = nets("deny", &self.deny, &mut fail);
+        let allow = nets("allow", &self.allow, fail);
+        let deny = nets("deny", &self.deny, fail);
         let cors = self.cors.as_ref().and_then(|c| {
             Cors::new(
                 &c.origins,
@@ -347,28 +374,115 @@ impl RuleSpec {
                 c.max_age,
                 c.credentials,
             )
-            .map_err(|m| fail("cors", m))
+            .map_err(|m| fail.at("cors", m))
             .ok()
         });
-        if errors.len() > before {
-            return None;
-        }
-        Some(Rule {
-            glob: glob?,
-            methods: (!methods.is_empty()).then_some(methods),
-            hosts,
-            scheme,
-            navigation_only: self.navigation_only,
-            edits,
-            always: self.always,
-            redirect,
-            rewrite,
-            try_files,
-            error_pages,
+        Access {
             auth,
             allow,
             deny,
             cors,
+        }
+    }
+}
+
+/// Where one rule's problems go, each with the rule's position.
+struct Problems<'e> {
+    rule: usize,
+    errors: &'e mut Vec<RuleError>,
+}
+
+impl Problems<'_> {
+    /// `field` of the rule is wrong: `message` says how.
+    fn at(&mut self, field: &'static str, message: String) {
+        self.errors.push(RuleError {
+            rule: self.rule,
+            field,
+            message,
         })
     }
+}
+
+/// Which requests a rule matches, compiled (`glob`: `None` when the
+/// path is wrong).
+struct Matching {
+    glob: Option<Glob>,
+    methods: Vec<Method>,
+    hosts: Vec<HostPattern>,
+    scheme: Option<bool>,
+}
+
+/// What a rule answers instead of the request's path, compiled.
+struct Actions {
+    redirect: Option<(u16, Template)>,
+    rewrite: Option<Template>,
+    try_files: Vec<Template>,
+    error_pages: Vec<(u16, String)>,
+}
+
+/// Who may have what a rule matches, compiled.
+struct Access {
+    auth: Option<Arc<BasicAuth>>,
+    allow: Vec<IpNet>,
+    deny: Vec<IpNet>,
+    cors: Option<Cors>,
+}
+
+/// Whether a rule may edit the header field `name` (its `field`): a
+/// token the server does not write, with no control character in `value`.
+fn header_allowed(field: &'static str, name: &str, value: &str, fail: &mut Problems<'_>) -> bool {
+    if !is_token(name) {
+        fail.at(field, format!("`{name}` is not a header name"));
+    } else if FRAMING.contains(&name.to_ascii_lowercase().as_str()) {
+        fail.at(
+            field,
+            format!("`{name}` is written by the server and cannot be changed"),
+        );
+    } else if value.bytes().any(|b| (b < 0x20 && b != b'\t') || b == 0x7f) {
+        fail.at(
+            field,
+            format!("the value of `{name}` holds a control character"),
+        );
+    } else {
+        return true;
+    }
+    false
+}
+
+/// A `rewrite` or `try_files` entry: a path (`/...` or `{path}...`) with
+/// at most `captures` numbered placeholders.
+fn path_template(
+    field: &'static str,
+    text: &str,
+    captures: usize,
+    fail: &mut Problems<'_>,
+) -> Option<Template> {
+    if !(text.starts_with('/') || text.starts_with("{path}")) {
+        fail.at(
+            field,
+            format!("`{text}` must be a path: start with `/` or `{{path}}`"),
+        );
+        return None;
+    }
+    Template::new(text, captures)
+        .map_err(|m| fail.at(field, m))
+        .ok()
+}
+
+/// `allow` or `deny`: addresses, CIDR blocks, or `all` (every IPv4 and
+/// IPv6 address).
+fn nets(field: &'static str, list: &[String], fail: &mut Problems<'_>) -> Vec<IpNet> {
+    let mut out = Vec::new();
+    for a in list {
+        if a == "all" {
+            out.push(IpNet::parse("0.0.0.0/0").expect("valid"));
+            out.push(IpNet::parse("::/0").expect("valid"));
+        } else {
+            match IpNet::parse(a) {
+                Ok(n) => out.push(n),
+                Err(m) => fail.at(field, m),
+            }
+        }
+    }
+    out
 }

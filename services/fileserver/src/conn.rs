@@ -414,7 +414,8 @@ impl Conn {
             &with_client
         };
         loop {
-            let decision = decide::decide_checked(fm, serve, check, head, &mut self.path).await;
+            let files = decide::Files { fm, check };
+            let decision = decide::decide_checked(files, serve, head, &mut self.path).await;
             let plan = decision.plan(head, &mut self.ranges);
             framing.keep_alive &= !plan.close;
             let file = decision.representation();

@@ -598,8 +598,11 @@ impl H2 {
         let fm = ctx.files().manager_for(site);
         let mut path = std::mem::take(&mut self.path);
         let mut ranges = std::mem::take(&mut self.ranges);
-        let decision =
-            decide::decide_checked(fm, serve, decide::Check::AtResolve, &head, &mut path).await;
+        let files = decide::Files {
+            fm,
+            check: decide::Check::AtResolve,
+        };
+        let decision = decide::decide_checked(files, serve, &head, &mut path).await;
         let plan = decision.plan(&head, &mut ranges);
         let started = self.out.start(&req, &plan, decision.representation(), room);
         let file = match &started {
