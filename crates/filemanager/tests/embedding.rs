@@ -1,12 +1,31 @@
 //! What embedding changes in the process: nothing global by default (no
 //! `RLIMIT_NOFILE` change, one reaper and one watcher thread however many
-//! managers), and what an embedder can opt into or out of. Each test runs
-//! in its own process under nextest; all change or inspect process-wide
-//! state, so they live in this file alone.
+//! managers), and what an embedder can opt into or out of. All change or
+//! inspect process-wide state, so each runs in a process of its own: under
+//! nextest it has one, and under `cargo test` it starts one ([`alone`]).
 #![cfg(unix)]
 
 use filemanager::{Config, FileManager, Opened};
 use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
+
+/// Whether this process is the test `name`'s own: if not, runs it in a
+/// child (this test binary, that test alone) and checks that it passed.
+fn alone(name: &str) -> bool {
+    const VAR: &str = "FILEMANAGER_EMBEDDING_TEST";
+    if std::env::var(VAR).as_deref() == Ok(name) {
+        return true;
+    }
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([name, "--exact", "--nocapture", "--test-threads=1"])
+        .env(VAR, name)
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{name} in its own process:\n{text}");
+    assert!(text.contains("1 passed"), "{name} did not run:\n{text}");
+    false
+}
 
 fn threads_named(name: &str) -> usize {
     thread_names().iter().filter(|comm| *comm == name).count()
@@ -29,6 +48,9 @@ fn thread_names() -> Vec<String> {
 /// not one of each per manager; they end with the last manager.
 #[test]
 fn two_managers_change_no_limit_and_share_their_threads() {
+    if !alone("two_managers_change_no_limit_and_share_their_threads") {
+        return;
+    }
     let a = tempfile::tempdir().unwrap();
     let b = tempfile::tempdir().unwrap();
     std::fs::write(a.path().join("f"), b"a").unwrap();
@@ -72,6 +94,9 @@ fn two_managers_change_no_limit_and_share_their_threads() {
 
 #[test]
 fn the_soft_descriptor_limit_is_raised_only_when_asked() {
+    if !alone("the_soft_descriptor_limit_is_raised_only_when_asked") {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let hard = getrlimit(Resource::Nofile).maximum;
     let low = hard.map_or(4096, |h| h.min(4096));
@@ -101,6 +126,9 @@ fn the_soft_descriptor_limit_is_raised_only_when_asked() {
 
 #[test]
 fn without_the_reaper_thread_reap_releases_dropped_handles() {
+    if !alone("without_the_reaper_thread_reap_releases_dropped_handles") {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("a.txt"), b"a").unwrap();
     let rt = tokio::runtime::Builder::new_current_thread()
