@@ -25,8 +25,8 @@ pub(crate) struct Live {
     pub s: Settings,
     /// Access logger, when enabled.
     pub access: Option<AccessLogger>,
-    /// The Service the TLS, h2c and HTTP/3 listeners answer with, built
-    /// from these settings.
+    /// The Service the HTTP/3 engine answers with (through `responder`),
+    /// built from these settings; HTTP/1.1 and HTTP/2 call `decide`.
     pub files: servedir::ServeDir,
     /// Each site's, in the order of `s.sites`.
     pub sites: Vec<servedir::ServeDir>,
