@@ -23,6 +23,12 @@ pub(crate) fn install_recorder() -> anyhow::Result<PrometheusHandle> {
         "fileserver_auth_failures_total",
         "Credentials a rule's basic_auth refused (requests without any are not counted)."
     );
+    metrics::describe_counter!(
+        "fileserver_connections_refused_total",
+        "Connections closed at accept, unserved, by reason (per_client: over max_connections_per_client)."
+    );
+    metrics::counter!("fileserver_connections_refused_total", "reason" => "per_client")
+        .increment(0);
     metrics::describe_gauge!(
         "fileserver_build_info",
         "Always 1; the labels say which build runs (version, git commit)."

@@ -9,6 +9,7 @@
 //!
 //! ```text
 //!   server    bind, share, spawn workers, announce; signals, reload, drain
+//!   clients   open connections per client (max_connections_per_client)
 //!   conn      one TCP connection: the HTTP/1.1 engine (send: its output)
 //!   h2conn    the HTTP/2 engine over h2wire
 //!   h3conn    the HTTP/3 engine over quinn/h3 (responder: its answers)
@@ -35,6 +36,7 @@
 mod accesslog;
 mod acme;
 mod admin;
+mod clients;
 pub mod config;
 mod conn;
 mod exchange;
@@ -97,6 +99,10 @@ pub struct Cli {
     /// Worker threads, 0 = one per CPU [key: workers]
     #[arg(long, value_name = "N", value_hint = clap::ValueHint::Other)]
     pub workers: Option<String>,
+    /// Open connections of one client at most, 0 = no limit [key:
+    /// max_connections_per_client]
+    #[arg(long, value_name = "N", value_hint = clap::ValueHint::Other)]
+    pub max_connections_per_client: Option<String>,
     /// auto|uring|blocking|portable [key: io_backend]
     #[arg(long, value_name = "KIND", value_parser = ["auto", "uring", "blocking", "portable"])]
     pub io_backend: Option<String>,
@@ -176,6 +182,10 @@ impl Cli {
             ("listen", &self.listen),
             ("admin_listen", &self.admin_listen),
             ("workers", &self.workers),
+            (
+                "max_connections_per_client",
+                &self.max_connections_per_client,
+            ),
             ("io_backend", &self.io_backend),
             ("log_level", &self.log_level),
             ("access_log", &self.access_log),

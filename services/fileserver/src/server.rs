@@ -442,6 +442,7 @@ fn share(
             .collect(),
         open_conns: AtomicUsize::new(0),
         active_conns: AtomicUsize::new(0),
+        client_conns: Default::default(),
         serving: AtomicBool::new(false),
         access_dropped: dropped,
         log_threads: Mutex::new(log_thread.into_iter().collect()),
@@ -941,6 +942,8 @@ struct ConnSlot {
     fd: Option<std::os::fd::RawFd>,
     /// It holds one of `max_connections`' slots.
     active: bool,
+    /// The client it counts for (`max_connections_per_client`).
+    client: Option<std::net::IpAddr>,
 }
 
 impl ConnSlot {
@@ -954,7 +957,28 @@ impl ConnSlot {
             w: w.clone(),
             fd,
             active: false,
+            client: None,
         }
+    }
+}
+
+/// Takes one of `peer`'s connections under `max_connections_per_client`:
+/// `Err` when it has them all (the connection is to be closed unserved),
+/// `Ok(None)` when no limit applies to it (none set, or a trusted proxy).
+fn client_slot(w: &Worker, peer: std::net::IpAddr) -> Result<Option<std::net::IpAddr>, ()> {
+    let live = w.shared.live().0;
+    let limits = &live.s.limits;
+    let max = limits.max_connections_per_client;
+    if max == 0 || live.s.trusted_proxies.iter().any(|n| n.contains(peer)) {
+        return Ok(None);
+    }
+    let client = crate::clients::client_of(peer, limits.client_ipv6_prefix);
+    if w.shared.client_conns.try_open(client, max) {
+        Ok(Some(client))
+    } else {
+        metrics::counter!("fileserver_connections_refused_total", "reason" => "per_client")
+            .increment(1);
+        Err(())
     }
 }
 
@@ -966,6 +990,9 @@ impl Drop for ConnSlot {
         }
         if let Some(fd) = self.fd {
             w.conn_fds.borrow_mut().remove(&fd);
+        }
+        if let Some(client) = self.client {
+            w.shared.client_conns.close(client);
         }
         w.local_conns.set(w.local_conns.get() - 1);
         w.shared.open_conns.fetch_sub(1, Relaxed);
@@ -1086,14 +1113,22 @@ async fn accept_quic(w: &Rc<Worker>, endpoint: &quinn::Endpoint) {
                 None => break,
             },
         };
+        let Ok(client) = client_slot(w, incoming.remote_address().ip()) else {
+            incoming.refuse();
+            continue;
+        };
         let max = w.shared.live().0.s.limits.max_connections;
         if w.shared.active_conns.fetch_add(1, Relaxed) >= max {
             w.shared.active_conns.fetch_sub(1, Relaxed);
+            if let Some(c) = client {
+                w.shared.client_conns.close(c);
+            }
             incoming.refuse();
             continue;
         }
         let mut slot = ConnSlot::open(w, None);
         slot.active = true;
+        slot.client = client;
         tokio::task::spawn_local(async move {
             crate::h3conn::serve(slot.w.conn.clone(), incoming).await;
             drop(slot);
@@ -1119,9 +1154,14 @@ async fn accept_loop(w: &Rc<Worker>, listener: tokio::net::TcpListener, kind: Li
             _ = shutdown.changed() => break,
             r = listener.accept() => match r {
                 Ok((stream, peer)) => {
+                    // Over its share: closed unserved, before TLS.
+                    let Ok(client) = client_slot(w, peer.ip()) else {
+                        continue;
+                    };
                     let _ = stream.set_nodelay(true);
                     let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
                     let mut slot = ConnSlot::open(w, Some(fd));
+                    slot.client = client;
                     tokio::task::spawn_local(async move {
                         // Every worker may be parked in accept() when the
                         // limit is reached, so up to `workers - 1` extra

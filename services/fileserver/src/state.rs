@@ -61,6 +61,8 @@ pub(crate) struct Shared {
     pub open_conns: AtomicUsize,
     /// Connections being served (at most `max_connections`; the rest wait).
     pub active_conns: AtomicUsize,
+    /// Open connections per client (`max_connections_per_client`).
+    pub(crate) client_conns: crate::clients::ClientConns,
     /// False once shutdown began.
     pub serving: AtomicBool,
     /// Access log lines dropped.

@@ -533,3 +533,51 @@ fn check_config_says_http3_needs_tls_listen() {
     let e = String::from_utf8_lossy(&out.stderr);
     assert!(e.contains("key `http3.idle_timeout`"), "{e}");
 }
+
+/// `max_connections_per_client` holds for QUIC too: a client's second
+/// connection is refused before its handshake while the first is open
+/// (its streams do not count), and is taken once the first has closed.
+#[test]
+fn a_clients_quic_connections_over_its_share_are_refused() {
+    use std::io::BufRead;
+    let f = fixture(&["--max-connections-per-client", "1"]);
+    let client = |extra: &[&str]| {
+        let mut c = Command::new(python());
+        c.arg(client_script())
+            .args(["--port", &f.https.port().to_string()])
+            .arg("--ca")
+            .arg(&f.ca_file)
+            .args(extra)
+            .args(["/small.txt", "/small.txt", "/small.txt"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped());
+        c
+    };
+    let mut first = client(&["--goaway-wait", "3"]).spawn().unwrap();
+    let mut lines = std::io::BufReader::new(first.stdout.take().unwrap()).lines();
+    // Its three answers, on one connection: it is open now.
+    for _ in 0..4 {
+        let line = lines.next().unwrap().unwrap();
+        assert!(!line.contains("error"), "{line}");
+    }
+    let second = client(&[]).output().unwrap();
+    let text = String::from_utf8_lossy(&second.stdout);
+    assert!(
+        !second.status.success(),
+        "a second connection was served: {text}"
+    );
+    let refused = common::metric_sum(
+        &f.d.metrics(),
+        "fileserver_connections_refused_total",
+        &[("reason", "per_client")],
+    );
+    assert_eq!(refused, Some(1.0));
+    assert!(first.wait().unwrap().success());
+    // Closed: the place is free again.
+    let third = client(&[]).output().unwrap();
+    assert!(
+        third.status.success(),
+        "{}",
+        String::from_utf8_lossy(&third.stdout)
+    );
+}

@@ -1,6 +1,7 @@
-//! Bounds on what one connection may ask and how long it may take:
-//! `max_header_bytes`, `max_headers`, the timeouts, `max_connections`
-//! (top-level keys; HTTP/2's own are `http2.rs`'s).
+//! Bounds on what one connection may ask and how long it may take, and
+//! on how many connections there are: `max_header_bytes`, `max_headers`,
+//! the timeouts, `max_connections`, `max_connections_per_client` (top-level
+//! keys; HTTP/2's own are `http2.rs`'s).
 
 use super::values::{dur, positive_dur, range};
 use super::ConfigError;
@@ -25,6 +26,12 @@ pub struct LimitsConfig {
     pub shutdown_timeout: String,
     /// Open client connections at most (accepting pauses at the limit).
     pub max_connections: u64,
+    /// Open connections of one client at most, 0 for no limit: more are
+    /// closed at accept, before TLS (peers in `trusted_proxies` are not
+    /// limited).
+    pub max_connections_per_client: u64,
+    /// The prefix an IPv6 client is known by, in bits (one host owns a /64).
+    pub client_ipv6_prefix: u64,
 }
 
 impl Default for LimitsConfig {
@@ -37,6 +44,8 @@ impl Default for LimitsConfig {
             send_timeout: "60s".into(),
             shutdown_timeout: "30s".into(),
             max_connections: 10000,
+            max_connections_per_client: 0,
+            client_ipv6_prefix: 64,
         }
     }
 }
@@ -56,6 +65,10 @@ pub struct Limits {
     pub send_timeout: Duration,
     /// `max_connections`.
     pub max_connections: usize,
+    /// `max_connections_per_client` (0: no limit).
+    pub max_connections_per_client: u32,
+    /// `client_ipv6_prefix`.
+    pub client_ipv6_prefix: u8,
 }
 
 impl LimitsConfig {
@@ -68,6 +81,15 @@ impl LimitsConfig {
             keepalive_timeout: positive_dur("keepalive_timeout", &self.keepalive_timeout, e),
             send_timeout: positive_dur("send_timeout", &self.send_timeout, e),
             max_connections: range("max_connections", self.max_connections, 1, 10_000_000, e),
+            max_connections_per_client: range(
+                "max_connections_per_client",
+                self.max_connections_per_client,
+                0,
+                1_000_000,
+                e,
+            ) as u32,
+            client_ipv6_prefix: range("client_ipv6_prefix", self.client_ipv6_prefix, 16, 128, e)
+                as u8,
         }
     }
 

@@ -1,0 +1,163 @@
+//! Per-client limits at accept: `max_connections_per_client` on the
+//! plaintext listener (HTTP/1.1 and h2c), the HTTPS one (before TLS, so
+//! HTTP/1.1 and HTTP/2 alike) and HTTP/3, with a second client address
+//! (127.0.0.2, which loopback also answers from) served meanwhile.
+#![cfg(target_os = "linux")]
+
+mod common;
+
+use common::tls::TestCa;
+use common::{metric_sum, Daemon, Tree};
+use std::io::{Read, Write};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+const OTHER: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2));
+
+/// A TCP connection to `to` from `from` (port chosen by the kernel).
+fn connect_from(from: IpAddr, to: SocketAddr) -> TcpStream {
+    use rustix::net::{bind, connect, socket, AddressFamily, SocketType};
+    let fd = socket(AddressFamily::INET, SocketType::STREAM, None).unwrap();
+    bind(&fd, &SocketAddr::new(from, 0)).unwrap();
+    connect(&fd, &to).unwrap();
+    let s = TcpStream::from(fd);
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s
+}
+
+/// One keep-alive HTTP/1.1 exchange on `s`: the status.
+fn ask(s: &mut TcpStream) -> u16 {
+    s.write_all(b"GET /a.txt HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut buf = [0u8; 4096];
+    let n = s.read(&mut buf).unwrap();
+    common::status_of(&buf[..n])
+}
+
+/// Whether the server closed `s` without a byte (within 5 s).
+fn closed_unserved(s: &mut TcpStream) -> bool {
+    let _ = s.write_all(b"GET /a.txt HTTP/1.1\r\nHost: x\r\n\r\n");
+    let mut buf = [0u8; 64];
+    match s.read(&mut buf) {
+        Ok(0) => true,
+        Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
+        Ok(_) => false,
+    }
+}
+
+fn refused(d: &Daemon) -> f64 {
+    metric_sum(
+        &d.metrics(),
+        "fileserver_connections_refused_total",
+        &[("reason", "per_client")],
+    )
+    .unwrap_or(-1.0)
+}
+
+fn tree() -> Tree {
+    let tree = Tree::new();
+    tree.write("a.txt", b"hello");
+    tree
+}
+
+#[test]
+fn the_plaintext_listener_closes_a_clients_connection_over_its_share() {
+    let tree = tree();
+    let d = Daemon::start(&tree.root, &["--max-connections-per-client", "2"]);
+    assert_eq!(refused(&d), 0.0, "the series is there before any refusal");
+    let mut a = connect_from(IpAddr::V4(Ipv4Addr::LOCALHOST), d.http);
+    let mut b = connect_from(IpAddr::V4(Ipv4Addr::LOCALHOST), d.http);
+    assert_eq!((ask(&mut a), ask(&mut b)), (200, 200));
+    let mut third = connect_from(IpAddr::V4(Ipv4Addr::LOCALHOST), d.http);
+    assert!(closed_unserved(&mut third), "a third connection was served");
+    assert_eq!(refused(&d), 1.0);
+    // Another client meanwhile: HTTP/1.1 and h2c.
+    let mut other = connect_from(OTHER, d.http);
+    assert_eq!(ask(&mut other), 200);
+    drop(other);
+    let h2c = reqwest::blocking::Client::builder()
+        .local_address(OTHER)
+        .http2_prior_knowledge()
+        .no_proxy()
+        .build()
+        .unwrap();
+    assert_eq!(h2c.get(d.url("/a.txt")).send().unwrap().status(), 200);
+    // A connection that ends gives its place back.
+    drop(a);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let mut again = connect_from(IpAddr::V4(Ipv4Addr::LOCALHOST), d.http);
+        if !closed_unserved(&mut again) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the closed connection's place never came back"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(ask(&mut b), 200);
+}
+
+#[test]
+fn the_https_listener_refuses_before_tls_and_an_h2_connection_counts_once() {
+    let tree = tree();
+    let ca = TestCa::new();
+    let (d, https) = ca.https_daemon(&tree.root, &["--max-connections-per-client", "1"]);
+    // One HTTP/2 connection carrying many streams is one connection.
+    let h2 = ca.client(true);
+    for _ in 0..20 {
+        assert_eq!(
+            h2.get(format!("https://localhost:{}/a.txt", https.port()))
+                .send()
+                .unwrap()
+                .status(),
+            200
+        );
+    }
+    // A second connection from the same address: closed at accept,
+    // before a byte of TLS.
+    let mut raw = connect_from(IpAddr::V4(Ipv4Addr::LOCALHOST), https);
+    let mut buf = [0u8; 16];
+    let n = raw.read(&mut buf).unwrap_or(0);
+    assert_eq!(n, 0, "the server answered a refused connection");
+    assert!(refused(&d) >= 1.0);
+    // Another address at the same moment: HTTPS with HTTP/1.1 and HTTP/2.
+    for http2 in [false, true] {
+        let b = reqwest::blocking::Client::builder()
+            .use_rustls_tls()
+            .tls_built_in_root_certs(false)
+            .add_root_certificate(reqwest::Certificate::from_pem(ca.ca_pem.as_bytes()).unwrap())
+            .local_address(OTHER)
+            .no_proxy();
+        let b = if http2 {
+            b.http2_prior_knowledge()
+        } else {
+            b.http1_only()
+        };
+        let c = b.build().unwrap();
+        let url = format!("https://localhost:{}/a.txt", https.port());
+        assert_eq!(c.get(url).send().unwrap().status(), 200, "http2={http2}");
+    }
+}
+
+#[test]
+fn trusted_proxies_are_not_limited() {
+    let tree = tree();
+    let d = Daemon::start(
+        &tree.root,
+        &[
+            "--max-connections-per-client",
+            "1",
+            "--set",
+            "trusted_proxies=127.0.0.1",
+        ],
+    );
+    let mut held: Vec<TcpStream> = (0..4)
+        .map(|_| connect_from(IpAddr::V4(Ipv4Addr::LOCALHOST), d.http))
+        .collect();
+    for s in &mut held {
+        assert_eq!(ask(s), 200, "a proxy's connections are many clients'");
+    }
+    assert_eq!(refused(&d), 0.0);
+}
