@@ -141,9 +141,10 @@
 //! announced, and one load per word ever taken after that.
 //! `get_with` is the faster lookup (one locked instruction where `get`
 //! and its guard have two), and the releasers' check costs the owner's
-//! pair nothing above the noise (numbers: `benches/README.md`). The loom
-//! model `get_with_races_with_close_and_reap` reports a causality
-//! violation if the releasers skip the check.
+//! pair nothing above the noise (numbers: `benches/HISTORY.md`,
+//! "Announced lookups"). The loom model
+//! `get_with_races_with_close_and_reap` reports a causality violation if
+//! the releasers skip the check.
 //!
 //! # Allocation
 //!
@@ -206,9 +207,10 @@
 //! # Choices and their measurements
 //!
 //! What each choice measured, pass by pass, with the commands that
-//! reproduce it, is in `benches/README.md` (the fdtable sections, "The
-//! passes that got the pair here" for the history); this section keeps
-//! what those measurements concluded.
+//! reproduce it, is in `benches/HISTORY.md` (the fdtable sections, "The
+//! passes that got the pair here" for the history; the current figures
+//! are in `benches/README.md`); this section keeps what those
+//! measurements concluded.
 //!
 //! Standing choices, each kept because it removed work from the owner's
 //! path or a locked instruction from a lookup:
@@ -261,7 +263,7 @@
 //! list-head and announcement checks, the descriptor's validation, the
 //! release), taken together: none of them alone measures above the
 //! noise. Numbers, and the commands that reproduce them:
-//! `benches/README.md` ("fdtable: where the remaining nanoseconds go").
+//! `benches/HISTORY.md` ("fdtable: where the remaining nanoseconds go").
 //!
 //! # Limits
 //!

@@ -606,7 +606,8 @@ pub fn plan_response(p: &Plan<'_>) -> Response<Body> {
 /// parsed and copied; the map is sized once for them and for what a
 /// server adds after (`Server`, `Date`, `Alt-Svc`). Against parsing every
 /// name and value: 0.93-0.95x the instructions of a TLS HTTP/2 request
-/// for a cached 1 KiB file (callgrind; benches/README.md).
+/// for a cached 1 KiB file (callgrind; benches/HISTORY.md, "HTTP/2
+/// without hyper").
 fn respond(p: &Plan<'_>, body: Body) -> Response<Body> {
     let mut response = Response::new(body);
     *response.status_mut() =
