@@ -426,6 +426,8 @@ impl Conn {
             self.out.may_withdraw = check != Check::AtResolve;
             match (plan.body, file) {
                 (Body::File(_) | Body::Multipart(_), Some(r)) => {
+                    let l = &self.live.s.limits;
+                    self.out.pace = crate::pace::Pace::new(l.limit_rate, l.limit_rate_after);
                     self.out.send_file(&plan, r, pending).await?;
                     if !self.out.withdrawn {
                         return Ok(());

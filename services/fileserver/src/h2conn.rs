@@ -102,6 +102,7 @@ pub(crate) async fn serve(ctx: Rc<ConnContext>, wire: Wire, read_ahead: Vec<u8>,
         kept_octets: 0,
         budget_short: false,
         since_yield: 0,
+        pace_wake: None,
     };
     if let Err(e) = c.run(read_ahead).await {
         tracing::debug!(%peer, "HTTP/2 connection ended: {e}");
@@ -137,6 +138,8 @@ struct H2 {
     budget_short: bool,
     /// Body bytes produced since the task last yielded.
     since_yield: u64,
+    /// When the first paced answer may send again (`limit_rate`).
+    pace_wake: Option<Instant>,
 }
 
 /// The frame layer and what rendering a head into it needs: apart from
@@ -298,6 +301,8 @@ struct Answer {
     outcome: Outcome,
     file: Option<(Representation, filemanager::FileManager)>,
     parts: VecDeque<Part>,
+    /// `limit_rate` of a file body.
+    pace: Option<crate::pace::Pace>,
 }
 
 /// What one exchange's counters and log line say besides the request.
@@ -344,6 +349,8 @@ enum Step {
     Blocked,
     /// Sent its share of this round; goes on at the next.
     Paused,
+    /// Sent what its `limit_rate` allows until `H2::pace_wake`.
+    Paced,
     /// The file changed, shrank or failed: the stream is reset.
     Failed,
 }
@@ -410,6 +417,9 @@ impl H2 {
             let mut deadline = self.out.conn.poll_timeout().unwrap_or(far);
             if self.waiting() {
                 deadline = deadline.min(self.out.last_progress + send_timeout);
+            }
+            if let Some(at) = self.pace_wake {
+                deadline = deadline.min(at);
             }
             if queued && self.budget_short {
                 // Held back by the process's send budget, which other
@@ -668,6 +678,10 @@ impl H2 {
                         cold: 0,
                         completed: false,
                     },
+                    pace: file.as_ref().and_then(|_| {
+                        let l = &self.live.s.limits;
+                        crate::pace::Pace::new(l.limit_rate, l.limit_rate_after)
+                    }),
                     file,
                     parts,
                 });
@@ -685,6 +699,7 @@ impl H2 {
         let answers = std::mem::take(&mut self.answers);
         let mut kept = Vec::with_capacity(answers.len());
         let mut more = false;
+        self.pace_wake = None;
         for mut a in answers {
             if self.out.conn.output().len() >= self.output_cap() {
                 kept.push(a);
@@ -696,7 +711,7 @@ impl H2 {
                     self.out.conn.reset(a.stream, Reason::INTERNAL_ERROR);
                     self.finish(a, false);
                 }
-                Step::Blocked => kept.push(a),
+                Step::Blocked | Step::Paced => kept.push(a),
                 Step::Paused => {
                     more = true;
                     kept.push(a);
@@ -734,6 +749,22 @@ impl H2 {
             if round >= max_round {
                 return Step::Paused;
             }
+            // A paced stream waits alone: the others go on meanwhile.
+            let want = match part {
+                Part::Bytes(b) => b.len() as u64,
+                Part::Range { range, .. } => range.len(),
+            };
+            let paced = a
+                .pace
+                .map(|p| p.allowance(a.outcome.sent, want, Instant::now()));
+            let window = match paced {
+                None => window,
+                Some(Ok(n)) => window.min(n as usize),
+                Some(Err(at)) => {
+                    self.pace_wake = Some(self.pace_wake.map_or(at, |w| w.min(at)));
+                    return Step::Paced;
+                }
+            };
             match part {
                 Part::Bytes(bytes) => {
                     let n = bytes.len().min(window);

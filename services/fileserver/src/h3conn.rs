@@ -180,6 +180,7 @@ async fn respond(
         }
     };
     let response = responder.call(req).await;
+    let pace = responder.pace();
     let (parts, body) = response.into_parts();
     // Dropped on every path below: the response is counted and logged
     // with the bytes QUIC took, complete or not.
@@ -191,8 +192,9 @@ async fn respond(
         tracing::debug!(%peer, "HTTP/3 response head not sent: {e}");
         return;
     }
+    let mut sent = 0u64;
     while let Some(frame) = next_frame(body.as_mut()).await {
-        let data = match frame.map(|f| f.into_data()) {
+        let mut data = match frame.map(|f| f.into_data()) {
             Ok(Ok(data)) => data,
             // Trailers: none are sent.
             Ok(Err(_)) => continue,
@@ -204,9 +206,17 @@ async fn respond(
                 return;
             }
         };
-        if let Err(e) = stream.send_data(data).await {
-            tracing::debug!(%peer, "HTTP/3 client went away: {e}");
-            return;
+        // Paced (`limit_rate`): this stream sleeps; the others go on.
+        while !data.is_empty() {
+            let n = match &pace {
+                Some(p) => p.wait(sent, data.len() as u64).await as usize,
+                None => data.len(),
+            };
+            if let Err(e) = stream.send_data(data.split_to(n)).await {
+                tracing::debug!(%peer, "HTTP/3 client went away: {e}");
+                return;
+            }
+            sent += n as u64;
         }
     }
     if let Err(e) = stream.finish().await {

@@ -14,6 +14,7 @@
 //!   h2conn    the HTTP/2 engine over h2wire
 //!   h3conn    the HTTP/3 engine over quinn/h3 (responder: its answers)
 //!   exchange  what every engine records of a request: log line, counters
+//!   pace      a response's bandwidth (limit_rate), asked by every engine
 //!   state     what workers share; files: the file managers per site
 //!   tls, acme certificates, handshakes, ACME orders
 //!   admin, stats, accesslog, sysd, preflight: metrics, logs, systemd,
@@ -45,6 +46,7 @@ mod h2conn;
 mod h3conn;
 pub mod http;
 pub mod manual;
+mod pace;
 mod preflight;
 pub(crate) mod responder;
 mod send;
@@ -103,6 +105,9 @@ pub struct Cli {
     /// max_connections_per_client]
     #[arg(long, value_name = "N", value_hint = clap::ValueHint::Other)]
     pub max_connections_per_client: Option<String>,
+    /// Body bytes per second of one response, 0 = no limit [key: limit_rate]
+    #[arg(long, value_name = "BYTES", value_hint = clap::ValueHint::Other)]
+    pub limit_rate: Option<String>,
     /// auto|uring|blocking|portable [key: io_backend]
     #[arg(long, value_name = "KIND", value_parser = ["auto", "uring", "blocking", "portable"])]
     pub io_backend: Option<String>,
@@ -186,6 +191,7 @@ impl Cli {
                 "max_connections_per_client",
                 &self.max_connections_per_client,
             ),
+            ("limit_rate", &self.limit_rate),
             ("io_backend", &self.io_backend),
             ("log_level", &self.log_level),
             ("access_log", &self.access_log),

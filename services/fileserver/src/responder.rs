@@ -50,6 +50,13 @@ impl Responder {
         }
     }
 
+    /// The pace of a response starting now (`limit_rate`).
+    pub(crate) fn pace(&self) -> Option<crate::pace::Pace> {
+        let live = self.live();
+        let l = &live.s.limits;
+        crate::pace::Pace::new(l.limit_rate, l.limit_rate_after)
+    }
+
     fn live(&self) -> Arc<Live> {
         let mut live = self.live.borrow_mut();
         if self.ctx.generation() != live.1 {

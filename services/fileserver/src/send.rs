@@ -63,6 +63,9 @@ pub(crate) struct Output {
     pub(crate) withdrawn: bool,
     /// Body bytes sent since this connection last yielded ([`FAIR_SHARE`]).
     since_yield: u64,
+    /// The pace of the response in progress (`limit_rate`), set by the
+    /// engine before its body: file bytes past the tail wait for it.
+    pub(crate) pace: Option<crate::pace::Pace>,
 }
 
 /// What the response in progress has put on the wire, for the counters and
@@ -100,6 +103,16 @@ impl Output {
             may_withdraw: false,
             withdrawn: false,
             since_yield: 0,
+            pace: None,
+        }
+    }
+
+    /// How much of `want` body bytes may go now: all, unpaced; else what
+    /// the pace allows, once it allows any.
+    async fn paced(&self, want: u64) -> u64 {
+        match &self.pace {
+            None => want,
+            Some(p) => p.wait(self.progress.body, want).await,
         }
     }
 
@@ -313,7 +326,7 @@ impl Output {
         const WINDOW: u64 = 256 * 1024;
         let mut off = range.start;
         while off < range.end {
-            let len = (range.end - off).min(WINDOW);
+            let len = self.paced((range.end - off).min(WINDOW)).await;
             if filemanager::is_resident(f.as_fd(), off, len) {
                 self.sendfile(f.as_fd(), off, len).await?;
             } else {
@@ -340,7 +353,8 @@ impl Output {
         let mut off = range.start;
         while off < range.end {
             let body_from = self.wbuf.len();
-            let len = (range.end - off).min(crate::wire::SEAL_WINDOW as u64) as usize;
+            let len = (range.end - off).min(crate::wire::SEAL_WINDOW as u64);
+            let len = self.paced(len).await as usize;
             if filemanager::read_resident(f.as_fd(), off, len, &mut self.wbuf) {
                 self.write_sealed(&[], body_from).await?;
             } else {
@@ -479,10 +493,10 @@ impl Output {
         let mut off = offset;
         let end = offset + len;
         while off < end {
+            let chunk = self.paced((end - off).min(FAIR_SHARE)).await as usize;
             let Wire::Plain(stream) = &self.wire else {
                 unreachable!("TLS bodies are copied, not sent from the file")
             };
-            let chunk = (end - off).min(FAIR_SHARE) as usize;
             let before = off;
             let r = stream.try_io(Interest::WRITABLE, || {
                 rustix::fs::sendfile(stream.as_fd(), file, Some(&mut off), chunk)

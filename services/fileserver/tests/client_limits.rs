@@ -1,7 +1,10 @@
-//! Per-client limits at accept: `max_connections_per_client` on the
-//! plaintext listener (HTTP/1.1 and h2c), the HTTPS one (before TLS, so
-//! HTTP/1.1 and HTTP/2 alike) and HTTP/3, with a second client address
-//! (127.0.0.2, which loopback also answers from) served meanwhile.
+//! Limits that keep one client from taking the server:
+//! `max_connections_per_client` at accept on the plaintext listener
+//! (HTTP/1.1 and h2c) and the HTTPS one (before TLS, so HTTP/1.1 and
+//! HTTP/2 alike), with a second client address (127.0.0.2, which loopback
+//! also answers from) served meanwhile (HTTP/3's is in `tests/http3.rs`);
+//! and `limit_rate` on every TCP listener, a paced HTTP/2 stream beside
+//! one that is not.
 #![cfg(target_os = "linux")]
 
 mod common;
@@ -160,4 +163,105 @@ fn trusted_proxies_are_not_limited() {
         assert_eq!(ask(s), 200, "a proxy's connections are many clients'");
     }
     assert_eq!(refused(&d), 0.0);
+}
+
+const BIG: usize = 4 << 20;
+const RATE: u64 = 2 << 20;
+
+/// The time a paced body of `len` bytes takes at `RATE` after `after`
+/// free bytes (and the first slice, a tenth of a second of the rate).
+fn paced_time(len: usize, after: u64) -> Duration {
+    let free = after + RATE / 10;
+    Duration::from_secs_f64((len as u64).saturating_sub(free) as f64 / RATE as f64)
+}
+
+fn assert_paced(took: Duration, len: usize, after: u64, what: &str) {
+    let want = paced_time(len, after);
+    assert!(
+        took >= want.mul_f64(0.9) && took <= want.mul_f64(1.1) + Duration::from_millis(150),
+        "{what}: {took:?} for {len} bytes, want {want:?}"
+    );
+}
+
+fn big_tree() -> Tree {
+    let tree = tree();
+    tree.write("big.bin", &vec![7u8; BIG]);
+    tree
+}
+
+#[test]
+fn a_paced_download_takes_its_rate_on_http1_and_https() {
+    let tree = big_tree();
+    let ca = TestCa::new();
+    let rate = RATE.to_string();
+    let (d, https) = ca.https_daemon(&tree.root, &["--limit-rate", &rate]);
+    let plain = common::client();
+    let t0 = Instant::now();
+    let body = plain
+        .get(d.url("/big.bin"))
+        .send()
+        .unwrap()
+        .bytes()
+        .unwrap();
+    assert_eq!(body.len(), BIG);
+    assert_paced(t0.elapsed(), BIG, 0, "HTTP/1.1");
+    let tls = ca.client(false);
+    let t0 = Instant::now();
+    let url = format!("https://localhost:{}/big.bin", https.port());
+    let body = tls.get(url).send().unwrap().bytes().unwrap();
+    assert_eq!(body.len(), BIG);
+    assert_paced(t0.elapsed(), BIG, 0, "HTTPS HTTP/1.1");
+    // The first limit_rate_after bytes go at full speed.
+    drop(d);
+    let d = Daemon::start(
+        &tree.root,
+        &["--limit-rate", &rate, "--set", "limit_rate_after=2097152"],
+    );
+    let t0 = Instant::now();
+    let body = plain
+        .get(d.url("/big.bin"))
+        .send()
+        .unwrap()
+        .bytes()
+        .unwrap();
+    assert_eq!(body.len(), BIG);
+    assert_paced(t0.elapsed(), BIG, 2 << 20, "HTTP/1.1 after 2 MiB");
+}
+
+/// On one HTTP/2 connection (h2c), a paced download does not hold back
+/// the other streams: a small file asked meanwhile comes at once.
+#[test]
+fn a_paced_http2_stream_does_not_hold_back_its_neighbours() {
+    let tree = big_tree();
+    let rate = RATE.to_string();
+    let d = Daemon::start(&tree.root, &["--limit-rate", &rate]);
+    let h2c = reqwest::blocking::Client::builder()
+        .http2_prior_knowledge()
+        .no_proxy()
+        .build()
+        .unwrap();
+    let url = d.url("/big.bin");
+    let big = {
+        let (c, url) = (h2c.clone(), url.clone());
+        std::thread::spawn(move || {
+            let t0 = Instant::now();
+            let body = c.get(url).send().unwrap().bytes().unwrap();
+            (body.len(), t0.elapsed())
+        })
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    for _ in 0..5 {
+        let t0 = Instant::now();
+        let r = h2c.get(d.url("/a.txt")).send().unwrap();
+        assert_eq!(r.version(), reqwest::Version::HTTP_2);
+        assert_eq!(r.bytes().unwrap().as_ref(), b"hello");
+        assert!(
+            t0.elapsed() < Duration::from_millis(300),
+            "{:?}",
+            t0.elapsed()
+        );
+    }
+    let (len, took) = big.join().unwrap();
+    assert_eq!(len, BIG);
+    assert_paced(took, BIG, 0, "HTTP/2");
 }

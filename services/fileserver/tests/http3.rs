@@ -581,3 +581,23 @@ fn a_clients_quic_connections_over_its_share_are_refused() {
         String::from_utf8_lossy(&third.stdout)
     );
 }
+
+/// `limit_rate` paces an HTTP/3 body like the TCP engines' (the stream
+/// sleeps between slices; QUIC's other streams go on).
+#[test]
+fn a_paced_http3_download_takes_its_rate() {
+    let rate = 2u64 << 20;
+    let f = fixture(&["--limit-rate", &rate.to_string()]);
+    let t0 = std::time::Instant::now();
+    let got = f.h3("GET", &[("/large.bin", vec![]), ("/small.txt", vec![])]);
+    let took = t0.elapsed();
+    assert_eq!(got[0]["length"], 3 << 20);
+    assert_eq!(got[1]["status"], 200);
+    // After the first slice (a tenth of a second of the rate), the rest
+    // at the rate; the client's start (Python, the handshake) on top.
+    let want = Duration::from_secs_f64(((3u64 << 20) - rate / 10) as f64 / rate as f64);
+    assert!(
+        took >= want.mul_f64(0.9) && took <= want.mul_f64(1.1) + Duration::from_secs(1),
+        "{took:?} for 3 MiB, want {want:?}"
+    );
+}

@@ -32,6 +32,10 @@ pub struct LimitsConfig {
     pub max_connections_per_client: u64,
     /// The prefix an IPv6 client is known by, in bits (one host owns a /64).
     pub client_ipv6_prefix: u64,
+    /// Body bytes per second of one response, 0 for no limit.
+    pub limit_rate: u64,
+    /// Body bytes of a response sent at full speed before `limit_rate`.
+    pub limit_rate_after: u64,
 }
 
 impl Default for LimitsConfig {
@@ -46,6 +50,8 @@ impl Default for LimitsConfig {
             max_connections: 10000,
             max_connections_per_client: 0,
             client_ipv6_prefix: 64,
+            limit_rate: 0,
+            limit_rate_after: 0,
         }
     }
 }
@@ -69,6 +75,10 @@ pub struct Limits {
     pub max_connections_per_client: u32,
     /// `client_ipv6_prefix`.
     pub client_ipv6_prefix: u8,
+    /// `limit_rate` (0: none).
+    pub limit_rate: u64,
+    /// `limit_rate_after`.
+    pub limit_rate_after: u64,
 }
 
 impl LimitsConfig {
@@ -90,6 +100,14 @@ impl LimitsConfig {
             ) as u32,
             client_ipv6_prefix: range("client_ipv6_prefix", self.client_ipv6_prefix, 16, 128, e)
                 as u8,
+            // A slice of a paced body is at least 16 KiB: slower than 1 KiB/s
+            // would send in bursts minutes apart.
+            limit_rate: if self.limit_rate == 0 {
+                0
+            } else {
+                range("limit_rate", self.limit_rate, 1024, 1 << 40, e) as u64
+            },
+            limit_rate_after: self.limit_rate_after,
         }
     }
 
