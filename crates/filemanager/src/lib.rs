@@ -91,8 +91,9 @@
 //!
 //! The code: `manager.rs` builds a manager, `open.rs` and `loader.rs`
 //! are the open and cache-load paths, `reaper.rs` releases descriptors,
-//! `root.rs` confines paths and follows a re-pointed root, and
-//! `config.rs`, `types.rs` and `stats.rs` hold the public types.
+//! `root.rs` confines paths and follows a re-pointed root, `handle.rs`
+//! holds the public handles, and `config.rs`, `types.rs` and `stats.rs`
+//! the other public types.
 #![deny(missing_docs)]
 
 mod backend;
@@ -102,6 +103,7 @@ mod changes;
 mod compress;
 mod config;
 mod file;
+mod handle;
 pub mod limits;
 mod listing;
 mod loader;
@@ -141,6 +143,7 @@ pub use compress::{Codec, Variant};
 pub use config::{BackendKind, Config, SymlinkPolicy};
 use file::FdCount;
 pub use file::FileValue;
+pub use handle::{CachedFile, FileHandle, Opened, ReadTarget};
 pub use listing::{DirEntry, EntryKind, ListOptions, Listing};
 pub use pathcache::FileMeta;
 pub use query::{Query, Resolved, ResolvedFile, Sibling};
@@ -148,7 +151,7 @@ pub use residency::{is_resident, read_resident};
 pub use resolve::ForbiddenReason;
 pub use stats::Stats;
 use sys::OwnedFd;
-pub use types::{CachedFile, FileHandle, OpenError, Opened, ReadTarget};
+pub use types::OpenError;
 /// The crates whose types appear in this one's API (`Config::cache`,
 /// `Stats`), so a user needs no matching versions of them.
 pub use {fdtable, pathcache};
