@@ -43,9 +43,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use pathcache::{FileMeta, Loaded, Negative};
 
 use crate::loader::LoadEpoch;
-use crate::query::Sibling;
 use crate::resolve::{self, c_path, is_exhausted, map_open_error, open_beneath, Kind, Rules};
 use crate::sys::{AsFd, OFlags, OwnedFd};
+use crate::types::Sibling;
 use crate::{OpenError, Shared};
 
 /// Directories the census cache keeps.

@@ -5,18 +5,9 @@
 //! [`crate::resolve`], and "is it still the same file?" is decided by
 //! [`FileMeta::is_same_version`] alone.
 
+use crate::types::Sibling;
 use crate::{census, CachedFile, FileManager, ListOptions, Listing, OpenError, Opened};
 use pathcache::{FileMeta, Lookup};
-
-/// A precompressed form a server looks for beside a file (`name.br` for
-/// `name`), and whether this request accepts it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Sibling<'a> {
-    /// Appended to the file's name: `.br`, `.zst`, `.gz`.
-    pub suffix: &'a str,
-    /// The request accepts this coding.
-    pub accepted: bool,
-}
 
 /// What a request asks of the filesystem.
 #[derive(Clone, Copy, Debug)]

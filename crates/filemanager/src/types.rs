@@ -1,5 +1,6 @@
 //! The plain types of the public API, which hold no descriptor:
-//! [`OpenError`]. Beneath every other module of the crate: it uses none.
+//! [`OpenError`] and a query's [`Sibling`]. Beneath every other module of
+//! the crate: it uses none.
 
 use std::fmt;
 use std::io;
@@ -38,4 +39,14 @@ impl std::error::Error for OpenError {
             _ => None,
         }
     }
+}
+
+/// A precompressed form a server looks for beside a file (`name.br` for
+/// `name`), and whether this request accepts it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sibling<'a> {
+    /// Appended to the file's name: `.br`, `.zst`, `.gz`.
+    pub suffix: &'a str,
+    /// The request accepts this coding.
+    pub accepted: bool,
 }
