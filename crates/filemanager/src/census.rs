@@ -43,8 +43,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use pathcache::{FileMeta, Loaded, Negative};
 
 use crate::loader::LoadEpoch;
-use crate::resolve::{self, c_path, is_exhausted, map_open_error, open_beneath, Kind, Rules};
-use crate::sys::{AsFd, OFlags, OwnedFd};
+use crate::resolve::{self, c_path, is_exhausted, map_open_error, open_beneath, Rules};
+use crate::sys::{self, AsFd, Kind, OFlags, OwnedFd};
 use crate::types::Sibling;
 use crate::{OpenError, Shared};
 
@@ -218,7 +218,7 @@ fn take(
             }
         }
     };
-    let meta = resolve::stat_fd(&fd).map_err(OpenError::Io)?.meta;
+    let meta = sys::stat_fd(&fd).map_err(OpenError::Io)?.meta;
     let names = read_names(&fd, &suffixes).map_err(OpenError::Io)?;
     let changed_ns = meta.mtime_ns.max(meta.ctime_ns);
     let now_ns = SystemTime::now()
@@ -244,7 +244,7 @@ fn read_names(dir: &OwnedFd, suffixes: &[Box<str>]) -> std::io::Result<Option<Bo
     let mut bytes = 0;
     let mut scanned = 0;
     let mut within_bounds = true;
-    crate::sys::read_dir(dir, |name| {
+    sys::read_dir(dir, |name| {
         scanned += 1;
         if suffixes.iter().any(|s| ends_with_ignore_case(name, s)) {
             bytes += name.len();

@@ -15,10 +15,11 @@ use std::os::windows::io::{AsHandle as AsOsHandle, AsRawHandle, RawHandle};
 use fdtable::Owned;
 
 use crate::file::FileValue;
+use crate::sys::stat_fd;
 #[cfg(windows)]
 use crate::sys::AsFd;
 use crate::sys::{BorrowedFd, OwnedFd};
-use crate::{resolve, FileMeta};
+use crate::FileMeta;
 
 /// The outcome of a cached open.
 #[derive(Debug)]
@@ -79,7 +80,7 @@ impl CachedFile {
     /// otherwise be sent as new bytes under the old length and validators.
     /// An error reads as "unchanged": the send itself will report it.
     pub fn is_current(&self) -> bool {
-        resolve::stat_fd(self.as_fd()).map_or(true, |s| s.meta.is_same_version(self.meta()))
+        stat_fd(self.as_fd()).map_or(true, |s| s.meta.is_same_version(self.meta()))
     }
     /// Whether the bytes behind the descriptor are still those the metadata
     /// describes (one `statx`; [`FileMeta::has_same_contents`]): what a
@@ -89,7 +90,7 @@ impl CachedFile {
     /// replaced by a rename keeps its old bytes under this descriptor and
     /// passes. An error reads as "unchanged": the send itself reports it.
     pub fn contents_unchanged(&self) -> bool {
-        resolve::stat_fd(self.as_fd()).map_or(true, |s| s.meta.has_same_contents(self.meta()))
+        stat_fd(self.as_fd()).map_or(true, |s| s.meta.has_same_contents(self.meta()))
     }
     pub(crate) fn value(&self) -> &FileValue {
         match &self.own {

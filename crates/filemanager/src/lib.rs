@@ -148,10 +148,9 @@ pub use listing::{DirEntry, EntryKind, ListOptions, Listing};
 pub use pathcache::FileMeta;
 pub use query::{Query, Resolved, ResolvedFile};
 pub use residency::{is_resident, read_resident};
-pub use resolve::ForbiddenReason;
 pub use stats::Stats;
 use sys::OwnedFd;
-pub use types::{OpenError, Sibling};
+pub use types::{ForbiddenReason, OpenError, Sibling};
 /// The crates whose types appear in this one's API (`Config::cache`,
 /// `Stats`), so a user needs no matching versions of them.
 pub use {fdtable, pathcache};

@@ -11,8 +11,7 @@ use pathcache::{Loaded, Negative};
 
 use crate::backend::{self, Target};
 use crate::file::FileValue;
-use crate::resolve::{self, Kind};
-use crate::sys::AsFd;
+use crate::sys::{self, AsFd, Kind};
 use crate::{FileMeta, OpenError, Shared, SymlinkPolicy};
 
 /// The `Loader` the path cache calls on a miss or revalidation.
@@ -177,7 +176,7 @@ impl pathcache::Loader<Owned<FileValue>> for CacheLoader<'_> {
         let stamp = self.prepare(path);
         if let Some(handle) = handle.filter(|_| self.shared.policy != SymlinkPolicy::Deny) {
             self.shared.backend.counters().op(backend::Op::Stat);
-            if let Ok(st) = resolve::stat_unconfined(&*self.shared.root(), path) {
+            if let Ok(st) = sys::stat_unconfined(&*self.shared.root(), path) {
                 if st.kind == Kind::Regular && st.meta.is_same_version(cached) {
                     handle.set_stamp(stamp.filter(|_| st.nlink == 1));
                     self.checked.store(true, Ordering::Relaxed);
@@ -207,7 +206,7 @@ impl pathcache::Loader<Owned<FileValue>> for CacheLoader<'_> {
             return self.stat(path).await;
         };
         self.shared.backend.counters().op(backend::Op::Stat);
-        match resolve::stat_fd(handle.as_fd()) {
+        match sys::stat_fd(handle.as_fd()) {
             Ok(stat) if stat.kind == Kind::Regular => Ok(Some(stat.meta)),
             Ok(_) => Ok(None),
             Err(e) => Err(OpenError::Io(e)),

@@ -15,8 +15,8 @@ use crate::backend;
 use crate::file;
 use crate::file::{BudgetToken, FileValue};
 use crate::loader::CacheLoader;
-use crate::resolve::{self, c_path, is_exhausted, map_open_error, Kind};
-use crate::sys::OwnedFd;
+use crate::resolve::{self, c_path, is_exhausted, map_open_error};
+use crate::sys::{Kind, OwnedFd, Stat};
 use crate::{watch, CachedFile, FileHandle, FileManager, FileMeta, OpenError, Opened, Shared};
 
 pub(crate) fn cache_key(rel_path: &str) -> &str {
@@ -33,7 +33,7 @@ impl Shared {
         &self,
         path: &str,
         oflags: crate::sys::OFlags,
-    ) -> Result<(OwnedFd, resolve::Stat), OpenError> {
+    ) -> Result<(OwnedFd, Stat), OpenError> {
         let c = c_path(path)?;
         let mut recovered = false;
         if self.over_budget() {
@@ -97,7 +97,7 @@ impl Shared {
     pub(crate) async fn open_owned(
         &self,
         path: &str,
-    ) -> Result<(Owned<FileValue>, resolve::Stat), OpenError> {
+    ) -> Result<(Owned<FileValue>, Stat), OpenError> {
         let (fd, st) = self.open_raw(path, resolve::read_oflags()).await?;
         match st.kind {
             Kind::Regular => {}

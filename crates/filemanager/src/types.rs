@@ -1,5 +1,5 @@
 //! The plain types of the public API, which hold no descriptor:
-//! [`OpenError`] and a query's [`Sibling`]. Beneath every other module of
+//! [`OpenError`], [`ForbiddenReason`] and a query's [`Sibling`]. Beneath every other module of
 //! the crate: it uses none.
 
 use std::fmt;
@@ -49,4 +49,38 @@ pub struct Sibling<'a> {
     pub suffix: &'a str,
     /// The request accepts this coding.
     pub accepted: bool,
+}
+
+/// Why a path was refused ([`FileManager::why_forbidden`](crate::FileManager::why_forbidden)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ForbiddenReason {
+    /// A symlink on the path leads outside the root (`within_root` refuses
+    /// absolute and escaping links).
+    LeavesRoot,
+    /// A symlink on the path, and the policy is `deny`.
+    Symlink,
+    /// Symlinks that loop, or too many of them.
+    SymlinkLoop,
+    /// File or directory permissions (the server's user may not read it).
+    Permission,
+    /// Neither a regular file nor a directory (a device, socket or FIFO).
+    NotRegular,
+    /// Another refusal, or the path is no longer refused.
+    Other,
+}
+
+impl ForbiddenReason {
+    /// One sentence for a 403 body or a log line; it names no path.
+    pub fn describe(self) -> &'static str {
+        match self {
+            ForbiddenReason::LeavesRoot => {
+                "a symlink on this path leads outside the served directory (symlinks = within_root)"
+            }
+            ForbiddenReason::Symlink => "a symlink on this path is not followed (symlinks = deny)",
+            ForbiddenReason::SymlinkLoop => "the symlinks on this path loop",
+            ForbiddenReason::Permission => "the server may not read this file",
+            ForbiddenReason::NotRegular => "not a regular file",
+            ForbiddenReason::Other => "",
+        }
+    }
 }

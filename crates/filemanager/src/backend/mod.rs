@@ -23,8 +23,8 @@ use bytes::Bytes;
 use crossbeam_utils::CachePadded;
 
 use crate::file::FileValue;
-use crate::resolve::{Rules, Stat};
-use crate::sys::{BorrowedFd, OFlags, OwnedFd};
+use crate::resolve::Rules;
+use crate::sys::{BorrowedFd, OFlags, OwnedFd, Stat};
 
 /// What a read is aimed at: the kernel descriptor, and when the file lives in
 /// this crate's descriptor table, its value (for the io_uring fixed slot).
@@ -88,7 +88,7 @@ impl Backend {
             counters.op(Op::Open);
             let fd = opened?;
             counters.op(Op::Stat);
-            let stat = crate::resolve::stat_fd(&fd)?;
+            let stat = crate::sys::stat_fd(&fd)?;
             return Ok((fd, stat));
         }
         match self {
