@@ -231,7 +231,7 @@ impl CacheLoader<'_> {
         // ~1% of the daemon's CPU.
         let target = Target {
             fd: owned.as_fd(),
-            file: None,
+            fixed: None,
         };
         let b = self
             .shared

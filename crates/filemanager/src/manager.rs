@@ -14,6 +14,7 @@ use fdtable::FdTable;
 use pathcache::PathCache;
 
 use crate::backend::{self, Backend, Counters, Target};
+use crate::file::FileValue;
 use crate::open::cache_key;
 use crate::reaper::register_reaper;
 use crate::root::links_on_the_way;
@@ -293,7 +294,7 @@ impl FileManager {
     ) -> io::Result<Bytes> {
         let target = Target {
             fd: file.as_fd(),
-            file: file.file_value(),
+            fixed: file.file_value().map(FileValue::fixed),
         };
         self.shared.backend.read(target, offset, len).await
     }
@@ -310,7 +311,7 @@ impl FileManager {
     ) -> io::Result<usize> {
         let target = Target {
             fd: file.as_fd(),
-            file: file.file_value(),
+            fixed: file.file_value().map(FileValue::fixed),
         };
         match &self.shared.backend {
             Backend::Blocking(b) => b.read_into(target, offset, buf).await,

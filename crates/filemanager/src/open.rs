@@ -11,8 +11,6 @@ use fdtable::Owned;
 use pathcache::{Lookup, Negative};
 
 use crate::backend;
-#[cfg(target_os = "linux")]
-use crate::file;
 use crate::file::{BudgetToken, FileValue};
 use crate::loader::CacheLoader;
 use crate::resolve::{self, c_path, is_exhausted, map_open_error};
@@ -119,7 +117,7 @@ impl Shared {
             let fd = owned.fd();
             let index = u64::from(fd.slot()) * self.shards as u64 + fd.shard() as u64;
             if let Ok(index) = u32::try_from(index) {
-                owned.set_fixed_slot(file::FixedSlot {
+                owned.fixed().set_slot(backend::FixedSlot {
                     index,
                     key: (self.id, fd.to_raw()),
                 });
