@@ -13,13 +13,13 @@ use std::os::fd::{AsFd as AsOsHandle, AsRawFd, RawFd};
 use std::os::windows::io::{AsHandle as AsOsHandle, AsRawHandle, RawHandle};
 
 use fdtable::Owned;
+use pathcache::FileMeta;
 
 use crate::file::FileValue;
 use crate::sys::stat_fd;
 #[cfg(windows)]
 use crate::sys::AsFd;
 use crate::sys::{BorrowedFd, OwnedFd};
-use crate::FileMeta;
 
 /// The outcome of a cached open.
 #[derive(Debug)]

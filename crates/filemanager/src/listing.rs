@@ -27,7 +27,7 @@ use std::sync::Arc;
 
 use crate::resolve::{self, c_path, is_exhausted, map_open_error, open_beneath, Rules};
 use crate::sys::{self, AsFd, Kind, OFlags, OwnedFd};
-use crate::OpenError;
+use crate::types::OpenError;
 
 /// What to list.
 #[derive(Clone, Copy, Debug)]

@@ -8,14 +8,17 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use fdtable::Owned;
-use pathcache::{Lookup, Negative};
+use pathcache::{FileMeta, Lookup, Negative};
 
 use crate::backend;
 use crate::file::{BudgetToken, FileValue};
+use crate::handle::{CachedFile, FileHandle, Opened};
 use crate::loader::CacheLoader;
 use crate::resolve::{self, c_path, is_exhausted, map_open_error};
+use crate::shared::{FileManager, Shared};
 use crate::sys::{Kind, OwnedFd, Stat};
-use crate::{watch, CachedFile, FileHandle, FileManager, FileMeta, OpenError, Opened, Shared};
+use crate::types::OpenError;
+use crate::watch;
 
 pub(crate) fn cache_key(rel_path: &str) -> &str {
     rel_path.trim_start_matches('/')

@@ -5,8 +5,12 @@
 //! [`crate::resolve`], and "is it still the same file?" is decided by
 //! [`FileMeta::is_same_version`] alone.
 
-use crate::types::Sibling;
-use crate::{census, CachedFile, FileManager, ListOptions, Listing, OpenError, Opened};
+use crate::census;
+use crate::handle::{CachedFile, Opened};
+use crate::listing::{ListOptions, Listing};
+use crate::loader::CensusLoader;
+use crate::shared::FileManager;
+use crate::types::{OpenError, Sibling};
 use pathcache::{FileMeta, Lookup};
 
 /// What a request asks of the filesystem.
@@ -197,7 +201,7 @@ impl FileManager {
     /// taken, so the siblings are looked up one by one as without it.
     async fn siblings_listed(&self, path: &str, siblings: &[Sibling<'_>]) -> u32 {
         let (dir, name) = census::split(path);
-        let loader = census::CensusLoader {
+        let loader = CensusLoader {
             shared: &self.shared,
             siblings,
             epoch: Default::default(),

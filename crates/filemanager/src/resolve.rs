@@ -350,7 +350,7 @@ mod walk {
 
     use rustix::fs::{Mode, OFlags};
 
-    use crate::SymlinkPolicy;
+    use crate::config::SymlinkPolicy;
 
     /// Links followed in one walk before it is refused as a loop (Linux's
     /// `MAXSYMLINKS`).

@@ -7,8 +7,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use crate::shared::Shared;
 use crate::sys::{self, OwnedFd};
-use crate::{changes, resolve, Shared};
+use crate::{changes, resolve};
 
 impl Shared {
     /// How paths are confined.
