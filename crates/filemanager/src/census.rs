@@ -20,7 +20,8 @@
 //!                               openat2(root, "d", O_DIRECTORY, policy), fstat, getdents
 //! ```
 //!
-//! A census is kept in a [`PathCache`](pathcache::PathCache) of its own,
+//! A census is kept in a [`PathCache`](pathcache::PathCache) of its own
+//! (loaded by `loader.rs`'s `CensusLoader`, which calls [`take`]),
 //! keyed by the directory's path: bounded, shared by every worker, taken
 //! once by concurrent misses. It is revalidated like a negative entry, by
 //! the same bound: after `negative_ttl`, one `statx` of the directory,
@@ -40,13 +41,11 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use pathcache::{FileMeta, Loaded, Negative};
+use pathcache::{Loaded, Negative};
 
-use crate::loader::LoadEpoch;
-use crate::query::Sibling;
-use crate::resolve::{self, c_path, is_exhausted, map_open_error, open_beneath, Kind, Rules};
-use crate::sys::{AsFd, OFlags, OwnedFd};
-use crate::{OpenError, Shared};
+use crate::resolve::{c_path, is_exhausted, map_open_error, open_beneath, Rules};
+use crate::sys::{self, AsFd, OFlags, OwnedFd};
+use crate::types::{OpenError, Sibling};
 
 /// Directories the census cache keeps.
 pub(crate) const DIRS: usize = 1024;
@@ -72,7 +71,7 @@ pub(crate) struct Census {
     /// `None` when the directory was too large to tell.
     names: Option<Box<[Box<str>]>>,
     /// Taken within [`RACY`] of the directory's last change.
-    racy: bool,
+    pub(crate) racy: bool,
 }
 
 impl Census {
@@ -127,79 +126,10 @@ pub(crate) fn cache_config(files: &pathcache::Config) -> pathcache::Config {
     }
 }
 
-/// The census cache's loader for one query's suffixes.
-pub(crate) struct CensusLoader<'a> {
-    pub(crate) shared: &'a Shared,
-    pub(crate) siblings: &'a [Sibling<'a>],
-    /// Before this lookup listed or re-checked the directory.
-    pub(crate) epoch: LoadEpoch,
-}
-
-impl CensusLoader<'_> {
-    /// After the lookup: drops a census that a name added or removed while
-    /// it was taken made out of date (the watcher names the root "").
-    pub(crate) fn drop_if_raced(&self, dir: &str) {
-        if self
-            .epoch
-            .raced(self.shared, if dir == "." { "" } else { dir })
-        {
-            self.shared.census.invalidate(dir);
-        }
-    }
-}
-
-impl pathcache::Loader<Census> for CensusLoader<'_> {
-    type Error = OpenError;
-
-    async fn load(
-        &self,
-        dir: &str,
-        _open: bool,
-        _read_small: Option<u64>,
-    ) -> Result<Loaded<Census>, OpenError> {
-        self.epoch.note(self.shared);
-        let root = self.shared.root();
-        let rules = self.shared.rules();
-        let dir = dir.to_owned();
-        let suffixes: Box<[Box<str>]> = self.siblings.iter().map(|s| s.suffix.into()).collect();
-        tokio::task::spawn_blocking(move || take(&root, &dir, rules, suffixes))
-            .await
-            .map_err(|e| OpenError::Io(std::io::Error::other(e)))?
-    }
-
-    async fn stat(&self, dir: &str) -> Result<Option<FileMeta>, OpenError> {
-        match self.shared.open_raw(dir, dir_path_oflags()).await {
-            Ok((_, st)) if st.kind == Kind::Dir => Ok(Some(st.meta)),
-            Ok(_) | Err(OpenError::NotFound | OpenError::Forbidden) => Ok(None),
-            Err(e) => Err(e),
-        }
-    }
-
-    async fn is_unchanged(
-        &self,
-        dir: &str,
-        cached: &FileMeta,
-        census: Option<&Census>,
-    ) -> Result<bool, OpenError> {
-        if census.is_none_or(|c| c.racy) {
-            return Ok(false);
-        }
-        self.epoch.note(self.shared);
-        Ok(self
-            .stat(dir)
-            .await?
-            .is_some_and(|m| m.is_same_version(cached)))
-    }
-}
-
-fn dir_path_oflags() -> OFlags {
-    resolve::path_oflags() | OFlags::DIRECTORY
-}
-
 /// Lists `dir` beneath `root` under `policy`, synchronously: the census of
 /// the names ending with one of `suffixes`, with the directory's metadata
 /// taken before the listing (a name added during it moves the times).
-fn take(
+pub(crate) fn take(
     root: &OwnedFd,
     dir: &str,
     rules: Rules,
@@ -218,7 +148,7 @@ fn take(
             }
         }
     };
-    let meta = resolve::stat_fd(&fd).map_err(OpenError::Io)?.meta;
+    let meta = sys::stat_fd(&fd).map_err(OpenError::Io)?.meta;
     let names = read_names(&fd, &suffixes).map_err(OpenError::Io)?;
     let changed_ns = meta.mtime_ns.max(meta.ctime_ns);
     let now_ns = SystemTime::now()
@@ -244,7 +174,7 @@ fn read_names(dir: &OwnedFd, suffixes: &[Box<str>]) -> std::io::Result<Option<Bo
     let mut bytes = 0;
     let mut scanned = 0;
     let mut within_bounds = true;
-    crate::sys::read_dir(dir, |name| {
+    sys::read_dir(dir, |name| {
         scanned += 1;
         if suffixes.iter().any(|s| ends_with_ignore_case(name, s)) {
             bytes += name.len();

@@ -22,7 +22,8 @@ use std::io::{self, Write};
 use bytes::Bytes;
 use pathcache::VariantRef;
 
-use crate::{CachedFile, FileManager};
+use crate::handle::CachedFile;
+use crate::shared::FileManager;
 
 /// A compression format variants are made in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -5,8 +5,9 @@
 //!
 //! ```text
 //! FdTable<FileValue> slot ──▶ FileValue { fd: OwnedFd,
-//!                                         fixed: OnceLock<FixedSlot>  (set right after insert),
-//!                                         rings: AtomicU64            (bit i = ring i registered it),
+//!                                         fixed: Fixed {              (backend's)
+//!                                           slot: OnceLock<FixedSlot> (set right after insert),
+//!                                           rings: AtomicU64 },       (bit i = ring i registered it)
 //!                                         _budget: BudgetToken }      (open-fd count; -1 on drop)
 //! ```
 
@@ -18,16 +19,10 @@ use std::sync::{Arc, OnceLock};
 use crossbeam_utils::CachePadded;
 use fdtable::Release;
 
+use crate::backend::Fixed;
 #[cfg(windows)]
 use crate::sys::AsFd;
 use crate::sys::OwnedFd;
-
-#[cfg(target_os = "linux")]
-pub(crate) use crate::backend::uring::FixedSlot;
-
-#[cfg(not(target_os = "linux"))]
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct FixedSlot;
 
 thread_local! {
     /// Set while the reaper drains: releases hand their descriptors here so
@@ -90,8 +85,7 @@ impl Drop for BudgetToken {
 #[derive(Debug)]
 pub struct FileValue {
     fd: OwnedFd,
-    fixed: OnceLock<FixedSlot>,
-    rings: AtomicU64,
+    fixed: Fixed,
     size: u64,
     /// The watcher's epoch when the descriptor was last checked against
     /// its metadata (0: never; see `watch.rs`).
@@ -106,8 +100,7 @@ impl FileValue {
     pub(crate) fn new(fd: OwnedFd, size: u64, budget: BudgetToken) -> Self {
         FileValue {
             fd,
-            fixed: OnceLock::new(),
-            rings: AtomicU64::new(0),
+            fixed: Fixed::default(),
             size,
             stamp: AtomicU64::new(0),
             real_path: OnceLock::new(),
@@ -128,19 +121,9 @@ impl FileValue {
         self.size
     }
 
-    #[cfg(target_os = "linux")]
-    pub(crate) fn set_fixed_slot(&self, slot: FixedSlot) {
-        let _ = self.fixed.set(slot);
-    }
-
-    #[cfg(target_os = "linux")]
-    pub(crate) fn fixed_slot(&self) -> Option<FixedSlot> {
-        self.fixed.get().copied()
-    }
-
-    #[cfg(target_os = "linux")]
-    pub(crate) fn ring_mask(&self) -> &AtomicU64 {
-        &self.rings
+    /// Its io_uring fixed-file state.
+    pub(crate) fn fixed(&self) -> &Fixed {
+        &self.fixed
     }
 
     pub(crate) fn stamp(&self) -> u64 {
@@ -173,21 +156,12 @@ impl Release for FileValue {
         let FileValue {
             fd,
             fixed,
-            rings,
             size: _,
             stamp: _,
             real_path: _,
             _budget,
         } = self;
-        #[cfg(target_os = "linux")]
-        {
-            let mask = rings.load(Ordering::Acquire);
-            if let (true, Some(slot)) = (mask != 0, fixed.get()) {
-                crate::backend::uring::queue_unregister(mask, *slot);
-            }
-        }
-        #[cfg(not(target_os = "linux"))]
-        let _ = (fixed, rings);
+        fixed.release();
         // Deferred releases drained by the reaper close as one batch; the
         // batch counts close errors itself (nobody awaits them).
         let Some(fd) = try_batch(fd) else {

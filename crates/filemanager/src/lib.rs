@@ -89,10 +89,23 @@
 //! cache entries, reaps deferred releases, and retries once before
 //! [`OpenError::Exhausted`].
 //!
-//! The code: `manager.rs` builds a manager, `open.rs` and `loader.rs`
-//! are the open and cache-load paths, `reaper.rs` releases descriptors,
-//! `root.rs` confines paths and follows a re-pointed root, and
-//! `config.rs`, `types.rs` and `stats.rs` hold the public types.
+//! The modules, each using only those on the lines above it (lib.rs
+//! declares them and re-exports the public types, nothing more):
+//!
+//! ```text
+//! config changes limits bufpool types  plain types and settings: no I/O
+//! sys                                  the system: descriptors, open flags, stat, read_dir
+//! resolve watch residency              confinement beneath the root; change events; page-cache residency
+//! backend census listing               the I/O backends; a directory's census; listings
+//! file                                 the descriptor table's value (fd, fixed slot, budget)
+//! handle shared                        the public handles; FileManager and the state it shares
+//! loader reaper root compress stats    the cache loaders, releases, the root, variants, metrics
+//! open query                           the open paths; a request's resolve
+//! manager                              building a FileManager; its remaining calls
+//! ```
+//!
+//! From `loader` down, each module adds methods to [`FileManager`] or
+//! its shared state; `manager.rs` builds one.
 #![deny(missing_docs)]
 
 mod backend;
@@ -102,6 +115,7 @@ mod changes;
 mod compress;
 mod config;
 mod file;
+mod handle;
 pub mod limits;
 mod listing;
 mod loader;
@@ -116,6 +130,7 @@ mod residency;
 mod residency;
 mod resolve;
 mod root;
+mod shared;
 mod stats;
 mod sys;
 mod types;
@@ -125,100 +140,19 @@ mod watch;
 #[path = "watch_none.rs"]
 mod watch;
 
-use std::fmt;
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
-
-use crossbeam_utils::CachePadded;
-use fdtable::{FdTable, Owned};
-use pathcache::PathCache;
-
 pub use backend::BackendStats;
-use backend::{Backend, Counters};
 pub use changes::WatchStats;
 pub use compress::{Codec, Variant};
 pub use config::{BackendKind, Config, SymlinkPolicy};
-use file::FdCount;
 pub use file::FileValue;
+pub use handle::{CachedFile, FileHandle, Opened, ReadTarget};
 pub use listing::{DirEntry, EntryKind, ListOptions, Listing};
 pub use pathcache::FileMeta;
-pub use query::{Query, Resolved, ResolvedFile, Sibling};
+pub use query::{Query, Resolved, ResolvedFile};
 pub use residency::{is_resident, read_resident};
-pub use resolve::ForbiddenReason;
+pub use shared::FileManager;
 pub use stats::Stats;
-use sys::OwnedFd;
-pub use types::{CachedFile, FileHandle, OpenError, Opened, ReadTarget};
+pub use types::{ForbiddenReason, OpenError, Sibling};
 /// The crates whose types appear in this one's API (`Config::cache`,
 /// `Stats`), so a user needs no matching versions of them.
 pub use {fdtable, pathcache};
-
-/// Cheaply cloneable handle to the manager (an `Arc` inside); `Send + Sync`.
-#[derive(Clone)]
-pub struct FileManager {
-    shared: Arc<Shared>,
-}
-
-impl fmt::Debug for FileManager {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("FileManager")
-            .field("root", &self.shared.root_path)
-            .field("backend", &self.shared.kind)
-            .field("fd_budget", &self.shared.budget)
-            .finish()
-    }
-}
-
-struct Shared {
-    // Field order is drop order: the cache releases its handles into the
-    // table's deferred lists before the table itself goes.
-    cache: PathCache<Owned<FileValue>>,
-    table: Arc<FdTable<FileValue>>,
-    backend: Backend,
-    /// The root directory every open is confined beneath. Replaced when
-    /// the root path is a symlink (or passes through one) and it is
-    /// re-pointed: see [`Shared::follow_root`].
-    root: RwLock<Arc<OwnedFd>>,
-    root_path: PathBuf,
-    /// Where the root path passes through symlinks: the directories
-    /// holding them and their names (empty for a plain root path).
-    root_links: Vec<(PathBuf, std::ffi::OsString)>,
-    root_switches: AtomicU64,
-    policy: SymlinkPolicy,
-    /// The portable walk confines paths, not `openat2`.
-    walk: bool,
-    /// `Config::inline_cached_opens`.
-    inline_cached_opens: bool,
-    kind: BackendKind,
-    why: String,
-    // Both name io_uring fixed-file slots.
-    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
-    id: u64,
-    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
-    shards: usize,
-    limit: u64,
-    budget: usize,
-    open_fds: FdCount,
-    counters: Arc<Counters>,
-    emfile_recoveries: CachePadded<AtomicU64>,
-    exhausted: CachePadded<AtomicU64>,
-    reaper_batches: AtomicU64,
-    reaped: AtomicU64,
-    described: Mutex<Option<String>>,
-    reaper_stop: AtomicBool,
-    #[cfg(target_os = "linux")]
-    close_ring: Mutex<backend::uring::CloseRing>,
-    batched_close_errors: AtomicU64,
-    /// Change notification (`Config::watch_changes`).
-    watcher: Option<Arc<watch::Watcher>>,
-    /// Compressions running at once (`compress.rs`), at most one per CPU.
-    compress_slots: tokio::sync::Semaphore,
-    /// Which precompressed siblings each recent directory holds.
-    census: PathCache<census::Census>,
-}
-
-impl Drop for Shared {
-    fn drop(&mut self) {
-        self.reaper_stop.store(true, Ordering::Release);
-    }
-}

@@ -25,9 +25,9 @@ use std::ffi::CString;
 use std::io;
 use std::sync::Arc;
 
-use crate::resolve::{self, c_path, is_exhausted, map_open_error, open_beneath, Kind, Rules};
-use crate::sys::{AsFd, OFlags, OwnedFd};
-use crate::OpenError;
+use crate::resolve::{self, c_path, is_exhausted, map_open_error, open_beneath, Rules};
+use crate::sys::{self, AsFd, Kind, OFlags, OwnedFd};
+use crate::types::OpenError;
 
 /// What to list.
 #[derive(Clone, Copy, Debug)]
@@ -106,7 +106,7 @@ pub(crate) fn read_dir(
     let prefix = rel.trim_matches('/');
     let mut listing = Listing::default();
     let mut failed = None;
-    crate::sys::read_dir(&dir, |name| {
+    sys::read_dir(&dir, |name| {
         if name == "." || name == ".." || (!opts.hidden && name.starts_with('.')) {
             return true;
         }
@@ -154,7 +154,7 @@ fn resolve_entry(
         Err(e) if is_exhausted(&e) => return Err(OpenError::Exhausted),
         Err(_) => return Ok(None),
     };
-    let stat = match resolve::stat_fd(&fd) {
+    let stat = match sys::stat_fd(&fd) {
         Ok(s) => s,
         Err(_) => return Ok(None),
     };

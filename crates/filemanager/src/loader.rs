@@ -1,19 +1,24 @@
-//! The path cache's loader: how a miss or a stale entry reaches the
-//! filesystem ([`pathcache::Loader`] for the manager's cache), and the
-//! watcher epoch a lookup notes so that a change seen while it loaded
-//! drops what it indexed. Opens and stats through the open paths
-//! (`open.rs`); reads a small file's bytes through the backend.
+//! The path caches' loaders: how a miss or a stale entry reaches the
+//! filesystem ([`pathcache::Loader`] for the manager's cache of files,
+//! and for the census cache of directories, `census.rs`), and the watcher
+//! epoch a lookup notes so that a change seen while it loaded drops what
+//! it indexed. Opens and stats through the open paths (`open.rs`); reads
+//! a small file's bytes through the backend; takes a census on the
+//! blocking pool.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use fdtable::Owned;
-use pathcache::{Loaded, Negative};
+use pathcache::{FileMeta, Loaded, Negative};
 
 use crate::backend::{self, Target};
+use crate::census::{self, Census};
+use crate::config::SymlinkPolicy;
 use crate::file::FileValue;
-use crate::resolve::{self, Kind};
-use crate::sys::AsFd;
-use crate::{FileMeta, OpenError, Shared, SymlinkPolicy};
+use crate::resolve;
+use crate::shared::Shared;
+use crate::sys::{self, AsFd, Kind, OFlags};
+use crate::types::{OpenError, Sibling};
 
 /// The `Loader` the path cache calls on a miss or revalidation.
 pub(crate) struct CacheLoader<'a> {
@@ -177,7 +182,7 @@ impl pathcache::Loader<Owned<FileValue>> for CacheLoader<'_> {
         let stamp = self.prepare(path);
         if let Some(handle) = handle.filter(|_| self.shared.policy != SymlinkPolicy::Deny) {
             self.shared.backend.counters().op(backend::Op::Stat);
-            if let Ok(st) = resolve::stat_unconfined(&*self.shared.root(), path) {
+            if let Ok(st) = sys::stat_unconfined(&*self.shared.root(), path) {
                 if st.kind == Kind::Regular && st.meta.is_same_version(cached) {
                     handle.set_stamp(stamp.filter(|_| st.nlink == 1));
                     self.checked.store(true, Ordering::Relaxed);
@@ -207,7 +212,7 @@ impl pathcache::Loader<Owned<FileValue>> for CacheLoader<'_> {
             return self.stat(path).await;
         };
         self.shared.backend.counters().op(backend::Op::Stat);
-        match resolve::stat_fd(handle.as_fd()) {
+        match sys::stat_fd(handle.as_fd()) {
             Ok(stat) if stat.kind == Kind::Regular => Ok(Some(stat.meta)),
             Ok(_) => Ok(None),
             Err(e) => Err(OpenError::Io(e)),
@@ -232,7 +237,7 @@ impl CacheLoader<'_> {
         // ~1% of the daemon's CPU.
         let target = Target {
             fd: owned.as_fd(),
-            file: None,
+            fixed: None,
         };
         let b = self
             .shared
@@ -297,6 +302,75 @@ fn common_media_type(ext: &str) -> Option<&'static str> {
         "map" => "text/plain",
         _ => return None,
     })
+}
+
+/// The census cache's loader for one query's suffixes.
+pub(crate) struct CensusLoader<'a> {
+    pub(crate) shared: &'a Shared,
+    pub(crate) siblings: &'a [Sibling<'a>],
+    /// Before this lookup listed or re-checked the directory.
+    pub(crate) epoch: LoadEpoch,
+}
+
+impl CensusLoader<'_> {
+    /// After the lookup: drops a census that a name added or removed while
+    /// it was taken made out of date (the watcher names the root "").
+    pub(crate) fn drop_if_raced(&self, dir: &str) {
+        if self
+            .epoch
+            .raced(self.shared, if dir == "." { "" } else { dir })
+        {
+            self.shared.census.invalidate(dir);
+        }
+    }
+}
+
+impl pathcache::Loader<Census> for CensusLoader<'_> {
+    type Error = OpenError;
+
+    async fn load(
+        &self,
+        dir: &str,
+        _open: bool,
+        _read_small: Option<u64>,
+    ) -> Result<Loaded<Census>, OpenError> {
+        self.epoch.note(self.shared);
+        let root = self.shared.root();
+        let rules = self.shared.rules();
+        let dir = dir.to_owned();
+        let suffixes: Box<[Box<str>]> = self.siblings.iter().map(|s| s.suffix.into()).collect();
+        tokio::task::spawn_blocking(move || census::take(&root, &dir, rules, suffixes))
+            .await
+            .map_err(|e| OpenError::Io(std::io::Error::other(e)))?
+    }
+
+    async fn stat(&self, dir: &str) -> Result<Option<FileMeta>, OpenError> {
+        match self.shared.open_raw(dir, dir_path_oflags()).await {
+            Ok((_, st)) if st.kind == Kind::Dir => Ok(Some(st.meta)),
+            Ok(_) | Err(OpenError::NotFound | OpenError::Forbidden) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn is_unchanged(
+        &self,
+        dir: &str,
+        cached: &FileMeta,
+        census: Option<&Census>,
+    ) -> Result<bool, OpenError> {
+        if census.is_none_or(|c| c.racy) {
+            return Ok(false);
+        }
+        self.epoch.note(self.shared);
+        Ok(self
+            .stat(dir)
+            .await?
+            .is_some_and(|m| m.is_same_version(cached)))
+    }
+}
+
+fn dir_path_oflags() -> OFlags {
+    resolve::path_oflags() | OFlags::DIRECTORY
 }
 
 #[cfg(test)]

@@ -14,15 +14,18 @@ use fdtable::FdTable;
 use pathcache::PathCache;
 
 use crate::backend::{self, Backend, Counters, Target};
+use crate::config::{BackendKind, Config, SymlinkPolicy};
+use crate::file::FileValue;
+use crate::handle::{CachedFile, ReadTarget};
+use crate::listing::{ListOptions, Listing};
 use crate::open::cache_key;
 use crate::reaper::register_reaper;
 use crate::root::links_on_the_way;
+use crate::shared::{FileManager, Shared};
 #[cfg(any(target_os = "linux", windows))]
 use crate::sys::AsFd;
-use crate::{
-    census, limits, listing, resolve, watch, BackendKind, Config, FileManager, ForbiddenReason,
-    ListOptions, Listing, OpenError, ReadTarget, Shared,
-};
+use crate::types::{ForbiddenReason, OpenError};
+use crate::{census, limits, listing, resolve, watch};
 
 static NEXT_MANAGER_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -255,15 +258,15 @@ impl FileManager {
     /// Asked of the kernel once per cached descriptor (two `readlink`s of
     /// `/proc/self/fd`) and kept with it: a file changed, replaced or
     /// reached through a re-pointed link is a new cache entry.
-    pub fn real_path<'f>(&self, file: &'f crate::CachedFile) -> Option<&'f str> {
-        if self.shared.policy == crate::SymlinkPolicy::Deny {
+    pub fn real_path<'f>(&self, file: &'f CachedFile) -> Option<&'f str> {
+        if self.shared.policy == SymlinkPolicy::Deny {
             return None;
         }
         file.value().real_path(|| self.ask_real_path(file))
     }
 
     #[cfg(target_os = "linux")]
-    fn ask_real_path(&self, file: &crate::CachedFile) -> Option<String> {
+    fn ask_real_path(&self, file: &CachedFile) -> Option<String> {
         use std::os::fd::{AsRawFd, BorrowedFd};
         let link = |fd: BorrowedFd<'_>| {
             std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).ok()
@@ -275,12 +278,12 @@ impl FileManager {
     }
 
     #[cfg(windows)]
-    fn ask_real_path(&self, file: &crate::CachedFile) -> Option<String> {
+    fn ask_real_path(&self, file: &CachedFile) -> Option<String> {
         crate::sys::windows::real_path(self.shared.root().as_fd(), file.as_fd())
     }
 
     #[cfg(not(any(target_os = "linux", windows)))]
-    fn ask_real_path(&self, _file: &crate::CachedFile) -> Option<String> {
+    fn ask_real_path(&self, _file: &CachedFile) -> Option<String> {
         None
     }
 
@@ -293,7 +296,7 @@ impl FileManager {
     ) -> io::Result<Bytes> {
         let target = Target {
             fd: file.as_fd(),
-            file: file.file_value(),
+            fixed: file.file_value().map(FileValue::fixed),
         };
         self.shared.backend.read(target, offset, len).await
     }
@@ -310,7 +313,7 @@ impl FileManager {
     ) -> io::Result<usize> {
         let target = Target {
             fd: file.as_fd(),
-            file: file.file_value(),
+            fixed: file.file_value().map(FileValue::fixed),
         };
         match &self.shared.backend {
             Backend::Blocking(b) => b.read_into(target, offset, buf).await,

@@ -8,16 +8,17 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use fdtable::Owned;
-use pathcache::{Lookup, Negative};
+use pathcache::{FileMeta, Lookup, Negative};
 
 use crate::backend;
-#[cfg(target_os = "linux")]
-use crate::file;
 use crate::file::{BudgetToken, FileValue};
+use crate::handle::{CachedFile, FileHandle, Opened};
 use crate::loader::CacheLoader;
-use crate::resolve::{self, c_path, is_exhausted, map_open_error, Kind};
-use crate::sys::OwnedFd;
-use crate::{watch, CachedFile, FileHandle, FileManager, FileMeta, OpenError, Opened, Shared};
+use crate::resolve::{self, c_path, is_exhausted, map_open_error};
+use crate::shared::{FileManager, Shared};
+use crate::sys::{Kind, OwnedFd, Stat};
+use crate::types::OpenError;
+use crate::watch;
 
 pub(crate) fn cache_key(rel_path: &str) -> &str {
     rel_path.trim_start_matches('/')
@@ -33,7 +34,7 @@ impl Shared {
         &self,
         path: &str,
         oflags: crate::sys::OFlags,
-    ) -> Result<(OwnedFd, resolve::Stat), OpenError> {
+    ) -> Result<(OwnedFd, Stat), OpenError> {
         let c = c_path(path)?;
         let mut recovered = false;
         if self.over_budget() {
@@ -97,7 +98,7 @@ impl Shared {
     pub(crate) async fn open_owned(
         &self,
         path: &str,
-    ) -> Result<(Owned<FileValue>, resolve::Stat), OpenError> {
+    ) -> Result<(Owned<FileValue>, Stat), OpenError> {
         let (fd, st) = self.open_raw(path, resolve::read_oflags()).await?;
         match st.kind {
             Kind::Regular => {}
@@ -119,7 +120,7 @@ impl Shared {
             let fd = owned.fd();
             let index = u64::from(fd.slot()) * self.shards as u64 + fd.shard() as u64;
             if let Ok(index) = u32::try_from(index) {
-                owned.set_fixed_slot(file::FixedSlot {
+                owned.fixed().set_slot(backend::FixedSlot {
                     index,
                     key: (self.id, fd.to_raw()),
                 });

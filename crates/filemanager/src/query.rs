@@ -5,18 +5,13 @@
 //! [`crate::resolve`], and "is it still the same file?" is decided by
 //! [`FileMeta::is_same_version`] alone.
 
-use crate::{census, CachedFile, FileManager, ListOptions, Listing, OpenError, Opened};
+use crate::census;
+use crate::handle::{CachedFile, Opened};
+use crate::listing::{ListOptions, Listing};
+use crate::loader::CensusLoader;
+use crate::shared::FileManager;
+use crate::types::{OpenError, Sibling};
 use pathcache::{FileMeta, Lookup};
-
-/// A precompressed form a server looks for beside a file (`name.br` for
-/// `name`), and whether this request accepts it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Sibling<'a> {
-    /// Appended to the file's name: `.br`, `.zst`, `.gz`.
-    pub suffix: &'a str,
-    /// The request accepts this coding.
-    pub accepted: bool,
-}
 
 /// What a request asks of the filesystem.
 #[derive(Clone, Copy, Debug)]
@@ -206,7 +201,7 @@ impl FileManager {
     /// taken, so the siblings are looked up one by one as without it.
     async fn siblings_listed(&self, path: &str, siblings: &[Sibling<'_>]) -> u32 {
         let (dir, name) = census::split(path);
-        let loader = census::CensusLoader {
+        let loader = CensusLoader {
             shared: &self.shared,
             siblings,
             epoch: Default::default(),

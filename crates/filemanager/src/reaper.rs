@@ -12,7 +12,7 @@ use std::time::Duration;
 use crate::backend::{self, Backend};
 #[cfg(target_os = "linux")]
 use crate::file;
-use crate::{FileManager, Shared};
+use crate::shared::{FileManager, Shared};
 
 /// How long the reaper sleeps after a pass that released something.
 const REAP_TICK: Duration = Duration::from_millis(5);

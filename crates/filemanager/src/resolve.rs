@@ -1,6 +1,7 @@
 //! Safe path resolution beneath the served root: owns the `openat2` flags of
-//! each [`SymlinkPolicy`], the mapping of resolution errors to [`OpenError`],
-//! and `statx` of an open descriptor.
+//! each [`SymlinkPolicy`], and the mapping of resolution errors, on every
+//! system, to [`OpenError`] and [`ForbiddenReason`]. What an open
+//! descriptor is (`stat`) is the system layer's (`sys`).
 //!
 //! Every open is relative to the root directory's descriptor and goes through
 //! `openat2(2)` with `RESOLVE_BENEATH` or `RESOLVE_IN_ROOT`, so the kernel, not
@@ -42,10 +43,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 #[cfg(target_os = "linux")]
 use rustix::fs::Mode;
 #[cfg(target_os = "linux")]
-use rustix::fs::{AtFlags, ResolveFlags, StatxFlags};
+use rustix::fs::ResolveFlags;
 
-use crate::sys::{AsFd, OFlags, OwnedFd};
-use crate::{OpenError, SymlinkPolicy};
+#[cfg(windows)]
+use windows_sys::Win32::Foundation as win;
+
+use crate::config::SymlinkPolicy;
+#[cfg(windows)]
+use crate::sys::windows::{ESCAPE, LINK};
+use crate::sys::{stat_fd, AsFd, Kind, OFlags, OwnedFd};
+use crate::types::{ForbiddenReason, OpenError};
 
 /// How paths are confined: the symlink policy, and whether the portable
 /// walk does it (see the module docs) or the kernel (`openat2`, Linux).
@@ -236,128 +243,6 @@ fn open_cached_linux(
     }
 }
 
-/// What kind of object a descriptor refers to.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Kind {
-    /// A regular file: the only kind served.
-    Regular,
-    /// A directory: the server may redirect or serve an index.
-    Dir,
-    /// Anything else (FIFO, socket, device): refused.
-    Other,
-}
-
-/// The result of `statx` on an open descriptor.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Stat {
-    pub(crate) kind: Kind,
-    pub(crate) meta: pathcache::FileMeta,
-    /// Hard links to the inode: with more than one, it can change through
-    /// a name in a directory nobody watches (`watch.rs`).
-    pub(crate) nlink: u32,
-}
-
-/// Kind of a `st_mode`.
-#[cfg(unix)]
-pub(crate) fn kind_of(mode: u32) -> Kind {
-    match rustix::fs::FileType::from_raw_mode(mode as _) {
-        rustix::fs::FileType::RegularFile => Kind::Regular,
-        rustix::fs::FileType::Directory => Kind::Dir,
-        _ => Kind::Other,
-    }
-}
-
-/// `statx(root, path, AT_SYMLINK_NOFOLLOW)`, synchronously: an unconfined
-/// walk, for comparing with what a confined open found (revalidation), never
-/// for deciding what to open or serve.
-#[cfg(target_os = "linux")]
-pub(crate) fn stat_unconfined(root: impl AsFd, path: &str) -> io::Result<Stat> {
-    statx(root, path, AtFlags::SYMLINK_NOFOLLOW)
-}
-
-/// `statx(fd, "", AT_EMPTY_PATH)`, synchronously.
-#[cfg(target_os = "linux")]
-pub(crate) fn stat_fd(fd: impl AsFd) -> io::Result<Stat> {
-    statx(fd, c"", AtFlags::EMPTY_PATH)
-}
-
-/// `fstatat(root, path, AT_SYMLINK_NOFOLLOW)` where there is no `statx`.
-#[cfg(all(unix, not(target_os = "linux")))]
-pub(crate) fn stat_unconfined(root: impl AsFd, path: &str) -> io::Result<Stat> {
-    let st = rustix::fs::statat(root, path, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)?;
-    Ok(from_stat(&st))
-}
-
-/// `fstat(fd)` where there is no `statx`.
-#[cfg(all(unix, not(target_os = "linux")))]
-pub(crate) fn stat_fd(fd: impl AsFd) -> io::Result<Stat> {
-    Ok(from_stat(&rustix::fs::fstat(fd)?))
-}
-
-/// The file at `path` under the root's real path, opened for its
-/// attributes only, links followed (the caller's rules say when that is
-/// enough).
-#[cfg(windows)]
-pub(crate) fn stat_unconfined(root: impl AsFd, path: &str) -> io::Result<Stat> {
-    crate::sys::windows::stat_unconfined(root.as_fd(), path)
-}
-
-/// The handle's file information.
-#[cfg(windows)]
-pub(crate) fn stat_fd(fd: impl AsFd) -> io::Result<Stat> {
-    crate::sys::windows::stat(fd.as_fd())
-}
-
-// The field types of `struct stat` differ between systems (`st_dev` is
-// an i32 on macOS, `st_nlink` a u16), hence the casts.
-#[cfg(all(unix, not(target_os = "linux")))]
-#[allow(clippy::unnecessary_cast, clippy::useless_conversion)]
-fn from_stat(s: &rustix::fs::Stat) -> Stat {
-    let ns = |sec: i64, nsec: i64| sec.saturating_mul(1_000_000_000).saturating_add(nsec);
-    Stat {
-        kind: kind_of(s.st_mode as u32),
-        meta: pathcache::FileMeta {
-            size: s.st_size as u64,
-            mtime_ns: ns(s.st_mtime as i64, s.st_mtime_nsec as i64),
-            ctime_ns: ns(s.st_ctime as i64, s.st_ctime_nsec as i64),
-            dev: s.st_dev as u64,
-            ino: s.st_ino as u64,
-        },
-        nlink: u32::try_from(s.st_nlink as u64).unwrap_or(u32::MAX),
-    }
-}
-
-#[cfg(target_os = "linux")]
-fn statx(dir: impl AsFd, path: impl rustix::path::Arg, flags: AtFlags) -> io::Result<Stat> {
-    let s = rustix::fs::statx(
-        dir,
-        path,
-        flags,
-        StatxFlags::TYPE
-            | StatxFlags::SIZE
-            | StatxFlags::MTIME
-            | StatxFlags::CTIME
-            | StatxFlags::INO
-            | StatxFlags::NLINK,
-    )?;
-    let ns = |t: rustix::fs::StatxTimestamp| {
-        t.tv_sec
-            .saturating_mul(1_000_000_000)
-            .saturating_add(i64::from(t.tv_nsec))
-    };
-    Ok(Stat {
-        kind: kind_of(u32::from(s.stx_mode)),
-        meta: pathcache::FileMeta {
-            size: s.stx_size,
-            mtime_ns: ns(s.stx_mtime),
-            ctime_ns: ns(s.stx_ctime),
-            dev: libc::makedev(s.stx_dev_major, s.stx_dev_minor),
-            ino: s.stx_ino,
-        },
-        nlink: s.stx_nlink,
-    })
-}
-
 /// Maps an `openat2`/`statx` error to the caller-facing error.
 ///
 /// `EMFILE`/`ENFILE` are kept as [`OpenError::Io`] here: the manager turns
@@ -377,41 +262,49 @@ pub(crate) fn map_open_error(err: io::Error) -> OpenError {
     }
 }
 
+/// Maps an open or stat error to the caller-facing error.
 #[cfg(windows)]
-pub(crate) use crate::sys::windows::{is_exhausted, map_open_error};
-
-/// Why a path was refused ([`FileManager::why_forbidden`](crate::FileManager::why_forbidden)).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ForbiddenReason {
-    /// A symlink on the path leads outside the root (`within_root` refuses
-    /// absolute and escaping links).
-    LeavesRoot,
-    /// A symlink on the path, and the policy is `deny`.
-    Symlink,
-    /// Symlinks that loop, or too many of them.
-    SymlinkLoop,
-    /// File or directory permissions (the server's user may not read it).
-    Permission,
-    /// Neither a regular file nor a directory (a device, socket or FIFO).
-    NotRegular,
-    /// Another refusal, or the path is no longer refused.
-    Other,
+pub(crate) fn map_open_error(err: io::Error) -> OpenError {
+    match err.raw_os_error().map(|c| c as u32) {
+        Some(
+            win::ERROR_FILE_NOT_FOUND
+            | win::ERROR_PATH_NOT_FOUND
+            | win::ERROR_INVALID_NAME
+            | win::ERROR_DIRECTORY
+            | win::ERROR_BAD_PATHNAME
+            | win::ERROR_FILENAME_EXCED_RANGE,
+        ) => OpenError::NotFound,
+        Some(
+            ESCAPE
+            | LINK
+            | win::ERROR_ACCESS_DENIED
+            | win::ERROR_SHARING_VIOLATION
+            | win::ERROR_CANT_ACCESS_FILE,
+        ) => OpenError::Forbidden,
+        _ => OpenError::Io(err),
+    }
 }
 
-impl ForbiddenReason {
-    /// One sentence for a 403 body or a log line; it names no path.
-    pub fn describe(self) -> &'static str {
-        match self {
-            ForbiddenReason::LeavesRoot => {
-                "a symlink on this path leads outside the served directory (symlinks = within_root)"
-            }
-            ForbiddenReason::Symlink => "a symlink on this path is not followed (symlinks = deny)",
-            ForbiddenReason::SymlinkLoop => "the symlinks on this path loop",
-            ForbiddenReason::Permission => "the server may not read this file",
-            ForbiddenReason::NotRegular => "not a regular file",
-            ForbiddenReason::Other => "",
+/// What refused an open, from its error (`why_forbidden`).
+#[cfg(windows)]
+fn forbidden_reason(err: &io::Error) -> ForbiddenReason {
+    match err.raw_os_error().map(|c| c as u32) {
+        Some(ESCAPE) => ForbiddenReason::LeavesRoot,
+        Some(LINK) => ForbiddenReason::Symlink,
+        Some(win::ERROR_ACCESS_DENIED | win::ERROR_SHARING_VIOLATION) => {
+            ForbiddenReason::Permission
         }
+        _ => ForbiddenReason::Other,
     }
+}
+
+/// Whether an error means "out of descriptors".
+#[cfg(windows)]
+pub(crate) fn is_exhausted(err: &io::Error) -> bool {
+    matches!(
+        err.raw_os_error().map(|c| c as u32),
+        Some(win::ERROR_TOO_MANY_OPEN_FILES | win::ERROR_NO_SYSTEM_RESOURCES)
+    )
 }
 
 /// Resolves `rel` again as a read would, and says what refused it.
@@ -428,7 +321,7 @@ pub(crate) fn why_forbidden(root: &OwnedFd, rel: &str, rules: Rules) -> Forbidde
             _ => ForbiddenReason::Other,
         },
         #[cfg(windows)]
-        Err(e) => crate::sys::windows::forbidden_reason(&e),
+        Err(e) => forbidden_reason(&e),
         #[cfg(unix)]
         Err(e) => match e.raw_os_error() {
             Some(libc::EXDEV) => ForbiddenReason::LeavesRoot,
@@ -457,7 +350,7 @@ mod walk {
 
     use rustix::fs::{Mode, OFlags};
 
-    use crate::SymlinkPolicy;
+    use crate::config::SymlinkPolicy;
 
     /// Links followed in one walk before it is refused as a loop (Linux's
     /// `MAXSYMLINKS`).

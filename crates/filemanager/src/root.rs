@@ -7,8 +7,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use crate::sys::OwnedFd;
-use crate::{changes, resolve, Shared};
+use crate::shared::Shared;
+use crate::sys::{self, OwnedFd};
+use crate::{changes, resolve};
 
 impl Shared {
     /// How paths are confined.
@@ -30,17 +31,16 @@ impl Shared {
     /// cached answer is dropped, while responses already started finish
     /// from the descriptors they hold. True when the root changed.
     pub(crate) fn follow_root(&self) -> bool {
-        let new = match crate::sys::open_dir(&self.root_path) {
+        let new = match sys::open_dir(&self.root_path) {
             Ok(fd) => fd,
             Err(e) => {
                 tracing::warn!(root = %self.root_path.display(), "root path not reachable ({e}); still serving the directory it led to");
                 return false;
             }
         };
-        let same = |a: &resolve::Stat, b: &resolve::Stat| {
-            (a.meta.dev, a.meta.ino) == (b.meta.dev, b.meta.ino)
-        };
-        match (resolve::stat_fd(&new), resolve::stat_fd(&*self.root())) {
+        let same =
+            |a: &sys::Stat, b: &sys::Stat| (a.meta.dev, a.meta.ino) == (b.meta.dev, b.meta.ino);
+        match (sys::stat_fd(&new), sys::stat_fd(&*self.root())) {
             (Ok(a), Ok(b)) if !same(&a, &b) => {}
             _ => return false,
         }

@@ -5,7 +5,10 @@
 
 use std::sync::atomic::Ordering;
 
-use crate::{BackendKind, BackendStats, FileManager, WatchStats};
+use crate::backend::BackendStats;
+use crate::changes::WatchStats;
+use crate::config::BackendKind;
+use crate::shared::FileManager;
 
 /// Everything a [`FileManager`] counts, summed at call time.
 #[derive(Clone, Debug)]

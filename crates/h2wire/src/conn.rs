@@ -30,12 +30,18 @@
 //! header block left incomplete must end within `header_read_timeout`
 //! (a trickle of octets does not hold a connection); only frames that do
 //! work keep it from idling out; its age and its requests are bounded.
+//!
+//! What each frame is comes from [`frame`](crate::frame) (read into a
+//! typed `Frame`, checked for what the frame alone says); the streams and
+//! the windows are [`stream`](crate::stream)'s. This module decides what a
+//! frame does to the connection, and keeps the events, timers and credit.
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use crate::frame::{self, Head, Reason};
+use crate::frame::{self, Frame, Head, Reason, Setting};
 use crate::request::Request;
+use crate::stream::{RecvWindow, SendWindow, Stream, Streams};
 
 /// What this side announces and enforces.
 #[derive(Debug, Clone)]
@@ -148,10 +154,6 @@ const SPARE_REQUESTS: usize = 16;
 /// connection whatever a client's headers were (four spares of a full
 /// 16 KiB header list kept as much before).
 const SPARE_BYTES: usize = 4096;
-/// Closed streams remembered, so that a HEADERS in flight for one is told
-/// apart from a client reusing an old identifier.
-const RECENTLY_CLOSED: usize = 64;
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
     /// Waiting for the client preface.
@@ -159,27 +161,6 @@ enum Phase {
     /// The preface is in; the first frame must be SETTINGS.
     Settings,
     Open,
-}
-
-#[derive(Debug)]
-struct Stream {
-    id: u32,
-    /// The client may still send on it.
-    recv_open: bool,
-    /// This side has not ended it.
-    send_open: bool,
-    headers_sent: bool,
-    send_window: i64,
-    /// What the client may still send before it is given more.
-    recv_window: i64,
-    /// Body octets received and not yet given back in a WINDOW_UPDATE.
-    recv_unacked: u64,
-    body_read: u64,
-    /// Every DATA octet received, padding included: what draining costs.
-    received: u64,
-    content_length: Option<u64>,
-    /// Answered, reading out its body: reset at the next tick.
-    drain_marked: bool,
 }
 
 /// A header block being gathered across HEADERS and CONTINUATION frames.
@@ -204,16 +185,11 @@ pub struct Connection {
     enc: hpack::Encoder,
     block: Vec<u8>,
     block_head: Option<BlockHead>,
-    streams: Vec<Stream>,
-    /// The ids of the streams closed last, oldest first.
-    closed: VecDeque<u32>,
-    /// The highest stream the client opened.
-    last_stream: u32,
+    streams: Streams,
     peer_initial_window: i64,
     peer_max_frame: usize,
-    send_window: i64,
-    recv_window: i64,
-    recv_unacked: u64,
+    send_window: SendWindow,
+    recv_window: RecvWindow,
     /// The client acknowledged this side's SETTINGS.
     settings_acked: bool,
     credit: i64,
@@ -252,30 +228,28 @@ impl Connection {
     /// are already in [`Connection::output`]; `now` starts its timers.
     pub fn new(cfg: Config, now: Instant) -> Connection {
         let mut out = Vec::with_capacity(64);
-        let mut settings = Vec::with_capacity(18);
-        for (id, value) in [
-            (
-                frame::SETTINGS_MAX_CONCURRENT_STREAMS,
-                cfg.max_concurrent_streams,
-            ),
-            (
-                frame::SETTINGS_INITIAL_WINDOW_SIZE,
-                cfg.initial_stream_window,
-            ),
-            (
-                frame::SETTINGS_MAX_HEADER_LIST_SIZE,
-                cfg.max_header_list_size,
-            ),
-        ] {
-            settings.extend_from_slice(&id.to_be_bytes());
-            settings.extend_from_slice(&value.to_be_bytes());
-        }
-        frame::frame(&mut out, frame::SETTINGS, 0, 0, &settings);
+        frame::settings(
+            &mut out,
+            &[
+                (
+                    frame::SETTINGS_MAX_CONCURRENT_STREAMS,
+                    cfg.max_concurrent_streams,
+                ),
+                (
+                    frame::SETTINGS_INITIAL_WINDOW_SIZE,
+                    cfg.initial_stream_window,
+                ),
+                (
+                    frame::SETTINGS_MAX_HEADER_LIST_SIZE,
+                    cfg.max_header_list_size,
+                ),
+            ],
+        );
         let extra = cfg
             .initial_connection_window
             .saturating_sub(frame::DEFAULT_WINDOW);
         if extra > 0 {
-            frame::frame(&mut out, frame::WINDOW_UPDATE, 0, 0, &extra.to_be_bytes());
+            frame::window_update(&mut out, 0, extra);
         }
         Connection {
             phase: Phase::Preface,
@@ -286,14 +260,13 @@ impl Connection {
             enc: hpack::Encoder::new(),
             block: Vec::new(),
             block_head: None,
-            streams: Vec::new(),
-            closed: VecDeque::new(),
-            last_stream: 0,
+            streams: Streams::default(),
             peer_initial_window: i64::from(frame::DEFAULT_WINDOW),
             peer_max_frame: frame::DEFAULT_MAX_FRAME as usize,
-            send_window: i64::from(frame::DEFAULT_WINDOW),
-            recv_window: i64::from(cfg.initial_connection_window.max(frame::DEFAULT_WINDOW)),
-            recv_unacked: 0,
+            send_window: SendWindow::new(i64::from(frame::DEFAULT_WINDOW)),
+            recv_window: RecvWindow::new(i64::from(
+                cfg.initial_connection_window.max(frame::DEFAULT_WINDOW),
+            )),
             settings_acked: false,
             credit: i64::from(cfg.control_frame_budget),
             local_resets: 0,
@@ -351,7 +324,10 @@ impl Connection {
         };
         result
     }
+}
 
+// Timers, on the caller's clock.
+impl Connection {
     /// When [`Connection::handle_timeout`] must next be called: the
     /// earliest of the header-read, idle, age and drain deadlines.
     pub fn poll_timeout(&self) -> Option<Instant> {
@@ -413,6 +389,28 @@ impl Connection {
         self.partial_since.into_iter().chain(self.block_since).min()
     }
 
+    /// About once a second: a stream answered and still reading out its
+    /// request body since the last look is reset (NO_ERROR).
+    fn tick(&mut self) {
+        let mut i = 0;
+        while i < self.streams.len() {
+            let s = &mut self.streams[i];
+            if !s.send_open && s.recv_open {
+                if s.drain_marked {
+                    let id = s.id;
+                    self.remove(i);
+                    self.rst(id, Reason::NO_ERROR);
+                    continue;
+                }
+                s.drain_marked = true;
+            }
+            i += 1;
+        }
+    }
+}
+
+// What the caller reads of the connection, and its ending.
+impl Connection {
     /// Requests dropped before they were handed out (their stream was
     /// reset, or the connection ended), since the connection began.
     pub fn dropped_requests(&self) -> u64 {
@@ -462,7 +460,7 @@ impl Connection {
     pub fn shutdown(&mut self) {
         if self.goaway_last.is_none() && self.failed.is_none() {
             self.goaway(Reason::NO_ERROR);
-            self.goaway_last = Some(self.last_stream);
+            self.goaway_last = Some(self.streams.last());
         }
     }
 
@@ -471,14 +469,17 @@ impl Connection {
     pub fn abort(&mut self, reason: Reason) {
         self.fail(reason);
     }
+}
 
+// Answers: the caller's side of each stream.
+impl Connection {
     /// Answer octets [`Connection::send_data`] may take for `stream` now:
     /// the smaller of its window and the connection's, 0 for a stream
     /// that is gone or ended.
     pub fn window(&self, stream: u32) -> usize {
-        match self.find(stream) {
+        match self.streams.find(stream) {
             Some(i) if self.streams[i].send_open && self.failed.is_none() => {
-                self.streams[i].send_window.min(self.send_window).max(0) as usize
+                self.streams[i].send.and(self.send_window).max(0) as usize
             }
             _ => 0,
         }
@@ -498,7 +499,7 @@ impl Connection {
         end_stream: bool,
         write: impl FnOnce(&mut hpack::Block<'_>),
     ) -> bool {
-        let Some(i) = self.find(stream) else {
+        let Some(i) = self.streams.find(stream) else {
             return false;
         };
         let s = &mut self.streams[i];
@@ -506,29 +507,15 @@ impl Connection {
             return false;
         }
         s.headers_sent = true;
-        let start = self.out.len();
-        self.out.extend_from_slice(&[0; 9]);
+        let start = frame::reserve_head(&mut self.out);
         write(&mut self.enc.block(&mut self.out));
-        let len = self.out.len() - start - 9;
-        let end = if end_stream { frame::END_STREAM } else { 0 };
-        if len <= self.peer_max_frame {
-            let h = frame::head_bytes(len, frame::HEADERS, frame::END_HEADERS | end, stream);
-            self.out[start..start + 9].copy_from_slice(&h);
-        } else {
-            let block = self.out.split_off(start + 9);
-            self.out.truncate(start);
-            let mut chunks = block.chunks(self.peer_max_frame).peekable();
-            let mut kind = frame::HEADERS;
-            let mut flags = end;
-            while let Some(chunk) = chunks.next() {
-                if chunks.peek().is_none() {
-                    flags |= frame::END_HEADERS;
-                }
-                frame::frame(&mut self.out, kind, flags, stream, chunk);
-                kind = frame::CONTINUATION;
-                flags = 0;
-            }
-        }
+        frame::end_headers(
+            &mut self.out,
+            start,
+            stream,
+            end_stream,
+            self.peer_max_frame,
+        );
         self.earn();
         if end_stream {
             self.end_send(i);
@@ -558,9 +545,7 @@ impl Connection {
     /// [`Connection::output`] (a file read straight into it), and ends
     /// with [`Connection::end_data`] before any other call.
     pub fn begin_data(&mut self) -> DataFrame {
-        let at = self.out.len();
-        self.out.extend_from_slice(&[0; 9]);
-        DataFrame(at)
+        DataFrame(frame::reserve_head(&mut self.out))
     }
 
     /// Ends the DATA frame `data` on `stream`: its payload is what was
@@ -570,18 +555,16 @@ impl Connection {
     pub fn end_data(&mut self, data: DataFrame, stream: u32, end_stream: bool) {
         let at = data.0;
         let len = self.out.len() - at - 9;
-        let i = self.find(stream).expect("DATA on a live stream");
+        let i = self.streams.find(stream).expect("DATA on a live stream");
         let s = &mut self.streams[i];
         assert!(
-            s.send_open && len as i64 <= s.send_window.min(self.send_window),
+            s.send_open && len as i64 <= s.send.and(self.send_window),
             "DATA past the stream's window or after its end"
         );
         assert!(len <= self.peer_max_frame, "DATA larger than a frame");
-        s.send_window -= len as i64;
-        self.send_window -= len as i64;
-        let flags = if end_stream { frame::END_STREAM } else { 0 };
-        let h = frame::head_bytes(len, frame::DATA, flags, stream);
-        self.out[at..at + 9].copy_from_slice(&h);
+        s.send.spend(len);
+        self.send_window.spend(len);
+        frame::end_data(&mut self.out, at, stream, end_stream);
         if len > 0 {
             self.earn();
         }
@@ -593,33 +576,15 @@ impl Connection {
     /// Resets `stream` from this side (its answer failed): RST_STREAM
     /// with `reason`, no event.
     pub fn reset(&mut self, stream: u32, reason: Reason) {
-        if let Some(i) = self.find(stream) {
+        if let Some(i) = self.streams.find(stream) {
             self.remove(i);
             self.rst(stream, reason);
         }
     }
+}
 
-    /// About once a second: a stream answered and still reading out its
-    /// request body since the last look is reset (NO_ERROR).
-    fn tick(&mut self) {
-        let mut i = 0;
-        while i < self.streams.len() {
-            let s = &mut self.streams[i];
-            if !s.send_open && s.recv_open {
-                if s.drain_marked {
-                    let id = s.id;
-                    self.remove(i);
-                    self.rst(id, Reason::NO_ERROR);
-                    continue;
-                }
-                s.drain_marked = true;
-            }
-            i += 1;
-        }
-    }
-
-    // ---- receiving ----
-
+// Receiving: each frame's effect on the connection and its streams.
+impl Connection {
     /// Handles every whole frame in `buf`; returns the octets used.
     fn process(&mut self, buf: &[u8]) -> Result<usize, Reason> {
         let mut pos = 0;
@@ -662,106 +627,67 @@ impl Connection {
                 return Err(Reason::PROTOCOL_ERROR);
             }
         }
-        match h.kind {
-            frame::DATA => self.on_data(h, payload),
-            frame::HEADERS => self.on_headers(h, payload),
-            frame::CONTINUATION => self.on_continuation(h, payload),
-            frame::PRIORITY => {
-                if h.stream == 0 {
-                    return Err(Reason::PROTOCOL_ERROR);
-                }
-                if payload.len() != 5 {
-                    return Err(Reason::FRAME_SIZE_ERROR);
-                }
+        match Frame::parse(h, payload)? {
+            Frame::Data(data) => self.on_data(data),
+            Frame::Headers(headers) => self.on_headers(headers),
+            Frame::Continuation {
+                end_headers,
+                fragment,
+            } => self.on_continuation(end_headers, fragment),
+            Frame::Priority { stream, depends_on } => {
                 self.cheap()?;
                 // RFC 9113 5.3.1 makes a self-dependency a stream error,
                 // but no RST_STREAM may name an idle stream (5.1).
-                if be31(payload) == h.stream && !self.is_idle(h.stream) {
-                    return self.stream_error(h.stream, Reason::PROTOCOL_ERROR);
+                if depends_on == stream && !self.streams.is_idle(stream) {
+                    return self.stream_error(stream, Reason::PROTOCOL_ERROR);
                 }
                 Ok(())
             }
-            frame::RST_STREAM => self.on_rst(h, payload),
-            frame::SETTINGS => self.on_settings(h, payload),
-            frame::PUSH_PROMISE => Err(Reason::PROTOCOL_ERROR),
-            frame::PING => {
-                if h.stream != 0 {
-                    return Err(Reason::PROTOCOL_ERROR);
-                }
-                if payload.len() != 8 {
-                    return Err(Reason::FRAME_SIZE_ERROR);
-                }
+            Frame::RstStream { stream } => self.on_rst(stream),
+            Frame::Settings(settings) => self.on_settings(settings),
+            Frame::Ping { ack, payload } => {
                 self.cheap()?;
-                if h.flags & frame::ACK == 0 {
-                    frame::frame(&mut self.out, frame::PING, frame::ACK, 0, payload);
+                if !ack {
+                    frame::ping_ack(&mut self.out, payload);
                 }
                 Ok(())
             }
-            frame::GOAWAY => {
-                if h.stream != 0 {
-                    return Err(Reason::PROTOCOL_ERROR);
-                }
-                if payload.len() < 8 {
-                    return Err(Reason::FRAME_SIZE_ERROR);
-                }
+            Frame::GoAway => {
                 self.peer_goaway = true;
                 Ok(())
             }
-            frame::WINDOW_UPDATE => self.on_window_update(h, payload),
+            Frame::WindowUpdate { stream, increment } => self.on_window_update(stream, increment),
             // Unknown types are ignored (RFC 9113 5.5), and paid for.
-            _ => self.cheap(),
+            Frame::Unknown => self.cheap(),
         }
     }
 
-    fn on_headers(&mut self, h: Head, payload: &[u8]) -> Result<(), Reason> {
-        if h.stream == 0 {
-            return Err(Reason::PROTOCOL_ERROR);
-        }
-        let mut p = payload;
-        let mut pad = 0;
-        if h.flags & frame::PADDED != 0 {
-            let (&n, rest) = p.split_first().ok_or(Reason::FRAME_SIZE_ERROR)?;
-            pad = n as usize;
-            p = rest;
-        }
-        let mut depends_on_itself = false;
-        if h.flags & frame::PRIORITY_FLAG != 0 {
-            if p.len() < 5 {
-                return Err(Reason::FRAME_SIZE_ERROR);
-            }
-            depends_on_itself = be31(p) == h.stream;
-            p = &p[5..];
-        }
-        if pad > p.len() {
-            return Err(Reason::PROTOCOL_ERROR);
-        }
-        let fragment = &p[..p.len() - pad];
+    fn on_headers(&mut self, h: frame::Headers<'_>) -> Result<(), Reason> {
         let head = BlockHead {
             stream: h.stream,
-            end_stream: h.flags & frame::END_STREAM != 0,
-            depends_on_itself,
+            end_stream: h.end_stream,
+            depends_on_itself: h.depends_on == Some(h.stream),
         };
-        if h.flags & frame::END_HEADERS != 0 {
+        if h.end_headers {
             // The usual case: the whole block in one frame, decoded where
             // it lies.
-            return self.on_block(head, fragment);
+            return self.on_block(head, h.fragment);
         }
         self.block.clear();
-        self.block.extend_from_slice(fragment);
+        self.block.extend_from_slice(h.fragment);
         self.block_head = Some(head);
         self.block_since = Some(self.now);
         self.check_block_size()
     }
 
-    fn on_continuation(&mut self, h: Head, payload: &[u8]) -> Result<(), Reason> {
+    fn on_continuation(&mut self, end: bool, fragment: &[u8]) -> Result<(), Reason> {
         let Some(head) = self.block_head else {
             return Err(Reason::PROTOCOL_ERROR);
         };
-        let end = h.flags & frame::END_HEADERS != 0;
-        if payload.is_empty() && !end {
+        if fragment.is_empty() && !end {
             self.cheap()?;
         }
-        self.block.extend_from_slice(payload);
+        self.block.extend_from_slice(fragment);
         self.check_block_size()?;
         if end {
             self.block_head = None;
@@ -785,7 +711,7 @@ impl Connection {
 
     fn on_block(&mut self, head: BlockHead, block: &[u8]) -> Result<(), Reason> {
         let id = head.stream;
-        if let Some(i) = self.find(id) {
+        if let Some(i) = self.streams.find(id) {
             // Trailers: decoded for the table, checked, then dropped.
             let mut malformed = false;
             self.dec
@@ -808,8 +734,8 @@ impl Connection {
         if id % 2 == 0 {
             return Err(Reason::PROTOCOL_ERROR);
         }
-        if id <= self.last_stream {
-            if !self.closed.contains(&id) {
+        if id <= self.streams.last() {
+            if !self.streams.was_closed(id) {
                 // Never opened: identifiers only rise (RFC 9113 5.1.1).
                 return Err(Reason::PROTOCOL_ERROR);
             }
@@ -826,17 +752,17 @@ impl Connection {
         let mut req = self.spare.pop().unwrap_or_default();
         req.reset(id, head.end_stream, self.cfg.max_header_list_size as usize);
         self.decode(block, Some(&mut req))?;
-        self.last_stream = id;
+        self.streams.set_last(id);
         req.finish();
         if head.depends_on_itself || req.malformed.is_some() {
             self.recycle(req);
-            self.remember_closed(id);
+            self.streams.remember_closed(id);
             self.rst(id, Reason::PROTOCOL_ERROR);
             return self.count_local_reset();
         }
         if self.streams.len() >= self.cfg.max_concurrent_streams as usize {
             self.recycle(req);
-            self.remember_closed(id);
+            self.streams.remember_closed(id);
             self.rst(id, Reason::REFUSED_STREAM);
             return self.cheap();
         }
@@ -846,19 +772,13 @@ impl Connection {
             // The client may not have this side's SETTINGS yet.
             i64::from(self.cfg.initial_stream_window.max(frame::DEFAULT_WINDOW))
         };
-        self.streams.push(Stream {
+        self.streams.push(Stream::new(
             id,
-            recv_open: !head.end_stream,
-            send_open: true,
-            headers_sent: false,
-            send_window: self.peer_initial_window,
-            recv_window,
-            recv_unacked: 0,
-            body_read: 0,
-            received: 0,
-            content_length: req.content_length,
-            drain_marked: false,
-        });
+            head.end_stream,
+            SendWindow::new(self.peer_initial_window),
+            RecvWindow::new(recv_window),
+            req.content_length,
+        ));
         self.events.push_back(Event::Request(req));
         self.last_work = self.now;
         self.opened += 1;
@@ -878,60 +798,41 @@ impl Connection {
         result.map_err(|_| Reason::COMPRESSION_ERROR)
     }
 
-    fn on_data(&mut self, h: Head, payload: &[u8]) -> Result<(), Reason> {
-        if h.stream == 0 {
-            return Err(Reason::PROTOCOL_ERROR);
-        }
-        let len = payload.len() as u64;
-        let mut body = len;
-        if h.flags & frame::PADDED != 0 {
-            let pad = u64::from(*payload.first().ok_or(Reason::FRAME_SIZE_ERROR)?);
-            if pad >= len {
-                return Err(Reason::PROTOCOL_ERROR);
-            }
-            body = len - 1 - pad;
-        }
-        let end_stream = h.flags & frame::END_STREAM != 0;
-        if len as i64 > self.recv_window {
+    fn on_data(&mut self, data: frame::Data) -> Result<(), Reason> {
+        let frame::Data {
+            stream: id,
+            len,
+            body,
+            end_stream,
+        } = data;
+        if !self.recv_window.take(len) {
             return Err(Reason::FLOW_CONTROL_ERROR);
         }
         // The connection's window: every octet is read out at once.
-        self.recv_window -= len as i64;
-        self.recv_unacked += len;
-        if self.recv_unacked >= u64::from(self.cfg.initial_connection_window / 2).max(1) {
-            let inc = self.recv_unacked as u32;
-            frame::frame(
-                &mut self.out,
-                frame::WINDOW_UPDATE,
-                0,
-                0,
-                &inc.to_be_bytes(),
-            );
-            self.recv_window += i64::from(inc);
-            self.recv_unacked = 0;
+        let half = u64::from(self.cfg.initial_connection_window / 2).max(1);
+        if let Some(inc) = self.recv_window.give_back(half) {
+            frame::window_update(&mut self.out, 0, inc);
         }
         if body < TINY_DATA && !end_stream {
             self.cheap()?;
         }
-        let Some(i) = self.find(h.stream) else {
-            if self.is_idle(h.stream) {
+        let Some(i) = self.streams.find(id) else {
+            if self.streams.is_idle(id) {
                 return Err(Reason::PROTOCOL_ERROR);
             }
             // A stream that is closed (or reset): in flight before the
             // client knew, or not; either way a tiny answer, paid for.
             self.cheap()?;
-            self.rst(h.stream, Reason::STREAM_CLOSED);
+            self.rst(id, Reason::STREAM_CLOSED);
             return Ok(());
         };
         let s = &mut self.streams[i];
         if !s.recv_open {
-            return self.stream_error(h.stream, Reason::STREAM_CLOSED);
+            return self.stream_error(id, Reason::STREAM_CLOSED);
         }
-        if len as i64 > s.recv_window {
-            return self.stream_error(h.stream, Reason::FLOW_CONTROL_ERROR);
+        if !s.recv.take(len) {
+            return self.stream_error(id, Reason::FLOW_CONTROL_ERROR);
         }
-        s.recv_window -= len as i64;
-        s.recv_unacked += len;
         s.body_read += body;
         s.received += len;
         if body > 0 {
@@ -941,7 +842,7 @@ impl Connection {
             .content_length
             .is_some_and(|n| s.body_read > n || (end_stream && s.body_read != n));
         if length_wrong {
-            return self.stream_error(h.stream, Reason::PROTOCOL_ERROR);
+            return self.stream_error(id, Reason::PROTOCOL_ERROR);
         }
         if end_stream {
             s.recv_open = false;
@@ -953,25 +854,22 @@ impl Connection {
         Ok(())
     }
 
-    fn on_rst(&mut self, h: Head, payload: &[u8]) -> Result<(), Reason> {
-        if payload.len() != 4 {
-            return Err(Reason::FRAME_SIZE_ERROR);
-        }
-        if h.stream == 0 || self.is_idle(h.stream) {
+    fn on_rst(&mut self, id: u32) -> Result<(), Reason> {
+        if self.streams.is_idle(id) {
             return Err(Reason::PROTOCOL_ERROR);
         }
-        let Some(i) = self.find(h.stream) else {
+        let Some(i) = self.streams.find(id) else {
             return Ok(());
         };
         let s = self.remove(i);
         if !s.send_open {
             return Ok(());
         }
-        if self.drop_queued(h.stream) {
+        if self.drop_queued(id) {
             return self.count_pending_reset();
         }
         // Work started and thrown away: the rapid-reset flood.
-        self.events.push_back(Event::Reset(h.stream));
+        self.events.push_back(Event::Reset(id));
         self.cheap()
     }
 
@@ -1002,100 +900,68 @@ impl Connection {
         Ok(())
     }
 
-    fn on_settings(&mut self, h: Head, payload: &[u8]) -> Result<(), Reason> {
-        if h.stream != 0 {
-            return Err(Reason::PROTOCOL_ERROR);
-        }
-        if h.flags & frame::ACK != 0 {
-            if !payload.is_empty() {
-                return Err(Reason::FRAME_SIZE_ERROR);
-            }
+    fn on_settings(&mut self, settings: frame::Settings<'_>) -> Result<(), Reason> {
+        if settings.ack {
             self.settings_acked = true;
             return Ok(());
-        }
-        if payload.len() % 6 != 0 {
-            return Err(Reason::FRAME_SIZE_ERROR);
         }
         self.cheap()?;
         // A frame may repeat a setting (a 16 KiB one 2730 times): each is
         // checked, and the last initial window is applied to the streams
         // once, so a frame costs one walk of them, not one per entry.
         let mut initial_window = None;
-        for s in payload.chunks_exact(6) {
-            let id = u16::from_be_bytes([s[0], s[1]]);
-            let value = u32::from_be_bytes([s[2], s[3], s[4], s[5]]);
-            match id {
-                frame::SETTINGS_ENABLE_PUSH if value > 1 => return Err(Reason::PROTOCOL_ERROR),
-                frame::SETTINGS_INITIAL_WINDOW_SIZE => {
-                    if i64::from(value) > frame::MAX_WINDOW {
-                        return Err(Reason::FLOW_CONTROL_ERROR);
-                    }
-                    initial_window = Some(i64::from(value));
-                }
-                frame::SETTINGS_MAX_FRAME_SIZE => {
-                    if !(frame::DEFAULT_MAX_FRAME..=frame::MAX_MAX_FRAME).contains(&value) {
-                        return Err(Reason::PROTOCOL_ERROR);
-                    }
-                    self.peer_max_frame = value as usize;
-                }
-                frame::SETTINGS_HEADER_TABLE_SIZE => self.enc.set_peer_limit(value as usize),
-                _ => {}
+        for setting in settings.params() {
+            match setting? {
+                Setting::InitialWindowSize(value) => initial_window = Some(i64::from(value)),
+                Setting::MaxFrameSize(value) => self.peer_max_frame = value as usize,
+                Setting::HeaderTableSize(value) => self.enc.set_peer_limit(value as usize),
+                Setting::Other => {}
             }
         }
         if let Some(value) = initial_window {
             let delta = value - self.peer_initial_window;
             self.peer_initial_window = value;
-            for s in &mut self.streams {
-                s.send_window += delta;
-                if s.send_window > frame::MAX_WINDOW {
-                    return Err(Reason::FLOW_CONTROL_ERROR);
-                }
+            for s in self.streams.iter_mut() {
+                s.send.grow(delta)?;
             }
         }
-        frame::frame(&mut self.out, frame::SETTINGS, frame::ACK, 0, &[]);
+        frame::settings_ack(&mut self.out);
         Ok(())
     }
 
-    fn on_window_update(&mut self, h: Head, payload: &[u8]) -> Result<(), Reason> {
-        if payload.len() != 4 {
-            return Err(Reason::FRAME_SIZE_ERROR);
-        }
+    fn on_window_update(&mut self, id: u32, increment: u32) -> Result<(), Reason> {
         self.cheap()?;
-        let inc = i64::from(be31(payload));
-        if h.stream == 0 {
+        let inc = i64::from(increment);
+        if id == 0 {
             if inc == 0 {
                 return Err(Reason::PROTOCOL_ERROR);
             }
-            self.send_window += inc;
-            if self.send_window > frame::MAX_WINDOW {
-                return Err(Reason::FLOW_CONTROL_ERROR);
-            }
-            return Ok(());
+            return self.send_window.grow(inc);
         }
-        if self.is_idle(h.stream) {
+        if self.streams.is_idle(id) {
             return Err(Reason::PROTOCOL_ERROR);
         }
-        let Some(i) = self.find(h.stream) else {
+        let Some(i) = self.streams.find(id) else {
             return Ok(());
         };
         if inc == 0 {
-            return self.stream_error(h.stream, Reason::PROTOCOL_ERROR);
+            return self.stream_error(id, Reason::PROTOCOL_ERROR);
         }
         let s = &mut self.streams[i];
-        let opened = s.send_window <= 0 && s.send_window + inc > 0;
-        s.send_window += inc;
-        if s.send_window > frame::MAX_WINDOW {
-            return self.stream_error(h.stream, Reason::FLOW_CONTROL_ERROR);
+        let was_open = s.send.is_open();
+        if let Err(reason) = s.send.grow(inc) {
+            return self.stream_error(id, reason);
         }
-        if opened {
+        if !was_open && s.send.is_open() {
             // An answer can go on: work, as a request is.
             self.last_work = self.now;
         }
         Ok(())
     }
+}
 
-    // ---- stream ends ----
-
+// Stream ends, errors, and the credit of free frames.
+impl Connection {
     /// This side ended stream `i`'s answer.
     fn end_send(&mut self, i: usize) {
         let s = &mut self.streams[i];
@@ -1127,27 +993,17 @@ impl Connection {
             self.rst(id, Reason::NO_ERROR);
             return;
         }
-        if s.recv_unacked > 0 && (now || s.recv_unacked >= DRAIN_UPDATE) {
-            let inc = s.recv_unacked as u32;
-            s.recv_window += i64::from(inc);
-            s.recv_unacked = 0;
-            frame::frame(
-                &mut self.out,
-                frame::WINDOW_UPDATE,
-                0,
-                s.id,
-                &inc.to_be_bytes(),
-            );
+        let at_least = if now { 1 } else { DRAIN_UPDATE };
+        if let Some(inc) = s.recv.give_back(at_least) {
+            frame::window_update(&mut self.out, s.id, inc);
         }
     }
-
-    // ---- errors and credit ----
 
     /// RST_STREAM for the client's error on `id`; too many end the
     /// connection.
     fn stream_error(&mut self, id: u32, reason: Reason) -> Result<(), Reason> {
         self.rst(id, reason);
-        if let Some(i) = self.find(id) {
+        if let Some(i) = self.streams.find(id) {
             let s = self.remove(i);
             if s.send_open {
                 if self.drop_queued(id) {
@@ -1171,20 +1027,11 @@ impl Connection {
     }
 
     fn rst(&mut self, id: u32, reason: Reason) {
-        frame::frame(
-            &mut self.out,
-            frame::RST_STREAM,
-            0,
-            id,
-            &reason.0.to_be_bytes(),
-        );
+        frame::rst_stream(&mut self.out, id, reason);
     }
 
     fn goaway(&mut self, reason: Reason) {
-        let mut p = [0u8; 8];
-        p[..4].copy_from_slice(&self.last_stream.to_be_bytes());
-        p[4..].copy_from_slice(&reason.0.to_be_bytes());
-        frame::frame(&mut self.out, frame::GOAWAY, 0, 0, &p);
+        frame::goaway(&mut self.out, self.streams.last(), reason);
     }
 
     fn fail(&mut self, reason: Reason) {
@@ -1215,35 +1062,14 @@ impl Connection {
         self.credit = (self.credit + REFILL).min(i64::from(self.cfg.control_frame_budget));
     }
 
-    /// Stream `id`'s index. Streams are kept in the order they opened,
-    /// which is the order of their ids (they only rise, RFC 9113 5.1.1).
-    fn find(&self, id: u32) -> Option<usize> {
-        self.streams.binary_search_by_key(&id, |s| s.id).ok()
-    }
-
-    /// No stream `id` was ever opened here: an even id (this side pushes
-    /// none) or one above the last opened (RFC 9113 5.1).
-    fn is_idle(&self, id: u32) -> bool {
-        id % 2 == 0 || id > self.last_stream
-    }
-
-    /// Takes stream `i` out, remembering its id among the recently
-    /// closed: a frame for it that was in flight is a stream error
-    /// (STREAM_CLOSED), one for an id never opened a connection error.
+    /// Takes stream `i` out (see [`Streams::remove`]); the last one out
+    /// starts the idle clock.
     fn remove(&mut self, i: usize) -> Stream {
         let s = self.streams.remove(i);
-        self.remember_closed(s.id);
         if self.streams.is_empty() {
             self.went_idle = true;
         }
         s
-    }
-
-    fn remember_closed(&mut self, id: u32) {
-        if self.closed.len() == RECENTLY_CLOSED {
-            self.closed.pop_front();
-        }
-        self.closed.push_back(id);
     }
 }
 
@@ -1251,11 +1077,6 @@ impl Connection {
 /// field name (RFC 9113 8.1, 8.2).
 fn is_trailer_field(name: &[u8]) -> bool {
     !name.is_empty() && name.iter().all(|&b| crate::request::is_lower_token(b))
-}
-
-/// A 31-bit big-endian value at the start of `p` (the reserved bit off).
-fn be31(p: &[u8]) -> u32 {
-    u32::from_be_bytes([p[0], p[1], p[2], p[3]]) & 0x7fff_ffff
 }
 
 #[cfg(test)]

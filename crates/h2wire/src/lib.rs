@@ -18,6 +18,15 @@
 //! stream resets that stream; one on the connection ends it with GOAWAY
 //! and the RFC's code.
 //!
+//! The modules, each using only those above it:
+//! - `frame`: the wire: frame types, flags, settings, error codes; a frame
+//!   read into a typed `Frame`; the frames this side writes.
+//! - `request`: a request head, checked as it is decoded.
+//! - `stream`: one stream's state, the flow-control windows, the streams
+//!   a connection has open and the ids it closed.
+//! - `conn`: the [`Connection`]: what each frame does, the events, the
+//!   answers, the timers.
+//!
 //! ```
 //! use h2wire::{Config, Connection, Event};
 //!
@@ -41,6 +50,7 @@
 mod conn;
 mod frame;
 mod request;
+mod stream;
 
 pub use conn::{Config, Connection, DataFrame, Event, Expired};
 pub use frame::{Reason, PREFACE};

@@ -1,6 +1,14 @@
 //! The architecture, executable: which crate may depend on which (read
 //! from the workspace manifests through `cargo metadata`), and which
-//! module of the daemon may use which (read from its sources).
+//! module may use which (read from the sources): in no crate under
+//! `crates/`, nor in the daemon, do modules use each other in a cycle, at
+//! any depth of the module tree; and none of the daemon's protocol
+//! engines uses another's modules.
+//!
+//! A crate's modules are found as rustc finds them, from `lib.rs` along
+//! its `mod` declarations (and `#[path]`s); a use is any `crate::`,
+//! `super::` or `self::` path in its code (comments and literals left
+//! out), groups included.
 //!
 //! Each rule is a small function over data (a dependency map, a module
 //! graph) that returns what breaks it; the tests at the end feed each one
@@ -254,65 +262,14 @@ fn family_member(package: &str) -> String {
 type Graph = BTreeMap<String, BTreeSet<String>>;
 
 /// The first top-level names of every `crate::` path in `source`:
-/// `crate::a::b` gives `a`, `crate::{a, b::c}` gives `a` and `b`. Lines
-/// whose trimmed start is `//` (comments, doc comments) are skipped.
+/// `crate::a::b` gives `a`, `crate::{a, b::c}` gives `a` and `b`.
+/// Comments and literals are not code ([`code_of`]).
 fn crate_paths(source: &str) -> BTreeSet<String> {
-    let code: String = source
-        .lines()
-        .filter(|l| !l.trim_start().starts_with("//"))
-        .collect::<Vec<_>>()
-        .join("\n");
-    let bytes = code.as_bytes();
-    let is_ident = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
-    let ident_at = |mut at: usize| {
-        let start = at;
-        while at < bytes.len() && is_ident(bytes[at]) {
-            at += 1;
-        }
-        (&code[start..at], at)
-    };
-    let skip_space = |mut at: usize| {
-        while at < bytes.len() && bytes[at].is_ascii_whitespace() {
-            at += 1;
-        }
-        at
-    };
-    let mut names = BTreeSet::new();
-    let mut from = 0;
-    while let Some(found) = code[from..].find("crate::") {
-        let start = from + found;
-        from = start + "crate::".len();
-        if start > 0 && is_ident(bytes[start - 1]) {
-            continue; // `mycrate::`, not `crate::`
-        }
-        let at = skip_space(from);
-        if bytes.get(at) != Some(&b'{') {
-            let (name, _) = ident_at(at);
-            names.insert(name.to_owned());
-            continue;
-        }
-        // A group: the first name of each item at depth 1.
-        let mut at = at + 1;
-        let mut depth = 1;
-        let mut item_start = true;
-        while at < bytes.len() && depth > 0 {
-            match bytes[at] {
-                b'{' => depth += 1,
-                b'}' => depth -= 1,
-                b',' if depth == 1 => item_start = true,
-                b if b.is_ascii_whitespace() => {}
-                b if item_start && depth == 1 && is_ident(b) => {
-                    let (name, end) = ident_at(at);
-                    names.insert(name.to_owned());
-                    item_start = false;
-                    at = end;
-                    continue;
-                }
-                _ => item_start = false,
-            }
-            at += 1;
-        }
-    }
+    let mut names: BTreeSet<String> = rooted_paths(&code_of(source))
+        .into_iter()
+        .filter(|(_, path)| path[0] == "crate")
+        .filter_map(|(_, mut path)| (path.len() > 1).then(|| path.swap_remove(1)))
+        .collect();
     names.retain(|n| !n.is_empty() && n != "self" && n != "super");
     names
 }
@@ -481,6 +438,681 @@ fn connection_files() -> Vec<(String, String)> {
         .collect()
 }
 
+// Module graphs of every crate, nested modules included.
+
+fn is_ident_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_'
+}
+
+/// Where the comment or literal that starts at `at` in `source` ends, if
+/// one does: a line or block comment, a string (raw, byte, C), or a
+/// character literal (not a lifetime or a label).
+fn skipped_end(source: &str, at: usize) -> Option<usize> {
+    let bytes = source.as_bytes();
+    let rest = &bytes[at..];
+    if rest.starts_with(b"//") {
+        return Some(at + rest.iter().position(|&b| b == b'\n').unwrap_or(rest.len()));
+    }
+    if rest.starts_with(b"/*") {
+        let (mut depth, mut j) = (0usize, at);
+        while j < bytes.len() {
+            if bytes[j..].starts_with(b"/*") {
+                depth += 1;
+                j += 2;
+            } else if bytes[j..].starts_with(b"*/") {
+                depth -= 1;
+                j += 2;
+                if depth == 0 {
+                    return Some(j);
+                }
+            } else {
+                j += 1;
+            }
+        }
+        return Some(bytes.len());
+    }
+    // A literal's prefix (`b`, `c`, `r`, `br`, `cr`) starts no identifier.
+    if at > 0 && is_ident_byte(bytes[at - 1]) {
+        return None;
+    }
+    let mut j = at;
+    if matches!(bytes.get(j), Some(b'b' | b'c')) {
+        j += 1;
+    }
+    if bytes.get(j) == Some(&b'r') {
+        let mut k = j + 1;
+        while bytes.get(k) == Some(&b'#') {
+            k += 1;
+        }
+        if bytes.get(k) != Some(&b'"') {
+            return None; // an identifier (`r#type` too)
+        }
+        let close: Vec<u8> = std::iter::once(b'"')
+            .chain(std::iter::repeat_n(b'#', k - j - 1))
+            .collect();
+        let body = k + 1;
+        return Some(
+            bytes[body..]
+                .windows(close.len())
+                .position(|w| w == close.as_slice())
+                .map_or(bytes.len(), |p| body + p + close.len()),
+        );
+    }
+    match bytes.get(j) {
+        Some(b'"') => {
+            let mut k = j + 1;
+            while k < bytes.len() && bytes[k] != b'"' {
+                k += if bytes[k] == b'\\' { 2 } else { 1 };
+            }
+            Some((k + 1).min(bytes.len()))
+        }
+        Some(b'\'') => {
+            let after = &source[j + 1..];
+            let first = after.chars().next()?;
+            if first == '\\' {
+                // An escape: the character after the backslash, then up to
+                // the closing quote ('\'', '\n', '\u{..}').
+                let escaped = after[1..].chars().next()?.len_utf8();
+                let close = after[1 + escaped..].find('\'')?;
+                Some(j + 1 + 1 + escaped + close + 1)
+            } else if after[first.len_utf8()..].starts_with('\'') {
+                Some(j + 1 + first.len_utf8() + 1)
+            } else {
+                None // a lifetime or a label
+            }
+        }
+        _ => None,
+    }
+}
+
+/// `source` with its comments and its string and character literals
+/// blanked (every byte a space but newlines), so that only code is left
+/// and an offset in it is the same offset in `source`.
+fn code_of(source: &str) -> String {
+    let mut out = source.as_bytes().to_vec();
+    let mut at = 0;
+    while at < out.len() {
+        match skipped_end(source, at) {
+            Some(end) => {
+                for b in &mut out[at..end] {
+                    if *b != b'\n' {
+                        *b = b' ';
+                    }
+                }
+                at = end;
+            }
+            None => at += 1,
+        }
+    }
+    String::from_utf8(out).expect("blanking whole literals keeps UTF-8")
+}
+
+/// A reader of paths in code.
+struct PathReader<'a> {
+    code: &'a [u8],
+    at: usize,
+}
+
+impl PathReader<'_> {
+    fn skip_space(&mut self) {
+        while self.code.get(self.at).is_some_and(u8::is_ascii_whitespace) {
+            self.at += 1;
+        }
+    }
+
+    fn peek(&mut self) -> Option<u8> {
+        self.skip_space();
+        self.code.get(self.at).copied()
+    }
+
+    fn ident(&mut self) -> Option<String> {
+        self.skip_space();
+        let start = self.at;
+        while self.code.get(self.at).is_some_and(|&b| is_ident_byte(b)) {
+            self.at += 1;
+        }
+        (self.at > start).then(|| String::from_utf8_lossy(&self.code[start..self.at]).into_owned())
+    }
+
+    /// Takes a `::`, if one comes next.
+    fn separator(&mut self) -> bool {
+        self.skip_space();
+        let found = self.code[self.at..].starts_with(b"::");
+        if found {
+            self.at += 2;
+        }
+        found
+    }
+
+    /// The paths that go on from `prefix` just after its `::`: one, or
+    /// one per item of a group (`{a, b::{c, d}}`), nested groups read.
+    fn tree(&mut self, mut prefix: Vec<String>, out: &mut Vec<Vec<String>>) {
+        loop {
+            if self.peek() == Some(b'{') {
+                self.at += 1;
+                self.group(&prefix, out);
+                return;
+            }
+            match self.ident() {
+                Some(segment) => {
+                    prefix.push(segment);
+                    if !self.separator() {
+                        out.push(prefix);
+                        return;
+                    }
+                }
+                // `*`, `<T>`: the path names what it has so far.
+                None => {
+                    out.push(prefix);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// The items of a group whose `{` was just read, up to its `}`.
+    fn group(&mut self, prefix: &[String], out: &mut Vec<Vec<String>>) {
+        loop {
+            match self.peek() {
+                None => return,
+                Some(b'}') => {
+                    self.at += 1;
+                    return;
+                }
+                Some(b',') => self.at += 1,
+                Some(b'{') => {
+                    self.at += 1;
+                    self.group(prefix, out);
+                }
+                Some(b) if is_ident_byte(b) => {
+                    let first = self.ident().expect("an identifier");
+                    let item = [prefix, &[first]].concat();
+                    if self.separator() {
+                        self.tree(item, out);
+                    } else {
+                        out.push(item);
+                        // `as name`: not a path.
+                        if self.peek().is_some_and(is_ident_byte)
+                            && self.ident().as_deref() == Some("as")
+                        {
+                            self.ident();
+                        }
+                    }
+                }
+                Some(_) => self.at += 1, // `*`
+            }
+        }
+    }
+}
+
+/// Every path in `code` (see [`code_of`]) that starts at `crate`,
+/// `super` or `self` and goes on with `::`, with its offset, groups read
+/// out: `use crate::a::{b, c::d}` gives `crate a b` and `crate a c d`.
+fn rooted_paths(code: &str) -> Vec<(usize, Vec<String>)> {
+    let bytes = code.as_bytes();
+    let mut paths = Vec::new();
+    let mut at = 0;
+    while at < bytes.len() {
+        if !is_ident_byte(bytes[at]) {
+            at += 1;
+            continue;
+        }
+        let start = at;
+        while at < bytes.len() && is_ident_byte(bytes[at]) {
+            at += 1;
+        }
+        let word = &code[start..at];
+        if !matches!(word, "crate" | "super" | "self") {
+            continue;
+        }
+        // Not `$crate`, nor the middle of a path (`a::self`).
+        let before = code[..start].trim_end();
+        if before.ends_with('$') || before.ends_with("::") {
+            continue;
+        }
+        let mut reader = PathReader { code: bytes, at };
+        if !reader.separator() {
+            continue;
+        }
+        let mut found = Vec::new();
+        reader.tree(vec![word.to_owned()], &mut found);
+        paths.extend(found.into_iter().map(|path| (start, path)));
+        at = reader.at;
+    }
+    paths
+}
+
+/// An inline module (`mod name { ... }`) of `code`: its name and the
+/// offsets of its braces.
+fn inline_modules(code: &str) -> Vec<(String, std::ops::Range<usize>)> {
+    let bytes = code.as_bytes();
+    let mut modules = Vec::new();
+    for (at, _) in code.match_indices("mod") {
+        if at > 0 && is_ident_byte(bytes[at - 1]) {
+            continue;
+        }
+        let mut reader = PathReader {
+            code: bytes,
+            at: at + 3,
+        };
+        if !reader
+            .code
+            .get(reader.at)
+            .is_some_and(u8::is_ascii_whitespace)
+        {
+            continue;
+        }
+        let Some(name) = reader.ident() else { continue };
+        if reader.peek() != Some(b'{') {
+            continue;
+        }
+        let open = reader.at;
+        let mut depth = 0usize;
+        let close = bytes[open..]
+            .iter()
+            .position(|&b| {
+                match b {
+                    b'{' => depth += 1,
+                    b'}' => depth -= 1,
+                    _ => {}
+                }
+                depth == 0
+            })
+            .map_or(bytes.len(), |p| open + p);
+        modules.push((name, open..close));
+    }
+    modules
+}
+
+/// The `mod name;` declarations of `code`: offset, the inline modules
+/// they are inside, and the name.
+fn module_declarations(code: &str) -> Vec<(usize, Vec<String>, String)> {
+    let bytes = code.as_bytes();
+    let inline = inline_modules(code);
+    let mut declarations = Vec::new();
+    for (at, _) in code.match_indices("mod") {
+        if (at > 0 && is_ident_byte(bytes[at - 1]))
+            || !bytes.get(at + 3).is_some_and(u8::is_ascii_whitespace)
+        {
+            continue;
+        }
+        let mut reader = PathReader {
+            code: bytes,
+            at: at + 3,
+        };
+        let Some(name) = reader.ident() else { continue };
+        if reader.peek() != Some(b';') {
+            continue;
+        }
+        let within = inline
+            .iter()
+            .filter(|(_, braces)| braces.contains(&at))
+            .map(|(name, _)| name.clone())
+            .collect();
+        declarations.push((at, within, name));
+    }
+    declarations
+}
+
+/// The file a `#[path = "..."]` attribute on the declaration at `at`
+/// names, if it has one: read in `source` between the item before the
+/// declaration and the declaration (`code` says where items end).
+fn path_attribute(source: &str, code: &str, at: usize) -> Option<String> {
+    let item_start = code[..at].rfind([';', '{', '}']).map_or(0, |p| p + 1);
+    let attributes = &source[item_start..at];
+    let path = attributes.find("#[path")?;
+    let rest = &attributes[path..];
+    let open = rest.find('"')? + 1;
+    let close = open + rest[open..].find('"')?;
+    Some(rest[open..close].to_owned())
+}
+
+/// One source file of a crate, as its module tree reaches it.
+#[derive(Debug, Clone)]
+struct ModuleFile {
+    /// The module it is: its path from the crate root (empty: the root).
+    module: Vec<String>,
+    file: PathBuf,
+    source: String,
+}
+
+/// The files of the crate whose root is `root` (`src/lib.rs`), each with
+/// the module it is, found by following the `mod` declarations (and
+/// their `#[path]`s) from the root, as rustc does. A declared module
+/// with no file is left out: one compiled out (`#[cfg]`) needs none, and
+/// one the reader looked for in the wrong place leaves its file
+/// unreached, which [`unreached_files`] reports.
+fn module_tree(root: &Path) -> Vec<ModuleFile> {
+    fn visit(file: &Path, module: Vec<String>, out: &mut Vec<ModuleFile>) {
+        let source =
+            std::fs::read_to_string(file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+        let code = code_of(&source);
+        let dir = file.parent().expect("a file in a directory");
+        let name = file.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        // A `mod.rs` or a crate root holds its children beside it; `x.rs`
+        // holds them in `x/`.
+        let children = if module.is_empty() || name == "mod.rs" {
+            dir.to_path_buf()
+        } else {
+            dir.join(name.trim_end_matches(".rs"))
+        };
+        for (at, within, child) in module_declarations(&code) {
+            let path = [module.as_slice(), &within, std::slice::from_ref(&child)].concat();
+            let file = match path_attribute(&source, &code, at) {
+                Some(p) => dir.join(p),
+                None => {
+                    let dir = within.iter().fold(children.clone(), |d, m| d.join(m));
+                    let flat = dir.join(format!("{child}.rs"));
+                    if flat.is_file() {
+                        flat
+                    } else {
+                        dir.join(&child).join("mod.rs")
+                    }
+                }
+            };
+            if file.is_file() {
+                visit(&file, path, out);
+            }
+        }
+        out.push(ModuleFile {
+            module,
+            file: file.to_path_buf(),
+            source,
+        });
+    }
+    let mut files = Vec::new();
+    visit(root, Vec::new(), &mut files);
+    files
+}
+
+/// Each use of a module by another in `files`: (the module whose file
+/// names it, the module named), the named one being the longest module
+/// path of the crate the reference starts with (`crate::a::b::f` names
+/// `a::b` when that is a module, else `a`). `super` and `self` count from
+/// the module the code is in, inline modules included.
+fn module_uses(files: &[ModuleFile]) -> BTreeSet<(Vec<String>, Vec<String>)> {
+    let known: BTreeSet<&[String]> = files.iter().map(|f| f.module.as_slice()).collect();
+    let mut uses = BTreeSet::new();
+    for f in files {
+        let code = code_of(&f.source);
+        let inline = inline_modules(&code);
+        for (at, path) in rooted_paths(&code) {
+            let mut target: Vec<String> = f.module.clone();
+            target.extend(
+                inline
+                    .iter()
+                    .filter(|(_, braces)| braces.contains(&at))
+                    .map(|(name, _)| name.clone()),
+            );
+            for segment in &path {
+                match segment.as_str() {
+                    "crate" => target.clear(),
+                    "super" => {
+                        target.pop();
+                    }
+                    "self" => {}
+                    _ => target.push(segment.clone()),
+                }
+            }
+            let named = (0..=target.len())
+                .rev()
+                .map(|n| &target[..n])
+                .find(|p| known.contains(p))
+                .expect("the crate root is a module");
+            uses.insert((f.module.clone(), named.to_vec()));
+        }
+    }
+    uses
+}
+
+/// Module graphs of a crate, one per parent module (the key): an edge
+/// `a -> b` between two of its children when code in `a` (or below it)
+/// names `b` (or something below it). A module naming its parent or its
+/// children is no edge: a child uses what its parent holds, a parent
+/// declares its children.
+type ScopedGraphs = BTreeMap<Vec<String>, Graph>;
+
+fn scoped_graphs(uses: &BTreeSet<(Vec<String>, Vec<String>)>) -> ScopedGraphs {
+    let mut graphs = ScopedGraphs::new();
+    for (from, to) in uses {
+        let common = from.iter().zip(to).take_while(|(a, b)| a == b).count();
+        if common == from.len() || common == to.len() {
+            continue;
+        }
+        let graph = graphs.entry(from[..common].to_vec()).or_default();
+        graph.entry(to[common].clone()).or_default();
+        graph
+            .entry(from[common].clone())
+            .or_default()
+            .insert(to[common].clone());
+    }
+    graphs
+}
+
+/// The strongly connected components of `graph` with more than one
+/// module: each holds at least one cycle, and no cycle spans two.
+fn tangles(graph: &Graph) -> Vec<BTreeSet<String>> {
+    struct Tarjan<'g> {
+        graph: &'g Graph,
+        index: BTreeMap<&'g str, usize>,
+        low: BTreeMap<&'g str, usize>,
+        stack: Vec<&'g str>,
+        found: Vec<BTreeSet<String>>,
+    }
+    impl<'g> Tarjan<'g> {
+        fn visit(&mut self, node: &'g str) {
+            let i = self.index.len();
+            self.index.insert(node, i);
+            self.low.insert(node, i);
+            self.stack.push(node);
+            for next in self.graph.get(node).into_iter().flatten() {
+                if !self.index.contains_key(next.as_str()) {
+                    self.visit(next);
+                    let low = self.low[node].min(self.low[next.as_str()]);
+                    self.low.insert(node, low);
+                } else if self.stack.contains(&next.as_str()) {
+                    let low = self.low[node].min(self.index[next.as_str()]);
+                    self.low.insert(node, low);
+                }
+            }
+            if self.low[node] == self.index[node] {
+                let at = self
+                    .stack
+                    .iter()
+                    .position(|n| *n == node)
+                    .expect("on the stack");
+                let component: BTreeSet<String> =
+                    self.stack.drain(at..).map(str::to_owned).collect();
+                if component.len() > 1 {
+                    self.found.push(component);
+                }
+            }
+        }
+    }
+    let mut tarjan = Tarjan {
+        graph,
+        index: BTreeMap::new(),
+        low: BTreeMap::new(),
+        stack: Vec::new(),
+        found: Vec::new(),
+    };
+    for node in graph.keys() {
+        if !tarjan.index.contains_key(node.as_str()) {
+            tarjan.visit(node);
+        }
+    }
+    tarjan.found.sort();
+    tarjan.found
+}
+
+/// Why `krate`'s module graphs break the no-cycle rule: one line per
+/// tangle of modules (see [`tangles`]), with a cycle through it.
+fn check_crate_acyclic(krate: &str, graphs: &ScopedGraphs) -> Vec<String> {
+    let mut offences = Vec::new();
+    for (scope, graph) in graphs {
+        for tangle in tangles(graph) {
+            let within: Graph = tangle
+                .iter()
+                .map(|m| {
+                    let next = graph[m].intersection(&tangle).cloned().collect();
+                    (m.clone(), next)
+                })
+                .collect();
+            let cycle = find_cycle(&within).expect("a tangle holds a cycle");
+            let named: Vec<String> = cycle
+                .iter()
+                .map(|m| {
+                    [scope.as_slice(), std::slice::from_ref(m)]
+                        .concat()
+                        .join("::")
+                })
+                .collect();
+            offences.push(format!(
+                "{krate}: modules import each other in a cycle: {}",
+                named.join(" -> ")
+            ));
+        }
+    }
+    offences
+}
+
+/// Every `.rs` file below `src` that `trees` do not reach: a module the
+/// reader missed (or a file nothing compiles).
+fn unreached_files(src: &Path, trees: &[ModuleFile]) -> Vec<String> {
+    let reached: BTreeSet<PathBuf> = trees
+        .iter()
+        .map(|f| f.file.canonicalize().expect("a file"))
+        .collect();
+    rust_files(src)
+        .into_iter()
+        .filter(|p| !reached.contains(&p.canonicalize().expect("a file")))
+        .map(|p| {
+            format!(
+                "{} is in no module tree (a `mod` the reader missed?)",
+                p.display()
+            )
+        })
+        .collect()
+}
+
+/// The library crates under `crates/` (name, `src`), and the daemon's.
+fn crates_to_read() -> Vec<(String, PathBuf)> {
+    let crates = workspace_root().join("crates");
+    let mut found: Vec<(String, PathBuf)> = std::fs::read_dir(&crates)
+        .expect("a crates directory")
+        .map(|e| e.expect("a directory entry").path())
+        .filter(|dir| dir.join("src/lib.rs").is_file())
+        .map(|dir| {
+            let name = dir
+                .file_name()
+                .expect("a name")
+                .to_string_lossy()
+                .into_owned();
+            (name, dir.join("src"))
+        })
+        .collect();
+    found.sort();
+    found.push(("fileserver".to_owned(), daemon_src()));
+    found
+}
+
+/// Every crate's offences: module cycles, and files no tree reaches.
+/// A crate's roots are `lib.rs` and `main.rs` (another crate, the binary).
+fn check_crates_modules() -> (Vec<String>, BTreeMap<String, usize>) {
+    let mut offences = Vec::new();
+    let mut modules = BTreeMap::new();
+    for (krate, src) in crates_to_read() {
+        let mut reached = Vec::new();
+        for root in ["lib.rs", "main.rs"] {
+            if !src.join(root).is_file() {
+                continue;
+            }
+            let tree = module_tree(&src.join(root));
+            offences.extend(check_crate_acyclic(
+                &krate,
+                &scoped_graphs(&module_uses(&tree)),
+            ));
+            reached.extend(tree);
+        }
+        offences.extend(unreached_files(&src, &reached));
+        modules.insert(krate, reached.len());
+    }
+    (offences, modules)
+}
+
+/// A protocol engine of the daemon: the modules that speak it (a module
+/// covers those below it).
+#[derive(Debug)]
+struct Engine {
+    name: &'static str,
+    modules: &'static [&'static str],
+}
+
+/// The daemon's engines. Each answers through `decide` and shares the
+/// modules no engine owns (`exchange`, `wire`, `state`, `accesslog`,
+/// `http::forwarded`: the forwarded client address every engine reads);
+/// none uses another's.
+const ENGINES: &[Engine] = &[
+    Engine {
+        name: "HTTP/1.1",
+        // The hand-written engine: it reads (conn), parses (http::request)
+        // and writes (send).
+        modules: &["conn", "http::request", "send"],
+    },
+    Engine {
+        name: "HTTP/2",
+        modules: &["h2conn"],
+    },
+    Engine {
+        name: "HTTP/3",
+        // h3conn's requests are answered by its responder.
+        modules: &["h3conn", "responder"],
+    },
+];
+
+/// Uses of one engine by another that hand a connection over rather than
+/// share its code: (from, to, why).
+const HANDOFFS: &[(&str, &str, &str)] = &[(
+    "conn",
+    "h2conn",
+    "h2c: a plaintext connection that opens with the HTTP/2 preface goes, \
+     with the bytes read, to HTTP/2's engine (RFC 9113 3.3)",
+)];
+
+/// The engine module that `module` is or is below, and its engine.
+fn engine_of(module: &[String]) -> Option<(&'static str, &'static Engine)> {
+    let path = module.join("::");
+    ENGINES.iter().find_map(|engine| {
+        engine
+            .modules
+            .iter()
+            .find(|m| path == **m || path.starts_with(&format!("{m}::")))
+            .map(|m| (*m, engine))
+    })
+}
+
+/// Uses of one engine's module by another engine's, but for the handoffs.
+fn check_engines(uses: &BTreeSet<(Vec<String>, Vec<String>)>) -> Vec<String> {
+    uses.iter()
+        .filter_map(|(from, to)| {
+            let (from_module, from_engine) = engine_of(from)?;
+            let (to_module, to_engine) = engine_of(to)?;
+            let handoff = HANDOFFS
+                .iter()
+                .any(|&(a, b, _)| a == from_module && b == to_module);
+            (from_engine.name != to_engine.name && !handoff).then(|| {
+                format!(
+                    "{} ({}) uses {} ({}): an engine uses shared modules, not another engine",
+                    from.join("::"),
+                    from_engine.name,
+                    to.join("::"),
+                    to_engine.name
+                )
+            })
+        })
+        .collect()
+}
+
 // The rules against the real tree.
 
 #[test]
@@ -522,6 +1154,34 @@ fn connection_code_does_not_use_servedir() {
         "no connection code found (conn.rs moved? update the rule)"
     );
     let offences = check_connection_code(&files);
+    assert!(offences.is_empty(), "{}", offences.join("\n"));
+}
+
+#[test]
+fn no_crate_has_a_module_cycle() {
+    let (offences, modules) = check_crates_modules();
+    assert!(offences.is_empty(), "{}", offences.join("\n"));
+    // Read, not passed for want of reading: the crates and their nested
+    // modules are there.
+    for (krate, at_least) in [("filemanager", 30), ("h2wire", 4), ("fileserver", 20)] {
+        assert!(
+            modules.get(krate).is_some_and(|&n| n >= at_least),
+            "{krate}: {modules:?}"
+        );
+    }
+}
+
+#[test]
+fn daemon_engines_do_not_use_each_other() {
+    let tree = module_tree(&daemon_src().join("lib.rs"));
+    let known: BTreeSet<String> = tree.iter().map(|f| f.module.join("::")).collect();
+    for module in ENGINES.iter().flat_map(|e| e.modules) {
+        assert!(
+            known.contains(*module),
+            "engine module {module} not found (renamed? update ENGINES): {known:?}"
+        );
+    }
+    let offences = check_engines(&module_uses(&tree));
     assert!(offences.is_empty(), "{}", offences.join("\n"));
 }
 
@@ -748,4 +1408,196 @@ fn servedir_in_connection_code_is_reported() {
     );
     let clean = vec![("conn.rs".to_string(), "use crate::state;\n".to_string())];
     assert!(check_connection_code(&clean).is_empty());
+}
+
+/// Module files from (module path, source) pairs.
+fn files(list: &[(&str, &str)]) -> Vec<ModuleFile> {
+    list.iter()
+        .map(|&(module, source)| ModuleFile {
+            module: module
+                .split("::")
+                .filter(|m| !m.is_empty())
+                .map(str::to_owned)
+                .collect(),
+            file: PathBuf::from(format!("{module}.rs")),
+            source: source.to_owned(),
+        })
+        .collect()
+}
+
+fn crate_offences(list: &[(&str, &str)]) -> Vec<String> {
+    check_crate_acyclic("k", &scoped_graphs(&module_uses(&files(list))))
+}
+
+#[test]
+fn code_of_blanks_comments_and_literals_only() {
+    let source = "let a = \"crate::x {\"; // crate::y\n\
+                  let b = '{'; let c = b'\\''; /* crate::z /* { */ */\n\
+                  let d = r#\"crate::w\"#; fn f<'a>(x: &'a str) {}\n";
+    let code = code_of(source);
+    assert_eq!(code.len(), source.len());
+    assert_eq!(code.lines().count(), source.lines().count());
+    assert!(!code.contains("crate"), "{code}");
+    assert!(code.contains("let b =    ; let c =      ;"), "{code}");
+    assert!(code.contains("fn f<'a>(x: &'a str) {}"), "{code}");
+    assert_eq!(code.matches('{').count(), 1, "{code}");
+}
+
+#[test]
+fn rooted_paths_read_groups_nested_groups_and_relative_paths() {
+    let code = "use crate::a::{b, c::{d, e as f}, *};\n\
+                use super::super::g;\n\
+                fn x() { self::h::i(); $crate::no(); a::self; }\n";
+    let paths: Vec<String> = rooted_paths(code)
+        .into_iter()
+        .map(|(_, p)| p.join(" "))
+        .collect();
+    assert_eq!(
+        paths,
+        [
+            "crate a b",
+            "crate a c d",
+            "crate a c e",
+            "super super g",
+            "self h i"
+        ]
+    );
+}
+
+#[test]
+fn a_cycle_between_top_level_modules_is_reported() {
+    let offences = crate_offences(&[
+        ("", "mod census; mod query;"),
+        ("census", "use crate::query::Sibling;"),
+        ("query", "use crate::census;"),
+    ]);
+    assert_eq!(
+        offences,
+        ["k: modules import each other in a cycle: census -> query -> census"]
+    );
+}
+
+#[test]
+fn every_cycle_of_a_crate_is_reported() {
+    let offences = crate_offences(&[
+        ("a", "use crate::b;"),
+        ("b", "use crate::a;"),
+        ("c", "use crate::d; use crate::a;"),
+        ("d", "use crate::c;"),
+    ]);
+    assert_eq!(
+        offences,
+        [
+            "k: modules import each other in a cycle: a -> b -> a",
+            "k: modules import each other in a cycle: c -> d -> c",
+        ]
+    );
+}
+
+#[test]
+fn a_cycle_between_nested_modules_is_reported_with_their_paths() {
+    let offences = crate_offences(&[
+        ("", "mod backend;"),
+        ("backend", "mod blocking; mod uring; use self::uring::Ring;"),
+        ("backend::blocking", "use super::uring::Op;"),
+        (
+            "backend::uring",
+            "use crate::backend::{blocking::Blocking};",
+        ),
+    ]);
+    assert_eq!(
+        offences,
+        ["k: modules import each other in a cycle: \
+          backend::blocking -> backend::uring -> backend::blocking"]
+    );
+}
+
+#[test]
+fn a_cycle_through_a_child_of_another_module_is_one_between_the_two() {
+    // `sys::windows` uses `resolve`, which uses `sys`: sys and resolve.
+    let offences = crate_offences(&[
+        ("", "mod resolve; mod sys;"),
+        ("resolve", "use crate::sys::OwnedFd;"),
+        ("sys", "mod windows;"),
+        ("sys::windows", "use crate::resolve::Stat;"),
+    ]);
+    assert_eq!(
+        offences,
+        ["k: modules import each other in a cycle: resolve -> sys -> resolve"]
+    );
+}
+
+#[test]
+fn parents_and_children_using_each_other_are_no_cycle() {
+    let offences = crate_offences(&[
+        ("", "mod backend; use backend::Backend;"),
+        (
+            "backend",
+            "mod uring; use self::uring::Ring; pub struct Counters;",
+        ),
+        ("backend::uring", "use super::Counters; use crate::Thing;"),
+        // `super` in an inline module is the file's module: no edge
+        // from `query` to a `census` it does not name.
+        ("query", "mod tests { use super::census::X; }"),
+        ("census", "use crate::query::Sibling;"),
+    ]);
+    assert_eq!(offences, Vec::<String>::new());
+}
+
+#[test]
+fn module_tree_follows_mod_declarations_and_path_attributes() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path();
+    let write = |path: &str, text: &str| {
+        let path = src.join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    };
+    write(
+        "lib.rs",
+        "mod a;\n// mod commented;\n#[cfg(unix)]\n#[path = \"b_unix.rs\"]\nmod b;\n\
+         mod inline { mod c; }\n#[cfg(any())]\nmod compiled_out;\n",
+    );
+    write("a.rs", "pub(crate) mod d;\n#[cfg(test)]\nmod tests {}\n");
+    write("a/d/mod.rs", "");
+    write("b_unix.rs", "");
+    write("inline/c.rs", "");
+    write("stray.rs", "");
+    let tree = module_tree(&src.join("lib.rs"));
+    let mut modules: Vec<String> = tree.iter().map(|f| f.module.join("::")).collect();
+    modules.sort();
+    assert_eq!(modules, ["", "a", "a::d", "b", "inline::c"]);
+    assert_eq!(
+        unreached_files(src, &tree),
+        [format!(
+            "{} is in no module tree (a `mod` the reader missed?)",
+            src.join("stray.rs").display()
+        )]
+    );
+}
+
+#[test]
+fn an_engine_using_another_is_reported_but_the_h2c_handoff() {
+    let uses: BTreeSet<(Vec<String>, Vec<String>)> = [
+        ("h2conn", "conn"),
+        ("responder", "http::request"),
+        ("conn", "h2conn"),
+        ("h2conn", "http::forwarded"),
+        ("conn", "http::request"),
+        ("h3conn", "responder"),
+        ("server", "h3conn"),
+    ]
+    .iter()
+    .map(|&(a, b)| {
+        let path = |m: &str| m.split("::").map(str::to_owned).collect::<Vec<_>>();
+        (path(a), path(b))
+    })
+    .collect();
+    assert_eq!(
+        check_engines(&uses),
+        [
+            "h2conn (HTTP/2) uses conn (HTTP/1.1): an engine uses shared modules, not another engine",
+            "responder (HTTP/3) uses http::request (HTTP/1.1): an engine uses shared modules, not another engine",
+        ]
+    );
 }

@@ -21,9 +21,9 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::{Counters, IoBackend, Op, Target};
+use crate::resolve::open_beneath;
 use crate::resolve::Rules;
-use crate::resolve::{open_beneath, stat_fd, Stat};
-use crate::sys::{AsFd, BorrowedFd, OFlags, OwnedFd};
+use crate::sys::{stat_fd, AsFd, BorrowedFd, OFlags, OwnedFd, Stat};
 
 /// The blocking-pool backend.
 #[derive(Debug)]

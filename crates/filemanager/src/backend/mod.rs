@@ -17,23 +17,71 @@ use std::ffi::CString;
 use std::future::Future;
 use std::io;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 use crossbeam_utils::CachePadded;
 
-use crate::file::FileValue;
-use crate::resolve::{Rules, Stat};
-use crate::sys::{BorrowedFd, OFlags, OwnedFd};
+use crate::resolve::Rules;
+use crate::sys::{BorrowedFd, OFlags, OwnedFd, Stat};
+
+#[cfg(target_os = "linux")]
+pub(crate) use uring::FixedSlot;
+
+/// Where a file may sit in io_uring's fixed-file tables: none without it.
+#[cfg(not(target_os = "linux"))]
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct FixedSlot;
+
+/// A file's io_uring fixed-file state, kept in its descriptor-table value
+/// (`file.rs`): the slot it may sit in (set right after the table insert)
+/// and which rings registered it there (bit i: ring i).
+#[derive(Debug, Default)]
+pub(crate) struct Fixed {
+    slot: OnceLock<FixedSlot>,
+    rings: AtomicU64,
+}
+
+impl Fixed {
+    #[cfg(target_os = "linux")]
+    pub(crate) fn set_slot(&self, slot: FixedSlot) {
+        let _ = self.slot.set(slot);
+    }
+
+    #[cfg(target_os = "linux")]
+    pub(crate) fn slot(&self) -> Option<FixedSlot> {
+        self.slot.get().copied()
+    }
+
+    #[cfg(target_os = "linux")]
+    pub(crate) fn ring_mask(&self) -> &AtomicU64 {
+        &self.rings
+    }
+
+    /// The file is released: every ring that registered it is asked to
+    /// clear its slot.
+    pub(crate) fn release(self) {
+        let Fixed { slot, rings } = self;
+        #[cfg(target_os = "linux")]
+        {
+            let mask = rings.load(Ordering::Acquire);
+            if let (true, Some(slot)) = (mask != 0, slot.get()) {
+                uring::queue_unregister(mask, *slot);
+            }
+        }
+        #[cfg(not(target_os = "linux"))]
+        let _ = (slot, rings);
+    }
+}
 
 /// What a read is aimed at: the kernel descriptor, and when the file lives in
-/// this crate's descriptor table, its value (for the io_uring fixed slot).
+/// this crate's descriptor table, its fixed-file state.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Target<'a> {
     pub(crate) fd: BorrowedFd<'a>,
     // Read by io_uring only (its fixed-file slot).
     #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
-    pub(crate) file: Option<&'a FileValue>,
+    pub(crate) fixed: Option<&'a Fixed>,
 }
 
 /// The operations a backend provides. Both implement it; `FileManager`
@@ -88,7 +136,7 @@ impl Backend {
             counters.op(Op::Open);
             let fd = opened?;
             counters.op(Op::Stat);
-            let stat = crate::resolve::stat_fd(&fd)?;
+            let stat = crate::sys::stat_fd(&fd)?;
             return Ok((fd, stat));
         }
         match self {

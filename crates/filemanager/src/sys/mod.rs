@@ -1,6 +1,7 @@
 //! The operating system beneath the crate: owns the descriptor types, the
 //! open flags, opening the root, reading a directory's names and reading
-//! at an offset, so the rest of the crate reads the same on every system.
+//! at an offset, and `stat`ing a descriptor ([`Stat`]), so the rest of
+//! the crate reads the same on every system.
 //!
 //! On Unix these are the standard descriptors (`OwnedFd`, `BorrowedFd`,
 //! `AsFd`) and rustix's `OFlags`. On Windows a descriptor is a handle:
@@ -9,10 +10,12 @@
 //! keeps the one flag the Windows confinement reads (`DIRECTORY`); the
 //! confinement itself is [`windows::open_beneath`].
 
-#[cfg(unix)]
 use std::io;
 #[cfg(unix)]
 use std::path::Path;
+
+#[cfg(target_os = "linux")]
+use rustix::fs::{AtFlags, StatxFlags};
 
 #[cfg(unix)]
 pub(crate) use rustix::fs::OFlags;
@@ -76,4 +79,126 @@ pub(crate) fn pread_append(
     // SAFETY: `pread` initialised the first `n` bytes of the spare capacity.
     unsafe { buf.set_len(buf.len() + n) };
     Ok(n)
+}
+
+/// What kind of object a descriptor refers to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// A regular file: the only kind served.
+    Regular,
+    /// A directory: the server may redirect or serve an index.
+    Dir,
+    /// Anything else (FIFO, socket, device): refused.
+    Other,
+}
+
+/// The result of `statx` on an open descriptor.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Stat {
+    pub(crate) kind: Kind,
+    pub(crate) meta: pathcache::FileMeta,
+    /// Hard links to the inode: with more than one, it can change through
+    /// a name in a directory nobody watches (`watch.rs`).
+    pub(crate) nlink: u32,
+}
+
+/// Kind of a `st_mode`.
+#[cfg(unix)]
+pub(crate) fn kind_of(mode: u32) -> Kind {
+    match rustix::fs::FileType::from_raw_mode(mode as _) {
+        rustix::fs::FileType::RegularFile => Kind::Regular,
+        rustix::fs::FileType::Directory => Kind::Dir,
+        _ => Kind::Other,
+    }
+}
+
+/// `statx(root, path, AT_SYMLINK_NOFOLLOW)`, synchronously: an unconfined
+/// walk, for comparing with what a confined open found (revalidation), never
+/// for deciding what to open or serve.
+#[cfg(target_os = "linux")]
+pub(crate) fn stat_unconfined(root: impl AsFd, path: &str) -> io::Result<Stat> {
+    statx(root, path, AtFlags::SYMLINK_NOFOLLOW)
+}
+
+/// `statx(fd, "", AT_EMPTY_PATH)`, synchronously.
+#[cfg(target_os = "linux")]
+pub(crate) fn stat_fd(fd: impl AsFd) -> io::Result<Stat> {
+    statx(fd, c"", AtFlags::EMPTY_PATH)
+}
+
+/// `fstatat(root, path, AT_SYMLINK_NOFOLLOW)` where there is no `statx`.
+#[cfg(all(unix, not(target_os = "linux")))]
+pub(crate) fn stat_unconfined(root: impl AsFd, path: &str) -> io::Result<Stat> {
+    let st = rustix::fs::statat(root, path, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)?;
+    Ok(from_stat(&st))
+}
+
+/// `fstat(fd)` where there is no `statx`.
+#[cfg(all(unix, not(target_os = "linux")))]
+pub(crate) fn stat_fd(fd: impl AsFd) -> io::Result<Stat> {
+    Ok(from_stat(&rustix::fs::fstat(fd)?))
+}
+
+/// The file at `path` under the root's real path, opened for its
+/// attributes only, links followed (the caller's rules say when that is
+/// enough).
+#[cfg(windows)]
+pub(crate) fn stat_unconfined(root: impl AsFd, path: &str) -> io::Result<Stat> {
+    windows::stat_unconfined(root.as_fd(), path)
+}
+
+/// The handle's file information.
+#[cfg(windows)]
+pub(crate) fn stat_fd(fd: impl AsFd) -> io::Result<Stat> {
+    windows::stat(fd.as_fd())
+}
+
+// The field types of `struct stat` differ between systems (`st_dev` is
+// an i32 on macOS, `st_nlink` a u16), hence the casts.
+#[cfg(all(unix, not(target_os = "linux")))]
+#[allow(clippy::unnecessary_cast, clippy::useless_conversion)]
+fn from_stat(s: &rustix::fs::Stat) -> Stat {
+    let ns = |sec: i64, nsec: i64| sec.saturating_mul(1_000_000_000).saturating_add(nsec);
+    Stat {
+        kind: kind_of(s.st_mode as u32),
+        meta: pathcache::FileMeta {
+            size: s.st_size as u64,
+            mtime_ns: ns(s.st_mtime as i64, s.st_mtime_nsec as i64),
+            ctime_ns: ns(s.st_ctime as i64, s.st_ctime_nsec as i64),
+            dev: s.st_dev as u64,
+            ino: s.st_ino as u64,
+        },
+        nlink: u32::try_from(s.st_nlink as u64).unwrap_or(u32::MAX),
+    }
+}
+
+#[cfg(target_os = "linux")]
+fn statx(dir: impl AsFd, path: impl rustix::path::Arg, flags: AtFlags) -> io::Result<Stat> {
+    let s = rustix::fs::statx(
+        dir,
+        path,
+        flags,
+        StatxFlags::TYPE
+            | StatxFlags::SIZE
+            | StatxFlags::MTIME
+            | StatxFlags::CTIME
+            | StatxFlags::INO
+            | StatxFlags::NLINK,
+    )?;
+    let ns = |t: rustix::fs::StatxTimestamp| {
+        t.tv_sec
+            .saturating_mul(1_000_000_000)
+            .saturating_add(i64::from(t.tv_nsec))
+    };
+    Ok(Stat {
+        kind: kind_of(u32::from(s.stx_mode)),
+        meta: pathcache::FileMeta {
+            size: s.stx_size,
+            mtime_ns: ns(s.stx_mtime),
+            ctime_ns: ns(s.stx_ctime),
+            dev: libc::makedev(s.stx_dev_major, s.stx_dev_minor),
+            ino: s.stx_ino,
+        },
+        nlink: s.stx_nlink,
+    })
 }

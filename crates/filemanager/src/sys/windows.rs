@@ -38,8 +38,8 @@ pub(crate) use std::os::windows::io::{BorrowedHandle as BorrowedFd, OwnedHandle 
 use windows_sys::Win32::Foundation as win;
 use windows_sys::Win32::Storage::FileSystem as fs;
 
-use crate::resolve::{ForbiddenReason, Kind, Stat};
-use crate::{OpenError, SymlinkPolicy};
+use super::{Kind, Stat};
+use crate::config::SymlinkPolicy;
 
 /// What the crate calls `as_fd`: the handle, borrowed.
 pub(crate) trait AsFd {
@@ -77,9 +77,9 @@ impl std::ops::BitOr for OFlags {
 }
 
 /// A path led out of the root (Unix: `EXDEV`).
-const ESCAPE: u32 = win::ERROR_NOT_SAME_DEVICE;
+pub(crate) const ESCAPE: u32 = win::ERROR_NOT_SAME_DEVICE;
 /// A link, junction or short name on the path under `deny` (Unix: `ELOOP`).
-const LINK: u32 = win::ERROR_CANT_RESOLVE_FILENAME;
+pub(crate) const LINK: u32 = win::ERROR_CANT_RESOLVE_FILENAME;
 
 fn error(code: u32) -> io::Error {
     io::Error::from_raw_os_error(code as i32)
@@ -361,46 +361,6 @@ pub(crate) fn pread_append(
     };
     buf.truncate(at + *read.as_ref().unwrap_or(&0));
     read
-}
-
-/// Maps an open or stat error to the caller-facing error.
-pub(crate) fn map_open_error(err: io::Error) -> OpenError {
-    match err.raw_os_error().map(|c| c as u32) {
-        Some(
-            win::ERROR_FILE_NOT_FOUND
-            | win::ERROR_PATH_NOT_FOUND
-            | win::ERROR_INVALID_NAME
-            | win::ERROR_DIRECTORY
-            | win::ERROR_BAD_PATHNAME
-            | win::ERROR_FILENAME_EXCED_RANGE,
-        ) => OpenError::NotFound,
-        Some(
-            ESCAPE
-            | LINK
-            | win::ERROR_ACCESS_DENIED
-            | win::ERROR_SHARING_VIOLATION
-            | win::ERROR_CANT_ACCESS_FILE,
-        ) => OpenError::Forbidden,
-        _ => OpenError::Io(err),
-    }
-}
-
-pub(crate) fn forbidden_reason(err: &io::Error) -> ForbiddenReason {
-    match err.raw_os_error().map(|c| c as u32) {
-        Some(ESCAPE) => ForbiddenReason::LeavesRoot,
-        Some(LINK) => ForbiddenReason::Symlink,
-        Some(win::ERROR_ACCESS_DENIED | win::ERROR_SHARING_VIOLATION) => {
-            ForbiddenReason::Permission
-        }
-        _ => ForbiddenReason::Other,
-    }
-}
-
-pub(crate) fn is_exhausted(err: &io::Error) -> bool {
-    matches!(
-        err.raw_os_error().map(|c| c as u32),
-        Some(win::ERROR_TOO_MANY_OPEN_FILES | win::ERROR_NO_SYSTEM_RESOURCES)
-    )
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 //! (RFC 8555), for the default site's `domains` and each `[[sites]]` with
 //! `acme = true`; `crate::acme` orders and renews them.
 
-use super::reload::Restart;
+use super::restart::Restart;
 use super::sites::SiteConfig;
 use super::values::dur;
 use super::{err, ConfigError};

@@ -1,7 +1,7 @@
 //! `[cache]`: the path cache (`pathcache::Config`, built here) and the
 //! change watcher.
 
-use super::reload::Restart;
+use super::restart::Restart;
 use super::values::{dur, range};
 use super::{err, ConfigError};
 use serde::{Deserialize, Serialize};

@@ -3,7 +3,7 @@
 //! (top-level keys; the file manager's configuration is built in
 //! `crate::files` from these and `[cache]`).
 
-use super::reload::Restart;
+use super::restart::Restart;
 use super::{err, ConfigError};
 pub use filemanager::{BackendKind, SymlinkPolicy};
 use serde::{Deserialize, Serialize};

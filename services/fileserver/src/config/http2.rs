@@ -2,7 +2,7 @@
 //! built here with the top-level timeouts) and the daemon's send budgets.
 
 use super::limits::Limits;
-use super::reload::Restart;
+use super::restart::Restart;
 use super::values::{dur, range};
 use super::ConfigError;
 use serde::{Deserialize, Serialize};

@@ -1,7 +1,7 @@
 //! `[http3]`: QUIC on `tls_listen`'s port (UDP), and the transport each
 //! worker's endpoint is built with (`quinn::TransportConfig`, built here).
 
-use super::reload::Restart;
+use super::restart::Restart;
 use super::values::{positive_dur, range};
 use super::{err, ConfigError};
 use serde::{Deserialize, Serialize};

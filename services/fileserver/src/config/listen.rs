@@ -2,7 +2,7 @@
 //! accepts on every listener) and `trusted_proxies` (top-level keys; the
 //! HTTPS listener is `tls.rs`'s).
 
-use super::reload::Restart;
+use super::restart::Restart;
 use super::values::{addr, range};
 use super::{err, ConfigError};
 use crate::http::forwarded::IpNet;

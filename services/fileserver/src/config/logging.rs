@@ -1,7 +1,7 @@
 //! The daemon's own log and the access log: `log_level`, `log_format`,
 //! `access_log`, `access_log_format` (top-level keys).
 
-use super::reload::Restart;
+use super::restart::Restart;
 use super::values::edit_distance;
 use super::{err, ConfigError};
 use serde::{Deserialize, Serialize};

@@ -2,7 +2,7 @@
 //! (`https_redirect`, `headers`, `cors`, `spa`) and the virtual hosts
 //! (`[[sites]]`), compiled into `siterules::Rules` per site.
 
-use super::reload::Restart;
+use super::restart::Restart;
 use super::{err, ConfigError, Settings};
 use serde::{Deserialize, Serialize};
 use siterules::{CorsSpec, HostPattern, RuleSpec, Rules};

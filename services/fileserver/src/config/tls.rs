@@ -2,7 +2,7 @@
 //! `tls_handshake_timeout` (top-level keys). The files are read, and
 //! checked against each other, by `crate::tls` at start and each reload.
 
-use super::reload::Restart;
+use super::restart::Restart;
 use super::values::{addr, positive_dur};
 use super::{err, ConfigError};
 use serde::{Deserialize, Serialize};

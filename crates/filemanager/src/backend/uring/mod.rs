@@ -65,7 +65,8 @@ use rustix::fs::OFlags;
 use slab::Slab;
 
 use super::{Counters, IoBackend, Target};
-use crate::resolve::{Rules, Stat};
+use crate::resolve::Rules;
+use crate::sys::Stat;
 
 pub(crate) use close::CloseRing;
 pub(crate) use files_update::{flush_unregisters, queue_unregister, FixedKey, FixedSlot};

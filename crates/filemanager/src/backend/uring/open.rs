@@ -13,7 +13,8 @@ use rustix::fs::OFlags;
 
 use super::{Keep, Uring};
 use crate::backend::Op;
-use crate::resolve::{resolve_flags, stat_fd, Rules, Stat};
+use crate::resolve::{resolve_flags, Rules};
+use crate::sys::{stat_fd, Stat};
 
 impl Uring {
     pub(super) async fn openat2(

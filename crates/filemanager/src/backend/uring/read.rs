@@ -22,7 +22,7 @@ impl Uring {
         let raw = target.fd.as_raw_fd();
         // Resolved under the first submission's lock (one lock per read).
         let mut fixed: Option<Option<u32>> = None;
-        let file = target.file.and_then(|f| f.fixed_slot().map(|s| (f, s)));
+        let file = target.fixed.and_then(|f| f.slot().map(|s| (f, s)));
         let mut buf: Vec<u8> = crate::bufpool::take(len);
         let mut all_inline = true;
         while buf.len() < len {
