@@ -25,10 +25,11 @@ pub(crate) fn install_recorder() -> anyhow::Result<PrometheusHandle> {
     );
     metrics::describe_counter!(
         "fileserver_connections_refused_total",
-        "Connections closed at accept, unserved, by reason (per_client: over max_connections_per_client)."
+        "Connections closed at accept, unserved, by reason (per_client: over max_connections_per_client; proxy_protocol: a missing, malformed or late PROXY header)."
     );
-    metrics::counter!("fileserver_connections_refused_total", "reason" => "per_client")
-        .increment(0);
+    for reason in ["per_client", "proxy_protocol"] {
+        metrics::counter!("fileserver_connections_refused_total", "reason" => reason).increment(0);
+    }
     metrics::describe_gauge!(
         "fileserver_build_info",
         "Always 1; the labels say which build runs (version, git commit)."

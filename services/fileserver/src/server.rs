@@ -1153,16 +1153,46 @@ async fn accept_loop(w: &Rc<Worker>, listener: tokio::net::TcpListener, kind: Li
             biased;
             _ = shutdown.changed() => break,
             r = listener.accept() => match r {
-                Ok((stream, peer)) => {
+                Ok((mut stream, peer)) => {
+                    // A balancer's connection names its client in a PROXY
+                    // header, read in the task; it is limited as that client.
+                    let proxy = {
+                        let live = w.shared.live().0;
+                        let p = &live.s.proxy_protocol;
+                        p.from.iter().any(|n| n.contains(peer.ip())).then_some(p.timeout)
+                    };
                     // Over its share: closed unserved, before TLS.
-                    let Ok(client) = client_slot(w, peer.ip()) else {
-                        continue;
+                    let client = match proxy {
+                        Some(_) => None,
+                        None => match client_slot(w, peer.ip()) {
+                            Ok(c) => c,
+                            Err(()) => continue,
+                        },
                     };
                     let _ = stream.set_nodelay(true);
                     let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
                     let mut slot = ConnSlot::open(w, Some(fd));
                     slot.client = client;
                     tokio::task::spawn_local(async move {
+                        let mut peer = peer;
+                        if let Some(timeout) = proxy {
+                            match proxy_header(&mut stream, timeout).await {
+                                Ok(named) => peer = named.unwrap_or(peer),
+                                Err(why) => {
+                                    tracing::debug!(%peer, "PROXY protocol: {why}");
+                                    metrics::counter!(
+                                        "fileserver_connections_refused_total",
+                                        "reason" => "proxy_protocol"
+                                    )
+                                    .increment(1);
+                                    return;
+                                }
+                            }
+                            match client_slot(&slot.w, peer.ip()) {
+                                Ok(c) => slot.client = c,
+                                Err(()) => return,
+                            }
+                        }
                         // Every worker may be parked in accept() when the
                         // limit is reached, so up to `workers - 1` extra
                         // connections can be accepted; they wait here,
@@ -1193,6 +1223,51 @@ async fn accept_loop(w: &Rc<Worker>, listener: tokio::net::TcpListener, kind: Li
         }
     }
     drop(listener);
+}
+
+/// Reads the PROXY protocol header at the start of `stream` (and nothing
+/// after it): the client it names, `None` for the balancer's own
+/// connection (LOCAL, UNKNOWN); an error for a missing, malformed or late
+/// header, whose connection is then closed unserved.
+async fn proxy_header(
+    stream: &mut tokio::net::TcpStream,
+    timeout: Duration,
+) -> Result<Option<SocketAddr>, String> {
+    use crate::http::proxy_protocol::{parse, Error};
+    use tokio::io::AsyncReadExt;
+    let read = async {
+        // The longest header taken: 16 octets and 4096 of addresses and TLVs.
+        let mut buf = vec![0u8; 16 + 4096];
+        let mut seen = 0;
+        loop {
+            let n = stream.peek(&mut buf).await.map_err(|e| e.to_string())?;
+            if n == 0 {
+                return Err("closed before a header".to_string());
+            }
+            match parse(&buf[..n]) {
+                Ok(Some(h)) => {
+                    stream
+                        .read_exact(&mut buf[..h.len])
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    return Ok(h.source);
+                }
+                // Part of a header: peek sees the same bytes until more
+                // come, so wait a little rather than spin.
+                Ok(None) => {
+                    if n == seen {
+                        tokio::time::sleep(Duration::from_millis(2)).await;
+                    }
+                    seen = n;
+                }
+                Err(Error::NotProxy) => return Err("no header".to_string()),
+                Err(Error::Malformed(why)) => return Err(format!("malformed header: {why}")),
+            }
+        }
+    };
+    tokio::time::timeout(timeout, read)
+        .await
+        .unwrap_or_else(|_| Err("no complete header within proxy_protocol_timeout".to_string()))
 }
 
 /// Serves an accepted HTTPS connection: the handshake (`tls`), then

@@ -1,9 +1,9 @@
 //! Where clients come from: `listen`, `admin_listen`, `workers` (each
-//! accepts on every listener) and `trusted_proxies` (top-level keys; the
-//! HTTPS listener is `tls.rs`'s).
+//! accepts on every listener), `trusted_proxies` and `proxy_protocol`
+//! (top-level keys; the HTTPS listener is `tls.rs`'s).
 
 use super::restart::Restart;
-use super::values::{addr, range};
+use super::values::{addr, positive_dur, range};
 use super::{err, ConfigError};
 use crate::http::forwarded::IpNet;
 use serde::{Deserialize, Serialize};
@@ -22,6 +22,11 @@ pub struct ListenConfig {
     /// Peers (addresses or CIDR blocks) whose `Forwarded` / `X-Forwarded-For`
     /// name the client in the access log.
     pub trusted_proxies: Vec<String>,
+    /// Peers (addresses or CIDR blocks) that put a PROXY protocol header
+    /// (v1 or v2) before each connection on the TCP listeners; empty: off.
+    pub proxy_protocol: Vec<String>,
+    /// Time such a peer has to send the whole header.
+    pub proxy_protocol_timeout: String,
 }
 
 /// The default `listen` port; another one moves the admin port along.
@@ -34,6 +39,8 @@ impl Default for ListenConfig {
             admin_listen: "127.0.0.1:8081".into(),
             workers: 0,
             trusted_proxies: Vec::new(),
+            proxy_protocol: Vec::new(),
+            proxy_protocol_timeout: "5s".into(),
         }
     }
 }
@@ -66,13 +73,30 @@ impl ListenConfig {
 
     /// `trusted_proxies`.
     pub(super) fn trusted_proxies(&self, e: &mut Vec<ConfigError>) -> Vec<IpNet> {
-        self.trusted_proxies
-            .iter()
-            .filter_map(|p| {
-                IpNet::parse(p)
-                    .map_err(|m| e.push(err("trusted_proxies", m)))
-                    .ok()
-            })
-            .collect()
+        nets("trusted_proxies", &self.trusted_proxies, e)
     }
+
+    /// `proxy_protocol` and its timeout.
+    pub(super) fn proxy_protocol(&self, e: &mut Vec<ConfigError>) -> ProxyProtocol {
+        ProxyProtocol {
+            from: nets("proxy_protocol", &self.proxy_protocol, e),
+            timeout: positive_dur("proxy_protocol_timeout", &self.proxy_protocol_timeout, e),
+        }
+    }
+}
+
+/// Who may put a PROXY protocol header before a connection.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProxyProtocol {
+    /// `proxy_protocol`: a connection from one of these must start with
+    /// the header; from anyone else none is read.
+    pub from: Vec<IpNet>,
+    /// `proxy_protocol_timeout`.
+    pub timeout: std::time::Duration,
+}
+
+fn nets(key: &str, list: &[String], e: &mut Vec<ConfigError>) -> Vec<IpNet> {
+    list.iter()
+        .filter_map(|p| IpNet::parse(p).map_err(|m| e.push(err(key, m))).ok())
+        .collect()
 }

@@ -47,7 +47,7 @@ pub use http2::{Http2Config, Http2Settings};
 pub use http3::{Http3Config, Http3Settings};
 pub use keys::{all_keys, env_name, table_fields, unknown_env};
 pub use limits::{Limits, LimitsConfig};
-pub use listen::ListenConfig;
+pub use listen::{ListenConfig, ProxyProtocol};
 pub use logging::{check_log_level, AccessLog, AccessLogFormat, LogConfig, LogFormat};
 pub use reload::{reload, restart_keys, Reloaded};
 pub use restart::Restart;
@@ -158,6 +158,8 @@ pub struct Settings {
     pub sites: Vec<Site>,
     /// Peers whose forwarding headers name the client.
     pub trusted_proxies: Vec<crate::http::forwarded::IpNet>,
+    /// Peers that send a PROXY protocol header first.
+    pub proxy_protocol: ProxyProtocol,
     /// Header bounds, timeouts, `max_connections`.
     pub limits: Limits,
     /// Time allowed for responses in flight at SIGTERM/SIGINT.
@@ -240,6 +242,7 @@ impl Config {
             sites: self.sites.sites(&serve, tls_listen, &mut e),
             serve,
             trusted_proxies: self.net.trusted_proxies(&mut e),
+            proxy_protocol: self.net.proxy_protocol(&mut e),
             limits,
             shutdown_timeout,
             fd_budget: self.files.fd_budget(),

@@ -146,9 +146,16 @@ impl TestCa {
         &self,
         addr: SocketAddr,
     ) -> rustls::StreamOwned<rustls::ClientConnection, TcpStream> {
+        self.connect_over(TcpStream::connect(addr).unwrap())
+    }
+
+    /// An HTTP/1.1 TLS session over `tcp` (after what was already sent on it).
+    pub(crate) fn connect_over(
+        &self,
+        tcp: TcpStream,
+    ) -> rustls::StreamOwned<rustls::ClientConnection, TcpStream> {
         let name = ServerName::try_from("localhost").unwrap();
         let conn = rustls::ClientConnection::new(self.client_config(&[b"http/1.1"]), name).unwrap();
-        let tcp = TcpStream::connect(addr).unwrap();
         tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
         let mut s = rustls::StreamOwned::new(conn, tcp);
         while s.conn.is_handshaking() {
