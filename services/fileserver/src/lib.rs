@@ -17,6 +17,7 @@
 //!   pace      a response's bandwidth (limit_rate), asked by every engine
 //!   state     what workers share; files: the file managers per site
 //!   tls, acme certificates, handshakes, ACME orders
+//!   tickets   session-ticket keys shared by replicas (tls_ticket_keys)
 //!   admin, stats, accesslog, sysd, preflight: metrics, logs, systemd,
 //!             the checks of check-config
 //! ```
@@ -54,6 +55,7 @@ mod server;
 mod state;
 mod stats;
 mod sysd;
+mod tickets;
 mod tls;
 mod wire;
 
@@ -167,6 +169,13 @@ pub enum Cmd {
         /// bcrypt cost: each step doubles the work of every check.
         #[arg(long, default_value_t = 12, value_parser = clap::value_parser!(u32).range(4..=31))]
         cost: u32,
+    },
+    /// Put a new session-ticket key first in FILE (created if missing),
+    /// keeping the two before it, for `tls_ticket_keys`: copy the file to
+    /// every replica, then SIGHUP them (or let them see it change).
+    TicketKey {
+        /// The key file.
+        file: PathBuf,
     },
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions {
@@ -357,6 +366,18 @@ pub fn main_entry() -> i32 {
         }
         Some(Cmd::Keys) => return print_all(manual::keys_text().as_bytes()),
         Some(Cmd::HashPassword { cost }) => return hash_password(*cost),
+        Some(Cmd::TicketKey { file }) => {
+            return match tickets::rotate(file) {
+                Ok(n) => {
+                    println!("{}: a new key first, {n} in all", file.display());
+                    0
+                }
+                Err(e) => {
+                    eprintln!("fileserver: {e}");
+                    1
+                }
+            }
+        }
         Some(Cmd::Completions { shell }) => {
             use clap::CommandFactory;
             // Rendered into memory first: clap_complete panics on a write

@@ -47,6 +47,11 @@ pub(crate) fn check(s: &Settings) -> Vec<ConfigError> {
             e.push(problem(&key, m));
         }
     }
+    if let Some(path) = s.tls.as_ref().and_then(|t| t.ticket_keys.as_ref()) {
+        if let Err(m) = crate::tickets::TicketKeys::load(path) {
+            e.push(problem("tls_ticket_keys", m));
+        }
+    }
     if let Some(a) = &s.acme {
         if let Some(root) = &a.ca_root {
             match std::fs::read(root) {

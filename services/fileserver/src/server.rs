@@ -667,12 +667,16 @@ async fn main_loop(m: MainLoop) -> i32 {
     };
     let admin_task = tokio::spawn(crate::admin::serve(admin, shared.clone(), handle.clone()));
     let upkeep = {
-        let handle = handle.clone();
+        let (handle, certs) = (handle.clone(), shared.tls.clone());
         tokio::spawn(async move {
             let mut t = tokio::time::interval(Duration::from_secs(5));
             loop {
                 t.tick().await;
                 handle.run_upkeep();
+                // A rotation another host wrote (or a mounted Secret).
+                if let Some(c) = &certs {
+                    c.refresh_ticket_keys();
+                }
             }
         })
     };
@@ -816,6 +820,10 @@ fn reload(
         },
         _ => None,
     };
+    if let Some(Err(e)) = shared.tls.as_ref().map(|c| c.reload_ticket_keys()) {
+        tracing::error!("reload rejected, keeping the running config and ticket keys: {e}");
+        return Err(e);
+    }
     if let Err(e) = set_log_level(&new.log_level) {
         tracing::error!("reload: log_level: {e}");
     }

@@ -58,6 +58,8 @@ pub(crate) struct Certs {
     /// AES-GCM (one without AES instructions) gets what it asked for.
     client_order: Arc<ServerConfig>,
     chosen: Arc<Chooser>,
+    /// `tls_ticket_keys`: tickets any replica with the file opens.
+    tickets: Option<Arc<crate::tickets::TicketKeys>>,
 }
 
 #[derive(Debug)]
@@ -117,18 +119,28 @@ impl Certs {
             issued: RwLock::new(HashMap::new()),
             challenges,
         });
+        let tickets = s
+            .ticket_keys
+            .as_deref()
+            .map(crate::tickets::TicketKeys::load)
+            .transpose()?
+            .map(Arc::new);
         let mut config = ServerConfig::builder_with_provider(provider())
             .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
             .map_err(|e| format!("tls: {e}"))?
             .with_no_client_auth()
             .with_cert_resolver(chosen.clone());
         config.alpn_protocols = alpn;
+        if let Some(t) = &tickets {
+            config.ticketer = t.clone();
+        }
         let client_order = Arc::new(config.clone());
         config.ignore_client_order = true;
         Ok(Certs {
             config: Arc::new(config),
             client_order,
             chosen,
+            tickets,
         })
     }
 
@@ -144,6 +156,9 @@ impl Certs {
             .with_cert_resolver(self.chosen.clone());
         config.alpn_protocols = vec![b"h3".to_vec()];
         config.max_early_data_size = 0;
+        if let Some(t) = &self.tickets {
+            config.ticketer = t.clone();
+        }
         quinn::crypto::rustls::QuicServerConfig::try_from(config).map_err(|e| format!("http3: {e}"))
     }
 
@@ -154,6 +169,24 @@ impl Certs {
             .manual
             .write()
             .unwrap_or_else(|e| e.into_inner()) = Some(pair);
+    }
+
+    /// Reads `tls_ticket_keys` again (a reload); an error keeps the keys
+    /// in force and rejects the reload.
+    pub(crate) fn reload_ticket_keys(&self) -> Result<(), String> {
+        self.tickets.as_ref().map_or(Ok(()), |t| t.reload())
+    }
+
+    /// Reads `tls_ticket_keys` again if the file changed (a rotation by
+    /// another host, a mounted Secret updated); errors are logged.
+    pub(crate) fn refresh_ticket_keys(&self) {
+        if let Some(t) = &self.tickets {
+            match t.reload_if_changed() {
+                Ok(true) => tracing::info!("tls_ticket_keys: the key file changed; keys reloaded"),
+                Ok(false) => {}
+                Err(e) => tracing::error!("tls_ticket_keys: keeping the keys in force: {e}"),
+            }
+        }
     }
 
     /// Serves `key` for each of `names` from the next handshake on.

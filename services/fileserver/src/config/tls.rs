@@ -22,6 +22,8 @@ pub struct TlsConfig {
     pub tls_key: String,
     /// Time a client has to complete the TLS handshake.
     pub tls_handshake_timeout: String,
+    /// Session-ticket keys shared by replicas ("" = this process's own).
+    pub tls_ticket_keys: String,
 }
 
 impl Default for TlsConfig {
@@ -31,6 +33,7 @@ impl Default for TlsConfig {
             tls_cert: String::new(),
             tls_key: String::new(),
             tls_handshake_timeout: "10s".into(),
+            tls_ticket_keys: String::new(),
         }
     }
 }
@@ -38,10 +41,16 @@ impl Default for TlsConfig {
 /// The listener is bound once; while it stays, its certificate and key
 /// are read again at each reload. A listener added, moved or removed
 /// keeps the one that started, with its files.
-pub(super) const RESTART: &[Restart] = &[Restart {
-    key: "tls_listen",
-    keeps: &["tls_listen", "tls_cert", "tls_key"],
-}];
+///
+/// The ticketer is built with the listener; its key file is read again
+/// at each reload (and when it changes), but another file needs a restart.
+pub(super) const RESTART: &[Restart] = &[
+    Restart {
+        key: "tls_listen",
+        keeps: &["tls_listen", "tls_cert", "tls_key"],
+    },
+    Restart::key("tls_ticket_keys"),
+];
 
 /// The HTTPS listener: where, with which certificate, and how long a
 /// handshake may take.
@@ -54,6 +63,8 @@ pub struct TlsSettings {
     pub manual: Option<CertFiles>,
     /// `tls_handshake_timeout`.
     pub handshake_timeout: Duration,
+    /// `tls_ticket_keys`.
+    pub ticket_keys: Option<PathBuf>,
 }
 
 /// A PEM certificate chain and its key, as files.
@@ -103,6 +114,8 @@ impl TlsConfig {
                 key: PathBuf::from(&self.tls_key),
             }),
             handshake_timeout,
+            ticket_keys: (!self.tls_ticket_keys.is_empty())
+                .then(|| PathBuf::from(&self.tls_ticket_keys)),
         })
     }
 }
