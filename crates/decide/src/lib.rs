@@ -104,6 +104,10 @@ pub struct Options {
     /// The site's rules: headers, redirects, rewrites, `try_files`, error
     /// pages, basic auth, allow/deny and CORS by path (see `siterules`).
     pub rules: Arc<Rules>,
+    /// Entity-tags by a digest of each file's bytes (read once per file
+    /// version) rather than its size and time: replicas agree whatever
+    /// their files' times, and a rewrite that keeps them still shows.
+    pub content_etag: bool,
 }
 
 impl Default for Options {
@@ -122,6 +126,7 @@ impl Default for Options {
             compression: None,
             redirect_base: String::new(),
             rules: Arc::default(),
+            content_etag: false,
         }
     }
 }

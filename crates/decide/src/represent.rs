@@ -11,6 +11,18 @@ use httpfile::plan::{self, Plan};
 use httpfile::{ByteRange, EntityTag, RequestHead};
 
 impl Decider<'_, '_> {
+    /// A file's own entity-tag: by size and time, or by a digest of its
+    /// bytes (`content_etag`; by size and time when it cannot be read whole).
+    async fn identity_tag(&self, file: &filemanager::CachedFile) -> EntityTag {
+        if self.options.content_etag {
+            match self.fm.content_digest(file).await {
+                Ok(d) => return EntityTag::of_digest(&d),
+                Err(e) => tracing::debug!(path = file.path(), "tagged by time: {e}"),
+            }
+        }
+        EntityTag::of_file(file.meta().size, file.meta().mtime_ns)
+    }
+
     /// The representation of `f` that the request gets, its preconditions
     /// evaluated once against the tag it goes out with.
     ///
@@ -45,12 +57,13 @@ impl Decider<'_, '_> {
             .compression
             .as_ref()
             .filter(|c| sibling.is_none() && c.applies(mime, file.meta().size));
+        let etag = self.identity_tag(&file).await;
         let mut r = Representation {
             variant: None,
             coding: sibling_coding,
             vary: vary || compression.is_some(),
             mime,
-            etag: EntityTag::of_file(file.meta().size, file.meta().mtime_ns),
+            etag,
             precondition: Precondition::Proceed { use_range: false },
             now: httpfile::date::now_secs(),
             file,
@@ -80,7 +93,7 @@ impl Decider<'_, '_> {
                 }
                 // Sent as it is: its own tag, evaluated again (rare).
                 r.coding = None;
-                r.etag = EntityTag::of_file(r.file.meta().size, r.file.meta().mtime_ns);
+                r.etag = self.identity_tag(&r.file).await;
                 r.precondition = plan::file_precondition(head, &r.info(), r.now);
             }
         }

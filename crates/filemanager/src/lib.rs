@@ -114,6 +114,8 @@ mod census;
 mod changes;
 mod compress;
 mod config;
+mod content;
+mod digest;
 mod file;
 mod handle;
 pub mod limits;

@@ -151,6 +151,7 @@ impl FileManager {
         };
         let shared = Arc::new(Shared {
             census: PathCache::new(census::cache_config(&cache_cfg)),
+            digests: Default::default(),
             cache: PathCache::new(cache_cfg),
             table,
             backend,

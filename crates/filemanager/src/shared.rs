@@ -83,6 +83,8 @@ pub(crate) struct Shared {
     pub(crate) compress_slots: tokio::sync::Semaphore,
     /// Which precompressed siblings each recent directory holds.
     pub(crate) census: PathCache<census::Census>,
+    /// The SHA-256 of each file version hashed (content entity-tags).
+    pub(crate) digests: crate::digest::Digests,
 }
 
 impl Drop for Shared {

@@ -1,5 +1,7 @@
 //! The strong entity-tag of a file: a 64-bit mix of its size and
-//! modification time, rendered as 16 hex digits in quotes.
+//! modification time, rendered as 16 hex digits in quotes; or, where a
+//! server asks for it, the first 64 bits of a digest of its bytes
+//! ([`EntityTag::of_digest`]).
 //!
 //! Stable across restarts (no random seed), so clients' validators survive
 //! a deploy. It leaves out the device and inode on purpose: two copies of
@@ -59,6 +61,24 @@ impl EntityTag {
         }
     }
 
+    /// The tag of a file by its contents: the first 8 octets of a digest
+    /// of its bytes (SHA-256 in `filemanager`), as 16 hex digits. Replicas
+    /// of one tree agree whatever their files' times, and a rewrite that
+    /// keeps size and mtime (an image built with a fixed mtime, `rsync
+    /// -t`) still changes it.
+    pub fn of_digest(digest: &[u8; 32]) -> EntityTag {
+        let mut out = [b'"'; MAX];
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        for (i, b) in digest[..8].iter().enumerate() {
+            out[1 + 2 * i] = HEX[usize::from(b >> 4)];
+            out[2 + 2 * i] = HEX[usize::from(b & 0xf)];
+        }
+        EntityTag {
+            bytes: out,
+            len: LEN as u8,
+        }
+    }
+
     /// The tag of this file's representation in `coding` (a variant the
     /// server compressed): the identity tag with `-{coding}` inside the
     /// quotes. Strong comparison tells the two apart, so `If-None-Match`
@@ -98,6 +118,18 @@ mod tests {
         assert_ne!(a, EntityTag::of_file(1, 3));
         // Stable: a validator a client holds survives a restart.
         assert_eq!(a, EntityTag::of_file(1, 2));
+    }
+
+    #[test]
+    fn a_digest_tag_is_its_first_octets_in_hex() {
+        let mut d = [0u8; 32];
+        d[..8].copy_from_slice(&[0xde, 0xad, 0xbe, 0xef, 0, 1, 0x2a, 0xff]);
+        let t = EntityTag::of_digest(&d);
+        assert_eq!(t.as_str(), "\"deadbeef00012aff\"");
+        assert_eq!(
+            t.with_coding(ContentCoding::Gzip).as_str(),
+            "\"deadbeef00012aff-gzip\""
+        );
     }
 
     #[test]

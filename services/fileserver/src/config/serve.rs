@@ -1,6 +1,6 @@
 //! How a path is answered: `index`, `directory_listing`,
 //! `listing_max_entries`, `serve_dotfiles`, `precompressed`,
-//! `cache_control`, `max_ranges` (top-level keys), with `[compression]`
+//! `cache_control`, `max_ranges`, `etag` (top-level keys), with `[compression]`
 //! and the site's rules: the `decide::Options` every engine decides with.
 
 use super::values::range;
@@ -26,6 +26,9 @@ pub struct ServeConfig {
     pub cache_control: String,
     /// Byte ranges per request at most; more get the full body.
     pub max_ranges: u64,
+    /// What a file's entity-tag is made of: `meta` (size and time) or
+    /// `content` (a digest of its bytes).
+    pub etag: String,
 }
 
 impl Default for ServeConfig {
@@ -38,6 +41,7 @@ impl Default for ServeConfig {
             precompressed: true,
             cache_control: "no-cache".into(),
             max_ranges: 16,
+            etag: "meta".into(),
         }
     }
 }
@@ -67,7 +71,16 @@ impl ServeConfig {
         {
             e.push(err("cache_control", "must not contain control characters"));
         }
+        let content_etag = match self.etag.as_str() {
+            "meta" => false,
+            "content" => true,
+            o => {
+                e.push(err("etag", format!("`{o}` is not one of meta, content")));
+                false
+            }
+        };
         decide::Options {
+            content_etag,
             rules: std::sync::Arc::new(rules),
             index: self.index.clone(),
             listing: self.directory_listing,
