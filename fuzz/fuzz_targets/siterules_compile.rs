@@ -19,14 +19,17 @@
 //!   specs and describe each rule; for each request: a redirect's status
 //!   is a redirect's, and no rendered `Location`, header edit or CORS
 //!   field holds CR, LF or NUL (no header injection from a path);
-//!   `permits` is the gate's `Pass`.
+//!   `permits` is the gate's `Pass`; a rate limit's refusal names a rule
+//!   of the list and a wait of at least a second.
 #![no_main]
 
 use arbitrary::{Arbitrary, Unstructured};
 use httpfile::plan::HeaderEdit;
 use httpfile::Method;
 use libfuzzer_sys::fuzz_target;
-use siterules::{BasicAuthSpec, CorsSpec, Facts, Gate, Glob, HostPattern, IpNet, RuleSpec, Rules};
+use siterules::{
+    BasicAuthSpec, CorsSpec, Facts, Gate, Glob, HostPattern, IpNet, RateLimitSpec, RuleSpec, Rules,
+};
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
@@ -55,6 +58,15 @@ struct SpecMirror {
     allow: Vec<String>,
     deny: Vec<String>,
     cors: Option<CorsMirror>,
+    rate_limit: Option<RateLimitMirror>,
+}
+
+#[derive(Arbitrary, Debug)]
+struct RateLimitMirror {
+    rate: String,
+    burst: Option<u32>,
+    key: String,
+    exempt: Vec<String>,
 }
 
 #[derive(Arbitrary, Debug)]
@@ -105,6 +117,12 @@ impl SpecMirror {
                 expose: c.expose,
                 max_age: c.max_age,
                 credentials: c.credentials,
+            }),
+            rate_limit: self.rate_limit.map(|r| RateLimitSpec {
+                rate: r.rate,
+                burst: r.burst,
+                key: r.key,
+                exempt: r.exempt,
             }),
         }
     }
@@ -353,6 +371,10 @@ fn check_rules(specs: Vec<RuleSpec>, requests: &[Request]) {
         assert!((1..=specs.len()).contains(&rule) && (400..=599).contains(&status));
         assert!(page.starts_with('/'));
     }
+    for (rule, _) in rules.rate_limits() {
+        assert!((1..=specs.len()).contains(&rule));
+    }
+    let now = std::time::Instant::now();
     for r in requests {
         let method =
             [Method::Get, Method::Head, Method::Options, Method::Other][usize::from(r.method & 3)];
@@ -391,6 +413,10 @@ fn check_rules(specs: Vec<RuleSpec>, requests: &[Request]) {
         }
         if let Some(page) = m.error_page(r.status) {
             assert!(page.starts_with('/'));
+        }
+        if let Some(refused) = m.rate_limited(client, now) {
+            assert!(refused.retry_after >= 1, "{refused:?}");
+            assert!((1..=specs.len()).contains(&refused.rule), "{refused:?}");
         }
         if let Some(cors) = m.cors() {
             let origin = r.origin.as_deref().map(clean);

@@ -45,9 +45,10 @@
 //!   target, dotfiles), then resolved in the files: a file, its index, a
 //!   listing, a directory's redirect, a 403 and its reason, and when the
 //!   file is checked.
-//! - `rules`: the site's rules applied. CORS, the guards (allow/deny,
-//!   basic auth), redirects, rewrites, `try_files` and error pages, and
-//!   the rules of the file served when it is not the path asked for.
+//! - `rules`: the site's rules applied. CORS, rate limits, the guards
+//!   (allow/deny, basic auth), redirects, rewrites, `try_files` and error
+//!   pages, and the rules of the file served when it is not the path
+//!   asked for.
 //! - `represent`: the representation a file is sent in (a precompressed
 //!   sibling or a compressed variant, its coding, entity-tag and
 //!   preconditions) and a [`Decision`] rendered as a [`Plan`].
@@ -102,7 +103,8 @@ pub struct Options {
     /// `Location` of a directory redirect and is never taken off a request.
     pub redirect_base: String,
     /// The site's rules: headers, redirects, rewrites, `try_files`, error
-    /// pages, basic auth, allow/deny and CORS by path (see `siterules`).
+    /// pages, basic auth, allow/deny, CORS and rate limits by path (see
+    /// `siterules`).
     pub rules: Arc<Rules>,
     /// Entity-tags by a digest of each file's bytes (read once per file
     /// version) rather than its size and time: replicas agree whatever
@@ -163,6 +165,8 @@ pub struct Decision<'a> {
     rule_redirect: bool,
     /// An error page's status: its file is sent whole under it.
     status: Option<u16>,
+    /// A rate limit's `Retry-After` (seconds), its page's too.
+    retry_after: Option<u32>,
 }
 
 /// What a request is answered with.
@@ -195,6 +199,9 @@ impl Decision<'_> {
         };
         if let Some(url) = &self.location {
             p.headers.location_url = Some(url);
+        }
+        if self.retry_after.is_some() {
+            p.headers.retry_after = self.retry_after;
         }
         p
     }
@@ -344,6 +351,7 @@ pub async fn decide_checked<'a>(
         location: None,
         rule_redirect: false,
         status: None,
+        retry_after: None,
     };
     let norm = httpfile::path::normalize_path(head.target, path);
     let rules = &*options.rules;

@@ -1,8 +1,8 @@
-//! The site's rules applied to a request some rule matched: CORS, the
-//! guards (allow/deny, basic auth), a redirect, a rewrite, `try_files` and
-//! error pages; the guards again on every path served instead of the
-//! request's own and on where a file really is; and the rules of the file
-//! served when it is not the path asked for.
+//! The site's rules applied to a request some rule matched: CORS, rate
+//! limits, the guards (allow/deny, basic auth), a redirect, a rewrite,
+//! `try_files` and error pages; the guards again on every path served
+//! instead of the request's own and on where a file really is; and the
+//! rules of the file served when it is not the path asked for.
 
 use crate::route::{Found, Norm, Routed};
 use crate::{facts, Answer, Decider, Decision, Representation};
@@ -10,6 +10,7 @@ use httpfile::path::NormPath;
 use httpfile::plan::{self, HeaderEdit};
 use httpfile::{Method, RequestHead};
 use siterules::{Facts, Gate, Matched, Rules};
+use std::time::Instant;
 
 /// An error status a rule's error page may stand in for.
 #[derive(Clone, Copy)]
@@ -61,9 +62,10 @@ enum Refused {
 }
 
 impl<'a> Decider<'_, 'a> {
-    /// The answer when some rule matched: a CORS preflight, then the guards
-    /// (a refused request learns nothing of what is there), a redirect, a
-    /// rewrite, the files (`try_files` in turn), and an error page for an
+    /// The answer when some rule matched: a CORS preflight, then the rate
+    /// limits and the guards (a refused request learns nothing of what is
+    /// there, and one over its rate costs no password check), a redirect,
+    /// a rewrite, the files (`try_files` in turn), and an error page for an
     /// error. Every path served instead of the request's own is judged by
     /// the guards too.
     pub(crate) async fn by_rules(
@@ -85,6 +87,9 @@ impl<'a> Decider<'_, 'a> {
         };
         if let Some(preflight) = self.cors(m, d) {
             return preflight;
+        }
+        if let Some(refused) = self.rate_limit(m, d).await {
+            return refused;
         }
         if let Some(refused) = self.guard(m, d).await {
             return refused;
@@ -140,6 +145,18 @@ impl<'a> Decider<'_, 'a> {
         cors.response_edits(head.origin, &mut d.edits);
         cors.response_edits(head.origin, &mut d.always_edits);
         None
+    }
+
+    /// `429` with `Retry-After` (or the rule's page for 429) when a
+    /// matching `rate_limit` refuses this client; `None` when every one
+    /// admits it. The clock is read only when some rule limits.
+    async fn rate_limit(&self, m: &Matched<'a>, d: &mut Decision<'a>) -> Option<Answer<'a>> {
+        if !self.options.rules.has_rate_limits() {
+            return None;
+        }
+        let refused = m.rate_limited(self.head.client, Instant::now())?;
+        d.retry_after = Some(refused.retry_after);
+        Some(self.error_page(m, d, Failure::Status(429)).await)
     }
 
     /// The answer to a client the guards refuse (a 403's error page, a

@@ -362,3 +362,109 @@ fn a_small_range_is_checked_by_the_sender_not_at_resolve() {
         assert_ne!(tag.as_deref().map(str::as_bytes), Some(old_tag));
     });
 }
+
+/// A rule that limits `/downloads/**` to 2 requests a minute per client.
+fn limited(path: &str, burst: u32) -> siterules::RuleSpec {
+    siterules::RuleSpec {
+        path: path.into(),
+        rate_limit: Some(siterules::RateLimitSpec {
+            rate: "1/m".into(),
+            burst: Some(burst),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// Status, `Retry-After` and what the plan for `head` sends: a file's
+/// path, or a plain error's detail (empty: its reason).
+async fn limited_answer(
+    d: &Dir,
+    options: &Options,
+    head: &RequestHead<'_>,
+) -> (u16, Option<u32>, String) {
+    let mut path = Vec::new();
+    let decision = decide::decide(&d.fm, options, head, &mut path).await;
+    let mut ranges = Vec::new();
+    let plan = decision.plan(head, &mut ranges);
+    let body = match (&plan.body, decision.representation()) {
+        (Body::Message(m), _) => m.to_string(),
+        (_, Some(r)) => r.file.path().to_string(),
+        _ => String::new(),
+    };
+    (plan.status, plan.headers.retry_after, body)
+}
+
+/// A client over a rule's rate gets 429 with `Retry-After`, and the
+/// rule's page for 429 when one names it, while another client and
+/// another path are served as before; a preflight is answered first, and
+/// a rule that says nothing but its limit is enough to be counted.
+#[test]
+fn a_client_over_its_rate_gets_429_with_retry_after() {
+    rt().block_on(async {
+        let d = dir(&[
+            ("downloads/a.iso", b"iso"),
+            ("index.html", b"home"),
+            ("429.html", b"slow down"),
+        ]);
+        let pages = siterules::RuleSpec {
+            error_pages: [("429".to_string(), "/429.html".to_string())].into(),
+            cors: Some(siterules::CorsSpec {
+                origins: vec!["*".into()],
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let rules = siterules::Rules::compile(&[limited("/downloads/**", 2), pages]).unwrap();
+        let options = Options {
+            rules: std::sync::Arc::new(rules),
+            ..Options::default()
+        };
+        let from = |client: &str, target: &'static str| RequestHead {
+            client: Some(client.parse().unwrap()),
+            ..get(target)
+        };
+        let a = |target| from("192.0.2.1", target);
+        for _ in 0..2 {
+            let r = limited_answer(&d, &options, &a("/downloads/a.iso")).await;
+            assert_eq!(r, (200, None, "downloads/a.iso".into()));
+        }
+        let r = limited_answer(&d, &options, &a("/downloads/a.iso")).await;
+        assert_eq!(r, (429, Some(60), "429.html".into()));
+        let head = RequestHead {
+            method: Method::Head,
+            ..a("/downloads/a.iso")
+        };
+        assert_eq!(limited_answer(&d, &options, &head).await.0, 429);
+        // A preflight costs no request of the limit and is answered.
+        let preflight = RequestHead {
+            method: Method::Options,
+            origin: Some(b"https://app.example"),
+            access_control_request_method: Some(b"GET"),
+            ..a("/downloads/a.iso")
+        };
+        assert_eq!(limited_answer(&d, &options, &preflight).await.0, 204);
+        let b = from("192.0.2.2", "/downloads/a.iso");
+        assert_eq!(limited_answer(&d, &options, &b).await.0, 200);
+        assert_eq!(limited_answer(&d, &options, &a("/")).await.0, 200);
+
+        let only = siterules::Rules::compile(&[limited("/**", 1)]).unwrap();
+        let options = Options {
+            rules: std::sync::Arc::new(only),
+            ..Options::default()
+        };
+        assert_eq!(limited_answer(&d, &options, &a("/index.html")).await.0, 200);
+        let r = limited_answer(&d, &options, &a("/index.html")).await;
+        assert_eq!(r, (429, Some(60), String::new()));
+        // Without a page the plain 429 says its reason.
+        let mut path = Vec::new();
+        let head = a("/index.html");
+        let decision = decide::decide(&d.fm, &options, &head, &mut path).await;
+        let mut ranges = Vec::new();
+        let plan = decision.plan(&head, &mut ranges);
+        let mut body = Vec::new();
+        httpfile::plan::write_message(429, "", &mut body);
+        assert_eq!(body, b"429 Too Many Requests\n");
+        assert_eq!(plan.headers.content_length, Some(body.len() as u64));
+    });
+}

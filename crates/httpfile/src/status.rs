@@ -54,6 +54,7 @@ statuses! {
     412 "Precondition Failed",
     414 "URI Too Long",
     416 "Range Not Satisfiable",
+    429 "Too Many Requests",
     431 "Request Header Fields Too Large",
     500 "Internal Server Error",
     503 "Service Unavailable",
@@ -69,6 +70,10 @@ mod tests {
             b"HTTP/1.1 500 Internal Server Error\r\n"
         );
         assert_eq!(super::reason(308), "Permanent Redirect");
+        assert_eq!(
+            super::status_line(429),
+            b"HTTP/1.1 429 Too Many Requests\r\n"
+        );
     }
 
     #[test]

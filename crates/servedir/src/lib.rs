@@ -41,8 +41,9 @@ pub use siterules;
 pub struct Tls;
 
 /// The client's address, as a request extension: what a rule's
-/// `allow`/`deny` judges. A server that knows its peer (axum's
-/// `ConnectInfo`, a proxy's header it trusts) inserts it.
+/// `allow`/`deny` and `rate_limit` judge. A server that knows its peer
+/// (axum's `ConnectInfo`, a proxy's header it trusts) inserts it;
+/// without it every request is one client to a `rate_limit`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ClientAddr(pub std::net::IpAddr);
 
@@ -219,10 +220,11 @@ impl<F> ServeDir<F> {
     }
 
     /// The site's rules: per-path headers, redirects, rewrites,
-    /// `try_files`, error pages, basic auth, allow/deny and CORS, exactly
-    /// as the daemon's `[[rules]]` apply them. Allow/deny judges the
-    /// address of a [`ClientAddr`] request extension (none: an `allow`
-    /// refuses).
+    /// `try_files`, error pages, basic auth, allow/deny, CORS and rate
+    /// limits, exactly as the daemon's `[[rules]]` apply them. Allow/deny
+    /// and rate limits judge the address of a [`ClientAddr`] request
+    /// extension (none: an `allow` refuses, and a `rate_limit` counts
+    /// every such request against one bucket).
     ///
     /// ```
     /// # let dir = tempfile::tempdir().unwrap();

@@ -1,6 +1,7 @@
 //! `siterules`: what a site says about its paths, beyond serving files:
 //! response headers, redirects, rewrites, `try_files` (an SPA's fallback,
-//! clean URLs), error pages, basic auth, IP allow/deny and CORS.
+//! clean URLs), error pages, basic auth, IP allow/deny, CORS and
+//! per-client rate limits.
 //!
 //! A site is an ordered list of [`RuleSpec`]s (the daemon's `[[rules]]`
 //! tables, or built in code), compiled once into [`Rules`]. A request is
@@ -11,11 +12,14 @@
 //! | what a matching rule says | how several matching rules combine |
 //! |---|---|
 //! | `allow` / `deny`, `basic_auth` | every one must pass (the strictest wins) |
+//! | `rate_limit` | every one counts the request, up to the first that refuses it |
 //! | `headers`, `add_headers`, `remove_headers` | all, in rule order |
 //! | `redirect`, `rewrite`, `try_files`, `cors` | the first rule that says it |
 //! | `error_pages` | per status, the first rule that names it |
 //!
-//! This crate matches and renders; it opens no file and runs no task.
+//! This crate matches and renders; it opens no file and runs no task. A
+//! `rate_limit` keeps its buckets in a table of fixed size (512 KiB per
+//! limited rule) allocated when the rule is compiled.
 //! Password verification ([`BasicAuth::verify`]) is CPU work of tens of
 //! milliseconds that a caller runs off its event loop.
 //!
@@ -38,6 +42,7 @@ mod auth;
 mod cors;
 pub mod glob;
 mod ipnet;
+mod ratelimit;
 mod spec;
 mod template;
 
@@ -45,13 +50,15 @@ pub use auth::{basic_auth_user, BasicAuth};
 pub use cors::{Cors, CorsAnswer};
 pub use glob::Glob;
 pub use ipnet::IpNet;
-pub use spec::{BasicAuthSpec, CorsSpec, RuleError, RuleSpec};
+pub use spec::{BasicAuthSpec, CorsSpec, RateLimitSpec, RuleError, RuleSpec};
 pub use template::Template;
 
 use httpfile::plan::HeaderEdit;
 use httpfile::Method;
+use ratelimit::RateLimiter;
 use std::net::IpAddr;
 use std::sync::Arc;
+use std::time::Instant;
 
 /// A site's rules, compiled.
 #[derive(Debug, Default)]
@@ -62,6 +69,8 @@ pub struct Rules {
     /// hide what a client may not open, and a file reached through a
     /// symlink is judged by where it really is.
     guards: bool,
+    /// Some rule has a `rate_limit`.
+    limits: bool,
 }
 
 /// One compiled rule.
@@ -83,6 +92,7 @@ struct Rule {
     allow: Vec<IpNet>,
     deny: Vec<IpNet>,
     cors: Option<Cors>,
+    rate_limit: Option<RateLimiter>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -188,10 +198,12 @@ impl Rules {
             return Err(errors);
         }
         let guards = rules.iter().any(Rule::guards);
+        let limits = rules.iter().any(|r| r.rate_limit.is_some());
         Ok(Rules {
             specs: specs.to_vec(),
             rules,
             guards,
+            limits,
         })
     }
 
@@ -250,6 +262,9 @@ impl Rules {
                 if r.cors.is_some() {
                     does.push("cors".to_string());
                 }
+                if let Some(limit) = &r.rate_limit {
+                    does.push(limit.describe());
+                }
                 format!("{} -> {}", parts.join(" "), does.join(", "))
             })
             .collect()
@@ -268,6 +283,21 @@ impl Rules {
     /// Some rule restricts access.
     pub fn has_guards(&self) -> bool {
         self.guards
+    }
+
+    /// Some rule has a `rate_limit` (a caller reads the clock for
+    /// [`Matched::rate_limited`] only then).
+    pub fn has_rate_limits(&self) -> bool {
+        self.limits
+    }
+
+    /// Each rule with a `rate_limit`: its position (from 1) and how many
+    /// requests it refused since it was compiled (a counter for metrics).
+    pub fn rate_limits(&self) -> impl Iterator<Item = (usize, u64)> + '_ {
+        self.rules.iter().enumerate().filter_map(|(i, r)| {
+            let limit = r.rate_limit.as_ref()?;
+            Some((i + 1, limit.refusals()))
+        })
     }
 
     /// The rules that match `facts`.
@@ -353,6 +383,16 @@ pub enum Gate<'r> {
     /// These `basic_auth`s must verify the credentials sent (not yet
     /// verified: the caller runs [`BasicAuth::verify`] off its event loop).
     Verify(Vec<Arc<BasicAuth>>),
+}
+
+/// A request a `rate_limit` refused: what its 429 says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RateLimited {
+    /// Seconds until the client's bucket takes a request again, at least
+    /// 1 (`Retry-After`).
+    pub retry_after: u32,
+    /// The refusing rule's position, from 1.
+    pub rule: usize,
 }
 
 /// The rules one request matched.
@@ -464,6 +504,21 @@ impl<'r> Matched<'r> {
     pub fn cors(&self) -> Option<&'r Cors> {
         self.each().find_map(|r| r.cors.as_ref())
     }
+
+    /// Counts a request of `client` (the address the guards judge;
+    /// `None`: not known) at `now` against every matching `rate_limit`,
+    /// in rule order, up to the first that refuses it: that refusal, or
+    /// `None` when every limit admits it.
+    pub fn rate_limited(&self, client: Option<IpAddr>, now: Instant) -> Option<RateLimited> {
+        self.hits.iter().find_map(|&i| {
+            let limit = self.rules.rules[i].rate_limit.as_ref()?;
+            let retry_after = limit.check(client, now).err()?;
+            Some(RateLimited {
+                retry_after,
+                rule: i + 1,
+            })
+        })
+    }
 }
 
 /// Credentials a `basic_auth` refused in this process, every rule and
@@ -500,5 +555,81 @@ mod tests {
         ] {
             assert!(HostPattern::parse(bad).is_err(), "{bad}");
         }
+    }
+
+    fn limited(path: &str, rate: &str, burst: u32) -> RuleSpec {
+        RuleSpec {
+            path: path.into(),
+            rate_limit: Some(RateLimitSpec {
+                rate: rate.into(),
+                burst: Some(burst),
+                ..RateLimitSpec::default()
+            }),
+            ..RuleSpec::default()
+        }
+    }
+
+    /// A rule that only limits still matches its paths (the caller goes
+    /// the rules' way for them), every matching limit counts the request
+    /// up to the first that refuses it, and the refusals are counted per
+    /// rule.
+    #[test]
+    fn rate_limits_match_combine_and_count() {
+        let rules = Rules::compile(&[
+            limited("/downloads/**", "1/m", 2),
+            RuleSpec {
+                path: "/downloads/big/**".into(),
+                ..RuleSpec::default()
+            },
+            limited("/**", "1/m", 3),
+        ])
+        .unwrap();
+        assert!(rules.has_rate_limits());
+        assert!(rules.describe()[0].contains("rate_limit(1/m burst 2)"));
+        let client = Some("192.0.2.1".parse().unwrap());
+        let now = Instant::now();
+        let ask = |rel: &str| {
+            let facts = Facts {
+                rel,
+                ..Facts::default()
+            };
+            let m = rules.matching(&facts);
+            assert!(!m.is_empty(), "{rel}");
+            m.rate_limited(client, now)
+        };
+        assert_eq!(ask("downloads/a.iso"), None);
+        assert_eq!(ask("downloads/a.iso"), None);
+        let refused = ask("downloads/a.iso").unwrap();
+        assert_eq!((refused.rule, refused.retry_after), (1, 60));
+        // The refused request was not counted by the rule after: `/` has
+        // one request of its 3 left.
+        assert_eq!(ask("index.html"), None);
+        assert_eq!(ask("index.html").map(|r| r.rule), Some(3));
+        let counts: Vec<(usize, u64)> = rules.rate_limits().collect();
+        assert_eq!(counts, [(1, 1), (3, 1)]);
+        assert!(!Rules::compile(&[RuleSpec::default()])
+            .unwrap()
+            .has_rate_limits());
+    }
+
+    #[test]
+    fn a_bad_rate_limit_is_named_by_position_and_field() {
+        let mut unknown_key = limited("/**", "20/s", 1);
+        unknown_key.rate_limit.as_mut().unwrap().key = "ip".into();
+        let errors = Rules::compile(&[
+            limited("/**", "20/s", 1),
+            limited("/**", "0/s", 1),
+            limited("/**", "20/s", 0),
+            unknown_key,
+        ])
+        .unwrap_err();
+        let fields: Vec<(usize, &str)> = errors.iter().map(|e| (e.rule, e.field)).collect();
+        assert_eq!(
+            fields,
+            [(2, "rate_limit"), (3, "rate_limit"), (4, "rate_limit")]
+        );
+        assert!(errors[0]
+            .to_string()
+            .starts_with("rules[2].rate_limit: rate `0/s`"));
     }
 }

@@ -2,6 +2,7 @@
 //! builder take this one type, and [`Rules::compile`](crate::Rules::compile)
 //! checks every field of it.
 
+use crate::ratelimit::RateLimiter;
 use crate::{BasicAuth, Cors, Edit, Glob, HostPattern, IpNet, Rule, Template};
 use httpfile::Method;
 use serde::{Deserialize, Serialize};
@@ -66,6 +67,9 @@ pub struct RuleSpec {
     /// Cross-origin requests allowed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cors: Option<CorsSpec>,
+    /// Requests a client may make (429 with `Retry-After` beyond).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rate_limit: Option<RateLimitSpec>,
 }
 
 impl Default for RuleSpec {
@@ -89,6 +93,7 @@ impl Default for RuleSpec {
             allow: Vec::new(),
             deny: Vec::new(),
             cors: None,
+            rate_limit: None,
         }
     }
 }
@@ -131,6 +136,36 @@ impl Default for CorsSpec {
             expose: Vec::new(),
             max_age: 600,
             credentials: false,
+        }
+    }
+}
+
+/// `rate_limit = { rate = "20/s", burst = 40, key = "client", exempt = [...] }`.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct RateLimitSpec {
+    /// Requests per second, minute or hour a key may make on average:
+    /// `20/s`, `600/m`, `100/h` (at most 10000/s).
+    pub rate: String,
+    /// Requests that may arrive at once (at least 1); unset: the rate per
+    /// second, rounded up (`20/s`: 20, `90/m`: 2), at least 1.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub burst: Option<u32>,
+    /// What a bucket is kept for: `client` (the client address the rules
+    /// judge, an IPv6 client by its /64) or `rule` (one bucket for every
+    /// client of the rule).
+    pub key: String,
+    /// Clients never limited: addresses and CIDR blocks.
+    pub exempt: Vec<String>,
+}
+
+impl Default for RateLimitSpec {
+    fn default() -> Self {
+        RateLimitSpec {
+            rate: String::new(),
+            burst: None,
+            key: "client".into(),
+            exempt: Vec::new(),
         }
     }
 }
@@ -204,6 +239,7 @@ impl RuleSpec {
             allow: access.allow,
             deny: access.deny,
             cors: access.cors,
+            rate_limit: access.rate_limit,
         })
     }
 
@@ -349,8 +385,8 @@ impl RuleSpec {
         error_pages
     }
 
-    /// `basic_auth`, `allow`, `deny` and `cors`: who may have what the
-    /// rule matches, and from which origins.
+    /// `basic_auth`, `allow`, `deny`, `cors` and `rate_limit`: who may
+    /// have what the rule matches, from which origins, and how often.
     fn access(&self, fail: &mut Problems<'_>) -> Access {
         let auth = self.basic_auth.as_ref().and_then(|a| {
             let users = a
@@ -377,11 +413,17 @@ impl RuleSpec {
             .map_err(|m| fail.at("cors", m))
             .ok()
         });
+        let rate_limit = self.rate_limit.as_ref().and_then(|r| {
+            RateLimiter::new(&r.rate, r.burst, &r.key, &r.exempt)
+                .map_err(|m| fail.at("rate_limit", m))
+                .ok()
+        });
         Access {
             auth,
             allow,
             deny,
             cors,
+            rate_limit,
         }
     }
 }
@@ -426,6 +468,7 @@ struct Access {
     allow: Vec<IpNet>,
     deny: Vec<IpNet>,
     cors: Option<Cors>,
+    rate_limit: Option<RateLimiter>,
 }
 
 /// Whether a rule may edit the header field `name` (its `field`): a

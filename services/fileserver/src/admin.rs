@@ -53,7 +53,8 @@ fn process_metrics() -> &'static metrics_process::Collector {
 /// Refreshes counters from the per-worker blocks and renders the exposition.
 pub(crate) fn render(shared: &Shared, handle: &PrometheusHandle) -> String {
     let t = stats::totals(&shared.worker_stats);
-    let sites = site_labels(&shared.live().0.s);
+    let live = shared.live();
+    let sites = site_labels(&live.0.s);
     stats::publish(&t, &sites, shared.active_conns.load(Relaxed) as u64);
     metrics::gauge!("fileserver_up").set(if shared.serving.load(Relaxed) {
         1.0
@@ -70,7 +71,33 @@ pub(crate) fn render(shared: &Shared, handle: &PrometheusHandle) -> String {
     // Every bucket from the first scrape on, at 0 on a quiet daemon, so a
     // dashboard or an `absent()` alert always finds the series.
     stats::render_durations(&t, &sites, &mut text);
+    render_rate_limited(&live.0.s, &sites, &mut text);
     text
+}
+
+/// `fileserver_rate_limited_total` of each rule with a `rate_limit`, by
+/// site (`sites[i]` labels the default site, then each `[[sites]]`) and
+/// rule position, read from the rules serving now rather than recorded:
+/// a reload recompiles them, and a rule it removed or moved leaves no
+/// series behind (its count starts again at 0, a counter reset).
+fn render_rate_limited(s: &crate::config::Settings, sites: &[String], out: &mut String) {
+    use std::fmt::Write as _;
+    const NAME: &str = "fileserver_rate_limited_total";
+    let each = std::iter::once(&s.serve).chain(s.sites.iter().map(|site| &site.serve));
+    let mut described = false;
+    for (serve, site) in each.zip(sites) {
+        for (rule, refused) in serve.rules.rate_limits() {
+            if !described {
+                let _ = writeln!(
+                    out,
+                    "# HELP {NAME} Requests a rule's rate_limit refused with 429, by site and rule position."
+                );
+                let _ = writeln!(out, "# TYPE {NAME} counter");
+                described = true;
+            }
+            let _ = writeln!(out, "{NAME}{{site=\"{site}\",rule=\"{rule}\"}} {refused}");
+        }
+    }
 }
 
 /// The `site` label of each block of the counters: `default`, then each

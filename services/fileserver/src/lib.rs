@@ -141,6 +141,10 @@ pub struct Cli {
     /// Allow cross-origin requests from ORIGIN (`*`: any; repeatable) [key: cors]
     #[arg(long = "cors", value_name = "ORIGIN", value_hint = clap::ValueHint::Other)]
     pub cors: Vec<String>,
+    /// Limit each client to RATE requests on every path: `20/s`, `600/m`,
+    /// `100/h` (429 beyond) [key: rate_limit]
+    #[arg(long, value_name = "RATE", value_hint = clap::ValueHint::Other)]
+    pub rate_limit: Option<String>,
     /// Any other config key, e.g. --set cache.max_entries=1000 (repeatable)
     #[arg(long = "set", value_name = "KEY=VALUE", value_hint = clap::ValueHint::Other)]
     pub set: Vec<String>,
@@ -207,6 +211,7 @@ impl Cli {
             ("tls_listen", &self.tls_listen),
             ("tls_cert", &self.tls_cert),
             ("tls_key", &self.tls_key),
+            ("rate_limit", &self.rate_limit),
         ] {
             if let Some(val) = val {
                 v.push((k.to_string(), val.clone()));

@@ -1,7 +1,7 @@
 //! A site's `[[rules]]` and one-liners against real servers with curl:
 //! per-path headers, redirects with captures, clean URLs and an SPA's
-//! fallback (`try_files`), error pages, basic auth, allow/deny, CORS, and
-//! every side door into a protected tree.
+//! fallback (`try_files`), error pages, basic auth, allow/deny, CORS,
+//! rate limits, and every side door into a protected tree.
 //!
 //! Every test runs on each listener: the daemon's plaintext HTTP/1.1, h2c
 //! (HTTP/2 with prior knowledge), HTTPS with HTTP/2 and with HTTP/1.1, and
@@ -538,6 +538,86 @@ fn no_side_door_into_a_protected_tree(l: Listener) {
     assert!(s.tree.root.join("private/secret.txt").exists());
 }
 
+/// `/downloads/**` limited to 30 a minute per client (one each 2 s)
+/// after a burst of 3; the test clients are told apart by
+/// `X-Forwarded-For` from loopback, a trusted proxy.
+const RATE_CONFIG: &str = r#"
+trusted_proxies = ["127.0.0.1", "::1"]
+
+[[rules]]
+path = "/downloads/**"
+rate_limit = { rate = "30/m", burst = 3, exempt = ["198.51.100.0/24"] }
+"#;
+
+/// A client over a rule's rate gets 429 with `Retry-After` while another
+/// client is served at the same moment, and is served again once it has
+/// waited that long; the limit on `/downloads/**` leaves `/` alone, and
+/// the refusals are counted. The axum example knows no client address:
+/// its requests share one bucket, so there the second client is the first.
+fn rate_limit_refuses_a_client_over_its_rate(l: Listener) {
+    let tree = Tree::new();
+    tree.write("index.html", b"home");
+    tree.write("downloads/big.iso", b"iso bytes");
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("rate.toml");
+    std::fs::write(&config, RATE_CONFIG).unwrap();
+    let server = Server::start(
+        l.kind(),
+        &tree.root,
+        &["--config", config.to_str().unwrap()],
+    );
+    let s = Site {
+        tree,
+        server,
+        listener: l,
+        _config: dir,
+    };
+    let from = |client: &str, path: &str| {
+        let xff = format!("X-Forwarded-For: {client}");
+        s.curl(path, &["-H", &xff])
+    };
+    let metric = || {
+        let m = s.server.metrics()?;
+        let series = "fileserver_rate_limited_total{site=\"default\",rule=\"1\"}";
+        Some(common::metric(&m, series).unwrap_or(0.0))
+    };
+    let before = metric();
+    // A burst of 3, then the next within 2 s is refused (a slow machine
+    // may earn one more first).
+    let mut admitted = 0;
+    let refused = loop {
+        let r = from("203.0.113.1", "/downloads/big.iso");
+        match r.status {
+            200 => admitted += 1,
+            429 => break r,
+            _ => panic!("{r:?}"),
+        }
+        assert!(admitted < 8, "never refused");
+    };
+    assert!(admitted >= 3, "{admitted} before the first 429");
+    let wait: u64 = refused
+        .header("retry-after")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no Retry-After: {refused:?}"));
+    assert!((1..=2).contains(&wait), "{refused:?}");
+    assert!(!refused.text().contains("iso bytes"), "{refused:?}");
+    let home = from("203.0.113.1", "/");
+    assert_eq!((home.status, home.text().as_str()), (200, "home"));
+    if l != Listener::Axum {
+        let other = from("203.0.113.2", "/downloads/big.iso");
+        assert_eq!((other.status, other.text().as_str()), (200, "iso bytes"));
+        for _ in 0..5 {
+            let exempt = from("198.51.100.7", "/downloads/big.iso");
+            assert_eq!(exempt.status, 200, "{exempt:?}");
+        }
+        let after = metric().unwrap();
+        assert!(after >= before.unwrap() + 1.0, "{before:?} -> {after}");
+    }
+    std::thread::sleep(std::time::Duration::from_secs(wait));
+    let again = from("203.0.113.1", "/downloads/big.iso");
+    assert_eq!((again.status, again.text().as_str()), (200, "iso bytes"));
+}
+
 /// Runs each test on each listener named in the brackets: a module per
 /// test, a `#[test]` per listener.
 macro_rules! on_listeners {
@@ -566,6 +646,7 @@ on_listeners!(
     allow_judges_the_client_address,
     cors_preflight_and_responses,
     no_side_door_into_a_protected_tree,
+    rate_limit_refuses_a_client_over_its_rate,
 );
 
 /// curl against a daemon's plaintext listener.
@@ -639,6 +720,28 @@ fn command_line_one_liners() {
     // Real files stay themselves; a missing asset is a 404, not the shell.
     assert_eq!(curl_plain(&d, "/files/a.txt", &[]).text(), "a");
     assert_eq!(curl_plain(&d, "/files/gone.js", &[]).status, 404);
+}
+
+/// `--rate-limit` limits every path for each client, and the refusals
+/// show in `/metrics` under the one-liner's rule.
+#[test]
+fn command_line_rate_limit() {
+    let tree = Tree::new();
+    tree.write("a.txt", b"a");
+    tree.write("b/c.txt", b"c");
+    let d = common::Daemon::start(&tree.root, &["--rate-limit", "1/m"]);
+    assert_eq!(curl_plain(&d, "/a.txt", &[]).status, 200);
+    let refused = curl_plain(&d, "/b/c.txt", &[]);
+    assert_eq!(refused.status, 429, "{refused:?}");
+    let wait: u32 = refused.header("retry-after").unwrap().parse().unwrap();
+    assert!((55..=60).contains(&wait), "{refused:?}");
+    let m = d.metrics();
+    let series = "fileserver_rate_limited_total{site=\"default\",rule=\"1\"}";
+    assert_eq!(common::metric(&m, series), Some(1.0), "{m}");
+    assert!(m.contains("# TYPE fileserver_rate_limited_total counter"));
+    // Counted under its code, not `other`.
+    let code = |c| common::metric_sum(&m, "fileserver_http_requests_total", &[("code", c)]);
+    assert_eq!(code("429"), Some(1.0), "{m}");
 }
 
 /// A capture that would end inside a character (`*` then `?` on `é`,
@@ -935,6 +1038,61 @@ cors = { origins = ["*"], credentials = true }
     let (code, err) =
         check_config("[[rules]]\npath = \"/\"\nerror_pages = { \"404\" = \"/404.html\" }\n");
     assert_eq!(code, Some(0), "{err}");
+}
+
+/// Each nonsense `rate_limit` is named by its rule and field, the
+/// one-liner by its key.
+#[test]
+fn check_config_refuses_nonsense_rate_limits() {
+    let (code, err) = check_config(
+        r#"
+rate_limit = "fast"
+
+[[rules]]
+path = "/a/**"
+rate_limit = { rate = "0/s" }
+
+[[rules]]
+path = "/b/**"
+rate_limit = { rate = "20001/s" }
+
+[[rules]]
+path = "/c/**"
+rate_limit = { rate = "5/s", burst = 0 }
+
+[[rules]]
+path = "/d/**"
+rate_limit = { rate = "5/s", key = "ip" }
+
+[[rules]]
+path = "/e/**"
+rate_limit = { rate = "5/s", exempt = ["10.0.0.0/33"] }
+
+[[rules]]
+path = "/f/**"
+rate_limit = { rate = "5/d" }
+
+[[rules]]
+path = "/ok/**"
+rate_limit = { rate = "600/m", burst = 100, key = "rule", exempt = ["::1", "10.0.0.0/8"] }
+"#,
+    );
+    assert_eq!(code, Some(2), "{err}");
+    for needle in [
+        "`rate_limit`: rate `fast` is not N/s, N/m or N/h",
+        "`rules[1].rate_limit`: rate `0/s` is not",
+        "`rules[2].rate_limit`: rate `20001/s` is more than 10000/s",
+        "`rules[3].rate_limit`: burst must be at least 1",
+        "`rules[4].rate_limit`: key `ip` is not `client` or `rule`",
+        "`rules[5].rate_limit`: exempt: `10.0.0.0/33`",
+        "`rules[6].rate_limit`: rate `5/d`",
+    ] {
+        assert!(err.contains(needle), "missing {needle:?} in:\n{err}");
+    }
+    assert!(!err.contains("rules[7]"), "{err}");
+    let (code, err) = check_config("[[rules]]\nrate_limit = { rate = \"1/s\", burts = 2 }\n");
+    assert_eq!(code, Some(2));
+    assert!(err.contains("rules[1]") && err.contains("burts"), "{err}");
 }
 
 /// SIGHUP applies changed rules; failed credentials are counted, and the
@@ -1244,6 +1402,34 @@ fn the_shipped_recipes_check_and_work() {
     );
     assert_eq!(host("elsewhere.example", "/").0, 403);
     assert_eq!(host("elsewhere.example", "/index.html").0, 403);
+    // crawlers.toml: downloads after their burst of 10, then pages and
+    // listings after theirs, get 429 and the page; the office does not,
+    // nor does an asset.
+    let t = Tree::new();
+    t.write("downloads/a.iso", b"iso");
+    t.write("docs/index.html", b"docs");
+    t.write("app.js", b"js");
+    t.write("slow-down.html", b"slow down");
+    let d = start("crawlers.toml", &t, &[]);
+    let until_refused = |path: &str, most: usize| {
+        for n in 0..most {
+            let r = curl_plain(&d, path, &[]);
+            if r.status == 429 {
+                return (n, r);
+            }
+            assert_eq!(r.status, 200, "{path}: {r:?}");
+        }
+        panic!("{path}: never refused in {most}");
+    };
+    let (served, r) = until_refused("/downloads/a.iso", 20);
+    assert!(served >= 10, "{served}");
+    assert!(r.header("retry-after").is_some(), "{r:?}");
+    let office = ["-H", "X-Forwarded-For: 10.1.2.3"];
+    assert_eq!(curl_plain(&d, "/downloads/a.iso", &office).status, 200);
+    let (served, r) = until_refused("/docs/", 200);
+    assert!(served >= 20, "{served}");
+    assert_eq!((r.status, r.text().as_str()), (429, "slow down"));
+    assert_eq!(curl_plain(&d, "/app.js", &[]).status, 200);
 }
 
 /// `[[sites]]`: each name gets its own root and rules, on every daemon

@@ -59,6 +59,14 @@ pub fn table_fields() -> Vec<(String, toml::Value)> {
         &mut out,
     );
     fields(&siterules::CorsSpec::default(), "rules[].cors", &mut out);
+    let limit = "rules[].rate_limit";
+    fields(&siterules::RateLimitSpec::default(), limit, &mut out);
+    // Unset by default (the rate's second, rounded up), so the default
+    // above leaves it out; its line says what unset means.
+    out.push((
+        format!("{limit}.burst"),
+        toml::Value::String("unset".into()),
+    ));
     fields(&SiteConfig::default(), "sites[]", &mut out);
     out
 }

@@ -1,11 +1,11 @@
 //! Sites and their rules: `[[rules]]`, the one-liners every site shares
-//! (`https_redirect`, `headers`, `cors`, `spa`) and the virtual hosts
-//! (`[[sites]]`), compiled into `siterules::Rules` per site.
+//! (`https_redirect`, `headers`, `cors`, `rate_limit`, `spa`) and the
+//! virtual hosts (`[[sites]]`), compiled into `siterules::Rules` per site.
 
 use super::restart::Restart;
 use super::{err, ConfigError, Settings};
 use serde::{Deserialize, Serialize};
-use siterules::{CorsSpec, HostPattern, RuleSpec, Rules};
+use siterules::{CorsSpec, HostPattern, RateLimitSpec, RuleSpec, Rules};
 use std::path::PathBuf;
 
 /// The site keys of the top table.
@@ -20,6 +20,9 @@ pub struct SitesConfig {
     pub headers: Vec<String>,
     /// Origins allowed cross-origin requests to every path (`*`: any).
     pub cors: Vec<String>,
+    /// Requests each client may make to every path (`20/s`, `600/m`);
+    /// empty: no limit.
+    pub rate_limit: String,
     /// Per-path rules of the default site, in order (`[[rules]]`).
     pub rules: Vec<RuleSpec>,
     /// Virtual hosts: sites with their own root, chosen by `Host`
@@ -36,7 +39,7 @@ pub struct SiteConfig {
     /// Its directory.
     pub root: PathBuf,
     /// Its rules (`[[sites.rules]]`), before the one-liners every site
-    /// shares (`https_redirect`, `headers`, `cors`, `spa`).
+    /// shares (`https_redirect`, `headers`, `cors`, `rate_limit`, `spa`).
     pub rules: Vec<RuleSpec>,
     /// Obtain a certificate for its `hosts` through `[acme]` (one
     /// certificate per site; wildcard names cannot be).
@@ -96,10 +99,11 @@ impl Settings {
 impl SitesConfig {
     /// A site's rules: `rules` (under `key`) in order, so a rule's
     /// position is the same in every message, then `https_redirect`
-    /// (to `tls_listen`'s port), `headers`, `cors` and `spa`: every
-    /// path's one-liners, after which a `[[rules]]` table's redirect,
-    /// `try_files` or `cors` for a path comes first, and a `headers` line
-    /// sets its field last.
+    /// (to `tls_listen`'s port), `headers`, `cors`, `rate_limit` and
+    /// `spa`: every path's one-liners, after which a `[[rules]]` table's
+    /// redirect, `try_files` or `cors` for a path comes first, and a
+    /// `headers` line sets its field last. Each site compiles its own
+    /// `rate_limit` rule: a client's requests to two sites count apart.
     pub(super) fn rules(
         &self,
         rules: &[RuleSpec],
@@ -131,7 +135,8 @@ impl SitesConfig {
         Rules::compile(&specs).unwrap_or_default()
     }
 
-    /// `headers`, `cors` and `spa` as rules, each under its key.
+    /// `headers`, `cors`, `rate_limit` and `spa` as rules, each under its
+    /// key.
     fn one_liners(&self, e: &mut Vec<ConfigError>) -> Vec<(&'static str, RuleSpec)> {
         let mut out = Vec::new();
         if !self.headers.is_empty() {
@@ -161,6 +166,17 @@ impl SitesConfig {
                 ..RuleSpec::default()
             };
             out.push(("cors", spec));
+        }
+        if !self.rate_limit.is_empty() {
+            let limit = RateLimitSpec {
+                rate: self.rate_limit.clone(),
+                ..RateLimitSpec::default()
+            };
+            let spec = RuleSpec {
+                rate_limit: Some(limit),
+                ..RuleSpec::default()
+            };
+            out.push(("rate_limit", spec));
         }
         if self.spa {
             let spa = RuleSpec {

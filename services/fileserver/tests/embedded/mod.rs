@@ -127,6 +127,14 @@ impl Server {
         }
     }
 
+    /// The daemon's `/metrics` (`None`: the example has no admin listener).
+    pub(crate) fn metrics(&self) -> Option<String> {
+        match &self._running {
+            Running::Daemon(d) => Some(d.metrics()),
+            Running::Embedded(_) => None,
+        }
+    }
+
     pub(crate) fn url(&self, path: &str) -> String {
         let scheme = if self.tls.is_some() { "https" } else { "http" };
         format!("{scheme}://{}{}", self.http, path)
