@@ -601,3 +601,31 @@ fn a_paced_http3_download_takes_its_rate() {
         "{took:?} for 3 MiB, want {want:?}"
     );
 }
+
+/// A rule's `rate_limit` holds on HTTP/3 too: past the burst, 429 with
+/// `Retry-After`, on that path only.
+#[test]
+fn a_rate_limit_answers_429_over_http3() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("c.toml");
+    std::fs::write(
+        &cfg,
+        "[[rules]]\npath = \"/small.txt\"\nrate_limit = { rate = \"1/m\", burst = 2 }\n",
+    )
+    .unwrap();
+    let f = fixture(&["--config", cfg.to_str().unwrap()]);
+    let asks: Vec<(&str, Vec<(&str, String)>)> = (0..4)
+        .map(|_| ("/small.txt", vec![]))
+        .chain([("/dir/index.html", vec![])])
+        .collect();
+    let got = f.h3("GET", &asks);
+    let status = |v: &Value| v["status"].as_u64().unwrap();
+    let ok = got[..4].iter().filter(|v| status(v) == 200).count();
+    let limited: Vec<&Value> = got[..4].iter().filter(|v| status(v) == 429).collect();
+    assert_eq!((ok, limited.len()), (2, 2), "{got:?}");
+    assert!(
+        limited[0]["headers"]["retry-after"].as_str().is_some(),
+        "{got:?}"
+    );
+    assert_eq!(status(&got[4]), 200, "another path is not limited");
+}
