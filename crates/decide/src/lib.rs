@@ -359,7 +359,21 @@ pub async fn decide_checked<'a>(
         Ok(p) if !rules.is_empty() => Some(rules.matching(&facts(head, p.rel))),
         _ => None,
     };
-    d.answer = match matched.as_ref().filter(|m| !m.is_empty()) {
+    // Rules that only limit the rate: once a request is admitted, it is
+    // answered as if no rule matched. small_random with a limit on every
+    // path, against no rule: 1.39x the instructions per request through
+    // the whole rules path, 1.16x this way (callgrind; CPU per request
+    // 1.07x -> 0.97x of the build before limits, in the harness).
+    let only_limits = matched.as_ref().is_some_and(|m| m.only_limits());
+    let refused = matched
+        .as_ref()
+        .filter(|_| only_limits)
+        .and_then(|m| m.rate_limited(head.client, std::time::Instant::now()));
+    d.answer = match matched.as_ref().filter(|m| !m.is_empty() && !only_limits) {
+        _ if refused.is_some() => {
+            d.retry_after = refused.map(|r| r.retry_after);
+            Answer::Plan(Box::new(plan::error(head.method, 429, "")))
+        }
         None => match decider.answer(norm).await {
             // No rule names this path, but a symlink may lead into a
             // guarded tree: judged by where the file really is.

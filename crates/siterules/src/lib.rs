@@ -354,6 +354,19 @@ impl PartialEq for Rules {
 impl Eq for Rules {}
 
 impl Rule {
+    /// A `rate_limit` and nothing else: the request goes on as if no rule
+    /// matched once the limit admits it.
+    fn only_limits(&self) -> bool {
+        self.rate_limit.is_some()
+            && self.edits.is_empty()
+            && self.redirect.is_none()
+            && self.rewrite.is_none()
+            && self.try_files.is_empty()
+            && self.error_pages.is_empty()
+            && !self.guards()
+            && self.cors.is_none()
+    }
+
     fn guards(&self) -> bool {
         self.auth.is_some() || !self.allow.is_empty() || !self.deny.is_empty()
     }
@@ -503,6 +516,12 @@ impl<'r> Matched<'r> {
     /// The first matching CORS policy.
     pub fn cors(&self) -> Option<&'r Cors> {
         self.each().find_map(|r| r.cors.as_ref())
+    }
+
+    /// Every matching rule is a `rate_limit` alone (none at all: false),
+    /// so an admitted request is answered as if none matched.
+    pub fn only_limits(&self) -> bool {
+        !self.hits.is_empty() && self.each().all(Rule::only_limits)
     }
 
     /// Counts a request of `client` (the address the guards judge;
