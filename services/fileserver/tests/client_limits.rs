@@ -183,6 +183,14 @@ fn assert_paced(took: Duration, len: usize, after: u64, what: &str) {
     );
 }
 
+/// How long `url`'s whole body (`BIG` bytes) takes to come.
+fn download(c: &reqwest::blocking::Client, url: &str) -> Duration {
+    let t0 = Instant::now();
+    let body = c.get(url).send().unwrap().bytes().unwrap();
+    assert_eq!(body.len(), BIG);
+    t0.elapsed()
+}
+
 fn big_tree() -> Tree {
     let tree = tree();
     tree.write("big.bin", &vec![7u8; BIG]);
@@ -196,36 +204,17 @@ fn a_paced_download_takes_its_rate_on_http1_and_https() {
     let rate = RATE.to_string();
     let (d, https) = ca.https_daemon(&tree.root, &["--limit-rate", &rate]);
     let plain = common::client();
-    let t0 = Instant::now();
-    let body = plain
-        .get(d.url("/big.bin"))
-        .send()
-        .unwrap()
-        .bytes()
-        .unwrap();
-    assert_eq!(body.len(), BIG);
-    assert_paced(t0.elapsed(), BIG, 0, "HTTP/1.1");
-    let tls = ca.client(false);
-    let t0 = Instant::now();
+    assert_paced(download(&plain, &d.url("/big.bin")), BIG, 0, "HTTP/1.1");
     let url = format!("https://localhost:{}/big.bin", https.port());
-    let body = tls.get(url).send().unwrap().bytes().unwrap();
-    assert_eq!(body.len(), BIG);
-    assert_paced(t0.elapsed(), BIG, 0, "HTTPS HTTP/1.1");
+    assert_paced(download(&ca.client(false), &url), BIG, 0, "HTTPS HTTP/1.1");
     // The first limit_rate_after bytes go at full speed.
     drop(d);
     let d = Daemon::start(
         &tree.root,
         &["--limit-rate", &rate, "--set", "limit_rate_after=2097152"],
     );
-    let t0 = Instant::now();
-    let body = plain
-        .get(d.url("/big.bin"))
-        .send()
-        .unwrap()
-        .bytes()
-        .unwrap();
-    assert_eq!(body.len(), BIG);
-    assert_paced(t0.elapsed(), BIG, 2 << 20, "HTTP/1.1 after 2 MiB");
+    let took = download(&plain, &d.url("/big.bin"));
+    assert_paced(took, BIG, 2 << 20, "HTTP/1.1 after 2 MiB");
 }
 
 /// On one HTTP/2 connection (h2c), a paced download does not hold back
