@@ -12,7 +12,7 @@ use crate::accesslog::RequestLine;
 use crate::exchange::Exchange;
 use crate::state::{ConnContext, Live};
 use bytes::Bytes;
-use http::header::{HeaderValue, REFERER, SERVER, USER_AGENT};
+use http::header::{HeaderValue, DATE, REFERER, SERVER, USER_AGENT};
 use http::{Request, Response};
 use http_body::{Body as HttpBody, Frame, SizeHint};
 use std::cell::RefCell;
@@ -108,6 +108,14 @@ impl Responder {
             parts
                 .headers
                 .insert(SERVER, HeaderValue::from_static(httpfile::encode::SERVER));
+            // The TCP engines write Date with every head; h3 adds none.
+            if !parts.headers.contains_key(DATE) {
+                httpfile::date::with_now(|_, date| {
+                    if let Ok(v) = HeaderValue::from_bytes(date) {
+                        parts.headers.insert(DATE, v);
+                    }
+                });
+            }
             let status = parts.status.as_u16();
             let body = Logged {
                 body,
