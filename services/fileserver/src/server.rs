@@ -787,7 +787,7 @@ fn reload(
 ) -> Result<(), String> {
     let loaded =
         crate::config::load(sources).and_then(|(new, _)| crate::config::reload(&new, started));
-    let new = match loaded {
+    let mut new = match loaded {
         Ok(r) => {
             for key in r.waiting {
                 tracing::warn!("reload: `{key}` changed but only takes effect after a restart");
@@ -827,7 +827,19 @@ fn reload(
     if let Err(e) = set_log_level(&new.log_level) {
         tracing::error!("reload: log_level: {e}");
     }
-    let old_rules = shared.live().0.s.serve.rules.clone();
+    // Rules written the same keep their compiled state: the buckets of
+    // their rate limits (a reload is no way around a limit) and counters.
+    let running = shared.live().0;
+    let old_rules = running.s.serve.rules.clone();
+    if new.serve.rules == old_rules {
+        new.serve.rules = old_rules.clone();
+    }
+    for (site, was) in new.sites.iter_mut().zip(&running.s.sites) {
+        if site.serve.rules == was.serve.rules {
+            site.serve.rules = was.serve.rules.clone();
+        }
+    }
+    drop(running);
     match make_live(&new, &shared.files, &shared.access_dropped) {
         Ok((live, thread)) => {
             shared.set_live(live);

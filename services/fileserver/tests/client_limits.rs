@@ -332,3 +332,39 @@ fn memory_stays_flat_under_100_000_client_addresses() {
     }
     assert!(statuses.contains(&429), "{statuses:?}");
 }
+
+/// A reload that leaves the rules as they were keeps their rate limits'
+/// state: a client over its rate is still refused after it, and the
+/// refusals counted before are still counted.
+#[test]
+fn a_reload_is_no_way_around_a_rate_limit() {
+    let tree = tree();
+    tree.write("b.txt", b"other");
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("c.toml");
+    let rule = "[[rules]]\npath = \"/a.txt\"\nrate_limit = { rate = \"1/m\", burst = 1 }\n";
+    std::fs::write(&cfg, format!("cache_control = \"first\"\n{rule}")).unwrap();
+    let d = Daemon::start(&tree.root, &["--config", cfg.to_str().unwrap()]);
+    let get = || common::client().get(d.url("/a.txt")).send().unwrap();
+    assert_eq!(get().status(), 200);
+    assert_eq!(get().status(), 429);
+    let counted = || {
+        let m = d.metrics();
+        common::metric(
+            &m,
+            "fileserver_rate_limited_total{site=\"default\",rule=\"1\"}",
+        )
+    };
+    assert_eq!(counted(), Some(1.0));
+    std::fs::write(&cfg, format!("cache_control = \"second\"\n{rule}")).unwrap();
+    d.signal(libc::SIGHUP);
+    assert!(d.wait_stderr("configuration reloaded", Duration::from_secs(5)));
+    assert_eq!(get().status(), 429, "the reload refilled the bucket");
+    let other = common::client().get(d.url("/b.txt")).send().unwrap();
+    assert_eq!(
+        other.headers()["cache-control"],
+        "second",
+        "the reload did not apply"
+    );
+    assert_eq!(counted(), Some(2.0));
+}
