@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Coverage-guided fuzzing with cargo-fuzz (libFuzzer, AddressSanitizer) of
 # the targets in fuzz/fuzz_targets: the HPACK decoder, the HTTP/2
-# connection, the daemon's HTTP/1.1 head parser, httpfile's field readings
-# and siterules (what each checks: CONTRIBUTING.md, "Fuzzing"). Each target
+# connection, the daemon's HTTP/1.1 head parser and PROXY header reader,
+# httpfile's field readings and siterules (what each checks:
+# CONTRIBUTING.md, "Fuzzing"). Each target
 # runs for SECONDS against its committed corpus (fuzz/corpus/<target>,
 # read only) and what earlier runs on this machine found
 # ($CARGO_TARGET_DIR/fuzz/corpus/<target>, where new inputs go), with its
