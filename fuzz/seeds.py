@@ -4,7 +4,8 @@ in each target's input format, from the byte strings of the crates' tests:
 RFC 7541 Appendix C and the decoder's unit tests (hpack), the frames of
 crates/h2wire/tests/rules.rs, services/fileserver/tests/corpus/fuzz_regressions.txt
 and the parser's unit tests (HTTP/1.1 heads), crates/httpfile/tests/corpus/
-fuzz_regressions.txt and the conditional and Accept-Encoding unit tests.
+fuzz_regressions.txt and the conditional and Accept-Encoding unit tests,
+and the PROXY protocol reader's unit tests (proxy_header).
 siterules_compile reads `arbitrary`'s format, which is not written by hand:
 its corpus grows from its dictionary (fuzz/dict/siterules_compile.dict, the
 globs, placeholders and values of config/fileserver.toml's rules and the
@@ -291,11 +292,25 @@ def httpfile_seeds():
     write(t, "options", params(method=2, present=0x0001) + b"bytes=0-1")
 
 
+def proxy_seeds():
+    """The headers of services/fileserver/src/http/proxy_protocol.rs's
+    unit tests and tests/proxy_protocol.rs, each complete."""
+    t = "proxy_header"
+    write(t, "v1-tcp4", b"PROXY TCP4 203.0.113.7 192.0.2.1 51000 443\r\nGET / HTTP/1.1\r\n")
+    write(t, "v1-tcp6", b"PROXY TCP6 2001:db8::7 2001:db8::1 4000 443\r\n")
+    write(t, "v1-unknown", b"PROXY UNKNOWN\r\n")
+    sig = b"\r\n\r\n\x00\r\nQUIT\n"
+    v4 = bytes([203, 0, 113, 7, 192, 0, 2, 1]) + struct.pack(">HH", 51000, 443)
+    write(t, "v2-tcp4", sig + bytes([0x21, 0x11]) + struct.pack(">H", len(v4)) + v4)
+    write(t, "v2-local", sig + bytes([0x20, 0x00, 0x00, 0x00]))
+
+
 def main():
     hpack_seeds()
     h2_seeds()
     http1_seeds()
     httpfile_seeds()
+    proxy_seeds()
     total = 0
     for root, _, files in os.walk(os.path.join(HERE, "corpus")):
         total += sum(os.path.getsize(os.path.join(root, f)) for f in files)
