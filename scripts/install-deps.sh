@@ -18,9 +18,12 @@ SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 # DNS, which the ACME tests start on loopback (services/fileserver/tests/acme.rs).
 # wine, wine64, gcc-mingw-w64-x86-64-win32: the Windows build of the crates,
 # cross-compiled and its tests run under Wine (scripts/windows-tests.sh).
+# haproxy: the TCP load balancer (PROXY protocol) in front of two replicas
+# in services/fileserver/tests/fleet.rs.
 pkgs=(prometheus nginx-light wrk curl wfuzz systemd nghttp2-client strace python3-venv util-linux
       fonts-dejavu-core valgrind linux-perf lighttpd lighttpd-mod-openssl lighttpd-mod-deflate h2o caddy
-      python3-httpx python3-h2 chromium openssl pebble wine wine64 gcc-mingw-w64-x86-64-win32)
+      python3-httpx python3-h2 chromium openssl pebble wine wine64 gcc-mingw-w64-x86-64-win32
+      haproxy)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then

@@ -7,55 +7,12 @@
 
 mod common;
 
-use common::tls::TestCa;
+use common::tls::{s_client, TestCa};
 use common::{bin, Daemon, Tree};
-use std::io::Write;
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
-
-/// One HTTP/1.0 request over `openssl s_client`, saving the session to
-/// `out` or resuming it from `resume`: whether the handshake was a
-/// resumption.
-fn s_client(addr: SocketAddr, ca: &Path, resume: Option<&Path>, out: Option<&Path>) -> bool {
-    let mut c = Command::new("openssl");
-    c.args([
-        "s_client",
-        "-connect",
-        &addr.to_string(),
-        "-servername",
-        "localhost",
-    ])
-    .arg("-CAfile")
-    .arg(ca)
-    .args(["-tls1_3", "-ign_eof"]);
-    if let Some(p) = resume {
-        c.arg("-sess_in").arg(p);
-    }
-    if let Some(p) = out {
-        c.arg("-sess_out").arg(p);
-    }
-    let mut child = c
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("openssl");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(b"GET /a.txt HTTP/1.0\r\nHost: localhost\r\n\r\n")
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        text.contains("HTTP/1.0 200") || text.contains("HTTP/1.1 200"),
-        "{text}"
-    );
-    text.contains("Reused, TLSv1.3")
-}
 
 fn replica(tree: &Tree, ca: &TestCa, keys: Option<&Path>) -> (Daemon, SocketAddr) {
     let mut extra = Vec::new();

@@ -180,3 +180,50 @@ impl TestCa {
         super::read_until_close(&mut s)
     }
 }
+
+/// One HTTP/1.0 request over `openssl s_client`, saving the session to
+/// `out` or resuming it from `resume`: whether the handshake was a
+/// resumption.
+pub(crate) fn s_client(
+    addr: SocketAddr,
+    ca: &std::path::Path,
+    resume: Option<&std::path::Path>,
+    out: Option<&std::path::Path>,
+) -> bool {
+    let mut c = std::process::Command::new("openssl");
+    c.args([
+        "s_client",
+        "-connect",
+        &addr.to_string(),
+        "-servername",
+        "localhost",
+    ])
+    .arg("-CAfile")
+    .arg(ca)
+    .args(["-tls1_3", "-ign_eof"]);
+    if let Some(p) = resume {
+        c.arg("-sess_in").arg(p);
+    }
+    if let Some(p) = out {
+        c.arg("-sess_out").arg(p);
+    }
+    let mut child = c
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("openssl");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"GET /a.txt HTTP/1.0\r\nHost: localhost\r\n\r\n")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("HTTP/1.0 200") || text.contains("HTTP/1.1 200"),
+        "{text}"
+    );
+    text.contains("Reused, TLSv1.3")
+}
