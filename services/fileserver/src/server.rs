@@ -985,11 +985,14 @@ impl ConnSlot {
 /// Takes one of `peer`'s connections under `max_connections_per_client`:
 /// `Err` when it has them all (the connection is to be closed unserved),
 /// `Ok(None)` when no limit applies to it (none set, or a trusted proxy).
-fn client_slot(w: &Worker, peer: std::net::IpAddr) -> Result<Option<std::net::IpAddr>, ()> {
-    let live = w.shared.live().0;
-    let limits = &live.s.limits;
+fn client_slot(
+    w: &Worker,
+    s: &Settings,
+    peer: std::net::IpAddr,
+) -> Result<Option<std::net::IpAddr>, ()> {
+    let limits = &s.limits;
     let max = limits.max_connections_per_client;
-    if max == 0 || live.s.trusted_proxies.iter().any(|n| n.contains(peer)) {
+    if max == 0 || s.trusted_proxies.iter().any(|n| n.contains(peer)) {
         return Ok(None);
     }
     let client = crate::clients::client_of(peer, limits.client_ipv6_prefix);
@@ -1133,11 +1136,12 @@ async fn accept_quic(w: &Rc<Worker>, endpoint: &quinn::Endpoint) {
                 None => break,
             },
         };
-        let Ok(client) = client_slot(w, incoming.remote_address().ip()) else {
+        let live = w.shared.live().0;
+        let Ok(client) = client_slot(w, &live.s, incoming.remote_address().ip()) else {
             incoming.refuse();
             continue;
         };
-        let max = w.shared.live().0.s.limits.max_connections;
+        let max = live.s.limits.max_connections;
         if w.shared.active_conns.fetch_add(1, Relaxed) >= max {
             w.shared.active_conns.fetch_sub(1, Relaxed);
             if let Some(c) = client {
@@ -1176,15 +1180,15 @@ async fn accept_loop(w: &Rc<Worker>, listener: tokio::net::TcpListener, kind: Li
                 Ok((mut stream, peer)) => {
                     // A balancer's connection names its client in a PROXY
                     // header, read in the task; it is limited as that client.
-                    let proxy = {
-                        let live = w.shared.live().0;
-                        let p = &live.s.proxy_protocol;
-                        p.from.iter().any(|n| n.contains(peer.ip())).then_some(p.timeout)
-                    };
+                    // Not held while accept waits: a reload's old settings
+                    // (and their access log file) are let go.
+                    let live = w.shared.live().0;
+                    let p = &live.s.proxy_protocol;
+                    let proxy = p.from.iter().any(|n| n.contains(peer.ip())).then_some(p.timeout);
                     // Over its share: closed unserved, before TLS.
                     let client = match proxy {
                         Some(_) => None,
-                        None => match client_slot(w, peer.ip()) {
+                        None => match client_slot(w, &live.s, peer.ip()) {
                             Ok(c) => c,
                             Err(()) => continue,
                         },
@@ -1208,7 +1212,8 @@ async fn accept_loop(w: &Rc<Worker>, listener: tokio::net::TcpListener, kind: Li
                                     return;
                                 }
                             }
-                            match client_slot(&slot.w, peer.ip()) {
+                            let live = slot.w.shared.live().0;
+                            match client_slot(&slot.w, &live.s, peer.ip()) {
                                 Ok(c) => slot.client = c,
                                 Err(()) => return,
                             }
