@@ -333,6 +333,8 @@ struct Bound {
     /// Each worker's listeners.
     workers: Vec<WorkerListeners>,
     http_addr: SocketAddr,
+    /// `listen`'s other addresses, as bound (a port 0 resolved).
+    http_more: Vec<SocketAddr>,
     tls_addr: Option<SocketAddr>,
     admin: std::net::TcpListener,
 }
@@ -379,13 +381,32 @@ fn bind(s: &Settings, activated: crate::sysd::Activated) -> anyhow::Result<Bound
             ))
         })?,
     };
+    // `listen`'s other addresses: one SO_REUSEPORT socket per worker each.
+    let mut more: Vec<Vec<std::net::TcpListener>> = (0..s.workers).map(|_| Vec::new()).collect();
+    let mut http_more = Vec::new();
+    for &a in &s.listen_more {
+        let (sockets, bound) = reuseport_listeners(a, s.workers).map_err(|e| {
+            anyhow::anyhow!(listen_error(a, "listen", "-p PORT or --listen ADDR", &e))
+        })?;
+        http_more.push(bound);
+        for (w, l) in more.iter_mut().zip(sockets) {
+            w.push(l);
+        }
+    }
     let workers = listeners
         .into_iter()
+        .zip(more)
         .zip(tls_listeners)
         .zip(quic_sockets)
-        .map(|((plain, tls), quic)| WorkerListeners { plain, tls, quic })
+        .map(|(((plain, more), tls), quic)| WorkerListeners {
+            plain,
+            more,
+            tls,
+            quic,
+        })
         .collect();
     Ok(Bound {
+        http_more,
         workers,
         http_addr,
         tls_addr,
@@ -402,6 +423,7 @@ impl Bound {
             .map_err(|e| anyhow::anyhow!("admin listener: {e}"))?;
         Ok(Addrs {
             http: self.http_addr,
+            http_more: self.http_more.clone(),
             tls: self.tls_addr,
             admin,
             offload,
@@ -489,6 +511,7 @@ fn spawn_workers(
 /// The addresses a start names.
 struct Addrs {
     http: SocketAddr,
+    http_more: Vec<SocketAddr>,
     tls: Option<SocketAddr>,
     admin: SocketAddr,
     /// Why TLS runs in userspace (with `tls`).
@@ -503,6 +526,11 @@ fn announce(s: &Settings, shared: &Shared, a: &Addrs) {
     let (backend, why) = (backend.as_str(), why.as_str());
     let fd_limit = shared.files.fd_limit();
     let (http_addr, admin_addr, tls_addr, offload) = (a.http, a.admin, a.tls, a.offload);
+    // Every HTTP address, the first (the one clients and tests read) first.
+    let http_all = std::iter::once(http_addr)
+        .chain(a.http_more.iter().copied())
+        .map(|a| a.to_string())
+        .collect::<Vec<_>>();
     let tls_part = match (tls_addr, offload) {
         (Some(addr), Some(reason)) => {
             tracing::debug!(%addr, reason, "HTTPS (h2, http/1.1) with userspace TLS (rustls)");
@@ -529,7 +557,8 @@ fn announce(s: &Settings, shared: &Shared, a: &Addrs) {
         use std::io::Write;
         let line = match s.log_format {
             crate::config::LogFormat::Text => format!(
-                "listening http={http_addr}{tls_part} admin={admin_addr} workers={} backend={backend} fd_limit={fd_limit} rules={} url={url} root={}",
+                "listening http={}{tls_part} admin={admin_addr} workers={} backend={backend} fd_limit={fd_limit} rules={} url={url} root={}",
+                http_all.join(","),
                 s.workers,
                 s.serve.rules.len(),
                 root.display()
@@ -540,6 +569,7 @@ fn announce(s: &Settings, shared: &Shared, a: &Addrs) {
                 "fields": {
                     "message": "listening",
                     "http": http_addr.to_string(),
+                    "http_more": &http_all[1..],
                     "https": tls_addr.map(|a| a.to_string()),
                     "http3": tls_addr.filter(|_| s.http3.is_some()).map(|a| a.to_string()),
                     "tls_offload_off": offload,
@@ -891,6 +921,8 @@ fn reload(
 /// HTTPS one.
 struct WorkerListeners {
     plain: std::net::TcpListener,
+    /// Its sockets of `listen`'s other addresses.
+    more: Vec<std::net::TcpListener>,
     tls: Option<std::net::TcpListener>,
     /// HTTP/3's UDP socket.
     quic: Option<std::net::UdpSocket>,
@@ -1056,6 +1088,14 @@ async fn run_worker(w: Rc<Worker>, listeners: WorkerListeners, ready: std::sync:
     let Some(plain) = tokio_listener(listeners.plain) else {
         return;
     };
+    let Some(more) = listeners
+        .more
+        .into_iter()
+        .map(tokio_listener)
+        .collect::<Option<Vec<_>>>()
+    else {
+        return;
+    };
     let tls = match listeners.tls.map(tokio_listener) {
         Some(None) => return,
         Some(Some(l)) => Some(l),
@@ -1087,7 +1127,16 @@ async fn run_worker(w: Rc<Worker>, listeners: WorkerListeners, ready: std::sync:
             accept_quic(&w, e).await;
         }
     };
-    tokio::join!(accept_loop(&w, plain, Listener::Plain), tls_loop, quic_loop);
+    let more_loops = futures_util::future::join_all(
+        more.into_iter()
+            .map(|l| accept_loop(&w, l, Listener::Plain)),
+    );
+    tokio::join!(
+        accept_loop(&w, plain, Listener::Plain),
+        more_loops,
+        tls_loop,
+        quic_loop
+    );
     w.conn.stopping.set();
     let deadline = Instant::now() + w.shared.live().0.s.shutdown_timeout;
     while w.local_conns.get() > 0 && Instant::now() < deadline {

@@ -169,3 +169,64 @@ fn dash_p_moves_the_admin_listener_and_a_held_admin_port_says_what_to_do() {
         "{err}"
     );
 }
+
+/// `listen` with several addresses (a TOML array, or commas on the
+/// command line): each is bound and served alike, and the start line
+/// names each, the first first.
+#[test]
+fn several_listen_addresses_are_each_served() {
+    let tree = common::Tree::new();
+    tree.write("a.txt", b"hello");
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("c.toml");
+    std::fs::write(&cfg, "listen = [\"127.0.0.1:0\", \"127.0.0.2:0\"]\n").unwrap();
+    let mut cmd = std::process::Command::new(common::bin());
+    cmd.arg("--root")
+        .arg(&tree.root)
+        .args(["--admin-listen", "127.0.0.1:0", "--config"])
+        .arg(&cfg);
+    let d = common::Daemon::spawn(cmd);
+    // The start line is handed over before it is kept in the log's copy.
+    assert!(d.wait_stderr("listening ", std::time::Duration::from_secs(5)));
+    let line = d.stderr_text();
+    let http = line
+        .lines()
+        .find(|l| l.starts_with("listening "))
+        .and_then(|l| l.split(' ').find_map(|kv| kv.strip_prefix("http=")))
+        .unwrap()
+        .to_string();
+    let addrs: Vec<std::net::SocketAddr> = http.split(',').map(|a| a.parse().unwrap()).collect();
+    assert_eq!(addrs.len(), 2, "{http}");
+    assert_eq!(addrs[0], d.http);
+    assert_eq!(addrs[1].ip().to_string(), "127.0.0.2");
+    for a in addrs {
+        let resp = common::raw(
+            a,
+            b"GET /a.txt HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+            std::time::Duration::from_secs(5),
+        );
+        assert_eq!(common::status_of(&resp), 200, "{a}");
+    }
+    // The same on the command line; one named twice is refused.
+    let out = std::process::Command::new(common::bin())
+        .args(["check-config"])
+        .arg(&cfg)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::write(&cfg, "listen = \"127.0.0.1:9,127.0.0.1:9\"\n").unwrap();
+    let out = std::process::Command::new(common::bin())
+        .args(["check-config"])
+        .arg(&cfg)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("key `listen`: 127.0.0.1:9 is named twice"),
+        "{err}"
+    );
+}

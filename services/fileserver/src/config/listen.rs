@@ -13,7 +13,8 @@ use std::net::SocketAddr;
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 #[serde(default)]
 pub struct ListenConfig {
-    /// Main HTTP listener address.
+    /// HTTP listener addresses: one, or several separated by commas (in a
+    /// file, also a TOML array).
     pub listen: String,
     /// Admin listener (metrics, health).
     pub admin_listen: String,
@@ -53,12 +54,27 @@ pub(super) const RESTART: &[Restart] = &[
 ];
 
 impl ListenConfig {
-    /// `listen` and `admin_listen`.
-    pub(super) fn addrs(&self, e: &mut Vec<ConfigError>) -> (SocketAddr, SocketAddr) {
-        (
-            addr("listen", &self.listen, e),
-            addr("admin_listen", &self.admin_listen, e),
-        )
+    /// `listen` (its first address, then any others) and `admin_listen`.
+    pub(super) fn addrs(
+        &self,
+        e: &mut Vec<ConfigError>,
+    ) -> (SocketAddr, Vec<SocketAddr>, SocketAddr) {
+        let mut all = self
+            .listen
+            .split(',')
+            .map(|a| addr("listen", a, e))
+            .collect::<Vec<_>>()
+            .into_iter();
+        let first = all
+            .next()
+            .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 0)));
+        let more: Vec<SocketAddr> = all.collect();
+        for (i, a) in more.iter().enumerate() {
+            if *a == first || more[..i].contains(a) {
+                e.push(err("listen", format!("{a} is named twice")));
+            }
+        }
+        (first, more, addr("admin_listen", &self.admin_listen, e))
     }
 
     /// `workers`, 0 read as one per CPU.

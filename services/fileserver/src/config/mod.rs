@@ -133,8 +133,10 @@ pub struct Settings {
     pub root: PathBuf,
     /// `spa`: the default site falls back to its `/index.html`.
     pub spa: bool,
-    /// The HTTP listener.
+    /// The HTTP listener (the first of `listen`).
     pub listen: std::net::SocketAddr,
+    /// `listen`'s other addresses, each served alike.
+    pub listen_more: Vec<std::net::SocketAddr>,
     /// The admin listener.
     pub admin_listen: std::net::SocketAddr,
     /// Worker threads (0 read as one per CPU).
@@ -199,7 +201,7 @@ impl Config {
     /// start would open with them, in the same run.
     fn settle(&self) -> (Settings, Vec<ConfigError>) {
         let mut e = Vec::new();
-        let (listen, admin_listen) = self.net.addrs(&mut e);
+        let (listen, listen_more, admin_listen) = self.net.addrs(&mut e);
         let root = self.files.root(&mut e);
         let workers = self.net.workers(&mut e);
         let io_backend = self.files.io_backend(&mut e);
@@ -231,6 +233,7 @@ impl Config {
             root,
             spa: self.sites.spa,
             listen,
+            listen_more,
             admin_listen,
             workers,
             io_backend,

@@ -50,6 +50,14 @@ fn overlay(dst: &mut toml::Table, src: toml::Table, prefix: &str, errors: &mut V
             (slot, toml::Value::Array(items)) if key == "rules" || key == "sites" => {
                 overlay_tables(&key, slot, items, errors)
             }
+            // Several listen addresses: a TOML array, kept as the
+            // comma-separated string a flag or variable writes.
+            (slot @ toml::Value::String(_), toml::Value::Array(items))
+                if key == "listen" && items.iter().all(toml::Value::is_str) =>
+            {
+                let all: Vec<&str> = items.iter().filter_map(toml::Value::as_str).collect();
+                *slot = toml::Value::String(all.join(","));
+            }
             (slot, v) => {
                 if std::mem::discriminant(slot) != std::mem::discriminant(&v) {
                     errors.push(err(
@@ -326,8 +334,11 @@ fn read_sources(sources: &Sources) -> Checked {
         set_from_str(&mut table, key, value, "command line", &mut errors);
     }
     if let (Some(port), Some(toml::Value::String(listen))) = (sources.port, table.get("listen")) {
-        let listen = with_port(listen, port);
-        table.insert("listen".into(), toml::Value::String(listen));
+        let listen: Vec<String> = listen
+            .split(',')
+            .map(|l| with_port(l.trim(), port))
+            .collect();
+        table.insert("listen".into(), toml::Value::String(listen.join(",")));
     }
     // A listen port chosen anywhere (`-p 9000`, `--listen :9000`, the
     // file, the environment) moves the admin port along, one above (8080
@@ -335,7 +346,11 @@ fn read_sources(sources: &Sources) -> Checked {
     // should not collide on it.
     // The port alone: `listen` is resolved once, in `validate`.
     let moved = match table.get("listen") {
-        Some(toml::Value::String(l)) => l.rsplit(':').next().and_then(|p| p.trim().parse().ok()),
+        Some(toml::Value::String(l)) => l
+            .split(',')
+            .next()
+            .and_then(|l| l.rsplit(':').next())
+            .and_then(|p| p.trim().parse().ok()),
         _ => None,
     }
     .filter(|&p: &u16| p != DEFAULT_PORT);

@@ -72,7 +72,8 @@ pub(crate) fn parse_start_line(line: &str) -> Option<StartLine> {
     for kv in fields.split(' ') {
         let (k, v) = kv.split_once('=')?;
         match k {
-            "http" => http = v.parse().ok(),
+            // Several listen addresses: the first, then the others.
+            "http" => http = v.split(',').next().and_then(|a| a.parse().ok()),
             "https" => https = v.parse().ok(),
             "admin" => admin = v.parse().ok(),
             "workers" => workers = v.parse().ok(),
