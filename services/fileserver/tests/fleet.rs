@@ -90,7 +90,12 @@ fn haproxy(
         ),
     )
     .unwrap();
-    let child = Command::new("haproxy")
+    // Debian puts it in /usr/sbin, which a user's PATH may leave out.
+    let bin = ["/usr/sbin/haproxy", "/usr/local/sbin/haproxy"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+        .unwrap_or("haproxy");
+    let child = Command::new(bin)
         .arg("-db")
         .arg("-f")
         .arg(&cfg)
