@@ -18,6 +18,7 @@
 //!   state     what workers share; files: the file managers per site
 //!   tls, acme certificates, handshakes, ACME orders
 //!   tickets   session-ticket keys shared by replicas (tls_ticket_keys)
+//!   private_file  a 0600 file written whole or not at all (acme, tickets)
 //!   admin, stats, accesslog, sysd, preflight: metrics, logs, systemd,
 //!             the checks of check-config
 //! ```
@@ -49,6 +50,7 @@ pub mod http;
 pub mod manual;
 mod pace;
 mod preflight;
+mod private_file;
 pub(crate) mod responder;
 mod send;
 mod server;

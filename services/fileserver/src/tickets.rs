@@ -158,8 +158,8 @@ impl rustls::server::ProducesTickets for TicketKeys {
 
 /// `fileserver ticket-key FILE`: a new random key first in `path`, the
 /// previous first keys kept behind it (they still open the tickets they
-/// sealed), written to a temporary file and renamed over `path` so a
-/// replica never reads half a file. Mode 0600.
+/// sealed), its directory made if missing, and written whole or not at
+/// all (`private_file`): a replica never reads half a file. Mode 0600.
 pub(crate) fn rotate(path: &Path) -> Result<usize, String> {
     let mut key = [0u8; KEY_LEN];
     SystemRandom::new()
@@ -175,21 +175,10 @@ pub(crate) fn rotate(path: &Path) -> Result<usize, String> {
     };
     let mut out = key.to_vec();
     out.extend(old.chunks_exact(KEY_LEN).take(KEEP).flatten());
-    let tmp = path.with_extension("new");
-    {
-        use std::io::Write;
-        let mut o = std::fs::OpenOptions::new();
-        o.write(true).create(true).truncate(true);
-        #[cfg(unix)]
-        std::os::unix::fs::OpenOptionsExt::mode(&mut o, 0o600);
-        let mut f = o
-            .open(&tmp)
-            .map_err(|e| format!("{}: {e}", tmp.display()))?;
-        f.write_all(&out)
-            .and_then(|()| f.sync_all())
-            .map_err(|e| format!("{}: {e}", tmp.display()))?;
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     }
-    std::fs::rename(&tmp, path).map_err(|e| format!("{}: {e}", path.display()))?;
+    crate::private_file::write_private(path, &out).map_err(|e| e.to_string())?;
     Ok(out.len() / KEY_LEN)
 }
 
