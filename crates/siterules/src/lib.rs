@@ -354,12 +354,10 @@ impl PartialEq for Rules {
 impl Eq for Rules {}
 
 impl Rule {
-    /// A `rate_limit` and nothing else: the request goes on as if no rule
-    /// matched once the limit admits it.
-    fn only_limits(&self) -> bool {
-        self.rate_limit.is_some()
-            && self.edits.is_empty()
-            && self.redirect.is_none()
+    /// Header edits and a `rate_limit` at most: once the limit admits the
+    /// request, its answer is the files' own, with the edits on it.
+    fn keeps_answer(&self) -> bool {
+        self.redirect.is_none()
             && self.rewrite.is_none()
             && self.try_files.is_empty()
             && self.error_pages.is_empty()
@@ -518,10 +516,11 @@ impl<'r> Matched<'r> {
         self.each().find_map(|r| r.cors.as_ref())
     }
 
-    /// Every matching rule is a `rate_limit` alone (none at all: false),
-    /// so an admitted request is answered as if none matched.
-    pub fn only_limits(&self) -> bool {
-        !self.hits.is_empty() && self.each().all(Rule::only_limits)
+    /// Every matching rule only edits header fields or limits the rate
+    /// (none at all: false): an admitted request is answered as if none
+    /// matched, with the edits ([`Matched::header_edits`]).
+    pub fn keeps_answer(&self) -> bool {
+        !self.hits.is_empty() && self.each().all(Rule::keeps_answer)
     }
 
     /// Counts a request of `client` (the address the guards judge;
