@@ -5,6 +5,8 @@
 
 mod common;
 
+use common::check_config;
+
 use common::{bin, Daemon, Tree};
 use std::process::{Command, Stdio};
 
@@ -220,23 +222,6 @@ fn log_has_no_colour_off_a_terminal_and_can_be_json() {
     assert!(events >= 3, "{text}");
     assert!(text.contains("\"message\":\"listening\""), "{text}");
     assert_eq!(d.start.http, d.http);
-}
-
-/// Runs `fileserver check-config` on `text`; (exit code, stdout, stderr).
-fn check_config(text: &str) -> (Option<i32>, String, String) {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("c.toml");
-    std::fs::write(&file, text).unwrap();
-    let out = Command::new(bin())
-        .arg("check-config")
-        .arg(&file)
-        .output()
-        .unwrap();
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }
 
 #[test]

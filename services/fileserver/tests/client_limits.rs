@@ -8,6 +8,7 @@
 #![cfg(target_os = "linux")]
 
 mod common;
+mod reliability_support;
 
 use common::tls::TestCa;
 use common::{metric_sum, Daemon, Tree};
@@ -255,15 +256,6 @@ fn a_paced_http2_stream_does_not_hold_back_its_neighbours() {
     assert_paced(took, BIG, 0, "HTTP/2");
 }
 
-fn rss_kib(pid: i32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap()
-}
-
 /// `n` requests from distinct client addresses (`X-Forwarded-For` from
 /// loopback, a trusted proxy), pipelined 100 at a time on one connection,
 /// starting at address number `from`; the number answered 200.
@@ -312,9 +304,9 @@ fn memory_stays_flat_under_100_000_client_addresses() {
     .unwrap();
     let d = Daemon::start(&tree.root, &["--config", cfg.to_str().unwrap()]);
     assert_eq!(distinct_clients(&d, 0, 20_000), 20_000);
-    let warm = rss_kib(d.pid());
+    let warm = reliability_support::rss_kb(d.pid());
     assert_eq!(distinct_clients(&d, 20_000, 80_000), 80_000);
-    let after = rss_kib(d.pid());
+    let after = reliability_support::rss_kb(d.pid());
     assert!(
         after <= warm + 2048,
         "RSS grew from {warm} KiB to {after} KiB over 80 000 more clients"
@@ -357,8 +349,7 @@ fn a_reload_is_no_way_around_a_rate_limit() {
     };
     assert_eq!(counted(), Some(1.0));
     std::fs::write(&cfg, format!("cache_control = \"second\"\n{rule}")).unwrap();
-    d.signal(libc::SIGHUP);
-    assert!(d.wait_stderr("configuration reloaded", Duration::from_secs(5)));
+    d.reload();
     assert_eq!(get().status(), 429, "the reload refilled the bucket");
     let other = common::client().get(d.url("/b.txt")).send().unwrap();
     assert_eq!(

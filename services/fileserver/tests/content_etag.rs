@@ -97,15 +97,7 @@ fn replicas_agree_by_content_and_a_same_time_rewrite_shows() {
 
 #[test]
 fn check_config_refuses_another_etag_kind() {
-    let dir = tempfile::tempdir().unwrap();
-    let cfg = dir.path().join("c.toml");
-    std::fs::write(&cfg, "etag = \"hash\"\n").unwrap();
-    let out = std::process::Command::new(common::bin())
-        .arg("check-config")
-        .arg(&cfg)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
+    let (_, _, err) = common::check_config("etag = \"hash\"\n");
     assert!(
         err.contains("key `etag`: `hash` is not one of meta, content"),
         "{err}"

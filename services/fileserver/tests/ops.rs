@@ -681,12 +681,7 @@ fn sighup_reload_valid_and_invalid() {
         "cache_control = \"second\"\nmax_ranges = 1\n[cache]\nmax_entries = 10\n",
     )
     .unwrap();
-    d.signal(libc::SIGHUP);
-    assert!(
-        d.wait_stderr("configuration reloaded", Duration::from_secs(5)),
-        "{}",
-        d.stderr_text()
-    );
+    d.reload();
     // [cache] applies in place: the lower bound evicts unused entries now.
     assert!(
         d.stderr_text().contains("reload: cache settings applied"),
@@ -746,12 +741,7 @@ fn sighup_reload_keeps_restart_keys_and_names_them() {
         ),
     )
     .unwrap();
-    d.signal(libc::SIGHUP);
-    assert!(
-        d.wait_stderr("configuration reloaded", Duration::from_secs(5)),
-        "{}",
-        d.stderr_text()
-    );
+    d.reload();
     let log = d.stderr_text();
     for key in ["inline_opens", "http3"] {
         assert!(

@@ -64,8 +64,7 @@ fn a_session_resumes_on_any_replica_with_the_key_file() {
     // A rotation: replica A seals with the new key; B, not yet reloaded,
     // still opens the old key's ticket, and A opens it too.
     ticket_key(&keys);
-    a.signal(libc::SIGHUP);
-    assert!(a.wait_stderr("configuration reloaded", Duration::from_secs(5)));
+    a.reload();
     assert!(
         s_client(a_addr, &ca_file, Some(&sess), None),
         "the old key no longer opens"

@@ -250,6 +250,17 @@ impl Daemon {
         assert_eq!(rc, 0, "kill: {}", std::io::Error::last_os_error());
     }
 
+    /// SIGHUP, then waits (5 s at most) until the log says the
+    /// configuration was reloaded.
+    pub(crate) fn reload(&self) {
+        self.signal(libc::SIGHUP);
+        assert!(
+            self.wait_stderr("configuration reloaded", Duration::from_secs(5)),
+            "{}",
+            self.stderr_text()
+        );
+    }
+
     /// Waits up to `timeout` for exit.
     pub(crate) fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
         let deadline = Instant::now() + timeout;
@@ -551,3 +562,20 @@ pub(crate) const PNG_1X1: &[u8] = &[
     0x1f, 0x00, 0x05, 0x00, 0x01, 0xff, 0x89, 0x99, 0x3d, 0x1d, 0x00, 0x00, 0x00, 0x00, 0x49, 0x45,
     0x4e, 0x44, 0xae, 0x42, 0x60, 0x82,
 ];
+
+/// Runs `fileserver check-config` on `text`; (exit code, stdout, stderr).
+pub(crate) fn check_config(text: &str) -> (Option<i32>, String, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("c.toml");
+    std::fs::write(&file, text).unwrap();
+    let out = Command::new(bin())
+        .arg("check-config")
+        .arg(&file)
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
