@@ -116,3 +116,24 @@ fn nets(key: &str, list: &[String], e: &mut Vec<ConfigError>) -> Vec<IpNet> {
         .filter_map(|p| IpNet::parse(p).map_err(|m| e.push(err(key, m))).ok())
         .collect()
 }
+
+/// The admin port `-p PORT` implies: the next one (`0` stays `0`, any free
+/// port); `None` for 65535.
+pub fn admin_port_for(port: u16) -> Option<u16> {
+    if port == 0 {
+        Some(0)
+    } else {
+        port.checked_add(1)
+    }
+}
+
+/// `listen` with its port replaced (`host:8080` -> `host:PORT`, `8080` ->
+/// `:PORT`).
+pub(super) fn with_port(listen: &str, port: u16) -> String {
+    let host = match listen.rsplit_once(':') {
+        Some((host, _)) if !listen.ends_with(']') => host,
+        _ if listen.bytes().all(|b| b.is_ascii_digit()) => "",
+        _ => listen,
+    };
+    format!("{host}:{port}")
+}

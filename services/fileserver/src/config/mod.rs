@@ -47,13 +47,13 @@ pub use http2::{Http2Config, Http2Settings};
 pub use http3::{Http3Config, Http3Settings};
 pub use keys::{all_keys, env_name, table_fields, unknown_env};
 pub use limits::{Limits, LimitsConfig};
-pub use listen::{ListenConfig, ProxyProtocol};
+pub use listen::{admin_port_for, ListenConfig, ProxyProtocol};
 pub use logging::{check_log_level, AccessLog, AccessLogFormat, LogConfig, LogFormat};
 pub use reload::{reload, restart_keys, Reloaded};
 pub use restart::Restart;
 pub use serve::ServeConfig;
 pub use sites::{Site, SiteConfig, SitesConfig};
-pub use sources::{admin_port_for, check_file, load, parse_file_text, Sources};
+pub use sources::{check_file, load, parse_file_text, Sources};
 pub use tls::{CertFiles, TlsConfig, TlsSettings};
 pub use values::{parse_duration, parse_listen};
 

@@ -6,7 +6,7 @@
 
 use super::acme::AcmeConfig;
 use super::keys::{all_keys, defaults_table, env_name};
-use super::listen::DEFAULT_PORT;
+use super::listen::{admin_port_for, with_port, DEFAULT_PORT};
 use super::sites::SiteConfig;
 use super::values::edit_distance;
 use super::{err, Config, ConfigError, Settings};
@@ -369,27 +369,6 @@ fn read_sources(sources: &Sources) -> Checked {
         }
     }
     finish(table, errors)
-}
-
-/// The admin port `-p PORT` implies: the next one (`0` stays `0`, any free
-/// port); `None` for 65535.
-pub fn admin_port_for(port: u16) -> Option<u16> {
-    if port == 0 {
-        Some(0)
-    } else {
-        port.checked_add(1)
-    }
-}
-
-/// `listen` with its port replaced (`host:8080` -> `host:PORT`, `8080` ->
-/// `:PORT`).
-pub(super) fn with_port(listen: &str, port: u16) -> String {
-    let host = match listen.rsplit_once(':') {
-        Some((host, _)) if !listen.ends_with(']') => host,
-        _ if listen.bytes().all(|b| b.is_ascii_digit()) => "",
-        _ => listen,
-    };
-    format!("{host}:{port}")
 }
 
 /// Validates a config file for `fileserver check-config`: every problem

@@ -1,5 +1,6 @@
 //! The configuration as a user writes it: sources, errors, defaults.
-use super::sources::{unknown_key_message, with_port};
+use super::listen::with_port;
+use super::sources::unknown_key_message;
 use super::values::edit_distance;
 use super::*;
 use httpfile::mime::ContentCoding;
