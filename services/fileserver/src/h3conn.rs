@@ -3,17 +3,24 @@
 //! HTTPS listener's `Responder` (`servedir::ServeDir`, the decide stage,
 //! the file manager), so HTTP/3 gives the same answers and every response
 //! is counted and logged (`HTTP/3.0` in the access log) like the others.
-//! QUIC itself enforces the idle timeout, the stream limit and flow
-//! control (`[http3]`); a request's body is sent as the responder yields
-//! it, each chunk after QUIC took the one before.
 //!
 //! ```text
 //! UDP socket (worker i) -> quinn Endpoint -> Incoming
-//!   -> timeout(tls_handshake_timeout, QUIC + TLS 1.3 handshake, ALPN h3)
-//!   -> h3 Connection: accept request streams until GOAWAY / close
-//!        each: Responder::call -> send_response, send_data.., finish
+//!   -> (server.rs) Retry for an unproven address under load, the
+//!      handshake cap, the client's share
+//!   -> handshake: timeout(tls_handshake_timeout, QUIC + TLS 1.3, ALPN h3)
+//!   -> (server.rs) one of max_connections
+//!   -> serve: h3 Connection, accept request streams until GOAWAY / close
+//!        each: head within header_read_timeout, STOP_SENDING for a body,
+//!        Responder::call -> send_response, send_data.., finish, each
+//!        step within send_timeout
 //! shutdown: GOAWAY; requests in flight finish; then the connection closes
 //! ```
+//!
+//! What a client can hold: QUIC flow control bounds what it sends
+//! (`stream_window`, `connection_window`), `send_window` what the server
+//! holds for it, and the two timeouts how long a stream may sit still
+//! (docs/operations.md, "HTTP/2 and HTTP/3 bounds").
 //!
 //! Connection migration is off: a client whose address changes may land
 //! on another worker's socket, which does not know the connection.
@@ -22,11 +29,15 @@ use crate::config::Http3Settings;
 use crate::responder::Responder;
 use crate::state::ConnContext;
 use bytes::Bytes;
+use h3::quic::SendStream as _;
+use http_body::Body as _;
+use std::cell::Cell;
+use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The worker's QUIC endpoint on `socket`, with `[http3]`'s limits and
 /// the HTTPS listener's certificates.
@@ -48,37 +59,45 @@ pub(crate) fn endpoint(
     )
 }
 
-/// Serves one QUIC connection until the client closes it, it idles out,
-/// or shutdown drains it.
-pub(crate) async fn serve(ctx: Rc<ConnContext>, incoming: quinn::Incoming) {
+/// Completes the handshake of `incoming` within `tls_handshake_timeout`,
+/// counted by result; `None` when it failed or timed out.
+pub(crate) async fn handshake(
+    ctx: &ConnContext,
+    incoming: quinn::Incoming,
+) -> Option<quinn::Connection> {
     let peer = incoming.remote_address();
-    let (timeout, settings) = {
-        let live = ctx.live().0;
-        let timeout = live
-            .s
-            .tls
-            .as_ref()
-            .map_or(Duration::from_secs(10), |t| t.handshake_timeout);
-        match live.s.http3.clone() {
-            Some(h) => (timeout, h),
-            None => return,
+    let timeout = ctx
+        .live()
+        .0
+        .s
+        .tls
+        .as_ref()
+        .map_or(Duration::from_secs(10), |t| t.handshake_timeout);
+    let result = match tokio::time::timeout(timeout, incoming).await {
+        Ok(Ok(conn)) => {
+            metrics::counter!("fileserver_tls_handshakes_total", "result" => "ok").increment(1);
+            return Some(conn);
         }
-    };
-    let conn = match tokio::time::timeout(timeout, incoming).await {
-        Ok(Ok(conn)) => conn,
         Ok(Err(e)) => {
-            metrics::counter!("fileserver_tls_handshakes_total", "result" => "error").increment(1);
             tracing::debug!(%peer, "QUIC handshake failed: {e}");
-            return;
+            "error"
         }
         Err(_) => {
-            metrics::counter!("fileserver_tls_handshakes_total", "result" => "timeout")
-                .increment(1);
             tracing::debug!(%peer, "QUIC handshake timed out");
-            return;
+            "timeout"
         }
     };
-    metrics::counter!("fileserver_tls_handshakes_total", "result" => "ok").increment(1);
+    metrics::counter!("fileserver_tls_handshakes_total", "result" => result).increment(1);
+    None
+}
+
+/// Serves one QUIC connection, its handshake done, until the client
+/// closes it, it idles out, or shutdown drains it.
+pub(crate) async fn serve(ctx: Rc<ConnContext>, conn: quinn::Connection) {
+    let peer = conn.remote_address();
+    let Some(settings) = ctx.live().0.s.http3.clone() else {
+        return;
+    };
     metrics::counter!("fileserver_tls_connections_total", "alpn" => "h3").increment(1);
     let quic = conn.clone();
     let mut h3 = match h3::server::builder()
@@ -93,6 +112,7 @@ pub(crate) async fn serve(ctx: Rc<ConnContext>, incoming: quinn::Incoming) {
         }
     };
     let responder = Rc::new(Responder::for_http3(ctx.clone(), peer));
+    let output = Rc::new(Output::new(&ctx));
     let mut requests = tokio::task::JoinSet::new();
     let mut stop = ctx.stopping.waiter();
     let mut stop_seen = ctx.stopping.get() || *ctx.shutdown.borrow();
@@ -108,7 +128,7 @@ pub(crate) async fn serve(ctx: Rc<ConnContext>, incoming: quinn::Incoming) {
         tokio::select! {
             accepted = h3.accept() => match accepted {
                 Ok(Some(resolver)) => {
-                    requests.spawn_local(respond(responder.clone(), resolver, peer));
+                    requests.spawn_local(respond(responder.clone(), output.clone(), resolver, peer));
                 }
                 // GOAWAY sent and every request before it accepted, or
                 // the client closed.
@@ -169,31 +189,77 @@ const H3_NO_ERROR: u32 = 0x100;
 /// Answers one request stream.
 async fn respond(
     responder: Rc<Responder>,
-    resolver: h3::server::RequestResolver<h3_quinn::Connection, Bytes>,
+    output: Rc<Output>,
+    mut resolver: h3::server::RequestResolver<h3_quinn::Connection, Bytes>,
     peer: SocketAddr,
 ) {
-    let (req, mut stream) = match resolver.resolve_request().await {
+    let (head_timeout, send_timeout) = responder.timeouts();
+    // The head's first frame within header_read_timeout, as HTTP/1.1 and
+    // HTTP/2 bound theirs: a stream that sends nothing, or a frame a byte
+    // at a time, holds no slot past it.
+    let first = std::future::poll_fn(|cx| resolver.frame_stream.poll_next(cx));
+    let frame = match tokio::time::timeout(head_timeout, first).await {
+        Ok(frame) => frame,
+        Err(_) => {
+            timer_reset("header_read");
+            tracing::debug!(%peer, "HTTP/3 request head not in within {head_timeout:?}");
+            // Dropping the resolver then stops the receiving side.
+            resolver
+                .frame_stream
+                .reset(h3::error::Code::H3_REQUEST_INCOMPLETE.value());
+            return;
+        }
+    };
+    let resolved = match resolver.accept_with_frame(frame) {
+        Ok(r) => r.resolve().await,
+        Err(e) => Err(e),
+    };
+    let (req, mut stream) = match resolved {
         Ok(r) => r,
         Err(e) => {
             tracing::debug!(%peer, "HTTP/3 request refused: {e}");
             return;
         }
     };
+    // Bodies are never used: what a client sends after the head is
+    // dropped by QUIC from here on, not buffered up to the window
+    // (RFC 9114 4.1; no frame goes out when the request already ended).
+    stream.stop_sending(h3::error::Code::H3_NO_ERROR);
     let response = responder.call(req).await;
     let pace = responder.pace();
     let (parts, body) = response.into_parts();
     // Dropped on every path below: the response is counted and logged
     // with the bytes QUIC took, complete or not.
     let mut body = Box::pin(body);
-    if let Err(e) = stream
-        .send_response(http::Response::from_parts(parts, ()))
-        .await
-    {
-        tracing::debug!(%peer, "HTTP/3 response head not sent: {e}");
-        return;
+    // The connection's answers must make progress within send_timeout, as
+    // on HTTP/2: a client that opens no window holds them that long at
+    // most, whatever their number.
+    let stalled = |stream: &mut Stream| {
+        timer_reset("send");
+        tracing::debug!(%peer, "HTTP/3 answer made no progress for {send_timeout:?}");
+        stream.stop_stream(h3::error::Code::H3_REQUEST_CANCELLED);
+    };
+    let head = stream.send_response(http::Response::from_parts(parts, ()));
+    match output.step(send_timeout, head).await {
+        Some(Ok(())) => {}
+        Some(Err(e)) => {
+            tracing::debug!(%peer, "HTTP/3 response head not sent: {e}");
+            return;
+        }
+        None => return stalled(&mut stream),
     }
     let mut sent = 0u64;
-    while let Some(frame) = next_frame(body.as_mut()).await {
+    loop {
+        // What the next read may bring is held against the budgets until
+        // QUIC has taken it, so streams waiting on a client's window hold
+        // no file data beyond them.
+        let next = body.size_hint().upper().unwrap_or(READ_CHUNK);
+        let Some(_held) = output.hold(next.min(READ_CHUNK) as u32, send_timeout).await else {
+            return stalled(&mut stream);
+        };
+        let Some(frame) = next_frame(body.as_mut()).await else {
+            break;
+        };
         let mut data = match frame.map(|f| f.into_data()) {
             Ok(Ok(data)) => data,
             // Trailers: none are sent.
@@ -212,16 +278,137 @@ async fn respond(
                 Some(p) => p.wait(sent, data.len() as u64).await as usize,
                 None => data.len(),
             };
-            if let Err(e) = stream.send_data(data.split_to(n)).await {
-                tracing::debug!(%peer, "HTTP/3 client went away: {e}");
-                return;
+            match output
+                .step(send_timeout, stream.send_data(data.split_to(n)))
+                .await
+            {
+                Some(Ok(())) => {}
+                Some(Err(e)) => {
+                    tracing::debug!(%peer, "HTTP/3 client went away: {e}");
+                    return;
+                }
+                None => return stalled(&mut stream),
             }
             sent += n as u64;
         }
     }
-    if let Err(e) = stream.finish().await {
-        tracing::debug!(%peer, "HTTP/3 stream not finished: {e}");
+    match output.step(send_timeout, stream.finish()).await {
+        Some(Ok(())) => {}
+        Some(Err(e)) => tracing::debug!(%peer, "HTTP/3 stream not finished: {e}"),
+        None => stalled(&mut stream),
     }
+}
+
+/// servedir's read size: the most one read of a file brings.
+const READ_CHUNK: u64 = 128 << 10;
+
+/// What a connection's answers hold and how they move. File data read
+/// and not yet taken by QUIC is bounded as HTTP/2's output is: `[http2]
+/// send_budget_per_connection` per connection, `send_budget` across the
+/// process (shared with HTTP/2); what QUIC itself holds, by `[http3]
+/// send_window`. When none of the answers that wait has moved for
+/// `send_timeout`, they all end: one clock for the connection, as HTTP/2's.
+struct Output {
+    /// The most one hold may take: the smaller budget.
+    most: u32,
+    connection: tokio::sync::Semaphore,
+    process: Arc<tokio::sync::Semaphore>,
+    /// When an answer last moved, or began to wait with none waiting.
+    progress: Cell<Instant>,
+    /// Steps waiting now.
+    waiting: Cell<usize>,
+}
+
+impl Output {
+    fn new(ctx: &ConnContext) -> Output {
+        let http2 = &ctx.live().0.s.http2;
+        let per_connection = http2.send_budget_per_connection;
+        Output {
+            most: per_connection.min(http2.send_budget),
+            connection: tokio::sync::Semaphore::new(per_connection as usize),
+            process: ctx.h2_send_budget().clone(),
+            progress: Cell::new(Instant::now()),
+            waiting: Cell::new(0),
+        }
+    }
+
+    fn stalled(&self, send_timeout: Duration) -> bool {
+        self.progress.get() + send_timeout <= Instant::now()
+    }
+
+    /// Runs one step of an answer; `None` when the connection's answers
+    /// made no progress for `send_timeout` meanwhile.
+    async fn step<F: Future>(&self, send_timeout: Duration, step: F) -> Option<F::Output> {
+        self.wait(send_timeout, step, true).await
+    }
+
+    /// Waits for `step`; when it ends, that is progress if it `moves`
+    /// bytes, and `None` if not and the connection stalled meanwhile.
+    async fn wait<F: Future>(
+        &self,
+        send_timeout: Duration,
+        step: F,
+        moves: bool,
+    ) -> Option<F::Output> {
+        if self.waiting.get() == 0 {
+            self.progress.set(Instant::now());
+        }
+        self.waiting.set(self.waiting.get() + 1);
+        let _left = Left(&self.waiting);
+        tokio::pin!(step);
+        loop {
+            let stalled_at = self.progress.get() + send_timeout;
+            tokio::select! {
+                done = &mut step => {
+                    if moves {
+                        self.progress.set(Instant::now());
+                    } else if self.stalled(send_timeout) {
+                        // Freed by an answer the timer just ended: this
+                        // one would wait on the same client.
+                        return None;
+                    }
+                    return Some(done);
+                }
+                () = tokio::time::sleep_until(stalled_at.into()) => {
+                    if self.stalled(send_timeout) {
+                        return None;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Waits until `bytes` (at most either budget) may be read; `None`
+    /// when the connection stalled meanwhile (its other answers hold the
+    /// budget). The process budget is waited for without a limit: what
+    /// holds it makes progress or meets its own timeout.
+    async fn hold(
+        &self,
+        bytes: u32,
+        send_timeout: Duration,
+    ) -> Option<[tokio::sync::SemaphorePermit<'_>; 2]> {
+        let bytes = bytes.min(self.most);
+        let acquire = self.connection.acquire_many(bytes);
+        let connection = self.wait(send_timeout, acquire, false).await?.ok()?;
+        let process = self.process.acquire_many(bytes).await.ok()?;
+        Some([connection, process])
+    }
+}
+
+/// Counts a step out when it ends or is dropped.
+struct Left<'a>(&'a Cell<usize>);
+
+impl Drop for Left<'_> {
+    fn drop(&mut self) {
+        self.0.set(self.0.get() - 1);
+    }
+}
+
+type Stream = h3::server::RequestStream<h3_quinn::BidiStream<Bytes>, Bytes>;
+
+/// A request stream a timer ended (`timer`: `header_read` or `send`).
+fn timer_reset(timer: &'static str) {
+    metrics::counter!("fileserver_http3_timer_resets_total", "timer" => timer).increment(1);
 }
 
 async fn next_frame<B: http_body::Body>(

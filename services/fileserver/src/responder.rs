@@ -22,7 +22,7 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use tower_service::Service as _;
 
 /// The connection's service: the settings in force at each request, the
@@ -55,6 +55,16 @@ impl Responder {
         let live = self.live();
         let l = &live.s.limits;
         crate::pace::Pace::new(l.limit_rate, l.limit_rate_after)
+    }
+
+    /// `header_read_timeout` (a request's head must arrive within it) and
+    /// `send_timeout` (each step of an answer must make progress within it).
+    pub(crate) fn timeouts(&self) -> (Duration, Duration) {
+        let live = self.live();
+        (
+            live.s.limits.header_read_timeout,
+            live.s.limits.send_timeout,
+        )
     }
 
     fn live(&self) -> Arc<Live> {

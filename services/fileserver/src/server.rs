@@ -464,6 +464,7 @@ fn share(
             .collect(),
         open_conns: AtomicUsize::new(0),
         active_conns: AtomicUsize::new(0),
+        quic_handshakes: AtomicUsize::new(0),
         client_conns: Default::default(),
         serving: AtomicBool::new(false),
         access_dropped: dropped,
@@ -1172,8 +1173,12 @@ async fn run_worker(w: Rc<Worker>, listeners: WorkerListeners, ready: std::sync:
 }
 
 /// Accepts QUIC connections on the worker's endpoint until shutdown, each
-/// a local task counted like a TCP connection (`max_connections`
-/// included: at the limit a new one is refused, and the client may retry).
+/// a local task. An address QUIC has not validated gets a Retry under load
+/// (`[http3] address_validation`), so spoofed Initials cost one packet and
+/// no state; at most `max_handshakes` are in progress; a connection takes
+/// one of `max_connections`' slots only once its handshake is done (at the
+/// limit it is closed with H3_EXCESSIVE_LOAD and the client may retry or
+/// use TCP), so handshakes never hold up the TCP listeners.
 async fn accept_quic(w: &Rc<Worker>, endpoint: &quinn::Endpoint) {
     let mut shutdown = w.conn.shutdown.clone();
     loop {
@@ -1186,26 +1191,92 @@ async fn accept_quic(w: &Rc<Worker>, endpoint: &quinn::Endpoint) {
             },
         };
         let live = w.shared.live().0;
+        let Some(h3) = &live.s.http3 else {
+            incoming.refuse();
+            continue;
+        };
+        let handshakes = w.shared.quic_handshakes.load(Relaxed);
+        let per_client = live.s.limits.max_connections_per_client > 0;
+        if !incoming.remote_address_validated() && h3.retry(handshakes, per_client) {
+            // Unvalidated implies a Retry may be sent.
+            let _ = incoming.retry();
+            quic_incoming("retry");
+            continue;
+        }
+        if handshakes >= h3.max_handshakes {
+            incoming.refuse();
+            quic_incoming("refused");
+            continue;
+        }
         let Ok(client) = client_slot(w, &live.s, incoming.remote_address().ip()) else {
             incoming.refuse();
             continue;
         };
-        let max = live.s.limits.max_connections;
-        if w.shared.active_conns.fetch_add(1, Relaxed) >= max {
-            w.shared.active_conns.fetch_sub(1, Relaxed);
-            if let Some(c) = client {
-                w.shared.client_conns.close(c);
-            }
-            incoming.refuse();
-            continue;
-        }
-        let mut slot = ConnSlot::open(w, None);
-        slot.active = true;
-        slot.client = client;
+        quic_incoming("accepted");
+        let mut attempt = QuicAttempt::start(w, client);
+        let w = w.clone();
         tokio::task::spawn_local(async move {
-            crate::h3conn::serve(slot.w.conn.clone(), incoming).await;
+            let conn = crate::h3conn::handshake(&w.conn, incoming).await;
+            attempt.handshake_over();
+            let Some(conn) = conn else { return };
+            let max = w.shared.live().0.s.limits.max_connections;
+            if w.shared.active_conns.fetch_add(1, Relaxed) >= max {
+                w.shared.active_conns.fetch_sub(1, Relaxed);
+                metrics::counter!("fileserver_connections_refused_total", "reason" => "max_connections")
+                    .increment(1);
+                conn.close(H3_EXCESSIVE_LOAD.into(), b"busy");
+                return;
+            }
+            let mut slot = ConnSlot::open(&w, None);
+            slot.active = true;
+            slot.client = attempt.client.take();
+            crate::h3conn::serve(slot.w.conn.clone(), conn).await;
             drop(slot);
         });
+    }
+}
+
+/// HTTP/3's code for a connection refused under load (RFC 9114 8.1).
+const H3_EXCESSIVE_LOAD: u32 = 0x107;
+
+/// What became of a QUIC connection attempt.
+fn quic_incoming(result: &'static str) {
+    metrics::counter!("fileserver_quic_incoming_total", "result" => result).increment(1);
+}
+
+/// A QUIC connection before it has a slot: its place among `[http3]
+/// max_handshakes` while the handshake runs, and its client's under
+/// `max_connections_per_client`; what it still holds is given back when
+/// it is dropped (a failed handshake, a refusal, a panic).
+struct QuicAttempt {
+    w: Rc<Worker>,
+    handshaking: bool,
+    client: Option<std::net::IpAddr>,
+}
+
+impl QuicAttempt {
+    fn start(w: &Rc<Worker>, client: Option<std::net::IpAddr>) -> QuicAttempt {
+        w.shared.quic_handshakes.fetch_add(1, Relaxed);
+        QuicAttempt {
+            w: w.clone(),
+            handshaking: true,
+            client,
+        }
+    }
+
+    fn handshake_over(&mut self) {
+        if std::mem::take(&mut self.handshaking) {
+            self.w.shared.quic_handshakes.fetch_sub(1, Relaxed);
+        }
+    }
+}
+
+impl Drop for QuicAttempt {
+    fn drop(&mut self) {
+        self.handshake_over();
+        if let Some(client) = self.client {
+            self.w.shared.client_conns.close(client);
+        }
     }
 }
 

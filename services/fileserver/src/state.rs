@@ -61,6 +61,10 @@ pub(crate) struct Shared {
     pub open_conns: AtomicUsize,
     /// Connections being served (at most `max_connections`; the rest wait).
     pub active_conns: AtomicUsize,
+    /// QUIC handshakes in progress (all workers; `[http3] max_handshakes`).
+    /// They hold no connection slot: only a connection past its handshake
+    /// takes one of `max_connections`.
+    pub(crate) quic_handshakes: AtomicUsize,
     /// Open connections per client (`max_connections_per_client`).
     pub(crate) client_conns: crate::clients::ClientConns,
     /// False once shutdown began.

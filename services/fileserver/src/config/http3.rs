@@ -18,10 +18,22 @@ pub struct Http3Config {
     pub max_concurrent_streams: u64,
     /// A connection with no packet for this long is closed.
     pub idle_timeout: String,
-    /// Flow-control window of each request stream, bytes.
+    /// Flow-control window of each request stream, bytes: the most of a
+    /// request a client may send ahead (its head; bodies are stopped).
     pub stream_window: u64,
-    /// Flow-control window of the connection, bytes.
+    /// Flow-control window of the connection, bytes: the most a client may
+    /// have in flight to the server over all its streams.
     pub connection_window: u64,
+    /// The most the server holds for one connection, bytes: sent and not
+    /// yet acknowledged, or handed to QUIC and not yet sent.
+    pub send_window: u64,
+    /// QUIC handshakes in progress at once, over all workers; a new
+    /// connection beyond them is refused.
+    pub max_handshakes: u64,
+    /// When a client must prove its address with a Retry before its
+    /// handshake: `auto` (once a quarter of `max_handshakes` are in
+    /// progress, or always with `max_connections_per_client`) or `always`.
+    pub address_validation: String,
     /// Largest request head (decoded field section), bytes.
     pub max_field_section_size: u64,
     /// `Alt-Svc` `ma`: how long a client may remember that HTTP/3 is here.
@@ -34,8 +46,11 @@ impl Default for Http3Config {
             enabled: false,
             max_concurrent_streams: 100,
             idle_timeout: "30s".into(),
-            stream_window: 1 << 20,
-            connection_window: 4 << 20,
+            stream_window: 64 << 10,
+            connection_window: 1 << 20,
+            send_window: 2 << 20,
+            max_handshakes: 256,
+            address_validation: "auto".into(),
             max_field_section_size: 16384,
             alt_svc_max_age: "24h".into(),
         }
@@ -56,6 +71,12 @@ pub struct Http3Settings {
     pub stream_window: u32,
     /// `connection_window`.
     pub connection_window: u32,
+    /// `send_window`.
+    pub send_window: u32,
+    /// `max_handshakes`.
+    pub max_handshakes: usize,
+    /// `address_validation = "always"`.
+    pub always_retry: bool,
     /// `max_field_section_size`.
     pub max_field_section_size: u64,
     /// `alt_svc_max_age`.
@@ -86,6 +107,19 @@ impl Http3Config {
                 window_max,
                 e,
             ) as u32,
+            send_window: range("http3.send_window", h.send_window, 16384, window_max, e) as u32,
+            max_handshakes: range("http3.max_handshakes", h.max_handshakes, 1, 1_000_000, e),
+            always_retry: match h.address_validation.as_str() {
+                "auto" => false,
+                "always" => true,
+                o => {
+                    e.push(err(
+                        "http3.address_validation",
+                        format!("`{o}` is not one of auto, always"),
+                    ));
+                    false
+                }
+            },
             max_field_section_size: range(
                 "http3.max_field_section_size",
                 h.max_field_section_size,
@@ -109,6 +143,13 @@ impl Http3Config {
 }
 
 impl Http3Settings {
+    /// Whether a client at an address QUIC has not validated is sent a
+    /// Retry, with `handshakes` in progress: a spoofed source then costs
+    /// one packet and no state, and never takes a slot.
+    pub fn retry(&self, handshakes: usize, per_client_limit: bool) -> bool {
+        self.always_retry || per_client_limit || handshakes >= self.max_handshakes.div_ceil(4)
+    }
+
     /// The QUIC transport of every connection.
     pub fn transport(&self) -> std::io::Result<quinn::TransportConfig> {
         let mut transport = quinn::TransportConfig::default();
@@ -122,7 +163,7 @@ impl Http3Settings {
             ))
             .stream_receive_window(self.stream_window.into())
             .receive_window(self.connection_window.into())
-            .send_window(u64::from(self.connection_window));
+            .send_window(u64::from(self.send_window));
         Ok(transport)
     }
 }

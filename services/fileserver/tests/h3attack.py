@@ -1,0 +1,188 @@
+"""Hostile HTTP/3 clients for tests/h3_hostile.rs, on aioquic (raw QUIC and
+HTTP/3 frames, independent of the server's quinn and h3).
+
+  flood --port P --count N --hold S
+      One QUIC Initial from each of N UDP sockets (N source ports), as a
+      spoofed flood would send them: never answered. Prints {"sent": N}
+      once they are out, then, after S seconds of reading what comes back,
+      {"retry": R, "initial": I}: how many sockets got a Retry, and how
+      many got the server's Initial (a handshake it began).
+
+  streams --port P --ca CA --mode MODE --streams N --wait S [--connections C]
+          [--path PATH]
+      C connections (default 1), each with N request streams, then S
+      seconds of listening; one JSON line per connection:
+      {"resets": {CODE: n}, "stop_sending": n, "status": {CODE: n},
+       "first_reset_s": t, "last_reset_s": t, "bytes": n}
+      MODE silent: each stream sends the first octets of a HEADERS frame
+                   and nothing more (a head that never ends).
+      MODE body:   GET PATH with a body that is never finished: the head,
+                   then 16 KiB of DATA, and the stream left open.
+      MODE closed: GET PATH with the request ended, and no flow-control
+                   credit ever given back: the client never reads.
+"""
+
+import argparse
+import asyncio
+import json
+import socket
+import ssl
+import time
+
+from aioquic.asyncio import connect
+from aioquic.asyncio.protocol import QuicConnectionProtocol
+from aioquic.h3.connection import H3_ALPN, H3Connection
+from aioquic.h3.events import DataReceived, HeadersReceived
+from aioquic.quic.configuration import QuicConfiguration
+from aioquic.quic.connection import QuicConnection
+from aioquic.quic.events import StopSendingReceived, StreamReset
+
+
+def flood(args):
+    socks = []
+    for _ in range(args.count):
+        conf = QuicConfiguration(is_client=True, alpn_protocols=H3_ALPN)
+        conf.server_name = "localhost"
+        quic = QuicConnection(configuration=conf)
+        addr = ("127.0.0.1", args.port)
+        quic.connect(addr, now=time.time())
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        s.bind(("127.0.0.1", 0))
+        s.setblocking(False)
+        for data, _ in quic.datagrams_to_send(now=time.time()):
+            s.sendto(data, addr)
+        socks.append(s)
+    print(json.dumps({"sent": len(socks)}), flush=True)
+    retry = initial = 0
+    seen = set()
+    end = time.time() + args.hold
+    while time.time() < end:
+        for i, s in enumerate(socks):
+            while True:
+                try:
+                    data = s.recv(65536)
+                except BlockingIOError:
+                    break
+                if i in seen or not data or not data[0] & 0x80:
+                    continue
+                seen.add(i)
+                kind = (data[0] & 0x30) >> 4
+                if kind == 3:
+                    retry += 1
+                elif kind == 0:
+                    initial += 1
+        time.sleep(0.05)
+    print(json.dumps({"retry": retry, "initial": initial}), flush=True)
+
+
+class Attacker(QuicConnectionProtocol):
+    def __init__(self, *a, closed=False, **kw):
+        super().__init__(*a, **kw)
+        self.h3 = H3Connection(self._quic)
+        self.t0 = time.time()
+        self.resets = {}
+        self.first_reset = None
+        self.last_reset = None
+        self.stop_sending = 0
+        self.status = {}
+        self.bytes = 0
+        if closed:
+            # Never give credit back: the window stays where it started.
+            self._quic._write_stream_limits = lambda **kw: None
+            self._quic._write_connection_limits = lambda **kw: None
+
+    def quic_event_received(self, event):
+        if isinstance(event, StreamReset):
+            code = str(event.error_code)
+            self.resets[code] = self.resets.get(code, 0) + 1
+            if self.first_reset is None:
+                self.first_reset = time.time() - self.t0
+            self.last_reset = time.time() - self.t0
+        elif isinstance(event, StopSendingReceived):
+            self.stop_sending += 1
+        for e in self.h3.handle_event(event):
+            if isinstance(e, HeadersReceived):
+                for k, v in e.headers:
+                    if k == b":status":
+                        c = v.decode()
+                        self.status[c] = self.status.get(c, 0) + 1
+            elif isinstance(e, DataReceived):
+                self.bytes += len(e.data)
+
+
+async def one_connection(args):
+    conf = QuicConfiguration(is_client=True, alpn_protocols=H3_ALPN)
+    conf.load_verify_locations(args.ca)
+    conf.server_name = "localhost"
+    conf.verify_mode = ssl.CERT_REQUIRED
+    conf.idle_timeout = args.wait + 30
+    if args.mode == "closed":
+        conf.max_stream_data = 16384
+        conf.max_data = 1 << 20
+    closed = args.mode == "closed"
+    async with connect(
+        "127.0.0.1",
+        args.port,
+        configuration=conf,
+        create_protocol=lambda *a, **kw: Attacker(*a, closed=closed, **kw),
+        wait_connected=True,
+    ) as client:
+        quic = client._quic
+        headers = [
+            (b":method", b"GET"),
+            (b":scheme", b"https"),
+            (b":authority", b"localhost"),
+            (b":path", args.path.encode()),
+        ]
+        for _ in range(args.streams):
+            sid = quic.get_next_available_stream_id()
+            if args.mode == "silent":
+                # HEADERS, a length of 100, one octet of it.
+                quic.send_stream_data(sid, b"\x01\x40\x64\x00")
+            elif args.mode == "body":
+                client.h3.send_headers(sid, headers)
+                client.h3.send_data(sid, b"x" * 16384, end_stream=False)
+            else:
+                client.h3.send_headers(sid, headers, end_stream=True)
+        client.transmit()
+        await asyncio.sleep(args.wait)
+        return {
+            "resets": client.resets,
+            "stop_sending": client.stop_sending,
+            "status": client.status,
+            "first_reset_s": client.first_reset,
+            "last_reset_s": client.last_reset,
+            "bytes": client.bytes,
+        }
+
+
+async def streams(args):
+    results = await asyncio.gather(*[one_connection(args) for _ in range(args.connections)])
+    for r in results:
+        print(json.dumps(r), flush=True)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    sub = p.add_subparsers(dest="cmd", required=True)
+    f = sub.add_parser("flood")
+    f.add_argument("--port", type=int, required=True)
+    f.add_argument("--count", type=int, required=True)
+    f.add_argument("--hold", type=float, required=True)
+    s = sub.add_parser("streams")
+    s.add_argument("--port", type=int, required=True)
+    s.add_argument("--ca", required=True)
+    s.add_argument("--mode", choices=["silent", "body", "closed"], required=True)
+    s.add_argument("--streams", type=int, required=True)
+    s.add_argument("--wait", type=float, required=True)
+    s.add_argument("--connections", type=int, default=1)
+    s.add_argument("--path", default="/small.txt")
+    args = p.parse_args()
+    if args.cmd == "flood":
+        flood(args)
+    else:
+        asyncio.run(streams(args))
+
+
+if __name__ == "__main__":
+    main()
