@@ -106,6 +106,10 @@ enum Ended {
 }
 
 /// What an HTTP/2 client with prior knowledge sends first.
+/// How long a draining connection with no request in progress waits for
+/// one that may be on its way (see `Conn::run`).
+const STOP_GRACE: Duration = Duration::from_millis(500);
+
 const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
 impl Conn {
@@ -116,6 +120,8 @@ impl Conn {
         let mut head_started: Option<Instant> = None;
         // When the wait for the next request began (keep-alive).
         let mut idle_since: Option<Instant> = None;
+        // When this idle connection began to drain (shutdown).
+        let mut drain_from: Option<Instant> = None;
         let sleep = tokio::time::sleep(Duration::ZERO);
         tokio::pin!(sleep);
         let ctx = self.ctx.clone();
@@ -196,9 +202,6 @@ impl Conn {
                 self.out.flush(false).await?;
                 finished_at = None;
             }
-            if (self.ctx.stopping.get() || self.stop_seen) && start == end {
-                return Ok(Ended::Closed);
-            }
             if start > 0 {
                 rbuf.copy_within(start..end, 0);
                 end -= start;
@@ -206,13 +209,27 @@ impl Conn {
             }
             let limits = &self.live.s.limits;
             let now = finished_at.unwrap_or_else(Instant::now);
-            let deadline = if end > start {
+            let mut deadline = if end > start {
                 *head_started.get_or_insert(now) + limits.header_read_timeout
             } else if served == 0 {
                 now + limits.header_read_timeout
             } else {
                 *idle_since.get_or_insert(now) + limits.keepalive_timeout
             };
+            if (self.ctx.stopping.get() || self.stop_seen) && start == end {
+                // Draining. A client sends its next request as soon as it
+                // has an answer, so one may be on its way to a connection
+                // that looks idle: closing now would reset it. One that
+                // comes within STOP_GRACE is answered with
+                // `Connection: close`; only a connection idle that long
+                // closes unasked (an upgrade under load drops nothing).
+                let since = *drain_from.get_or_insert(idle_since.unwrap_or(now));
+                let until = since + STOP_GRACE;
+                if until <= Instant::now() {
+                    return Ok(Ended::Closed);
+                }
+                deadline = deadline.min(until);
+            }
             let release_at = idle_since
                 .filter(|_| !rbuf.is_empty())
                 .map(|since| since + IDLE_BUFFERS)
@@ -249,9 +266,6 @@ impl Conn {
                 },
                 () = stop.wait(), if !self.stop_seen => {
                     self.stop_seen = true;
-                    if start == end {
-                        return Ok(Ended::Closed);
-                    }
                 },
             }
         }

@@ -19,6 +19,7 @@
 //!   tls, acme certificates, handshakes, ACME orders
 //!   tickets   session-ticket keys shared by replicas (tls_ticket_keys)
 //!   private_file  a 0600 file written whole or not at all (acme, tickets)
+//!   upgrade   SIGUSR2: hand the listeners to a new binary, then drain
 //!   admin, stats, accesslog, sysd, preflight: metrics, logs, systemd,
 //!             the checks of check-config
 //! ```
@@ -59,6 +60,7 @@ mod stats;
 mod sysd;
 mod tickets;
 mod tls;
+mod upgrade;
 mod wire;
 
 use clap::{Parser, Subcommand};
@@ -333,6 +335,7 @@ pub fn main_entry() -> i32 {
     // Before anything else can open a descriptor that would take fd 3, and
     // while this is the only thread (it edits the environment).
     let systemd = sysd::take_env();
+    let inherited = upgrade::take_env();
     let cli = Cli::parse();
     match &cli.cmd {
         Some(Cmd::CheckConfig { file, values_only }) => {
@@ -448,6 +451,7 @@ pub fn main_entry() -> i32 {
         config,
         sources,
         activated: systemd.activated,
+        inherited,
         watchdog: systemd.watchdog,
         set_log_level,
     }) {

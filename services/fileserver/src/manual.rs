@@ -225,6 +225,7 @@ pub fn man_page(cmd: clap::Command) -> std::io::Result<Vec<u8>> {
         ".SH SIGNALS\n",
         &[
         ("SIGTERM, SIGINT", "Stop accepting, let in-flight responses finish for up to shutdown_timeout (those still running are cut and logged as not completed), exit 0. /readyz answers 503 from the start of the drain."),
+        ("SIGUSR2", "Upgrade: start the binary at the path this one was started from (a new build installed there by rename) with the same arguments and every listening socket, wait until it serves (up to 30 s), then drain as at SIGTERM. If it does not start, this process goes on serving and logs why."),
         ("SIGHUP", "Read the config file again and apply what can change while running (limits, timeouts, cache and compression settings, log_level, the access log, the TLS certificate and key). An invalid file is reported and the running config kept."),
         ],
     );

@@ -22,6 +22,7 @@ use crate::wire::Wire;
 use sd_notify::NotifyState;
 use std::cell::Cell;
 use std::net::SocketAddr;
+use std::os::fd::AsFd;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, RwLock};
@@ -217,6 +218,9 @@ pub(crate) struct RunArgs {
     pub sources: Sources,
     /// Sockets from systemd (by `FileDescriptorName=`), if any.
     pub activated: crate::sysd::Activated,
+    /// Sockets from the process this one upgrades (SIGUSR2), or why they
+    /// could not be taken.
+    pub inherited: Result<crate::upgrade::Inherited, String>,
     /// systemd's watchdog period (`WATCHDOG_USEC`), if any.
     pub watchdog: Option<Duration>,
     /// Changes the log filter at reload.
@@ -239,11 +243,23 @@ impl std::fmt::Debug for RunArgs {
 ///   -> drain -> join workers and loggers
 /// ```
 pub(crate) fn run(args: RunArgs) -> anyhow::Result<i32> {
-    let s = args.settings.clone();
+    let mut inherited = args
+        .inherited
+        .map_err(|e| anyhow::anyhow!("upgrade: {e}"))?;
+    let mut s = args.settings.clone();
+    if inherited.is_upgrade() && inherited.workers() != s.workers {
+        tracing::warn!(
+            "upgrade: {} workers, one per set of sockets handed over (workers = {} takes effect at a restart)",
+            inherited.workers(),
+            s.workers
+        );
+        s.workers = inherited.workers();
+    }
     // Before the file layer starts (and logs), certificates and then the
     // listeners: a bad pair, or an address in use, is one line.
     let (acme, tls) = certificates(&s)?;
-    let bound = bind(&s, args.activated)?;
+    let mut bound = bind(&s, args.activated, &mut inherited)?;
+    bound.handoff.watchdog = args.watchdog;
     let files = Files::new(&s)?; // The error names the root.
     let shared = share(
         &s,
@@ -252,6 +268,7 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<i32> {
         acme.as_ref().map(|(_, c)| c.clone()),
         &bound,
         args.watchdog,
+        inherited.predecessor_gone(),
     )?;
     let handle = crate::admin::install_recorder()?;
     let offload = bound.tls_addr.map(|_| crate::tls::offload_reason());
@@ -286,6 +303,7 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<i32> {
     let threads = spawn_workers(&shared, bound.workers, shutdown_rx)?;
     shared.serving.store(true, Relaxed);
     announce(&s, &shared, &addrs);
+    inherited.ready();
     let code = rt.block_on(main_loop(MainLoop {
         shared: shared.clone(),
         sources: args.sources,
@@ -295,6 +313,7 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<i32> {
         shutdown_tx,
         signals,
         started: args.config,
+        handoff: bound.handoff,
     }));
     // Workers honour shutdown_timeout themselves.
     for t in threads {
@@ -337,42 +356,73 @@ struct Bound {
     http_more: Vec<SocketAddr>,
     tls_addr: Option<SocketAddr>,
     admin: std::net::TcpListener,
+    /// Duplicates of all of them, for a successor (SIGUSR2).
+    handoff: crate::upgrade::Handoff,
 }
 
 /// Binds the HTTP, HTTPS (TCP and QUIC) and admin listeners, or takes
-/// systemd's.
-fn bind(s: &Settings, activated: crate::sysd::Activated) -> anyhow::Result<Bound> {
-    let (listeners, http_addr) = worker_listeners(s, activated.http).map_err(|e| {
-        anyhow::anyhow!(listen_error(
-            s.listen,
-            "listen",
-            "-p PORT or --listen ADDR",
-            &e
-        ))
-    })?;
-    let https = s
-        .tls
-        .as_ref()
-        .map(|t| {
+/// the ones a predecessor handed over (SIGUSR2) or systemd's; and keeps a
+/// duplicate of each for a successor.
+fn bind(
+    s: &Settings,
+    activated: crate::sysd::Activated,
+    inherited: &mut crate::upgrade::Inherited,
+) -> anyhow::Result<Bound> {
+    use crate::upgrade::{ADMIN, HTTP, HTTPS, QUIC};
+    let taken =
+        |fds: Vec<std::os::fd::OwnedFd>| -> std::io::Result<Option<Vec<std::net::TcpListener>>> {
+            if fds.is_empty() {
+                return Ok(None);
+            }
+            let out: Vec<std::net::TcpListener> = fds.into_iter().map(Into::into).collect();
+            out.iter().try_for_each(|l| l.set_nonblocking(true))?;
+            Ok(Some(out))
+        };
+    let listen_failed = |addr, e: std::io::Error| {
+        anyhow::anyhow!(listen_error(addr, "listen", "-p PORT or --listen ADDR", &e))
+    };
+    let (listeners, http_addr) = match taken(inherited.take(HTTP))? {
+        Some(l) => {
+            let addr = l[0].local_addr()?;
+            (l, addr)
+        }
+        None => worker_listeners(s, activated.http).map_err(|e| listen_failed(s.listen, e))?,
+    };
+    let inherited_tls = taken(inherited.take(HTTPS))?;
+    let inherited_quic: Vec<std::net::UdpSocket> =
+        inherited.take(QUIC).into_iter().map(Into::into).collect();
+    let https = match (&s.tls, inherited_tls) {
+        (Some(_), Some(tcp)) => {
+            let addr = tcp[0].local_addr()?;
+            let udp = s.http3.as_ref().map(|_| inherited_quic);
+            Some(HttpsSockets { tcp, addr, udp })
+        }
+        (Some(t), None) => Some(
             https_sockets(
                 t.listen,
                 s.http3.is_some(),
                 |a| reuseport_listeners(a, s.workers),
                 |a| reuseport_udp(a, s.workers),
             )
-        })
-        .transpose()
-        .map_err(|(addr, key, e)| {
-            anyhow::anyhow!(listen_error(addr, key, "--tls-listen ADDR", &e))
-        })?;
+            .map_err(|(addr, key, e)| {
+                anyhow::anyhow!(listen_error(addr, key, "--tls-listen ADDR", &e))
+            })?,
+        ),
+        (None, Some(_)) => {
+            tracing::warn!("upgrade: closing the HTTPS sockets handed over: tls_listen is off");
+            None
+        }
+        (None, None) => None,
+    };
     let tls_addr = https.as_ref().map(|h| h.addr);
     let (tcp, udp) = https.map_or((None, None), |h| (Some(h.tcp), h.udp));
+    let udp = udp.filter(|u| !u.is_empty());
     let (tls_listeners, quic_sockets) = (per_worker(tcp, s.workers), per_worker(udp, s.workers));
     // A socket named `admin` from systemd replaces admin_listen, as the
     // `http` one replaces listen.
-    let admin = match activated.admin {
-        Some(fd) => std::net::TcpListener::from(fd),
-        None => std::net::TcpListener::bind(s.admin_listen).map_err(|e| {
+    let admin = match (inherited.take(ADMIN).pop(), activated.admin) {
+        (Some(fd), _) | (None, Some(fd)) => std::net::TcpListener::from(fd),
+        (None, None) => std::net::TcpListener::bind(s.admin_listen).map_err(|e| {
             anyhow::anyhow!(listen_error(
                 s.admin_listen,
                 "admin_listen, for /metrics and health",
@@ -384,16 +434,27 @@ fn bind(s: &Settings, activated: crate::sysd::Activated) -> anyhow::Result<Bound
     // `listen`'s other addresses: one SO_REUSEPORT socket per worker each.
     let mut more: Vec<Vec<std::net::TcpListener>> = (0..s.workers).map(|_| Vec::new()).collect();
     let mut http_more = Vec::new();
-    for &a in &s.listen_more {
-        let (sockets, bound) = reuseport_listeners(a, s.workers).map_err(|e| {
-            anyhow::anyhow!(listen_error(a, "listen", "-p PORT or --listen ADDR", &e))
-        })?;
+    for (k, &a) in s.listen_more.iter().enumerate() {
+        let (sockets, bound) = match taken(inherited.take(&crate::upgrade::http_more(k + 1)))? {
+            Some(l) => {
+                let addr = l[0].local_addr()?;
+                (l, addr)
+            }
+            None => reuseport_listeners(a, s.workers).map_err(|e| listen_failed(a, e))?,
+        };
         http_more.push(bound);
         for (w, l) in more.iter_mut().zip(sockets) {
             w.push(l);
         }
     }
-    let workers = listeners
+    let left = inherited.left();
+    if !left.is_empty() {
+        tracing::warn!(
+            "upgrade: closing the sockets handed over that this configuration does not use: {}",
+            left.join(", ")
+        );
+    }
+    let workers: Vec<WorkerListeners> = listeners
         .into_iter()
         .zip(more)
         .zip(tls_listeners)
@@ -405,12 +466,27 @@ fn bind(s: &Settings, activated: crate::sysd::Activated) -> anyhow::Result<Bound
             quic,
         })
         .collect();
+    let mut handoff = crate::upgrade::Handoff::new()?;
+    for w in &workers {
+        handoff.add(HTTP, w.plain.as_fd())?;
+        for (k, l) in w.more.iter().enumerate() {
+            handoff.add(&crate::upgrade::http_more(k + 1), l.as_fd())?;
+        }
+        if let Some(l) = &w.tls {
+            handoff.add(HTTPS, l.as_fd())?;
+        }
+        if let Some(u) = &w.quic {
+            handoff.add(QUIC, u.as_fd())?;
+        }
+    }
+    handoff.add(ADMIN, admin.as_fd())?;
     Ok(Bound {
         http_more,
         workers,
         http_addr,
         tls_addr,
         admin,
+        handoff,
     })
 }
 
@@ -440,6 +516,7 @@ fn share(
     acme: Option<Arc<Challenges>>,
     bound: &Bound,
     watchdog: Option<Duration>,
+    predecessor_gone: Arc<AtomicBool>,
 ) -> anyhow::Result<Arc<Shared>> {
     let alt_svc = match (&s.http3, bound.tls_addr) {
         (Some(h), Some(addr)) => http::HeaderValue::from_str(&format!(
@@ -472,6 +549,7 @@ fn share(
         heartbeats: (0..s.workers).map(|_| AtomicU64::new(0)).collect(),
         watchdog,
         h2_send_budget: Arc::new(tokio::sync::Semaphore::new(s.http2.send_budget as usize)),
+        predecessor_gone,
     }))
 }
 
@@ -637,11 +715,13 @@ fn join_loggers(shared: &Shared) {
 }
 
 /// The signals the main loop acts on: SIGTERM and SIGINT (drain and
-/// stop), SIGHUP (reload).
+/// stop), SIGHUP (reload), SIGUSR2 (upgrade: a new process takes the
+/// listeners, then this one drains and stops).
 struct Signals {
     term: tokio::signal::unix::Signal,
     int: tokio::signal::unix::Signal,
     hup: tokio::signal::unix::Signal,
+    usr2: tokio::signal::unix::Signal,
 }
 
 impl Signals {
@@ -652,6 +732,7 @@ impl Signals {
             term: signal(SignalKind::terminate())?,
             int: signal(SignalKind::interrupt())?,
             hup: signal(SignalKind::hangup())?,
+            usr2: signal(SignalKind::user_defined2())?,
         })
     }
 }
@@ -668,6 +749,8 @@ struct MainLoop {
     signals: Signals,
     /// The configuration at start (a reload keeps its restart keys).
     started: crate::config::Config,
+    /// The listeners, for a successor (SIGUSR2).
+    handoff: crate::upgrade::Handoff,
 }
 
 /// Serves the admin listener and waits for signals: SIGHUP reloads,
@@ -683,12 +766,15 @@ async fn main_loop(m: MainLoop) -> i32 {
         shutdown_tx,
         signals,
         started,
+        handoff,
     } = m;
     let Signals {
         mut term,
         mut int,
         mut hup,
+        mut usr2,
     } = signals;
+    let mut handoff = Some(Arc::new(handoff));
     let admin = match tokio::net::TcpListener::from_std(admin) {
         Ok(a) => a,
         Err(e) => {
@@ -736,8 +822,21 @@ async fn main_loop(m: MainLoop) -> i32 {
                 crate::sysd::notify(&[NotifyState::Ready, NotifyState::Status(&status)]);
             }
             _ = tick(&mut watchdog) => watchdog_check(&shared, &mut gate, shared.watchdog),
+            _ = usr2.recv() => {
+                let Some(h) = &handoff else { continue };
+                if let Some(held) = start_successor(h.clone()).await {
+                    // Closed when this process exits: the successor's
+                    // HTTP/3 then starts reading.
+                    std::mem::forget(held);
+                    // The successor answers health checks from now on.
+                    admin_task.abort();
+                    break;
+                }
+            }
         }
     }
+    // Without a successor the listeners close with the workers' copies.
+    drop(handoff.take());
     tracing::info!("shutting down: finishing in-flight responses");
     let stop_began = Instant::now();
     shared.serving.store(false, Relaxed);
@@ -769,6 +868,28 @@ async fn main_loop(m: MainLoop) -> i32 {
         );
     }
     0
+}
+
+/// SIGUSR2: starts the binary again with the listeners and waits until
+/// it serves; then tells systemd it is the main process. `None` (this
+/// process goes on serving) if it could not start or was not ready.
+async fn start_successor(handoff: Arc<crate::upgrade::Handoff>) -> Option<std::os::fd::OwnedFd> {
+    tracing::info!("upgrade: starting a new process with the listening sockets");
+    match tokio::task::spawn_blocking(move || handoff.start_successor()).await {
+        Ok(Ok((pid, held))) => {
+            tracing::info!(pid, "upgrade: the new process serves; draining this one");
+            crate::sysd::notify(&[NotifyState::MainPid(pid)]);
+            Some(held)
+        }
+        Ok(Err(why)) => {
+            tracing::error!("upgrade failed, this process goes on serving: {why}");
+            None
+        }
+        Err(e) => {
+            tracing::error!("upgrade failed, this process goes on serving: {e}");
+            None
+        }
+    }
 }
 
 /// The next tick of the watchdog timer; never, without a watchdog.
@@ -1113,26 +1234,38 @@ async fn run_worker(w: Rc<Worker>, listeners: WorkerListeners, ready: std::sync:
             accept_loop(&w, l, Listener::Tls).await;
         }
     };
-    let quic = match (listeners.quic, &w.shared.tls, &w.shared.live().0.s.http3) {
-        (Some(socket), Some(certs), Some(h)) => match crate::h3conn::endpoint(socket, certs, h) {
-            Ok(e) => Some(e),
+    let quic_loop = async {
+        let (Some(socket), Some(certs), Some(h)) =
+            (listeners.quic, &w.shared.tls, &w.shared.live().0.s.http3)
+        else {
+            return None;
+        };
+        // After an upgrade the old process reads the same UDP sockets
+        // until it exits; a datagram of its connections read here would
+        // be lost to them.
+        let mut shutdown = w.conn.shutdown.clone();
+        while !w.shared.predecessor_gone.load(Relaxed) {
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_millis(50)) => {}
+                _ = shutdown.changed() => return None,
+            }
+        }
+        match crate::h3conn::endpoint(socket, certs, h) {
+            Ok(e) => {
+                accept_quic(&w, &e).await;
+                Some(e)
+            }
             Err(e) => {
                 tracing::error!("HTTP/3 endpoint: {e}");
                 None
             }
-        },
-        _ => None,
-    };
-    let quic_loop = async {
-        if let Some(e) = &quic {
-            accept_quic(&w, e).await;
         }
     };
     let more_loops = futures_util::future::join_all(
         more.into_iter()
             .map(|l| accept_loop(&w, l, Listener::Plain)),
     );
-    tokio::join!(
+    let (_, _, _, quic) = tokio::join!(
         accept_loop(&w, plain, Listener::Plain),
         more_loops,
         tls_loop,

@@ -80,6 +80,9 @@ pub(crate) struct Shared {
     /// Bytes of file data HTTP/2 streams may hold read and not yet
     /// written, across connections (`[http2] send_budget`, sized at start).
     pub(crate) h2_send_budget: Arc<tokio::sync::Semaphore>,
+    /// True once the process this one upgraded (SIGUSR2) has exited, at
+    /// once without one: HTTP/3 reads the shared UDP sockets only then.
+    pub(crate) predecessor_gone: Arc<AtomicBool>,
 }
 
 impl Shared {

@@ -371,3 +371,54 @@ fn a_socket_with_an_unknown_name_is_ignored_with_a_warning() {
     assert!(d.wait_stderr("named \"metrics\"", Duration::from_secs(5)));
     assert_eq!(d.healthz(), 200);
 }
+
+/// An upgrade (SIGUSR2) under systemd: the old process names its
+/// successor with `MAINPID=` before it drains, and the successor, handed
+/// the watchdog period, goes on pinging once the old process has exited
+/// (without it systemd would kill the service at `WatchdogSec`).
+#[test]
+fn an_upgrade_names_the_new_main_pid_and_keeps_the_watchdog() {
+    struct Stop(i32);
+    impl Drop for Stop {
+        fn drop(&mut self) {
+            // SAFETY: kill(2) on the successor this test caused.
+            unsafe { libc::kill(self.0, libc::SIGTERM) };
+        }
+    }
+    let tree = Tree::new();
+    tree.write("a.txt", b"after the upgrade");
+    let notify = NotifySocket::new();
+    let mut d = start_watched(&tree, &notify, &[]);
+    assert_eq!(
+        fields(&notify.recv(Duration::from_secs(10)).unwrap()),
+        ["READY=1"]
+    );
+    let old = d.pid();
+    d.signal(libc::SIGUSR2);
+    let t0 = Instant::now();
+    let next = loop {
+        let m = notify
+            .recv(Duration::from_secs(10))
+            .expect("MAINPID= within 10 s");
+        if let Some(pid) = fields(&m).iter().find_map(|f| f.strip_prefix("MAINPID=")) {
+            break Stop(pid.parse().unwrap());
+        }
+        assert!(t0.elapsed() < Duration::from_secs(30), "no MAINPID=");
+    };
+    assert_ne!(next.0, old);
+    assert!(d.wait_exit(Duration::from_secs(10)).unwrap().success());
+    // Whatever the old process sent is read; from here on only the
+    // successor pings, every 200 ms.
+    while notify.recv(Duration::from_millis(50)).is_some() {}
+    let t1 = Instant::now();
+    let mut pings = 0;
+    while pings < 5 && t1.elapsed() < Duration::from_secs(5) {
+        if let Some(m) = notify.recv(Duration::from_secs(1)) {
+            if fields(&m) == ["WATCHDOG=1"] {
+                pings += 1;
+            }
+        }
+    }
+    assert_eq!(pings, 5, "{}", d.stderr_text());
+    assert_eq!(d.get_text("/a.txt"), "after the upgrade");
+}
