@@ -20,6 +20,7 @@
 //!   tickets   session-ticket keys shared by replicas (tls_ticket_keys)
 //!   private_file  a 0600 file written whole or not at all (acme, tickets)
 //!   upgrade   SIGUSR2: hand the listeners to a new binary, then drain
+//!   unix_socket  Unix domain socket listeners (listen = "unix:PATH")
 //!   admin, stats, accesslog, sysd, preflight: metrics, logs, systemd,
 //!             the checks of check-config
 //! ```
@@ -60,6 +61,7 @@ mod stats;
 mod sysd;
 mod tickets;
 mod tls;
+mod unix_socket;
 mod upgrade;
 mod wire;
 
@@ -360,7 +362,10 @@ pub fn main_entry() -> i32 {
                         "{}: ok (root {}, listen {}, {} workers; {not_checked})",
                         file.display(),
                         s.root.display(),
-                        s.listen,
+                        s.listen.map_or_else(
+                            || format!("unix:{}", s.listen_unix.paths[0].display()),
+                            |a| a.to_string()
+                        ),
                         s.workers,
                     );
                     0

@@ -195,7 +195,8 @@ pub fn man_page(cmd: clap::Command) -> std::io::Result<Vec<u8>> {
          \\fIkey\\fR=\\fIvalue\\fR (or its own flag); flags win over the environment, the \
          environment over the file. Unknown keys are errors. Durations take 500ms, 10s, 2m, \
          1m30s. Booleans from the environment or a flag take true/false, yes/no, on/off, 1/0. \
-         SIGHUP applies most keys; root, listen, admin_listen, tls_listen, workers, io_backend, \
+         SIGHUP applies most keys; root, listen, unix_socket_mode, unix_socket_owner, \
+         admin_listen, tls_listen, workers, io_backend, \
          symlinks, fd_budget, fd_headroom, inline_opens, cache.watch and log_format need a \
          restart.\n",
     );

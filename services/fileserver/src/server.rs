@@ -14,7 +14,7 @@
 //! ```
 
 use crate::acme::challenge::Challenges;
-use crate::config::{Settings, Sources};
+use crate::config::{Settings, Sources, UnixSockets};
 use crate::files::Files;
 use crate::state::{make_live, ConnContext, Live, Shared, Worker};
 use crate::stats::WorkerStats;
@@ -157,11 +157,12 @@ fn per_worker<T>(sockets: Option<Vec<T>>, workers: usize) -> Vec<Option<T>> {
 }
 
 /// Listeners for the workers: systemd's socket (dup'ed per worker) or one
-/// SO_REUSEPORT socket per worker (port 0 resolved by the first).
+/// SO_REUSEPORT socket per worker (port 0 resolved by the first); none
+/// when `listen` names only Unix domain sockets.
 fn worker_listeners(
     s: &Settings,
     activated: Option<std::os::fd::OwnedFd>,
-) -> std::io::Result<(Vec<std::net::TcpListener>, SocketAddr)> {
+) -> std::io::Result<Option<(Vec<std::net::TcpListener>, SocketAddr)>> {
     let mut out = Vec::with_capacity(s.workers);
     if let Some(fd) = activated {
         let l = std::net::TcpListener::from(fd);
@@ -171,9 +172,11 @@ fn worker_listeners(
             out.push(l.try_clone()?);
         }
         out.push(l);
-        return Ok((out, addr));
+        return Ok(Some((out, addr)));
     }
-    reuseport_listeners(s.listen, s.workers)
+    s.listen
+        .map(|a| reuseport_listeners(a, s.workers))
+        .transpose()
 }
 
 /// One SO_REUSEPORT listener per worker (port 0 resolved by the first,
@@ -201,6 +204,18 @@ pub(crate) fn listen_error(addr: SocketAddr, key: &str, how: &str, e: &std::io::
         )
     } else {
         format!("cannot listen on {addr} ({key}): {e}")
+    }
+}
+
+/// The line a Unix socket that cannot be made stops the start with.
+fn unix_listen_error(path: &std::path::Path, e: &std::io::Error) -> String {
+    let path = path.display();
+    if e.kind() == std::io::ErrorKind::AddrInUse {
+        format!(
+            "cannot listen on unix:{path} (listen): a running process accepts on it              (another fileserver?); stop it or choose another path"
+        )
+    } else {
+        format!("cannot listen on unix:{path} (listen): {e}")
     }
 }
 
@@ -304,7 +319,7 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<i32> {
     shared.serving.store(true, Relaxed);
     announce(&s, &shared, &addrs);
     inherited.ready();
-    let code = rt.block_on(main_loop(MainLoop {
+    let (code, upgraded) = rt.block_on(main_loop(MainLoop {
         shared: shared.clone(),
         sources: args.sources,
         set_log_level: args.set_log_level,
@@ -318,6 +333,13 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<i32> {
     // Workers honour shutdown_timeout themselves.
     for t in threads {
         let _ = t.join();
+    }
+    // A successor accepts on them now.
+    if !upgraded {
+        bound
+            .unix_files
+            .iter()
+            .for_each(crate::unix_socket::SocketFile::remove);
     }
     join_loggers(&shared);
     Ok(code)
@@ -351,7 +373,10 @@ fn certificates(s: &Settings) -> anyhow::Result<(Option<Acme>, Option<Arc<crate:
 struct Bound {
     /// Each worker's listeners.
     workers: Vec<WorkerListeners>,
-    http_addr: SocketAddr,
+    /// The first TCP address of `listen`, if it names one.
+    http_addr: Option<SocketAddr>,
+    /// The Unix socket files this process made, removed at exit.
+    unix_files: Vec<crate::unix_socket::SocketFile>,
     /// `listen`'s other addresses, as bound (a port 0 resolved).
     http_more: Vec<SocketAddr>,
     tls_addr: Option<SocketAddr>,
@@ -384,10 +409,44 @@ fn bind(
     let (listeners, http_addr) = match taken(inherited.take(HTTP))? {
         Some(l) => {
             let addr = l[0].local_addr()?;
-            (l, addr)
+            (l.into_iter().map(Some).collect::<Vec<_>>(), Some(addr))
         }
-        None => worker_listeners(s, activated.http).map_err(|e| listen_failed(s.listen, e))?,
+        None => match worker_listeners(s, activated.http) {
+            Ok(Some((l, addr))) => (l.into_iter().map(Some).collect(), Some(addr)),
+            Ok(None) => ((0..s.workers).map(|_| None).collect(), None),
+            Err(e) => return Err(listen_failed(s.listen.unwrap_or(s.admin_listen), e)),
+        },
     };
+    // `listen`'s Unix domain sockets: one each, shared by the workers.
+    let mut unix: Vec<Vec<std::os::unix::net::UnixListener>> =
+        (0..s.workers).map(|_| Vec::new()).collect();
+    let mut unix_files = Vec::new();
+    for (k, path) in s.listen_unix.paths.iter().enumerate() {
+        let handed = inherited.take(&crate::upgrade::unix(k + 1));
+        let sockets: Vec<std::os::unix::net::UnixListener> = if handed.is_empty() {
+            let (mut l, f) = crate::unix_socket::bind_all(&UnixSockets {
+                paths: vec![path.clone()],
+                ..s.listen_unix.clone()
+            })
+            .map_err(|(p, e)| anyhow::anyhow!(unix_listen_error(&p, &e)))?;
+            unix_files.extend(f);
+            let l = l.remove(0);
+            let mut all = (1..s.workers)
+                .map(|_| l.try_clone())
+                .collect::<std::io::Result<Vec<_>>>()?;
+            all.push(l);
+            all
+        } else {
+            let handed: Vec<std::os::unix::net::UnixListener> =
+                handed.into_iter().map(Into::into).collect();
+            unix_files.extend(crate::unix_socket::SocketFile::of(&handed[0]));
+            handed
+        };
+        for (w, l) in unix.iter_mut().zip(sockets) {
+            l.set_nonblocking(true)?;
+            w.push(l);
+        }
+    }
     let inherited_tls = taken(inherited.take(HTTPS))?;
     let inherited_quic: Vec<std::net::UdpSocket> =
         inherited.take(QUIC).into_iter().map(Into::into).collect();
@@ -457,20 +516,27 @@ fn bind(
     let workers: Vec<WorkerListeners> = listeners
         .into_iter()
         .zip(more)
+        .zip(unix)
         .zip(tls_listeners)
         .zip(quic_sockets)
-        .map(|(((plain, more), tls), quic)| WorkerListeners {
+        .map(|((((plain, more), unix), tls), quic)| WorkerListeners {
             plain,
             more,
+            unix,
             tls,
             quic,
         })
         .collect();
     let mut handoff = crate::upgrade::Handoff::new()?;
     for w in &workers {
-        handoff.add(HTTP, w.plain.as_fd())?;
+        if let Some(l) = &w.plain {
+            handoff.add(HTTP, l.as_fd())?;
+        }
         for (k, l) in w.more.iter().enumerate() {
             handoff.add(&crate::upgrade::http_more(k + 1), l.as_fd())?;
+        }
+        for (k, l) in w.unix.iter().enumerate() {
+            handoff.add(&crate::upgrade::unix(k + 1), l.as_fd())?;
         }
         if let Some(l) = &w.tls {
             handoff.add(HTTPS, l.as_fd())?;
@@ -482,6 +548,7 @@ fn bind(
     handoff.add(ADMIN, admin.as_fd())?;
     Ok(Bound {
         http_more,
+        unix_files,
         workers,
         http_addr,
         tls_addr,
@@ -589,7 +656,7 @@ fn spawn_workers(
 
 /// The addresses a start names.
 struct Addrs {
-    http: SocketAddr,
+    http: Option<SocketAddr>,
     http_more: Vec<SocketAddr>,
     tls: Option<SocketAddr>,
     admin: SocketAddr,
@@ -606,9 +673,16 @@ fn announce(s: &Settings, shared: &Shared, a: &Addrs) {
     let fd_limit = shared.files.fd_limit();
     let (http_addr, admin_addr, tls_addr, offload) = (a.http, a.admin, a.tls, a.offload);
     // Every HTTP address, the first (the one clients and tests read) first.
-    let http_all = std::iter::once(http_addr)
+    let http_all = http_addr
+        .into_iter()
         .chain(a.http_more.iter().copied())
         .map(|a| a.to_string())
+        .chain(
+            s.listen_unix
+                .paths
+                .iter()
+                .map(|p| format!("unix:{}", p.display())),
+        )
         .collect::<Vec<_>>();
     let tls_part = match (tls_addr, offload) {
         (Some(addr), Some(reason)) => {
@@ -624,11 +698,12 @@ fn announce(s: &Settings, shared: &Shared, a: &Addrs) {
     };
     // The start line below says all of this: at the default level it is
     // the one line a start prints, unless io_uring was wanted and refused.
-    tracing::debug!(%http_addr, %admin_addr, root = %root.display(), workers = s.workers, backend, why, fd_limit, "starting");
+    tracing::debug!(http = %http_all.join(","), %admin_addr, root = %root.display(), workers = s.workers, backend, why, fd_limit, "starting");
     if why.contains("unavailable") {
         tracing::warn!(reason = why, "serving with the {backend} backend");
     }
-    let url = browsable_url(http_addr);
+    // A Unix socket has no URL a browser opens: its path stands there.
+    let url = http_addr.map_or_else(|| http_all[0].clone(), browsable_url);
     // On stderr, beside the log: stdout may carry the access log. With
     // log_format = json it is one JSON object too, shaped like the log's
     // events, so every stderr line parses.
@@ -647,7 +722,7 @@ fn announce(s: &Settings, shared: &Shared, a: &Addrs) {
                 "level": "INFO",
                 "fields": {
                     "message": "listening",
-                    "http": http_addr.to_string(),
+                    "http": &http_all[0],
                     "http_more": &http_all[1..],
                     "https": tls_addr.map(|a| a.to_string()),
                     "http3": tls_addr.filter(|_| s.http3.is_some()).map(|a| a.to_string()),
@@ -756,7 +831,7 @@ struct MainLoop {
 /// Serves the admin listener and waits for signals: SIGHUP reloads,
 /// SIGTERM/SIGINT drain (within `shutdown_timeout`) and return the exit
 /// code; pings the watchdog while every worker progresses.
-async fn main_loop(m: MainLoop) -> i32 {
+async fn main_loop(m: MainLoop) -> (i32, bool) {
     let MainLoop {
         shared,
         sources,
@@ -775,11 +850,12 @@ async fn main_loop(m: MainLoop) -> i32 {
         mut usr2,
     } = signals;
     let mut handoff = Some(Arc::new(handoff));
+    let mut upgraded = false;
     let admin = match tokio::net::TcpListener::from_std(admin) {
         Ok(a) => a,
         Err(e) => {
             tracing::error!("admin listener: {e}");
-            return 1;
+            return (1, false);
         }
     };
     let admin_task = tokio::spawn(crate::admin::serve(admin, shared.clone(), handle.clone()));
@@ -830,6 +906,7 @@ async fn main_loop(m: MainLoop) -> i32 {
                     std::mem::forget(held);
                     // The successor answers health checks from now on.
                     admin_task.abort();
+                    upgraded = true;
                     break;
                 }
             }
@@ -867,7 +944,7 @@ async fn main_loop(m: MainLoop) -> i32 {
             stop_began.elapsed()
         );
     }
-    0
+    (0, upgraded)
 }
 
 /// SIGUSR2: starts the binary again with the listeners and waits until
@@ -1042,9 +1119,11 @@ fn reload(
 /// One worker's sockets: the plaintext listener and, when configured, the
 /// HTTPS one.
 struct WorkerListeners {
-    plain: std::net::TcpListener,
+    plain: Option<std::net::TcpListener>,
     /// Its sockets of `listen`'s other addresses.
     more: Vec<std::net::TcpListener>,
+    /// `listen`'s Unix domain sockets (each shared by every worker).
+    unix: Vec<std::os::unix::net::UnixListener>,
     tls: Option<std::net::TcpListener>,
     /// HTTP/3's UDP socket.
     quic: Option<std::net::UdpSocket>,
@@ -1200,28 +1279,23 @@ async fn acquire_slot(w: &Worker) -> bool {
 /// Sets up the worker's I/O, reports it ready, accepts on its listeners
 /// until shutdown, then drains its connections (at most `shutdown_timeout`).
 async fn run_worker(w: Rc<Worker>, listeners: WorkerListeners, ready: std::sync::mpsc::Sender<()>) {
-    let tokio_listener = |l: std::net::TcpListener| match tokio::net::TcpListener::from_std(l) {
-        Ok(l) => Some(l),
-        Err(e) => {
-            tracing::error!("worker listener: {e}");
-            None
-        }
+    let tcp = |l: std::net::TcpListener| tokio::net::TcpListener::from_std(l).map(Accepting::Tcp);
+    let unix = |l: std::os::unix::net::UnixListener| {
+        tokio::net::UnixListener::from_std(l).map(Accepting::Unix)
     };
-    let Some(plain) = tokio_listener(listeners.plain) else {
-        return;
-    };
-    let Some(more) = listeners
-        .more
+    let plain: std::io::Result<Vec<Accepting>> = listeners
+        .plain
         .into_iter()
-        .map(tokio_listener)
-        .collect::<Option<Vec<_>>>()
-    else {
-        return;
-    };
-    let tls = match listeners.tls.map(tokio_listener) {
-        Some(None) => return,
-        Some(Some(l)) => Some(l),
-        None => None,
+        .chain(listeners.more)
+        .map(tcp)
+        .chain(listeners.unix.into_iter().map(unix))
+        .collect();
+    let (plain, tls) = match (plain, listeners.tls.map(tcp).transpose()) {
+        (Ok(plain), Ok(tls)) => (plain, tls),
+        (Err(e), _) | (_, Err(e)) => {
+            tracing::error!("worker listener: {e}");
+            return;
+        }
     };
     if let Err(e) = w.shared.files.attach_worker() {
         // Not fatal: the ring is created again at this worker's first I/O.
@@ -1261,16 +1335,12 @@ async fn run_worker(w: Rc<Worker>, listeners: WorkerListeners, ready: std::sync:
             }
         }
     };
-    let more_loops = futures_util::future::join_all(
-        more.into_iter()
+    let plain_loops = futures_util::future::join_all(
+        plain
+            .into_iter()
             .map(|l| accept_loop(&w, l, Listener::Plain)),
     );
-    let (_, _, _, quic) = tokio::join!(
-        accept_loop(&w, plain, Listener::Plain),
-        more_loops,
-        tls_loop,
-        quic_loop
-    );
+    let (_, _, quic) = tokio::join!(plain_loops, tls_loop, quic_loop);
     w.conn.stopping.set();
     let deadline = Instant::now() + w.shared.live().0.s.shutdown_timeout;
     while w.local_conns.get() > 0 && Instant::now() < deadline {
@@ -1413,8 +1483,31 @@ impl Drop for QuicAttempt {
     }
 }
 
+/// A listener the accept loop takes connections from.
+enum Accepting {
+    Tcp(tokio::net::TcpListener),
+    /// Its connections are handed to the engines as TCP streams, with
+    /// this host for a peer (`unix_socket`).
+    Unix(tokio::net::UnixListener),
+}
+
+impl Accepting {
+    async fn accept(&self) -> std::io::Result<(tokio::net::TcpStream, SocketAddr)> {
+        match self {
+            Accepting::Tcp(l) => l.accept().await,
+            Accepting::Unix(l) => {
+                let (stream, _) = l.accept().await?;
+                Ok((
+                    crate::unix_socket::as_tcp(stream)?,
+                    crate::unix_socket::PEER,
+                ))
+            }
+        }
+    }
+}
+
 /// Accepts on `listener` until shutdown, each connection a local task.
-async fn accept_loop(w: &Rc<Worker>, listener: tokio::net::TcpListener, kind: Listener) {
+async fn accept_loop(w: &Rc<Worker>, listener: Accepting, kind: Listener) {
     let mut shutdown = w.conn.shutdown.clone();
     loop {
         let max = w.shared.live().0.s.limits.max_connections;

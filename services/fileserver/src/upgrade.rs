@@ -49,6 +49,11 @@ pub(crate) fn http_more(n: usize) -> String {
     format!("http+{n}")
 }
 
+/// The name of `listen`'s `n`-th Unix domain socket (from 1).
+pub(crate) fn unix(n: usize) -> String {
+    format!("unix+{n}")
+}
+
 /// What this process hands a successor: its binary's path at start, and a
 /// duplicate of every listening socket, named. Dropped when a shutdown
 /// begins without one, so the listeners close with the workers' copies.
@@ -227,9 +232,16 @@ impl Inherited {
         !self.sockets.is_empty()
     }
 
-    /// The workers the sockets are laid out for (one `http` each).
+    /// The workers the sockets are laid out for (one of each name per
+    /// worker: the count of the most frequent name).
     pub(crate) fn workers(&self) -> usize {
-        self.sockets.iter().filter(|(n, _)| n == HTTP).count()
+        let count = |name: &str| self.sockets.iter().filter(|(n, _)| n == name).count();
+        self.sockets
+            .iter()
+            .filter(|(n, _)| n != ADMIN)
+            .map(|(n, _)| count(n))
+            .max()
+            .unwrap_or(0)
     }
 
     /// The sockets named `name`, in order, taken out.

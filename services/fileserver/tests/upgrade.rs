@@ -175,18 +175,23 @@ fn a_failed_upgrade_keeps_the_old_process_serving() {
     assert!(d.wait_exit(Duration::from_secs(10)).unwrap().success());
 }
 
-/// HTTP/3 after an upgrade: the new process reads the UDP sockets once
-/// the old one is gone, and answers over QUIC (aioquic) and HTTPS.
+/// HTTP/3 and a Unix socket after an upgrade: the new process reads the
+/// UDP sockets once the old one is gone, and answers over QUIC (aioquic),
+/// HTTPS and the Unix socket, whose file it removes when it stops.
 #[test]
-fn http3_is_served_by_the_new_process_after_an_upgrade() {
+fn http3_and_a_unix_socket_are_served_by_the_new_process_after_an_upgrade() {
     let tree = Tree::new();
     tree.write("small.txt", b"over quic\n");
     let ca = TestCa::new();
     let ca_file = ca.ca_file();
     let dir = tempfile::tempdir().unwrap();
     let exe = installed(dir.path());
+    let sock = dir.path().join("http.sock");
+    let mut args = common::base_args(&tree.root);
+    let at = args.iter().position(|a| a == "--listen").unwrap();
+    args[at + 1] = format!("127.0.0.1:0,unix:{}", sock.display());
     let mut cmd = Command::new(&exe);
-    cmd.args(common::base_args(&tree.root))
+    cmd.args(args)
         .args(ca.args())
         .args(["--set", "http3.enabled=true"]);
     let mut d = Daemon::spawn(cmd);
@@ -223,5 +228,21 @@ fn http3_is_served_by_the_new_process_after_an_upgrade() {
         .send()
         .unwrap();
     assert_eq!(https_answer.text().unwrap(), "over quic\n");
+    let unix = Command::new("curl")
+        .args(["-sS", "--unix-socket"])
+        .arg(&sock)
+        .arg("http://localhost/small.txt")
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&unix.stdout), "over quic\n");
     assert!(next.alive());
+    drop(next);
+    let t1 = Instant::now();
+    while sock.exists() && t1.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        !sock.exists(),
+        "the successor removes the socket file it took over"
+    );
 }

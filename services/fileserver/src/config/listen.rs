@@ -14,8 +14,13 @@ use std::net::SocketAddr;
 #[serde(default)]
 pub struct ListenConfig {
     /// HTTP listener addresses: one, or several separated by commas (in a
-    /// file, also a TOML array).
+    /// file, also a TOML array); `unix:PATH` is a Unix domain socket.
     pub listen: String,
+    /// Permissions of the Unix domain sockets `listen` names (octal).
+    pub unix_socket_mode: String,
+    /// Owner of those sockets, `USER`, `USER:GROUP` or `:GROUP` (names or
+    /// numbers); empty: the daemon's own.
+    pub unix_socket_owner: String,
     /// Admin listener (metrics, health).
     pub admin_listen: String,
     /// Worker threads; 0 = one per CPU.
@@ -37,6 +42,8 @@ impl Default for ListenConfig {
     fn default() -> Self {
         ListenConfig {
             listen: format!("127.0.0.1:{DEFAULT_PORT}"),
+            unix_socket_mode: "0660".into(),
+            unix_socket_owner: String::new(),
             admin_listen: "127.0.0.1:8081".into(),
             workers: 0,
             trusted_proxies: Vec::new(),
@@ -49,32 +56,89 @@ impl Default for ListenConfig {
 /// Sockets are bound, and workers spawned, once.
 pub(super) const RESTART: &[Restart] = &[
     Restart::key("listen"),
+    Restart::key("unix_socket_mode"),
+    Restart::key("unix_socket_owner"),
     Restart::key("admin_listen"),
     Restart::key("workers"),
 ];
 
 impl ListenConfig {
-    /// `listen` (its first address, then any others) and `admin_listen`.
-    pub(super) fn addrs(
-        &self,
-        e: &mut Vec<ConfigError>,
-    ) -> (SocketAddr, Vec<SocketAddr>, SocketAddr) {
-        let mut all = self
-            .listen
-            .split(',')
-            .map(|a| addr("listen", a, e))
-            .collect::<Vec<_>>()
-            .into_iter();
-        let first = all
-            .next()
-            .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 0)));
-        let more: Vec<SocketAddr> = all.collect();
-        for (i, a) in more.iter().enumerate() {
-            if *a == first || more[..i].contains(a) {
+    /// `listen` (its first TCP address, its other TCP addresses, its Unix
+    /// domain sockets) and `admin_listen`.
+    pub(super) fn addrs(&self, e: &mut Vec<ConfigError>) -> Listen {
+        let mut tcp = Vec::new();
+        let mut unix = Vec::new();
+        for a in self.listen.split(',').map(str::trim) {
+            match a.strip_prefix("unix:") {
+                Some("") => e.push(err("listen", "`unix:` needs a path")),
+                Some(path) => unix.push(std::path::PathBuf::from(path)),
+                None => tcp.push(addr("listen", a, e)),
+            }
+        }
+        for (i, a) in tcp.iter().enumerate() {
+            if tcp[..i].contains(a) {
                 e.push(err("listen", format!("{a} is named twice")));
             }
         }
-        (first, more, addr("admin_listen", &self.admin_listen, e))
+        for (i, p) in unix.iter().enumerate() {
+            if unix[..i].contains(p) {
+                e.push(err(
+                    "listen",
+                    format!("unix:{} is named twice", p.display()),
+                ));
+            }
+        }
+        let mut tcp = tcp.into_iter();
+        Listen {
+            first: tcp.next(),
+            more: tcp.collect(),
+            unix: UnixSockets {
+                paths: unix,
+                mode: self.unix_socket_mode(e),
+                owner: self.unix_socket_owner(e),
+            },
+            admin: addr("admin_listen", &self.admin_listen, e),
+        }
+    }
+
+    fn unix_socket_mode(&self, e: &mut Vec<ConfigError>) -> u32 {
+        match u32::from_str_radix(self.unix_socket_mode.trim_start_matches("0o"), 8) {
+            Ok(m) if m <= 0o777 => m,
+            _ => {
+                e.push(err(
+                    "unix_socket_mode",
+                    format!(
+                        "`{}` is not permissions in octal, as 0660",
+                        self.unix_socket_mode
+                    ),
+                ));
+                0o660
+            }
+        }
+    }
+
+    fn unix_socket_owner(&self, e: &mut Vec<ConfigError>) -> Owner {
+        let o = self.unix_socket_owner.trim();
+        if o.is_empty() {
+            return Owner::default();
+        }
+        let (user, group) = o.split_once(':').unwrap_or((o, ""));
+        let mut id = |kind: &str, name: &str, look: fn(&str) -> Option<u32>| -> Option<u32> {
+            if name.is_empty() {
+                return None;
+            }
+            let found = name.parse().ok().or_else(|| look(name));
+            if found.is_none() {
+                e.push(err(
+                    "unix_socket_owner",
+                    format!("no {kind} named `{name}`"),
+                ));
+            }
+            found
+        };
+        let uid = id("user", user, user_id);
+        let gid = id("group", group, group_id);
+        Owner { uid, gid }
     }
 
     /// `workers`, 0 read as one per CPU.
@@ -98,6 +162,73 @@ impl ListenConfig {
             from: nets("proxy_protocol", &self.proxy_protocol, e),
             timeout: positive_dur("proxy_protocol_timeout", &self.proxy_protocol_timeout, e),
         }
+    }
+}
+
+/// What `listen` and `admin_listen` name.
+pub(super) struct Listen {
+    pub first: Option<SocketAddr>,
+    pub more: Vec<SocketAddr>,
+    pub unix: UnixSockets,
+    pub admin: SocketAddr,
+}
+
+/// The Unix domain sockets `listen` names, and how they are made.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct UnixSockets {
+    /// Their paths, in `listen`'s order.
+    pub paths: Vec<std::path::PathBuf>,
+    /// `unix_socket_mode`.
+    pub mode: u32,
+    /// `unix_socket_owner`.
+    pub owner: Owner,
+}
+
+/// A file's owner to set; `None` keeps that part.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Owner {
+    /// The user id.
+    pub uid: Option<u32>,
+    /// The group id.
+    pub gid: Option<u32>,
+}
+
+/// A user's id by name (the system's user database).
+fn user_id(name: &str) -> Option<u32> {
+    let name = std::ffi::CString::new(name).ok()?;
+    let mut buf = vec![0u8; 16384];
+    // SAFETY: getpwnam_r writes only into `pwd` and `buf` (its length
+    // given), and `result` points at `pwd` or is null when none is found.
+    unsafe {
+        let mut pwd: libc::passwd = std::mem::zeroed();
+        let mut result = std::ptr::null_mut();
+        let rc = libc::getpwnam_r(
+            name.as_ptr(),
+            &mut pwd,
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+            &mut result,
+        );
+        (rc == 0 && !result.is_null()).then_some(pwd.pw_uid)
+    }
+}
+
+/// A group's id by name (the system's group database).
+fn group_id(name: &str) -> Option<u32> {
+    let name = std::ffi::CString::new(name).ok()?;
+    let mut buf = vec![0u8; 16384];
+    // SAFETY: as `user_id`, with getgrnam_r and `grp`.
+    unsafe {
+        let mut grp: libc::group = std::mem::zeroed();
+        let mut result = std::ptr::null_mut();
+        let rc = libc::getgrnam_r(
+            name.as_ptr(),
+            &mut grp,
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+            &mut result,
+        );
+        (rc == 0 && !result.is_null()).then_some(grp.gr_gid)
     }
 }
 

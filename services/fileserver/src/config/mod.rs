@@ -47,7 +47,7 @@ pub use http2::{Http2Config, Http2Settings};
 pub use http3::{Http3Config, Http3Settings};
 pub use keys::{all_keys, env_name, table_fields, unknown_env};
 pub use limits::{Limits, LimitsConfig};
-pub use listen::{admin_port_for, ListenConfig, ProxyProtocol};
+pub use listen::{admin_port_for, ListenConfig, Owner, ProxyProtocol, UnixSockets};
 pub use logging::{check_log_level, AccessLog, AccessLogFormat, LogConfig, LogFormat};
 pub use reload::{reload, restart_keys, Reloaded};
 pub use restart::Restart;
@@ -133,10 +133,13 @@ pub struct Settings {
     pub root: PathBuf,
     /// `spa`: the default site falls back to its `/index.html`.
     pub spa: bool,
-    /// The HTTP listener (the first of `listen`).
-    pub listen: std::net::SocketAddr,
-    /// `listen`'s other addresses, each served alike.
+    /// The HTTP listener (the first TCP address of `listen`; none when it
+    /// names only Unix domain sockets).
+    pub listen: Option<std::net::SocketAddr>,
+    /// `listen`'s other TCP addresses, each served alike.
     pub listen_more: Vec<std::net::SocketAddr>,
+    /// `listen`'s Unix domain sockets.
+    pub listen_unix: UnixSockets,
     /// The admin listener.
     pub admin_listen: std::net::SocketAddr,
     /// Worker threads (0 read as one per CPU).
@@ -201,7 +204,11 @@ impl Config {
     /// start would open with them, in the same run.
     fn settle(&self) -> (Settings, Vec<ConfigError>) {
         let mut e = Vec::new();
-        let (listen, listen_more, admin_listen) = self.net.addrs(&mut e);
+        let l = self.net.addrs(&mut e);
+        let (listen, listen_more, listen_unix, admin_listen) = (l.first, l.more, l.unix, l.admin);
+        if listen.is_none() && listen_unix.paths.is_empty() {
+            e.push(err("listen", "names no address"));
+        }
         let root = self.files.root(&mut e);
         let workers = self.net.workers(&mut e);
         let io_backend = self.files.io_backend(&mut e);
@@ -234,6 +241,7 @@ impl Config {
             spa: self.sites.spa,
             listen,
             listen_more,
+            listen_unix,
             admin_listen,
             workers,
             io_backend,

@@ -112,7 +112,10 @@ fn a_listen_port_moves_the_admin_port_unless_it_is_set() {
     let s = flags(&[("listen", ":9000"), ("admin_listen", "127.0.0.1:7000")]);
     assert_eq!(s.admin_listen.port(), 7000);
     let s = flags(&[]);
-    assert_eq!((s.listen.port(), s.admin_listen.port()), (8080, 8081));
+    assert_eq!(
+        (s.listen.unwrap().port(), s.admin_listen.port()),
+        (8080, 8081)
+    );
 }
 
 #[test]
@@ -280,7 +283,7 @@ fn a_reload_keeps_the_restart_keys_and_takes_the_rest() {
     .unwrap();
     let r = reload(&new, &started).unwrap();
     assert_eq!(r.waiting, ["listen", "cache.watch", "http3"]);
-    assert_eq!(r.settings.listen.port(), 9000);
+    assert_eq!(r.settings.listen.unwrap().port(), 9000);
     assert!(r.settings.watch_changes && r.settings.http3.is_none());
     assert_eq!(r.settings.cache.max_entries, 20);
     let tls = r.settings.tls.unwrap();
