@@ -148,14 +148,6 @@ fn https_sockets<T, U>(
     }
 }
 
-/// One socket per worker, or `None` for each when the listener is off.
-fn per_worker<T>(sockets: Option<Vec<T>>, workers: usize) -> Vec<Option<T>> {
-    match sockets {
-        Some(v) => v.into_iter().map(Some).collect(),
-        None => (0..workers).map(|_| None).collect(),
-    }
-}
-
 /// Listeners for the workers: systemd's socket (dup'ed per worker) or one
 /// SO_REUSEPORT socket per worker (port 0 resolved by the first); none
 /// when `listen` names only Unix domain sockets.
@@ -380,6 +372,8 @@ struct Bound {
     /// `listen`'s other addresses, as bound (a port 0 resolved).
     http_more: Vec<SocketAddr>,
     tls_addr: Option<SocketAddr>,
+    /// `tls_listen`'s other addresses, as bound.
+    tls_more: Vec<SocketAddr>,
     admin: std::net::TcpListener,
     /// Duplicates of all of them, for a successor (SIGUSR2).
     handoff: crate::upgrade::Handoff,
@@ -447,18 +441,32 @@ fn bind(
             w.push(l);
         }
     }
-    let inherited_tls = taken(inherited.take(HTTPS))?;
-    let inherited_quic: Vec<std::net::UdpSocket> =
-        inherited.take(QUIC).into_iter().map(Into::into).collect();
-    let https = match (&s.tls, inherited_tls) {
-        (Some(_), Some(tcp)) => {
-            let addr = tcp[0].local_addr()?;
-            let udp = s.http3.as_ref().map(|_| inherited_quic);
-            Some(HttpsSockets { tcp, addr, udp })
-        }
-        (Some(t), None) => Some(
-            https_sockets(
-                t.listen,
+    // `tls_listen`'s addresses, each with its HTTP/3 twin.
+    let tls_addrs: Vec<SocketAddr> = s
+        .tls
+        .iter()
+        .flat_map(|t| std::iter::once(t.listen).chain(t.listen_more.iter().copied()))
+        .collect();
+    let mut tls_listeners: Vec<Vec<std::net::TcpListener>> =
+        (0..s.workers).map(|_| Vec::new()).collect();
+    let mut quic_sockets: Vec<Vec<std::net::UdpSocket>> =
+        (0..s.workers).map(|_| Vec::new()).collect();
+    let mut tls_bound = Vec::new();
+    for (k, &listen) in tls_addrs.iter().enumerate() {
+        let handed_tcp = taken(inherited.take(&crate::upgrade::numbered(HTTPS, k)))?;
+        let handed_udp: Vec<std::net::UdpSocket> = inherited
+            .take(&crate::upgrade::numbered(QUIC, k))
+            .into_iter()
+            .map(Into::into)
+            .collect();
+        let h = match handed_tcp {
+            Some(tcp) => {
+                let addr = tcp[0].local_addr()?;
+                let udp = s.http3.as_ref().map(|_| handed_udp);
+                HttpsSockets { tcp, addr, udp }
+            }
+            None => https_sockets(
+                listen,
                 s.http3.is_some(),
                 |a| reuseport_listeners(a, s.workers),
                 |a| reuseport_udp(a, s.workers),
@@ -466,17 +474,17 @@ fn bind(
             .map_err(|(addr, key, e)| {
                 anyhow::anyhow!(listen_error(addr, key, "--tls-listen ADDR", &e))
             })?,
-        ),
-        (None, Some(_)) => {
-            tracing::warn!("upgrade: closing the HTTPS sockets handed over: tls_listen is off");
-            None
+        };
+        tls_bound.push(h.addr);
+        for (w, l) in tls_listeners.iter_mut().zip(h.tcp) {
+            w.push(l);
         }
-        (None, None) => None,
-    };
-    let tls_addr = https.as_ref().map(|h| h.addr);
-    let (tcp, udp) = https.map_or((None, None), |h| (Some(h.tcp), h.udp));
-    let udp = udp.filter(|u| !u.is_empty());
-    let (tls_listeners, quic_sockets) = (per_worker(tcp, s.workers), per_worker(udp, s.workers));
+        for (w, u) in quic_sockets.iter_mut().zip(h.udp.into_iter().flatten()) {
+            w.push(u);
+        }
+    }
+    let tls_addr = tls_bound.first().copied();
+    let tls_more = tls_bound.get(1..).unwrap_or_default().to_vec();
     // A socket named `admin` from systemd replaces admin_listen, as the
     // `http` one replaces listen.
     let admin = match (inherited.take(ADMIN).pop(), activated.admin) {
@@ -529,6 +537,12 @@ fn bind(
         .collect();
     let mut handoff = crate::upgrade::Handoff::new()?;
     for w in &workers {
+        for (k, l) in w.tls.iter().enumerate() {
+            handoff.add(&crate::upgrade::numbered(HTTPS, k), l.as_fd())?;
+        }
+        for (k, u) in w.quic.iter().enumerate() {
+            handoff.add(&crate::upgrade::numbered(QUIC, k), u.as_fd())?;
+        }
         if let Some(l) = &w.plain {
             handoff.add(HTTP, l.as_fd())?;
         }
@@ -538,16 +552,11 @@ fn bind(
         for (k, l) in w.unix.iter().enumerate() {
             handoff.add(&crate::upgrade::unix(k + 1), l.as_fd())?;
         }
-        if let Some(l) = &w.tls {
-            handoff.add(HTTPS, l.as_fd())?;
-        }
-        if let Some(u) = &w.quic {
-            handoff.add(QUIC, u.as_fd())?;
-        }
     }
     handoff.add(ADMIN, admin.as_fd())?;
     Ok(Bound {
         http_more,
+        tls_more,
         unix_files,
         workers,
         http_addr,
@@ -568,6 +577,7 @@ impl Bound {
             http: self.http_addr,
             http_more: self.http_more.clone(),
             tls: self.tls_addr,
+            tls_more: self.tls_more.clone(),
             admin,
             offload,
         })
@@ -659,6 +669,7 @@ struct Addrs {
     http: Option<SocketAddr>,
     http_more: Vec<SocketAddr>,
     tls: Option<SocketAddr>,
+    tls_more: Vec<SocketAddr>,
     admin: SocketAddr,
     /// Why TLS runs in userspace (with `tls`).
     offload: Option<&'static str>,
@@ -684,15 +695,21 @@ fn announce(s: &Settings, shared: &Shared, a: &Addrs) {
                 .map(|p| format!("unix:{}", p.display())),
         )
         .collect::<Vec<_>>();
+    let tls_all = tls_addr
+        .into_iter()
+        .chain(a.tls_more.iter().copied())
+        .map(|a| a.to_string())
+        .collect::<Vec<_>>()
+        .join(",");
     let tls_part = match (tls_addr, offload) {
         (Some(addr), Some(reason)) => {
             tracing::debug!(%addr, reason, "HTTPS (h2, http/1.1) with userspace TLS (rustls)");
             let h3 = if s.http3.is_some() {
-                format!(" http3={addr}")
+                format!(" http3={tls_all}")
             } else {
                 String::new()
             };
-            format!(" https={addr}{h3} tls=userspace tls_offload_off={reason}")
+            format!(" https={tls_all}{h3} tls=userspace tls_offload_off={reason}")
         }
         _ => String::new(),
     };
@@ -725,6 +742,7 @@ fn announce(s: &Settings, shared: &Shared, a: &Addrs) {
                     "http": &http_all[0],
                     "http_more": &http_all[1..],
                     "https": tls_addr.map(|a| a.to_string()),
+                    "https_more": a.tls_more.iter().map(|a| a.to_string()).collect::<Vec<_>>(),
                     "http3": tls_addr.filter(|_| s.http3.is_some()).map(|a| a.to_string()),
                     "tls_offload_off": offload,
                     "admin": admin_addr.to_string(),
@@ -1124,9 +1142,10 @@ struct WorkerListeners {
     more: Vec<std::net::TcpListener>,
     /// `listen`'s Unix domain sockets (each shared by every worker).
     unix: Vec<std::os::unix::net::UnixListener>,
-    tls: Option<std::net::TcpListener>,
-    /// HTTP/3's UDP socket.
-    quic: Option<std::net::UdpSocket>,
+    /// One per `tls_listen` address.
+    tls: Vec<std::net::TcpListener>,
+    /// HTTP/3's UDP sockets, one per `tls_listen` address.
+    quic: Vec<std::net::UdpSocket>,
 }
 
 /// What an accept loop does with a connection.
@@ -1290,7 +1309,8 @@ async fn run_worker(w: Rc<Worker>, listeners: WorkerListeners, ready: std::sync:
         .map(tcp)
         .chain(listeners.unix.into_iter().map(unix))
         .collect();
-    let (plain, tls) = match (plain, listeners.tls.map(tcp).transpose()) {
+    let tls: std::io::Result<Vec<Accepting>> = listeners.tls.into_iter().map(tcp).collect();
+    let (plain, tls) = match (plain, tls) {
         (Ok(plain), Ok(tls)) => (plain, tls),
         (Err(e), _) | (_, Err(e)) => {
             tracing::error!("worker listener: {e}");
@@ -1303,15 +1323,10 @@ async fn run_worker(w: Rc<Worker>, listeners: WorkerListeners, ready: std::sync:
     }
     let _ = ready.send(());
     drop(ready);
-    let tls_loop = async {
-        if let Some(l) = tls {
-            accept_loop(&w, l, Listener::Tls).await;
-        }
-    };
-    let quic_loop = async {
-        let (Some(socket), Some(certs), Some(h)) =
-            (listeners.quic, &w.shared.tls, &w.shared.live().0.s.http3)
-        else {
+    let tls_loops =
+        futures_util::future::join_all(tls.into_iter().map(|l| accept_loop(&w, l, Listener::Tls)));
+    let quic_loop = |socket: std::net::UdpSocket| async {
+        let (Some(certs), Some(h)) = (&w.shared.tls, &w.shared.live().0.s.http3) else {
             return None;
         };
         // After an upgrade the old process reads the same UDP sockets
@@ -1335,12 +1350,13 @@ async fn run_worker(w: Rc<Worker>, listeners: WorkerListeners, ready: std::sync:
             }
         }
     };
+    let quic_loops = futures_util::future::join_all(listeners.quic.into_iter().map(quic_loop));
     let plain_loops = futures_util::future::join_all(
         plain
             .into_iter()
             .map(|l| accept_loop(&w, l, Listener::Plain)),
     );
-    let (_, _, quic) = tokio::join!(plain_loops, tls_loop, quic_loop);
+    let (_, _, quic) = tokio::join!(plain_loops, tls_loops, quic_loops);
     w.conn.stopping.set();
     let deadline = Instant::now() + w.shared.live().0.s.shutdown_timeout;
     while w.local_conns.get() > 0 && Instant::now() < deadline {
@@ -1368,11 +1384,13 @@ async fn run_worker(w: Rc<Worker>, listeners: WorkerListeners, ready: std::sync:
         // Any still left are dropped with the runtime; keep the global count right.
         w.shared.open_conns.fetch_sub(w.local_conns.get(), Relaxed);
     }
-    if let Some(e) = quic {
-        // CONNECTION_CLOSE to whatever is left, and time for it to leave.
+    // CONNECTION_CLOSE to whatever is left, and time for it to leave.
+    let quic: Vec<quinn::Endpoint> = quic.into_iter().flatten().collect();
+    for e in &quic {
         e.close(0u32.into(), b"shutdown");
-        let _ = tokio::time::timeout(Duration::from_millis(200), e.wait_idle()).await;
     }
+    let idle = futures_util::future::join_all(quic.iter().map(quinn::Endpoint::wait_idle));
+    let _ = tokio::time::timeout(Duration::from_millis(200), idle).await;
 }
 
 /// Accepts QUIC connections on the worker's endpoint until shutdown, each

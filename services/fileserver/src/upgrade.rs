@@ -49,6 +49,15 @@ pub(crate) fn http_more(n: usize) -> String {
     format!("http+{n}")
 }
 
+/// `name` for the first of its listeners (`k` = 0), `name+k` for the
+/// others (`tls_listen`'s addresses).
+pub(crate) fn numbered(name: &str, k: usize) -> String {
+    match k {
+        0 => name.to_string(),
+        k => format!("{name}+{k}"),
+    }
+}
+
 /// The name of `listen`'s `n`-th Unix domain socket (from 1).
 pub(crate) fn unix(n: usize) -> String {
     format!("unix+{n}")

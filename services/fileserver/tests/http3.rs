@@ -637,3 +637,63 @@ fn a_rate_limit_answers_429_over_http3() {
     );
     assert_eq!(status(&got[4]), 200, "another path is not limited");
 }
+
+/// `tls_listen` with two addresses: the start line names both, and each
+/// serves HTTPS (curl, HTTP/2) and HTTP/3 (aioquic) alike.
+#[test]
+fn several_tls_listen_addresses_each_serve_https_and_http3() {
+    let tree = Tree::new();
+    tree.write("small.txt", b"on every address\n");
+    let ca = TestCa::new();
+    let ca_file = ca.ca_file();
+    let mut args = ca.args();
+    let at = args.iter().position(|a| a == "--tls-listen").unwrap();
+    args[at + 1] = "127.0.0.1:0,127.0.0.2:0".into();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut cmd = Command::new(bin());
+    cmd.args(common::base_args(&tree.root))
+        .args(&args)
+        .args(["--set", "http3.enabled=true"]);
+    let d = Daemon::spawn(cmd);
+    assert!(d.wait_stderr(" https=127.0.0.1:", Duration::from_secs(5)));
+    let text = d.stderr_text();
+    let line = text.lines().find(|l| l.starts_with("listening")).unwrap();
+    let https = line
+        .split(' ')
+        .find_map(|kv| kv.strip_prefix("https="))
+        .unwrap();
+    let addrs: Vec<SocketAddr> = https.split(',').map(|a| a.parse().unwrap()).collect();
+    assert_eq!(addrs.len(), 2, "{line}");
+    assert!(line.contains(&format!(" http3={https} ")), "{line}");
+    for a in &addrs {
+        let out = Command::new("curl")
+            .args(["-sS", "--http2", "--cacert"])
+            .arg(&ca_file)
+            .arg("--resolve")
+            .arg(format!("localhost:{}:{}", a.port(), a.ip()))
+            .arg(format!("https://localhost:{}/small.txt", a.port()))
+            .output()
+            .unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            "on every address\n",
+            "{a}"
+        );
+        let h3 = Command::new(python())
+            .arg(client_script())
+            .args([
+                "--host",
+                &a.ip().to_string(),
+                "--port",
+                &a.port().to_string(),
+            ])
+            .arg("--ca")
+            .arg(&ca_file)
+            .arg("/small.txt")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&h3.stdout);
+        assert!(text.contains("\"status\": 200"), "{a}: {text}");
+    }
+}

@@ -247,7 +247,9 @@ impl SitesConfig {
 
 /// `https_redirect`'s rule: 308 to `tls_listen`'s port.
 fn https_redirect(tls_listen: &str, e: &mut Vec<ConfigError>) -> RuleSpec {
-    let port = tls_listen
+    // The first address's port, as Alt-Svc's.
+    let first = tls_listen.split(',').next().unwrap_or_default().trim();
+    let port = first
         .rsplit_once(':')
         .and_then(|(_, p)| p.parse::<u16>().ok());
     let target = match port {

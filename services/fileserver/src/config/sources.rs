@@ -53,7 +53,8 @@ fn overlay(dst: &mut toml::Table, src: toml::Table, prefix: &str, errors: &mut V
             // Several listen addresses: a TOML array, kept as the
             // comma-separated string a flag or variable writes.
             (slot @ toml::Value::String(_), toml::Value::Array(items))
-                if key == "listen" && items.iter().all(toml::Value::is_str) =>
+                if (key == "listen" || key == "tls_listen")
+                    && items.iter().all(toml::Value::is_str) =>
             {
                 let all: Vec<&str> = items.iter().filter_map(toml::Value::as_str).collect();
                 *slot = toml::Value::String(all.join(","));

@@ -14,7 +14,8 @@ use std::time::Duration;
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 #[serde(default)]
 pub struct TlsConfig {
-    /// HTTPS listener (ALPN h2 and http/1.1); "" = none.
+    /// HTTPS listener addresses (ALPN h2 and http/1.1): one, or several
+    /// separated by commas (in a file, also a TOML array); "" = none.
     pub tls_listen: String,
     /// PEM certificate chain for `tls_listen`, leaf first.
     pub tls_cert: String,
@@ -56,8 +57,11 @@ pub(super) const RESTART: &[Restart] = &[
 /// handshake may take.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TlsSettings {
-    /// `tls_listen`.
+    /// `tls_listen`'s first address.
     pub listen: SocketAddr,
+    /// `tls_listen`'s other addresses, each served alike (with HTTP/3 on
+    /// each, when it is on).
+    pub listen_more: Vec<SocketAddr>,
     /// `tls_cert` and `tls_key`: the certificate for names `[acme]` does
     /// not cover (all names without `[acme]`).
     pub manual: Option<CertFiles>,
@@ -107,8 +111,17 @@ impl TlsConfig {
         if self.tls_listen.is_empty() {
             return None;
         }
+        let mut all: Vec<SocketAddr> = Vec::new();
+        for a in self.tls_listen.split(',') {
+            let a = addr("tls_listen", a.trim(), e);
+            if all.contains(&a) {
+                e.push(err("tls_listen", format!("{a} is named twice")));
+            }
+            all.push(a);
+        }
         Some(TlsSettings {
-            listen: addr("tls_listen", &self.tls_listen, e),
+            listen: all[0],
+            listen_more: all[1..].to_vec(),
             manual: (!self.tls_cert.is_empty() && !self.tls_key.is_empty()).then(|| CertFiles {
                 cert: PathBuf::from(&self.tls_cert),
                 key: PathBuf::from(&self.tls_key),

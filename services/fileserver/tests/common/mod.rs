@@ -74,7 +74,7 @@ pub(crate) fn parse_start_line(line: &str) -> Option<StartLine> {
         match k {
             // Several listen addresses: the first, then the others.
             "http" => http = v.split(',').next().and_then(|a| a.parse().ok()),
-            "https" => https = v.parse().ok(),
+            "https" => https = v.split(',').next().and_then(|a| a.parse().ok()),
             "admin" => admin = v.parse().ok(),
             "workers" => workers = v.parse().ok(),
             "backend" => backend = Some(v.to_string()),
