@@ -102,6 +102,61 @@ k8s_validate() {
   [ "$(grep -c '^INFO' <<<"$out")" -ge "${#files[@]}" ] || { echo "$out"; return 1; }
 }
 check "kubernetes-validate --strict deploy/k8s (offline schemas, k8s 1.37)" k8s_validate
+# The fleet overlay, as `kubectl apply -k` would build it: the same schema
+# and cross-file checks on the result, and its config.
+fleet_build() {
+  need kubectl || return 1
+  kubectl kustomize deploy/k8s-fleet >"$WORK/fleet.yaml" 2>"$WORK/fleet.err" || { cat "$WORK/fleet.err"; return 1; }
+  mkdir -p "$WORK/fleet"
+  "$PY" - "$WORK/fleet.yaml" "$WORK/fleet" <<'PYEOF' || return 1
+import pathlib, sys, yaml
+out = pathlib.Path(sys.argv[2])
+for i, doc in enumerate(d for d in yaml.safe_load_all(open(sys.argv[1])) if d):
+    if doc["kind"] != "ServiceMonitor":
+        (out / f"{i:02}-{doc['kind'].lower()}.yaml").write_text(yaml.safe_dump(doc))
+PYEOF
+  local run=()
+  if unshare -n true 2>/dev/null; then run=(unshare -n); fi
+  local out
+  out=$("${run[@]}" "$CACHE/venv/bin/kubernetes-validate" --strict "$WORK"/fleet/*.yaml 2>&1) || { echo "$out"; return 1; }
+  if grep -Ev '^INFO .* passed for resource' <<<"$out" | grep -q .; then echo "$out"; return 1; fi
+  mkdir -p "$WORK/fleet-config"
+  "$PY" deploy/checks/check_manifests.py --deploy deploy --manifests "$WORK/fleet.yaml" --write-config "$WORK/fleet-config" || return 1
+  "$BIN" check-config --values-only "$WORK/fleet-config/configmap.toml"
+}
+check "deploy/k8s-fleet: kubectl kustomize, kubernetes-validate --strict, manifests agree, check-config" fleet_build
+# The fleet's sync script against a local "object store" (an rclone shim
+# that reads and copies files): the first release, a switch to the next by
+# renaming `current`, and the pruning of old releases.
+fleet_sync() {
+  local d=$WORK/sync
+  mkdir -p "$d/bin" "$d/store/releases/r1" "$d/store/releases/r2" "$d/www"
+  "$PY" -c 'import sys, yaml
+for doc in yaml.safe_load_all(open(sys.argv[1])):
+    if doc and doc["metadata"]["name"] == "fileserver-sync-script":
+        open(sys.argv[2], "w").write(doc["data"]["sync.sh"])' deploy/k8s-fleet/sync-script.yaml "$d/sync.sh" || return 1
+  cat >"$d/bin/rclone" <<'SHIM'
+#!/bin/sh
+case $1 in
+  cat) cat "$2" ;;
+  sync) mkdir -p "$4" && cp -a "$3/." "$4/" ;;
+  *) exit 2 ;;
+esac
+SHIM
+  chmod +x "$d/bin/rclone"
+  echo one >"$d/store/releases/r1/index.html"
+  echo two >"$d/store/releases/r2/index.html"
+  local env=(env PATH="$d/bin:$PATH" RELEASES="$d/store" CONTENT="$d/www" KEEP=0 SYNC_EVERY=1)
+  echo r1 >"$d/store/current"
+  (cd "$d/www" && "${env[@]}" sh "$d/sync.sh" once) || return 1
+  [ "$(cat "$d/www/current/index.html")" = one ] || { echo "r1 not served"; return 1; }
+  echo r2 >"$d/store/current"
+  (cd "$d/www" && "${env[@]}" sh "$d/sync.sh" once) || return 1
+  [ "$(readlink "$d/www/current")" = releases/r2 ] || { echo "current is $(readlink "$d/www/current")"; return 1; }
+  [ "$(cat "$d/www/current/index.html")" = two ] || { echo "r2 not served"; return 1; }
+  [ ! -e "$d/www/releases/r1" ] || { echo "r1 kept with KEEP=0"; return 1; }
+}
+check "deploy/k8s-fleet sync script: first release, switch by rename, pruning" fleet_sync
 check "ServiceMonitor JSON schema + manifests agree (ports, probes, selectors, grace, job label)" \
   "$PY" deploy/checks/check_manifests.py --deploy deploy --write-config "$WORK"
 # --values-only: their root (/srv/www) is the pod's and the image's, not this host's.

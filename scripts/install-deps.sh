@@ -24,6 +24,9 @@ pkgs=(prometheus nginx-light wrk curl wfuzz systemd nghttp2-client strace python
       fonts-dejavu-core valgrind linux-perf lighttpd lighttpd-mod-openssl lighttpd-mod-deflate h2o caddy
       python3-httpx python3-h2 chromium openssl pebble wine wine64 gcc-mingw-w64-x86-64-win32
       haproxy)
+# kubectl (Debian's kubernetes-client, unless one is on PATH): its built-in
+# kustomize builds deploy/k8s-fleet for scripts/check-deploy.sh.
+command -v kubectl >/dev/null 2>&1 || pkgs+=(kubernetes-client)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then

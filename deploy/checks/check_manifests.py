@@ -10,7 +10,9 @@ with kubernetes-validate). Checks:
     the grace period agree with each other and with the daemon's contract;
   * the systemd unit's stop timeout covers the config's shutdown_timeout.
 With --write-config DIR it also writes the ConfigMap's TOML to DIR/configmap.toml
-so the caller can run `fileserver check-config` on it.
+so the caller can run `fileserver check-config` on it. With --manifests FILE
+it checks those documents (an overlay built by `kubectl kustomize`) instead
+of deploy/k8s's files.
 Prints one problem per line and exits 1 if there is any.
 """
 import argparse
@@ -47,12 +49,14 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--deploy", default="deploy")
     ap.add_argument("--write-config")
+    ap.add_argument("--manifests")
     args = ap.parse_args()
     deploy = pathlib.Path(args.deploy)
     k8s = deploy / "k8s"
 
     docs = {}
-    for path in sorted(k8s.glob("*.yaml")):
+    paths = [pathlib.Path(args.manifests)] if args.manifests else sorted(k8s.glob("*.yaml"))
+    for path in paths:
         for doc in yaml.safe_load_all(path.read_text()):
             if doc:
                 docs.setdefault(doc["kind"], []).append((path.name, doc))
@@ -74,7 +78,7 @@ def main():
             problem(f"servicemonitor.yaml: {where}: {err.message}")
 
     # --- kustomization lists every manifest ---------------------------------
-    kust = one("Kustomization")
+    kust = None if args.manifests else one("Kustomization")
     if kust is not None:
         listed = set(kust.get("resources", []))
         present = {p.name for p in k8s.glob("*.yaml")} - {"kustomization.yaml"}
@@ -133,12 +137,22 @@ def main():
         argv = container.get("args", []) + container.get("command", [])
         if expected not in argv:
             problem(f"deployment: args do not pass --config {expected}")
+    def mount_of(path):
+        """The mount holding `path` (the deepest), if any."""
+        path = path.rstrip("/")
+        holding = [m for m in mounts.values()
+                   if path == m["mountPath"].rstrip("/") or path.startswith(m["mountPath"].rstrip("/") + "/")]
+        return max(holding, key=lambda m: len(m["mountPath"]), default=None)
+
     root = config.get("root", ".")
-    root_mount = next((m for m in mounts.values() if m["mountPath"].rstrip("/") == root.rstrip("/")), None)
+    root_mount = mount_of(root)
     if root_mount is None:
         problem(f"deployment: nothing is mounted at the served root {root}")
     elif not root_mount.get("readOnly"):
         problem("deployment: the served root must be mounted readOnly")
+    keys = config.get("tls_ticket_keys")
+    if keys and mount_of(keys) is None:
+        problem(f"deployment: nothing is mounted where tls_ticket_keys ({keys}) is read")
 
     # --- probes ----------------------------------------------------------------
     for probe, path in (("readinessProbe", "/readyz"), ("livenessProbe", "/healthz")):
