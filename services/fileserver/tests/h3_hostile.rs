@@ -50,15 +50,11 @@ fn fixture(extra: &[&str]) -> Fixture {
 }
 
 fn python() -> PathBuf {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/test-venv/bin/python");
-    assert!(p.exists(), "{}: run scripts/install-deps.sh", p.display());
-    p
+    common::test_python()
 }
 
-fn script(dir: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests")
-        .join(dir)
+fn script(name: &str) -> PathBuf {
+    common::test_script(name)
 }
 
 impl Fixture {

@@ -22,19 +22,12 @@ fn pattern(n: usize) -> Vec<u8> {
     (0..n).map(|i| (i * 13 % 251) as u8).collect()
 }
 
-/// The venv `scripts/install-deps.sh` puts aioquic in.
 fn python() -> PathBuf {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/test-venv/bin/python");
-    assert!(
-        p.exists(),
-        "{} not found: scripts/install-deps.sh installs aioquic into target/test-venv",
-        p.display()
-    );
-    p
+    common::test_python()
 }
 
 fn client_script() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/h3client.py")
+    common::test_script("h3client.py")
 }
 
 struct Fixture {

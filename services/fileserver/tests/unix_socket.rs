@@ -18,12 +18,8 @@ fn tree() -> Tree {
     t
 }
 
-/// The test daemon's arguments with `listen` in place of its own.
 fn args(tree: &Tree, listen: &str) -> Vec<String> {
-    let mut a = common::base_args(&tree.root);
-    let at = a.iter().position(|x| x == "--listen").unwrap();
-    a[at + 1] = listen.to_string();
-    a
+    common::base_args_listening(&tree.root, listen)
 }
 
 /// The daemon on TCP (for the start line the helpers read) and `sock`.

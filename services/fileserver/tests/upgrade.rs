@@ -187,11 +187,9 @@ fn http3_and_a_unix_socket_are_served_by_the_new_process_after_an_upgrade() {
     let dir = tempfile::tempdir().unwrap();
     let exe = installed(dir.path());
     let sock = dir.path().join("http.sock");
-    let mut args = common::base_args(&tree.root);
-    let at = args.iter().position(|a| a == "--listen").unwrap();
-    args[at + 1] = format!("127.0.0.1:0,unix:{}", sock.display());
+    let listen = format!("127.0.0.1:0,unix:{}", sock.display());
     let mut cmd = Command::new(&exe);
-    cmd.args(args)
+    cmd.args(common::base_args_listening(&tree.root, &listen))
         .args(ca.args())
         .args(["--set", "http3.enabled=true"]);
     let mut d = Daemon::spawn(cmd);
@@ -202,9 +200,8 @@ fn http3_and_a_unix_socket_are_served_by_the_new_process_after_an_upgrade() {
     let next = Successor::from_log(&d);
     assert!(wait_gone(old, Duration::from_secs(30)));
     assert!(d.wait_exit(Duration::from_secs(5)).unwrap().success());
-    let python =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/test-venv/bin/python");
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/h3client.py");
+    let python = common::test_python();
+    let script = common::test_script("h3client.py");
     // The new process's QUIC starts once it has seen the old one go.
     let t0 = Instant::now();
     let answer = loop {

@@ -121,6 +121,35 @@ pub(crate) fn base_args(root: &Path) -> Vec<String> {
     ]
 }
 
+/// [`base_args`] with `listen` in place of its TCP address.
+#[allow(dead_code)]
+pub(crate) fn base_args_listening(root: &Path, listen: &str) -> Vec<String> {
+    let mut a = base_args(root);
+    let at = a.iter().position(|x| x == "--listen").unwrap();
+    a[at + 1] = listen.to_string();
+    a
+}
+
+/// The Python `scripts/install-deps.sh` puts aioquic and h2 in.
+#[allow(dead_code)]
+pub(crate) fn test_python() -> PathBuf {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/test-venv/bin/python");
+    assert!(
+        p.exists(),
+        "{} not found: scripts/install-deps.sh installs aioquic into target/test-venv",
+        p.display()
+    );
+    p
+}
+
+/// A script beside the tests (`tests/NAME`).
+#[allow(dead_code)]
+pub(crate) fn test_script(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests")
+        .join(name)
+}
+
 impl Daemon {
     /// Starts the daemon serving `root` with extra arguments.
     pub(crate) fn start(root: &Path, extra: &[&str]) -> Daemon {
