@@ -690,3 +690,91 @@ fn several_tls_listen_addresses_each_serve_https_and_http3() {
         assert!(text.contains("\"status\": 200"), "{a}: {text}");
     }
 }
+
+/// Every engine's answers carry `Date` (RFC 9110 6.6.1), and HTTP/2's and
+/// HTTP/3's carry no connection-specific field (RFC 9113 8.2.2, RFC 9114
+/// 4.2), whatever the answer: a file, a 404, a 304, a range, a redirect, a
+/// listing, a 416. HTTP/1.1 (plain and TLS) through reqwest, h2c through
+/// curl, HTTPS HTTP/2 through reqwest, HTTP/3 through aioquic.
+#[test]
+fn every_engine_dates_its_answers_and_drops_connection_fields() {
+    const CONNECTION_SPECIFIC: [&str; 5] = [
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "transfer-encoding",
+        "upgrade",
+    ];
+    let f = fixture(&[]);
+    let etag = f.h2(&("GET", "/small.txt", vec![]))["headers"]["etag"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let asks: Vec<(&str, Vec<(&str, String)>)> = vec![
+        ("/small.txt", vec![]),
+        ("/missing.txt", vec![]),
+        ("/small.txt", vec![("if-none-match", etag)]),
+        ("/large.bin", vec![("range", "bytes=0-9".into())]),
+        ("/dir", vec![]),
+        ("/empty/", vec![]),
+        ("/small.txt", vec![("range", "bytes=999999-".into())]),
+    ];
+    let h3 = f.h3("GET", &asks);
+    let plain = common::client();
+    let https_h1 = f.ca.client(false);
+    for ((path, headers), h3) in asks.iter().zip(&h3) {
+        let what = format!("{path} {headers:?}");
+        // HTTP/3.
+        let h = h3["headers"].as_object().unwrap();
+        assert!(h.contains_key("date"), "HTTP/3 {what}: {h3}");
+        for name in CONNECTION_SPECIFIC {
+            assert!(!h.contains_key(name), "HTTP/3 {what} carries {name}: {h3}");
+        }
+        // HTTPS with HTTP/2.
+        let h2 = f.h2(&("GET", path, headers.clone()));
+        let h = h2["headers"].as_object().unwrap();
+        assert!(h.contains_key("date"), "HTTP/2 {what}: {h2}");
+        for name in CONNECTION_SPECIFIC {
+            assert!(!h.contains_key(name), "HTTP/2 {what} carries {name}: {h2}");
+        }
+        // HTTP/1.1, plain and over TLS.
+        let urls = [
+            (&plain, f.d.url(path)),
+            (
+                &https_h1,
+                format!("https://localhost:{}{path}", f.https.port()),
+            ),
+        ];
+        for (client, url) in urls {
+            let mut rb = client.get(&url);
+            for (k, v) in headers {
+                rb = rb.header(*k, v);
+            }
+            let r = rb.send().unwrap();
+            assert!(r.headers().contains_key("date"), "HTTP/1.1 {url} {what}");
+        }
+        // h2c, on the plain listener.
+        let mut curl = Command::new("curl");
+        curl.args([
+            "-sS",
+            "-o",
+            "/dev/null",
+            "-D",
+            "-",
+            "--http2-prior-knowledge",
+        ]);
+        for (k, v) in headers {
+            curl.arg("-H").arg(format!("{k}: {v}"));
+        }
+        let out = curl.arg(f.d.url(path)).output().unwrap();
+        let head = String::from_utf8_lossy(&out.stdout).to_lowercase();
+        assert!(head.starts_with("http/2 "), "h2c {what}: {head}");
+        assert!(head.contains("\ndate: "), "h2c {what}: {head}");
+        for name in CONNECTION_SPECIFIC {
+            assert!(
+                !head.contains(&format!("\n{name}:")),
+                "h2c {what} carries {name}: {head}"
+            );
+        }
+    }
+}
