@@ -387,16 +387,7 @@ fn bind(
     activated: crate::sysd::Activated,
     inherited: &mut crate::upgrade::Inherited,
 ) -> anyhow::Result<Bound> {
-    use crate::upgrade::{ADMIN, HTTP, HTTPS, QUIC};
-    let taken =
-        |fds: Vec<std::os::fd::OwnedFd>| -> std::io::Result<Option<Vec<std::net::TcpListener>>> {
-            if fds.is_empty() {
-                return Ok(None);
-            }
-            let out: Vec<std::net::TcpListener> = fds.into_iter().map(Into::into).collect();
-            out.iter().try_for_each(|l| l.set_nonblocking(true))?;
-            Ok(Some(out))
-        };
+    use crate::upgrade::{ADMIN, HTTP};
     let listen_failed = |addr, e: std::io::Error| {
         anyhow::anyhow!(listen_error(addr, "listen", "-p PORT or --listen ADDR", &e))
     };
@@ -411,78 +402,8 @@ fn bind(
             Err(e) => return Err(listen_failed(s.listen.unwrap_or(s.admin_listen), e)),
         },
     };
-    // `listen`'s Unix domain sockets: one each, shared by the workers.
-    let mut unix: Vec<Vec<std::os::unix::net::UnixListener>> =
-        (0..s.workers).map(|_| Vec::new()).collect();
-    let mut unix_files = Vec::new();
-    for (k, path) in s.listen_unix.paths.iter().enumerate() {
-        let handed = inherited.take(&crate::upgrade::unix(k + 1));
-        let sockets: Vec<std::os::unix::net::UnixListener> = if handed.is_empty() {
-            let (mut l, f) = crate::unix_socket::bind_all(&UnixSockets {
-                paths: vec![path.clone()],
-                ..s.listen_unix.clone()
-            })
-            .map_err(|(p, e)| anyhow::anyhow!(unix_listen_error(&p, &e)))?;
-            unix_files.extend(f);
-            let l = l.remove(0);
-            let mut all = (1..s.workers)
-                .map(|_| l.try_clone())
-                .collect::<std::io::Result<Vec<_>>>()?;
-            all.push(l);
-            all
-        } else {
-            let handed: Vec<std::os::unix::net::UnixListener> =
-                handed.into_iter().map(Into::into).collect();
-            unix_files.extend(crate::unix_socket::SocketFile::of(&handed[0]));
-            handed
-        };
-        for (w, l) in unix.iter_mut().zip(sockets) {
-            l.set_nonblocking(true)?;
-            w.push(l);
-        }
-    }
-    // `tls_listen`'s addresses, each with its HTTP/3 twin.
-    let tls_addrs: Vec<SocketAddr> = s
-        .tls
-        .iter()
-        .flat_map(|t| std::iter::once(t.listen).chain(t.listen_more.iter().copied()))
-        .collect();
-    let mut tls_listeners: Vec<Vec<std::net::TcpListener>> =
-        (0..s.workers).map(|_| Vec::new()).collect();
-    let mut quic_sockets: Vec<Vec<std::net::UdpSocket>> =
-        (0..s.workers).map(|_| Vec::new()).collect();
-    let mut tls_bound = Vec::new();
-    for (k, &listen) in tls_addrs.iter().enumerate() {
-        let handed_tcp = taken(inherited.take(&crate::upgrade::numbered(HTTPS, k)))?;
-        let handed_udp: Vec<std::net::UdpSocket> = inherited
-            .take(&crate::upgrade::numbered(QUIC, k))
-            .into_iter()
-            .map(Into::into)
-            .collect();
-        let h = match handed_tcp {
-            Some(tcp) => {
-                let addr = tcp[0].local_addr()?;
-                let udp = s.http3.as_ref().map(|_| handed_udp);
-                HttpsSockets { tcp, addr, udp }
-            }
-            None => https_sockets(
-                listen,
-                s.http3.is_some(),
-                |a| reuseport_listeners(a, s.workers),
-                |a| reuseport_udp(a, s.workers),
-            )
-            .map_err(|(addr, key, e)| {
-                anyhow::anyhow!(listen_error(addr, key, "--tls-listen ADDR", &e))
-            })?,
-        };
-        tls_bound.push(h.addr);
-        for (w, l) in tls_listeners.iter_mut().zip(h.tcp) {
-            w.push(l);
-        }
-        for (w, u) in quic_sockets.iter_mut().zip(h.udp.into_iter().flatten()) {
-            w.push(u);
-        }
-    }
+    let (unix, unix_files) = bind_unix(s, inherited)?;
+    let (tls_listeners, quic_sockets, tls_bound) = bind_tls(s, inherited)?;
     let tls_addr = tls_bound.first().copied();
     let tls_more = tls_bound.get(1..).unwrap_or_default().to_vec();
     // A socket named `admin` from systemd replaces admin_listen, as the
@@ -535,8 +456,137 @@ fn bind(
             quic,
         })
         .collect();
+    let handoff = handoff_of(&workers, &admin)?;
+    Ok(Bound {
+        http_more,
+        tls_more,
+        unix_files,
+        workers,
+        http_addr,
+        tls_addr,
+        admin,
+        handoff,
+    })
+}
+
+/// Per worker, its sockets of each `tls_listen` address.
+type PerWorker<T> = Vec<Vec<T>>;
+
+/// Listeners a predecessor handed over under one name, non-blocking;
+/// `None` when it handed none.
+fn taken(fds: Vec<std::os::fd::OwnedFd>) -> std::io::Result<Option<Vec<std::net::TcpListener>>> {
+    if fds.is_empty() {
+        return Ok(None);
+    }
+    let out: Vec<std::net::TcpListener> = fds.into_iter().map(Into::into).collect();
+    out.iter().try_for_each(|l| l.set_nonblocking(true))?;
+    Ok(Some(out))
+}
+
+/// `listen`'s Unix domain sockets (one each, shared by the workers), and
+/// the files to remove at exit.
+fn bind_unix(
+    s: &Settings,
+    inherited: &mut crate::upgrade::Inherited,
+) -> anyhow::Result<(
+    PerWorker<std::os::unix::net::UnixListener>,
+    Vec<crate::unix_socket::SocketFile>,
+)> {
+    let mut unix: Vec<Vec<std::os::unix::net::UnixListener>> =
+        (0..s.workers).map(|_| Vec::new()).collect();
+    let mut unix_files = Vec::new();
+    for (k, path) in s.listen_unix.paths.iter().enumerate() {
+        let handed = inherited.take(&crate::upgrade::unix(k + 1));
+        let sockets: Vec<std::os::unix::net::UnixListener> = if handed.is_empty() {
+            let (mut l, f) = crate::unix_socket::bind_all(&UnixSockets {
+                paths: vec![path.clone()],
+                ..s.listen_unix.clone()
+            })
+            .map_err(|(p, e)| anyhow::anyhow!(unix_listen_error(&p, &e)))?;
+            unix_files.extend(f);
+            let l = l.remove(0);
+            let mut all = (1..s.workers)
+                .map(|_| l.try_clone())
+                .collect::<std::io::Result<Vec<_>>>()?;
+            all.push(l);
+            all
+        } else {
+            let handed: Vec<std::os::unix::net::UnixListener> =
+                handed.into_iter().map(Into::into).collect();
+            unix_files.extend(crate::unix_socket::SocketFile::of(&handed[0]));
+            handed
+        };
+        for (w, l) in unix.iter_mut().zip(sockets) {
+            l.set_nonblocking(true)?;
+            w.push(l);
+        }
+    }
+    Ok((unix, unix_files))
+}
+
+/// `tls_listen`'s addresses, each with its HTTP/3 twin: per worker its
+/// TCP and UDP sockets, and the addresses as bound.
+fn bind_tls(
+    s: &Settings,
+    inherited: &mut crate::upgrade::Inherited,
+) -> anyhow::Result<(
+    PerWorker<std::net::TcpListener>,
+    PerWorker<std::net::UdpSocket>,
+    Vec<SocketAddr>,
+)> {
+    use crate::upgrade::{HTTPS, QUIC};
+    let tls_addrs: Vec<SocketAddr> = s
+        .tls
+        .iter()
+        .flat_map(|t| std::iter::once(t.listen).chain(t.listen_more.iter().copied()))
+        .collect();
+    let mut tls_listeners: Vec<Vec<std::net::TcpListener>> =
+        (0..s.workers).map(|_| Vec::new()).collect();
+    let mut quic_sockets: Vec<Vec<std::net::UdpSocket>> =
+        (0..s.workers).map(|_| Vec::new()).collect();
+    let mut tls_bound = Vec::new();
+    for (k, &listen) in tls_addrs.iter().enumerate() {
+        let handed_tcp = taken(inherited.take(&crate::upgrade::numbered(HTTPS, k)))?;
+        let handed_udp: Vec<std::net::UdpSocket> = inherited
+            .take(&crate::upgrade::numbered(QUIC, k))
+            .into_iter()
+            .map(Into::into)
+            .collect();
+        let h = match handed_tcp {
+            Some(tcp) => {
+                let addr = tcp[0].local_addr()?;
+                let udp = s.http3.as_ref().map(|_| handed_udp);
+                HttpsSockets { tcp, addr, udp }
+            }
+            None => https_sockets(
+                listen,
+                s.http3.is_some(),
+                |a| reuseport_listeners(a, s.workers),
+                |a| reuseport_udp(a, s.workers),
+            )
+            .map_err(|(addr, key, e)| {
+                anyhow::anyhow!(listen_error(addr, key, "--tls-listen ADDR", &e))
+            })?,
+        };
+        tls_bound.push(h.addr);
+        for (w, l) in tls_listeners.iter_mut().zip(h.tcp) {
+            w.push(l);
+        }
+        for (w, u) in quic_sockets.iter_mut().zip(h.udp.into_iter().flatten()) {
+            w.push(u);
+        }
+    }
+    Ok((tls_listeners, quic_sockets, tls_bound))
+}
+
+/// Duplicates of every listener, named, for a successor (SIGUSR2).
+fn handoff_of(
+    workers: &[WorkerListeners],
+    admin: &std::net::TcpListener,
+) -> std::io::Result<crate::upgrade::Handoff> {
+    use crate::upgrade::{ADMIN, HTTP, HTTPS, QUIC};
     let mut handoff = crate::upgrade::Handoff::new()?;
-    for w in &workers {
+    for w in workers {
         for (k, l) in w.tls.iter().enumerate() {
             handoff.add(&crate::upgrade::numbered(HTTPS, k), l.as_fd())?;
         }
@@ -554,16 +604,7 @@ fn bind(
         }
     }
     handoff.add(ADMIN, admin.as_fd())?;
-    Ok(Bound {
-        http_more,
-        tls_more,
-        unix_files,
-        workers,
-        http_addr,
-        tls_addr,
-        admin,
-        handoff,
-    })
+    Ok(handoff)
 }
 
 impl Bound {
