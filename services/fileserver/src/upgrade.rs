@@ -76,11 +76,11 @@ pub(crate) struct Handoff {
 }
 
 impl Handoff {
-    /// The binary's path now (before an upgrade replaces the file) and no
-    /// sockets yet.
+    /// The binary's path as it was started (before an upgrade replaces
+    /// the file) and no sockets yet.
     pub(crate) fn new() -> std::io::Result<Handoff> {
         Ok(Handoff {
-            exe: std::env::current_exe()?,
+            exe: started_as()?,
             sockets: Vec::new(),
             watchdog: None,
         })
@@ -149,6 +149,33 @@ impl Handoff {
                 Err(why)
             }
         }
+    }
+}
+
+/// The path the binary was started by, as the shell found it: `argv[0]`
+/// when it names a path (made absolute), else the first executable of
+/// that name on `PATH`. Not the file it resolves to now
+/// (`/proc/self/exe`): an install that switches a symlink to a new build,
+/// as a release directory does, is then followed, as nginx follows it.
+fn started_as() -> std::io::Result<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let Some(arg0) = std::env::args_os().next().map(PathBuf::from) else {
+        return std::env::current_exe();
+    };
+    if arg0.components().count() > 1 {
+        return std::path::absolute(&arg0);
+    }
+    let on_path = std::env::var_os("PATH").and_then(|path| {
+        std::env::split_paths(&path)
+            .map(|dir| dir.join(&arg0))
+            .find(|p| {
+                std::fs::metadata(p)
+                    .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+            })
+    });
+    match on_path {
+        Some(p) => std::path::absolute(p),
+        None => std::env::current_exe(),
     }
 }
 

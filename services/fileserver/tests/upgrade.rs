@@ -147,22 +147,31 @@ fn sigusr2_upgrades_under_load_and_drops_nothing() {
 }
 
 /// A build that does not start leaves the old process serving, and says
-/// why.
+/// why. The daemon was started through a symlink to a release directory
+/// and the upgrade switches the link, as a release install does: the
+/// new target is what starts (here a build that fails at once).
 #[test]
 fn a_failed_upgrade_keeps_the_old_process_serving() {
     let tree = Tree::new();
     tree.write("small.txt", b"still here\n");
     let dir = tempfile::tempdir().unwrap();
-    let exe = installed(dir.path());
-    let mut cmd = Command::new(&exe);
+    let (v1, v2) = (dir.path().join("v1"), dir.path().join("v2"));
+    std::fs::create_dir_all(&v1).unwrap();
+    std::fs::create_dir_all(&v2).unwrap();
+    installed(&v1);
+    let link = dir.path().join("fileserver");
+    std::os::unix::fs::symlink(v1.join("fileserver"), &link).unwrap();
+    let mut cmd = Command::new(&link);
     cmd.args(common::base_args(&tree.root));
     let mut d = Daemon::spawn(cmd);
-    let broken = dir.path().join("broken");
+    let broken = v2.join("fileserver");
     std::fs::write(&broken, "#!/bin/sh\necho 'cannot start' >&2\nexit 3\n").unwrap();
     let mut perm = std::fs::metadata(&broken).unwrap().permissions();
     std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o755);
     std::fs::set_permissions(&broken, perm).unwrap();
-    std::fs::rename(&broken, &exe).unwrap();
+    let next = dir.path().join("fileserver.new");
+    std::os::unix::fs::symlink(&broken, &next).unwrap();
+    std::fs::rename(&next, &link).unwrap();
     d.signal(libc::SIGUSR2);
     assert!(
         d.wait_stderr("upgrade failed", Duration::from_secs(30)),
