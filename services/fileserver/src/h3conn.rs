@@ -183,6 +183,29 @@ async fn close_when_delivered(quic: &quinn::Connection) {
     quic.close(H3_NO_ERROR.into(), b"shutting down");
 }
 
+/// Describes HTTP/3's own series and starts them at 0, so a dashboard
+/// sees them before the first event.
+pub(crate) fn describe() {
+    metrics::describe_counter!(
+        "fileserver_quic_incoming_total",
+        "New QUIC connection attempts, by result: accepted (its handshake begins), \
+         retry (asked to prove its address first, [http3] address_validation), \
+         refused ([http3] max_handshakes in progress)."
+    );
+    metrics::describe_counter!(
+        "fileserver_http3_timer_resets_total",
+        "HTTP/3 request streams a timer ended, by timer: header_read (no request \
+         head within header_read_timeout), send (the connection's answers made no \
+         progress for send_timeout)."
+    );
+    for result in ["accepted", "retry", "refused"] {
+        metrics::counter!("fileserver_quic_incoming_total", "result" => result).absolute(0);
+    }
+    for timer in ["header_read", "send"] {
+        metrics::counter!("fileserver_http3_timer_resets_total", "timer" => timer).absolute(0);
+    }
+}
+
 /// HTTP/3's code for a connection closed with nothing wrong (RFC 9114 8.1).
 const H3_NO_ERROR: u32 = 0x100;
 

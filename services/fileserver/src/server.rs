@@ -282,6 +282,9 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<i32> {
     if let Some(reason) = offload {
         crate::tls::describe();
         crate::h2conn::describe();
+        if s.http3.is_some() {
+            crate::h3conn::describe();
+        }
         metrics::gauge!("fileserver_tls_offload_info", "mode" => "userspace", "reason" => reason)
             .set(1.0);
     }

@@ -156,6 +156,14 @@ fn an_initial_flood_from_many_ports_leaves_tcp_and_quic_served() {
 #[test]
 fn always_validating_addresses_still_serves_clients() {
     let f = fixture(&["--set", "http3.address_validation=always"]);
+    // The series are there, at 0, before any event.
+    let m = f.d.metrics();
+    for (name, label, value) in [
+        ("fileserver_quic_incoming_total", "result", "refused"),
+        ("fileserver_http3_timer_resets_total", "timer", "send"),
+    ] {
+        assert_eq!(metric_sum(&m, name, &[(label, value)]), Some(0.0), "{name}");
+    }
     assert_eq!(f.h3_get("/small.txt"), Some(200));
     assert_eq!(f.h3_get("/small.txt"), Some(200));
     assert_eq!(
