@@ -20,6 +20,7 @@ HTTP/3 frames, independent of the server's quinn and h3).
                    then 16 KiB of DATA, and the stream left open.
       MODE closed: GET PATH with the request ended, and no flow-control
                    credit ever given back: the client never reads.
+      --never-read gives no credit back in any mode.
 """
 
 import argparse
@@ -116,10 +117,10 @@ async def one_connection(args):
     conf.server_name = "localhost"
     conf.verify_mode = ssl.CERT_REQUIRED
     conf.idle_timeout = args.wait + 30
-    if args.mode == "closed":
+    closed = args.mode == "closed" or args.never_read
+    if closed:
         conf.max_stream_data = 16384
         conf.max_data = 1 << 20
-    closed = args.mode == "closed"
     async with connect(
         "127.0.0.1",
         args.port,
@@ -177,6 +178,7 @@ def main():
     s.add_argument("--wait", type=float, required=True)
     s.add_argument("--connections", type=int, default=1)
     s.add_argument("--path", default="/small.txt")
+    s.add_argument("--never-read", action="store_true")
     args = p.parse_args()
     if args.cmd == "flood":
         flood(args)
