@@ -59,8 +59,9 @@ struct Conn {
 }
 
 /// Serves one accepted connection (or one whose TLS handshake chose
-/// HTTP/1.1) until it closes.
-pub(crate) async fn serve(ctx: Rc<ConnContext>, wire: Wire, peer: SocketAddr) {
+/// HTTP/1.1) until it closes; `read`: bytes of it already read (what
+/// followed a PROXY header), taken before the socket's.
+pub(crate) async fn serve(ctx: Rc<ConnContext>, wire: Wire, peer: SocketAddr, read: Vec<u8>) {
     let (live, generation) = ctx.live();
     let send_timeout = live.s.limits.send_timeout;
     let files = ctx.files().manager().clone();
@@ -82,7 +83,7 @@ pub(crate) async fn serve(ctx: Rc<ConnContext>, wire: Wire, peer: SocketAddr) {
         answering: None,
         finished_at: None,
     };
-    match c.run().await {
+    match c.run(read).await {
         Ok(Ended::Closed) => c.out.wire.close_notify(),
         Ok(Ended::H2c(read)) => {
             metrics::counter!("fileserver_h2c_connections_total").increment(1);
@@ -113,9 +114,10 @@ const STOP_GRACE: Duration = Duration::from_millis(500);
 const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
 impl Conn {
-    async fn run(&mut self) -> io::Result<Ended> {
-        let mut rbuf = vec![0u8; self.live.s.limits.max_header_bytes];
-        let (mut start, mut end) = (0usize, 0usize);
+    async fn run(&mut self, read: Vec<u8>) -> io::Result<Ended> {
+        let (mut start, mut end) = (0usize, read.len());
+        let mut rbuf = read;
+        rbuf.resize(self.live.s.limits.max_header_bytes.max(end), 0);
         let mut served = 0u64;
         let mut head_started: Option<Instant> = None;
         // When the wait for the next request began (keep-alive).

@@ -179,3 +179,29 @@ fn per_client_limits_count_the_named_client() {
     let (_, other) = open([203, 0, 113, 8]);
     assert_eq!(other, 200);
 }
+
+/// What follows the header in the same segment is the first request, read
+/// with the header and served: pipelined requests after a v2 header, and
+/// h2c with prior knowledge after curl's header.
+#[test]
+fn the_bytes_after_the_header_are_the_first_request() {
+    let (tree, cfg) = site();
+    let d = Daemon::start(&tree.root, &["--config", cfg.to_str().unwrap()]);
+    let mut head = v2([198, 51, 100, 7], 4000);
+    head.extend_from_slice(b"GET /a.txt HTTP/1.1\r\nHost: x\r\n\r\nGET /a.txt HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    let answer = String::from_utf8_lossy(&ask(d.http, &head)).to_string();
+    assert_eq!(answer.matches("HTTP/1.1 200").count(), 2, "{answer}");
+    let out = Command::new("curl")
+        .args([
+            "-s",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_version} %{http_code}",
+        ])
+        .args(["--haproxy-protocol", "--http2-prior-knowledge"])
+        .arg(d.url("/a.txt"))
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "2 200");
+}
