@@ -1612,7 +1612,8 @@ async fn accept_loop(w: &Rc<Worker>, listener: Accepting, kind: Listener) {
                         let mut read = Vec::new();
                         if let Some(timeout) = proxy {
                             let plain = matches!(kind, Listener::Plain);
-                            match proxy_header(&mut stream, timeout, plain).await {
+                            let head_max = slot.w.shared.live().0.s.limits.max_header_bytes;
+                            match proxy_header(&mut stream, timeout, plain, head_max).await {
                                 Ok((named, rest)) => {
                                     peer = named.unwrap_or(peer);
                                     read = rest;
@@ -1672,21 +1673,25 @@ async fn accept_loop(w: &Rc<Worker>, listener: Accepting, kind: Listener) {
 /// an error for a missing, malformed or late header, whose connection is
 /// then closed unserved. With `read_on` (a plaintext connection) it reads
 /// what comes and returns what followed the header too, the start of the
-/// first request, for the engine: a balancer sends both in one segment, so
-/// the header costs no system call of its own (with a connection per
-/// request: 1.06x the CPU per request behind HAProxy when it was peeked
-/// and read apart; benches/README.md). Before TLS it only ever consumes
-/// the header, peeking first.
+/// first request, for the engine: when a balancer sends both in one
+/// segment the header costs no system call of its own. Behind HAProxy with
+/// a new connection per request the daemon's CPU per request with the
+/// header against without was 1.06x when it was peeked and read apart,
+/// 1.04x now (15 alternated rounds; with keep-alive 1.005x;
+/// benches/proxy-protocol-cost.py). Before TLS it only ever consumes the
+/// header, peeking first.
 async fn proxy_header(
     stream: &mut tokio::net::TcpStream,
     timeout: Duration,
     read_on: bool,
+    head_max: usize,
 ) -> Result<(Option<SocketAddr>, Vec<u8>), String> {
     use crate::http::proxy_protocol::{parse, Error};
     use tokio::io::AsyncReadExt;
     let read = async {
-        // The longest header taken: 16 octets and 4096 of addresses and TLVs.
-        let mut buf = vec![0u8; 16 + 4096];
+        // The longest header taken: 16 octets and 4096 of addresses and
+        // TLVs; read on, a request head's buffer, which it then becomes.
+        let mut buf = vec![0u8; (16 + 4096).max(if read_on { head_max } else { 0 })];
         let (mut n, mut seen) = (0, 0);
         loop {
             let got = if read_on {
@@ -1715,7 +1720,7 @@ async fn proxy_header(
                 // Part of a header: a read waits for more by itself; peek
                 // sees the same bytes until more come, so wait a little
                 // rather than spin.
-                Ok(None) if read_on && n == buf.len() => {
+                Ok(None) if n == buf.len() => {
                     return Err("malformed header: longer than any".to_string())
                 }
                 Ok(None) => {
