@@ -60,8 +60,14 @@ struct Conn {
 
 /// Serves one accepted connection (or one whose TLS handshake chose
 /// HTTP/1.1) until it closes; `read`: bytes of it already read (what
-/// followed a PROXY header), taken before the socket's.
-pub(crate) async fn serve(ctx: Rc<ConnContext>, wire: Wire, peer: SocketAddr, read: Vec<u8>) {
+/// followed a PROXY header: a buffer and how many of its first octets),
+/// taken before the socket's.
+pub(crate) async fn serve(
+    ctx: Rc<ConnContext>,
+    wire: Wire,
+    peer: SocketAddr,
+    read: (Vec<u8>, usize),
+) {
     let (live, generation) = ctx.live();
     let send_timeout = live.s.limits.send_timeout;
     let files = ctx.files().manager().clone();
@@ -114,10 +120,13 @@ const STOP_GRACE: Duration = Duration::from_millis(500);
 const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
 impl Conn {
-    async fn run(&mut self, read: Vec<u8>) -> io::Result<Ended> {
-        let (mut start, mut end) = (0usize, read.len());
-        let mut rbuf = read;
-        rbuf.resize(self.live.s.limits.max_header_bytes.max(end), 0);
+    async fn run(&mut self, read: (Vec<u8>, usize)) -> io::Result<Ended> {
+        let (mut rbuf, end) = read;
+        let (mut start, mut end) = (0usize, end);
+        let max_head = self.live.s.limits.max_header_bytes;
+        if rbuf.len() < max_head {
+            rbuf.resize(max_head, 0);
+        }
         let mut served = 0u64;
         let mut head_started: Option<Instant> = None;
         // When the wait for the next request began (keep-alive).

@@ -1609,7 +1609,7 @@ async fn accept_loop(w: &Rc<Worker>, listener: Accepting, kind: Listener) {
                         let mut peer = peer;
                         // What a plaintext connection read past its PROXY
                         // header: the start of its first request.
-                        let mut read = Vec::new();
+                        let mut read = (Vec::new(), 0);
                         if let Some(timeout) = proxy {
                             let plain = matches!(kind, Listener::Plain);
                             let head_max = slot.w.shared.live().0.s.limits.max_header_bytes;
@@ -1672,71 +1672,121 @@ async fn accept_loop(w: &Rc<Worker>, listener: Accepting, kind: Listener) {
 /// it names, `None` for the balancer's own connection (LOCAL, UNKNOWN);
 /// an error for a missing, malformed or late header, whose connection is
 /// then closed unserved. With `read_on` (a plaintext connection) it reads
-/// what comes and returns what followed the header too, the start of the
-/// first request, for the engine: when a balancer sends both in one
-/// segment the header costs no system call of its own. Behind HAProxy with
-/// a new connection per request the daemon's CPU per request with the
-/// header against without was 1.06x when it was peeked and read apart,
-/// 1.04x now (15 alternated rounds; with keep-alive 1.005x;
-/// benches/proxy-protocol-cost.py). Before TLS it only ever consumes the
+/// what comes, first without a timer, and returns what followed the header
+/// too, the start of the first request, in a buffer the engine reads on:
+/// a balancer sends both in one segment, so the header costs no system
+/// call of its own. Behind HAProxy with a new connection per request the
+/// daemon's CPU per request with the header against without was 1.064x
+/// when it was peeked and read apart, 1.031x now (benches/README.md,
+/// "PROXY protocol behind HAProxy"). Before TLS it only ever consumes the
 /// header, peeking first.
 async fn proxy_header(
     stream: &mut tokio::net::TcpStream,
     timeout: Duration,
     read_on: bool,
     head_max: usize,
-) -> Result<(Option<SocketAddr>, Vec<u8>), String> {
-    use crate::http::proxy_protocol::{parse, Error};
+) -> Result<(Option<SocketAddr>, Read), String> {
+    use crate::http::proxy_protocol::parse;
     use tokio::io::AsyncReadExt;
+    // The longest header taken: 16 octets and 4096 of addresses and
+    // TLVs; read on, a request head's buffer, which it then becomes.
+    let mut buf = vec![0u8; (16 + 4096).max(if read_on { head_max } else { 0 })];
+    // What is there already, without a timer: a balancer's connection
+    // starts with its header.
+    if read_on {
+        if let Ok(n @ 1..) = stream.try_read(&mut buf) {
+            if let Ok(Some(h)) = parse(&buf[..n]) {
+                buf.copy_within(h.len..n, 0);
+                return Ok((h.source, (buf, n - h.len)));
+            }
+            return proxy_header_rest(stream, timeout, buf, n).await;
+        }
+        return proxy_header_rest(stream, timeout, buf, 0).await;
+    }
     let read = async {
-        // The longest header taken: 16 octets and 4096 of addresses and
-        // TLVs; read on, a request head's buffer, which it then becomes.
-        let mut buf = vec![0u8; (16 + 4096).max(if read_on { head_max } else { 0 })];
-        let (mut n, mut seen) = (0, 0);
+        let mut seen = 0;
         loop {
-            let got = if read_on {
-                stream.read(&mut buf[n..]).await
-            } else {
-                stream.peek(&mut buf).await
-            };
-            let got = got.map_err(|e| e.to_string())?;
-            if got == 0 {
+            let n = stream.peek(&mut buf).await.map_err(|e| e.to_string())?;
+            if n == 0 {
                 return Err("closed before a header".to_string());
             }
-            n = if read_on { n + got } else { got };
             match parse(&buf[..n]) {
-                Ok(Some(h)) if read_on => {
-                    buf.truncate(n);
-                    buf.drain(..h.len);
-                    return Ok((h.source, buf));
-                }
                 Ok(Some(h)) => {
                     stream
                         .read_exact(&mut buf[..h.len])
                         .await
                         .map_err(|e| e.to_string())?;
-                    return Ok((h.source, Vec::new()));
+                    return Ok((h.source, (Vec::new(), 0)));
                 }
-                // Part of a header: a read waits for more by itself; peek
-                // sees the same bytes until more come, so wait a little
-                // rather than spin.
-                Ok(None) if n == buf.len() => {
-                    return Err("malformed header: longer than any".to_string())
-                }
+                // Part of a header: peek sees the same bytes until more
+                // come, so wait a little rather than spin.
                 Ok(None) => {
-                    if !read_on && n == seen {
+                    if n == seen {
                         tokio::time::sleep(Duration::from_millis(2)).await;
                     }
                     seen = n;
                 }
-                Err(Error::NotProxy) => return Err("no header".to_string()),
-                Err(Error::Malformed(why)) => return Err(format!("malformed header: {why}")),
+                Err(e) => return Err(refusal(e)),
             }
         }
     };
     tokio::time::timeout(timeout, read)
         .await
-        .unwrap_or_else(|_| Err("no complete header within proxy_protocol_timeout".to_string()))
+        .unwrap_or_else(|_| Err(LATE.to_string()))
+}
+
+/// Bytes of a connection already read, and how many of the buffer's
+/// first ones they are.
+type Read = (Vec<u8>, usize);
+
+/// The refusal of a header past its timeout.
+const LATE: &str = "no complete header within proxy_protocol_timeout";
+
+fn refusal(e: crate::http::proxy_protocol::Error) -> String {
+    match e {
+        crate::http::proxy_protocol::Error::NotProxy => "no header".to_string(),
+        crate::http::proxy_protocol::Error::Malformed(why) => format!("malformed header: {why}"),
+    }
+}
+
+/// [`proxy_header`] reading on, with `n` octets of `buf` read: reads
+/// until the header is whole, within `timeout`.
+async fn proxy_header_rest(
+    stream: &mut tokio::net::TcpStream,
+    timeout: Duration,
+    mut buf: Vec<u8>,
+    mut n: usize,
+) -> Result<(Option<SocketAddr>, Read), String> {
+    use crate::http::proxy_protocol::parse;
+    use tokio::io::AsyncReadExt;
+    let read = async {
+        loop {
+            if n > 0 {
+                match parse(&buf[..n]) {
+                    Ok(Some(h)) => {
+                        buf.copy_within(h.len..n, 0);
+                        return Ok((h.source, (buf, n - h.len)));
+                    }
+                    Ok(None) if n == buf.len() => {
+                        return Err("malformed header: longer than any".to_string())
+                    }
+                    Ok(None) => {}
+                    Err(e) => return Err(refusal(e)),
+                }
+            }
+            let got = stream
+                .read(&mut buf[n..])
+                .await
+                .map_err(|e| e.to_string())?;
+            if got == 0 {
+                return Err("closed before a header".to_string());
+            }
+            n += got;
+        }
+    };
+    tokio::time::timeout(timeout, read)
+        .await
+        .unwrap_or_else(|_| Err(LATE.to_string()))
 }
 
 /// Serves an accepted HTTPS connection: the handshake (`tls`), then
@@ -1756,7 +1806,9 @@ async fn serve_tls(
         Some((stream, true)) => {
             crate::h2conn::serve(ctx, Wire::tls(stream), Vec::new(), peer).await
         }
-        Some((stream, false)) => crate::conn::serve(ctx, Wire::tls(stream), peer, Vec::new()).await,
+        Some((stream, false)) => {
+            crate::conn::serve(ctx, Wire::tls(stream), peer, (Vec::new(), 0)).await
+        }
         None => {}
     }
 }
