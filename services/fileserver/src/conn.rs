@@ -112,11 +112,11 @@ enum Ended {
     H2c(Vec<u8>),
 }
 
-/// What an HTTP/2 client with prior knowledge sends first.
 /// How long a draining connection with no request in progress waits for
 /// one that may be on its way (see `Conn::run`).
 const STOP_GRACE: Duration = Duration::from_millis(500);
 
+/// What an HTTP/2 client with prior knowledge sends first.
 const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
 impl Conn {
