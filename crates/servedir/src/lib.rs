@@ -63,6 +63,11 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use tower_service::Service;
 
+/// Bytes per read of a file a response streams by descriptor, unless
+/// [`ServeDir::read_chunk`] sets another size: the most file data one
+/// response's body holds at a time.
+pub const DEFAULT_READ_CHUNK: usize = 128 * 1024;
+
 /// Serves files beneath a [`FileManager`]'s root. Cheap to clone (an `Arc`
 /// inside); `F` answers what is not found (by default, a 404).
 #[derive(Clone, Debug)]
@@ -102,7 +107,7 @@ impl ServeDir<NotFound> {
             inner: Arc::new(Inner {
                 fm,
                 options,
-                chunk: 128 * 1024,
+                chunk: DEFAULT_READ_CHUNK,
             }),
             fallback: NotFound,
         }
@@ -244,7 +249,7 @@ impl<F> ServeDir<F> {
     }
 
     /// Bytes per read of a file streamed by descriptor (cached small files
-    /// go out in one piece).
+    /// go out in one piece); [`DEFAULT_READ_CHUNK`] unless set.
     pub fn read_chunk(mut self, bytes: usize) -> Self {
         self.inner_mut().chunk = bytes.max(4096);
         self

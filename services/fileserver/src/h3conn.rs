@@ -26,7 +26,7 @@
 //! on another worker's socket, which does not know the connection.
 
 use crate::config::Http3Settings;
-use crate::responder::Responder;
+use crate::responder::{Responder, READ_CHUNK};
 use crate::state::ConnContext;
 use bytes::Bytes;
 use h3::quic::SendStream as _;
@@ -322,9 +322,6 @@ async fn respond(
     }
 }
 
-/// servedir's read size: the most one read of a file brings.
-const READ_CHUNK: u64 = 128 << 10;
-
 /// What a connection's answers hold and how they move. File data read
 /// and not yet taken by QUIC is bounded as HTTP/2's output is: `[http2]
 /// send_budget_per_connection` per connection, `send_budget` across the
@@ -382,6 +379,8 @@ impl Output {
         loop {
             let stalled_at = self.progress.get() + send_timeout;
             tokio::select! {
+                // A step done at once never arms the timer.
+                biased;
                 done = &mut step => {
                     if moves {
                         self.progress.set(Instant::now());

@@ -25,6 +25,10 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 use tower_service::Service as _;
 
+/// The most file data one read of an answer's body brings: servedir's
+/// default, which the daemon keeps.
+pub(crate) const READ_CHUNK: u64 = servedir::DEFAULT_READ_CHUNK as u64;
+
 /// The connection's service: the settings in force at each request, the
 /// `ServeDir` built from them, and the bookkeeping that makes its
 /// responses counted and logged.
