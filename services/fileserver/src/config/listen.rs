@@ -195,40 +195,48 @@ pub struct Owner {
 
 /// A user's id by name (the system's user database).
 fn user_id(name: &str) -> Option<u32> {
-    let name = std::ffi::CString::new(name).ok()?;
-    let mut buf = vec![0u8; 16384];
-    // SAFETY: getpwnam_r writes only into `pwd` and `buf` (its length
-    // given), and `result` points at `pwd` or is null when none is found.
-    unsafe {
-        let mut pwd: libc::passwd = std::mem::zeroed();
-        let mut result = std::ptr::null_mut();
-        let rc = libc::getpwnam_r(
-            name.as_ptr(),
-            &mut pwd,
-            buf.as_mut_ptr().cast(),
-            buf.len(),
-            &mut result,
-        );
-        (rc == 0 && !result.is_null()).then_some(pwd.pw_uid)
-    }
+    // SAFETY: getpwnam_r has the shape `id_by_name` calls, with `passwd`.
+    unsafe { id_by_name(name, libc::getpwnam_r, |p: &libc::passwd| p.pw_uid) }
 }
 
 /// A group's id by name (the system's group database).
 fn group_id(name: &str) -> Option<u32> {
+    // SAFETY: getgrnam_r has the shape `id_by_name` calls, with `group`.
+    unsafe { id_by_name(name, libc::getgrnam_r, |g: &libc::group| g.gr_gid) }
+}
+
+/// The reentrant lookup of a user or group database entry by name.
+type Lookup<T> = unsafe extern "C" fn(
+    *const libc::c_char,
+    *mut T,
+    *mut libc::c_char,
+    libc::size_t,
+    *mut *mut T,
+) -> libc::c_int;
+
+/// `name`'s entry through `lookup`, and the id `id` reads from it.
+///
+/// # Safety
+///
+/// `lookup` must be getpwnam_r or getgrnam_r with `T` its entry type (a C
+/// struct of integers and pointers, for which all zeros is a valid value).
+unsafe fn id_by_name<T>(name: &str, lookup: Lookup<T>, id: fn(&T) -> u32) -> Option<u32> {
     let name = std::ffi::CString::new(name).ok()?;
-    let mut buf = vec![0u8; 16384];
-    // SAFETY: as `user_id`, with getgrnam_r and `grp`.
+    let mut buf = vec![0 as libc::c_char; 16384];
+    // SAFETY: the caller's promise; the lookup writes only into `entry`
+    // and `buf` (its length given), and `result` points at `entry` or is
+    // null when none is found.
     unsafe {
-        let mut grp: libc::group = std::mem::zeroed();
+        let mut entry: T = std::mem::zeroed();
         let mut result = std::ptr::null_mut();
-        let rc = libc::getgrnam_r(
+        let rc = lookup(
             name.as_ptr(),
-            &mut grp,
-            buf.as_mut_ptr().cast(),
+            &mut entry,
+            buf.as_mut_ptr(),
             buf.len(),
             &mut result,
         );
-        (rc == 0 && !result.is_null()).then_some(grp.gr_gid)
+        (rc == 0 && !result.is_null()).then(|| id(&entry))
     }
 }
 
