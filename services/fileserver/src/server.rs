@@ -14,7 +14,7 @@
 //! ```
 
 use crate::acme::challenge::Challenges;
-use crate::config::{Settings, Sources, UnixSockets};
+use crate::config::{Settings, Sources};
 use crate::files::Files;
 use crate::state::{make_live, ConnContext, Live, Shared, Worker};
 use crate::stats::WorkerStats;
@@ -204,7 +204,8 @@ fn unix_listen_error(path: &std::path::Path, e: &std::io::Error) -> String {
     let path = path.display();
     if e.kind() == std::io::ErrorKind::AddrInUse {
         format!(
-            "cannot listen on unix:{path} (listen): a running process accepts on it              (another fileserver?); stop it or choose another path"
+            "cannot listen on unix:{path} (listen): a running process accepts on it \
+             (another fileserver?); stop it or choose another path"
         )
     } else {
         format!("cannot listen on unix:{path} (listen): {e}")
@@ -472,7 +473,7 @@ fn bind(
     })
 }
 
-/// Per worker, its sockets of each `tls_listen` address.
+/// Per worker, its sockets of one kind (one per address).
 type PerWorker<T> = Vec<Vec<T>>;
 
 /// Listeners a predecessor handed over under one name, non-blocking;
@@ -495,19 +496,15 @@ fn bind_unix(
     PerWorker<std::os::unix::net::UnixListener>,
     Vec<crate::unix_socket::SocketFile>,
 )> {
-    let mut unix: Vec<Vec<std::os::unix::net::UnixListener>> =
+    let mut unix: PerWorker<std::os::unix::net::UnixListener> =
         (0..s.workers).map(|_| Vec::new()).collect();
     let mut unix_files = Vec::new();
     for (k, path) in s.listen_unix.paths.iter().enumerate() {
         let handed = inherited.take(&crate::upgrade::unix(k + 1));
         let sockets: Vec<std::os::unix::net::UnixListener> = if handed.is_empty() {
-            let (mut l, f) = crate::unix_socket::bind_all(&UnixSockets {
-                paths: vec![path.clone()],
-                ..s.listen_unix.clone()
-            })
-            .map_err(|(p, e)| anyhow::anyhow!(unix_listen_error(&p, &e)))?;
-            unix_files.extend(f);
-            let l = l.remove(0);
+            let (l, f) = crate::unix_socket::bind(path, &s.listen_unix)
+                .map_err(|e| anyhow::anyhow!(unix_listen_error(path, &e)))?;
+            unix_files.push(f);
             let mut all = (1..s.workers)
                 .map(|_| l.try_clone())
                 .collect::<std::io::Result<Vec<_>>>()?;
@@ -543,9 +540,9 @@ fn bind_tls(
         .iter()
         .flat_map(|t| std::iter::once(t.listen).chain(t.listen_more.iter().copied()))
         .collect();
-    let mut tls_listeners: Vec<Vec<std::net::TcpListener>> =
+    let mut tls_listeners: PerWorker<std::net::TcpListener> =
         (0..s.workers).map(|_| Vec::new()).collect();
-    let mut quic_sockets: Vec<Vec<std::net::UdpSocket>> =
+    let mut quic_sockets: PerWorker<std::net::UdpSocket> =
         (0..s.workers).map(|_| Vec::new()).collect();
     let mut tls_bound = Vec::new();
     for (k, &listen) in tls_addrs.iter().enumerate() {
@@ -637,7 +634,7 @@ fn share(
     acme: Option<Arc<Challenges>>,
     bound: &Bound,
     watchdog: Option<Duration>,
-    predecessor_gone: Arc<AtomicBool>,
+    predecessor_gone: watch::Receiver<bool>,
 ) -> anyhow::Result<Arc<Shared>> {
     let alt_svc = match (&s.http3, bound.tls_addr) {
         (Some(h), Some(addr)) => http::HeaderValue::from_str(&format!(
@@ -1377,11 +1374,11 @@ async fn run_worker(w: Rc<Worker>, listeners: WorkerListeners, ready: std::sync:
         // until it exits; a datagram of its connections read here would
         // be lost to them.
         let mut shutdown = w.conn.shutdown.clone();
-        while !w.shared.predecessor_gone.load(Relaxed) {
-            tokio::select! {
-                _ = tokio::time::sleep(Duration::from_millis(50)) => {}
-                _ = shutdown.changed() => return None,
-            }
+        let mut gone = w.shared.predecessor_gone.clone();
+        tokio::select! {
+            // Err: the watching thread could not start; go on.
+            _ = gone.wait_for(|gone| *gone) => {}
+            _ = shutdown.changed() => return None,
         }
         match crate::h3conn::endpoint(socket, certs, h) {
             Ok(e) => {
@@ -1685,7 +1682,7 @@ async fn proxy_header(
     timeout: Duration,
     read_on: bool,
     head_max: usize,
-) -> Result<(Option<SocketAddr>, Read), String> {
+) -> Result<(Option<SocketAddr>, ReadAhead), String> {
     use crate::http::proxy_protocol::parse;
     use tokio::io::AsyncReadExt;
     // The longest header taken: 16 octets and 4096 of addresses and
@@ -1694,14 +1691,9 @@ async fn proxy_header(
     // What is there already, without a timer: a balancer's connection
     // starts with its header.
     if read_on {
-        if let Ok(n @ 1..) = stream.try_read(&mut buf) {
-            if let Ok(Some(h)) = parse(&buf[..n]) {
-                buf.copy_within(h.len..n, 0);
-                return Ok((h.source, (buf, n - h.len)));
-            }
-            return proxy_header_rest(stream, timeout, buf, n).await;
-        }
-        return proxy_header_rest(stream, timeout, buf, 0).await;
+        // An error here is met again by the read that follows.
+        let n = stream.try_read(&mut buf).unwrap_or(0);
+        return proxy_header_rest(stream, timeout, buf, n).await;
     }
     let read = async {
         let mut seen = 0;
@@ -1737,7 +1729,7 @@ async fn proxy_header(
 
 /// Bytes of a connection already read, and how many of the buffer's
 /// first ones they are.
-type Read = (Vec<u8>, usize);
+type ReadAhead = (Vec<u8>, usize);
 
 /// The refusal of a header past its timeout.
 const LATE: &str = "no complete header within proxy_protocol_timeout";
@@ -1750,30 +1742,31 @@ fn refusal(e: crate::http::proxy_protocol::Error) -> String {
 }
 
 /// [`proxy_header`] reading on, with `n` octets of `buf` read: reads
-/// until the header is whole, within `timeout`.
+/// until the header is whole, within `timeout` (no timer when it is
+/// whole already).
 async fn proxy_header_rest(
     stream: &mut tokio::net::TcpStream,
     timeout: Duration,
     mut buf: Vec<u8>,
     mut n: usize,
-) -> Result<(Option<SocketAddr>, Read), String> {
-    use crate::http::proxy_protocol::parse;
+) -> Result<(Option<SocketAddr>, ReadAhead), String> {
     use tokio::io::AsyncReadExt;
+    // The header and what followed it, moved to the buffer's front;
+    // `None` while only part of a header is in.
+    let whole = |buf: &mut Vec<u8>, n: usize| match crate::http::proxy_protocol::parse(&buf[..n]) {
+        Ok(Some(h)) => {
+            buf.copy_within(h.len..n, 0);
+            Ok(Some((h.source, n - h.len)))
+        }
+        Ok(None) if n == buf.len() => Err("malformed header: longer than any".to_string()),
+        Ok(None) => Ok(None),
+        Err(e) => Err(refusal(e)),
+    };
+    if let Some((source, len)) = whole(&mut buf, n)? {
+        return Ok((source, (buf, len)));
+    }
     let read = async {
         loop {
-            if n > 0 {
-                match parse(&buf[..n]) {
-                    Ok(Some(h)) => {
-                        buf.copy_within(h.len..n, 0);
-                        return Ok((h.source, (buf, n - h.len)));
-                    }
-                    Ok(None) if n == buf.len() => {
-                        return Err("malformed header: longer than any".to_string())
-                    }
-                    Ok(None) => {}
-                    Err(e) => return Err(refusal(e)),
-                }
-            }
             let got = stream
                 .read(&mut buf[n..])
                 .await
@@ -1782,6 +1775,9 @@ async fn proxy_header_rest(
                 return Err("closed before a header".to_string());
             }
             n += got;
+            if let Some((source, len)) = whole(&mut buf, n)? {
+                return Ok((source, (buf, len)));
+            }
         }
     };
     tokio::time::timeout(timeout, read)

@@ -82,7 +82,7 @@ pub(crate) struct Shared {
     pub(crate) h2_send_budget: Arc<tokio::sync::Semaphore>,
     /// True once the process this one upgraded (SIGUSR2) has exited, at
     /// once without one: HTTP/3 reads the shared UDP sockets only then.
-    pub(crate) predecessor_gone: Arc<AtomicBool>,
+    pub(crate) predecessor_gone: watch::Receiver<bool>,
 }
 
 impl Shared {

@@ -56,22 +56,10 @@ impl SocketFile {
     }
 }
 
-/// Binds every socket of `u`, with its mode and owner; and the files to
-/// remove at exit.
-pub(crate) fn bind_all(
-    u: &UnixSockets,
-) -> Result<(Vec<std::os::unix::net::UnixListener>, Vec<SocketFile>), (PathBuf, io::Error)> {
-    let mut listeners = Vec::new();
-    let mut files = Vec::new();
-    for path in &u.paths {
-        let (l, f) = bind(path, u).map_err(|e| (path.clone(), e))?;
-        listeners.push(l);
-        files.push(f);
-    }
-    Ok((listeners, files))
-}
-
-fn bind(
+/// Binds a socket at `path` with `u`'s mode and owner, and the file to
+/// remove at exit. The umask is the process's: this runs at start, before
+/// any thread that makes files.
+pub(crate) fn bind(
     path: &Path,
     u: &UnixSockets,
 ) -> io::Result<(std::os::unix::net::UnixListener, SocketFile)> {

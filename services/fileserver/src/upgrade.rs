@@ -303,18 +303,16 @@ impl Inherited {
 
     /// A flag that turns true once the predecessor has exited (at once
     /// without one).
-    pub(crate) fn predecessor_gone(&mut self) -> std::sync::Arc<std::sync::atomic::AtomicBool> {
-        use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
-        let gone = std::sync::Arc::new(AtomicBool::new(self.predecessor.is_none()));
+    pub(crate) fn predecessor_gone(&mut self) -> tokio::sync::watch::Receiver<bool> {
+        let (tx, gone) = tokio::sync::watch::channel(self.predecessor.is_none());
         if let Some(fd) = self.predecessor.take() {
-            let flag = gone.clone();
             std::thread::Builder::new()
                 .name("predecessor".into())
                 .spawn(move || {
                     // End of file (or an error): its last copy is closed.
                     let mut byte = [0u8; 1];
                     while let Err(rustix::io::Errno::INTR) = rustix::io::read(&fd, &mut byte) {}
-                    flag.store(true, Relaxed);
+                    let _ = tx.send(true);
                 })
                 .map_err(|e| tracing::warn!("cannot watch the predecessor: {e}"))
                 .ok();
