@@ -267,8 +267,11 @@ pub fn admin_port_for(port: u16) -> Option<u16> {
 }
 
 /// `listen` with its port replaced (`host:8080` -> `host:PORT`, `8080` ->
-/// `:PORT`).
+/// `:PORT`); a Unix socket (`unix:PATH`) has none and stays as it is.
 pub(super) fn with_port(listen: &str, port: u16) -> String {
+    if listen.starts_with("unix:") {
+        return listen.to_string();
+    }
     let host = match listen.rsplit_once(':') {
         Some((host, _)) if !listen.ends_with(']') => host,
         _ if listen.bytes().all(|b| b.is_ascii_digit()) => "",

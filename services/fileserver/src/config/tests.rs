@@ -118,6 +118,25 @@ fn a_listen_port_moves_the_admin_port_unless_it_is_set() {
     );
 }
 
+/// `-p PORT` replaces the port of `listen`'s TCP addresses and leaves its
+/// Unix sockets as they are (it once made `unix:/run/x.sock` a socket
+/// named `9000` in the working directory).
+#[test]
+fn a_port_flag_leaves_unix_sockets_alone() {
+    let s = load(&Sources {
+        flags: vec![("listen".into(), "127.0.0.1:8080,unix:/run/x.sock".into())],
+        port: Some(9000),
+        ..Sources::default()
+    })
+    .unwrap()
+    .1;
+    assert_eq!(s.listen.unwrap().port(), 9000);
+    assert_eq!(
+        s.listen_unix.paths,
+        [std::path::PathBuf::from("/run/x.sock")]
+    );
+}
+
 #[test]
 fn reports_every_error_with_its_key() {
     let errs = parse_file_text(
