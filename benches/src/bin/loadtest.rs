@@ -454,6 +454,7 @@ fn run(mut args: Args) -> Result<usize> {
             0
         },
         text: args.scenarios.contains(&Scenario::CompressedText),
+        arena: false,
     };
     eprintln!("loadtest: generating test trees in {}", root.display());
     tree::generate(&root, extras).context("generate the test trees")?;

@@ -8,6 +8,8 @@ use std::fs;
 use std::io::Write;
 use std::path::Path;
 
+pub mod arena;
+
 /// Number of 1 KiB files under `small/`.
 pub const SMALL_COUNT: usize = 1000;
 /// Size of each file under `small/`.
@@ -63,6 +65,9 @@ pub struct Extras {
     pub cold_files: usize,
     /// Write `text/` ([`TEXT_COUNT`] JavaScript, CSS and JSON files).
     pub text: bool,
+    /// Write `static/`: HttpArena's 20 files and their `.br` and `.gz`
+    /// siblings ([`arena`]).
+    pub arena: bool,
 }
 
 /// A seeded xorshift generator; the seed is the FNV-1a hash of a path, so
@@ -320,6 +325,7 @@ pub fn generate(root: &Path, extras: Extras) -> std::io::Result<()> {
         "text/js",
         "text/css",
         "text/json",
+        arena::DIR,
     ] {
         fs::create_dir_all(root.join(dir))?;
         fs::set_permissions(root.join(dir), fs::Permissions::from_mode(0o755))?;
@@ -350,6 +356,17 @@ pub fn generate(root: &Path, extras: Extras) -> std::io::Result<()> {
         for i in 0..TEXT_COUNT {
             let path = text_path(i);
             write_bytes(&path, &text_contents(&path))?;
+        }
+    }
+    if extras.arena {
+        for g in arena::generated() {
+            let path = g.file.path();
+            write_bytes(&path, &g.body)?;
+            for (suffix, bytes) in [(".br", &g.br), (".gz", &g.gz)] {
+                if let Some(bytes) = bytes {
+                    write_bytes(&format!("{path}{suffix}"), bytes)?;
+                }
+            }
         }
     }
     Ok(())
@@ -406,5 +423,38 @@ mod tests {
             "{json:.200}"
         );
         assert!(total > TEXT_COUNT * TEXT_SIZES.0);
+    }
+
+    #[test]
+    fn the_arena_tree_has_httparenas_files_and_siblings_on_disk() {
+        let dir = tempfile::tempdir().unwrap();
+        let extras = Extras {
+            arena: true,
+            ..Extras::default()
+        };
+        generate(dir.path(), extras).unwrap();
+        let read = |path: &str| fs::read(dir.path().join(path.trim_start_matches('/')));
+        for f in arena::FILES {
+            let body = read(&f.path()).unwrap();
+            assert_eq!(body.len(), f.size, "{}", f.name);
+            for (suffix, coding) in [(".br", "br"), (".gz", "gzip")] {
+                match read(&format!("{}{suffix}", f.path())) {
+                    Ok(sibling) => {
+                        assert!(f.siblings, "{}{suffix} should not exist", f.name);
+                        assert_eq!(arena::decode(coding, &sibling).unwrap(), body);
+                    }
+                    Err(_) => assert!(!f.siblings, "{}{suffix} missing", f.name),
+                }
+            }
+        }
+        let names = fs::read_dir(dir.path().join(arena::DIR)).unwrap().count();
+        assert_eq!(names, 20 + 2 * 15);
+        // Without the flag there is no static/ content.
+        let plain = tempfile::tempdir().unwrap();
+        generate(plain.path(), Extras::default()).unwrap();
+        assert_eq!(
+            fs::read_dir(plain.path().join(arena::DIR)).unwrap().count(),
+            0
+        );
     }
 }
