@@ -4,7 +4,8 @@
 //! The plain client sends one request with `Connection: close` and reads to
 //! EOF, which is all verification needs, and it sees the raw status and
 //! headers exactly as the server wrote them (no redirects, no
-//! decompression, no retries).
+//! decompression, no retries; a chunked body is put together, as Caddy
+//! sends a precompressed sibling).
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -56,7 +57,47 @@ pub fn get(addr: SocketAddr, path: &str, headers: &[(&str, &str)]) -> Result<Res
     stream
         .read_to_end(&mut raw)
         .with_context(|| format!("read response to GET {path} from {addr}"))?;
-    parse_response(&raw).with_context(|| format!("response to GET {path} from {addr}"))
+    parse_wire_response(&raw).with_context(|| format!("response to GET {path} from {addr}"))
+}
+
+/// [`parse_response`] of a response as it came off the socket: a body sent
+/// with `Transfer-Encoding: chunked` is put together first.
+pub fn parse_wire_response(raw: &[u8]) -> Result<Response> {
+    let mut response = parse_head_and_body(raw)?;
+    let chunked = response
+        .header("transfer-encoding")
+        .is_some_and(|te| te.to_ascii_lowercase().contains("chunked"));
+    if !chunked {
+        return parse_response(raw);
+    }
+    response.body = dechunk(&response.body)?;
+    Ok(response)
+}
+
+/// The body of a chunked message (trailers dropped); fails on a malformed
+/// or cut-off one.
+fn dechunk(mut rest: &[u8]) -> Result<Vec<u8>> {
+    let mut body = Vec::new();
+    loop {
+        let line_end = rest
+            .windows(2)
+            .position(|w| w == b"\r\n")
+            .context("chunk size line without CRLF")?;
+        let line = std::str::from_utf8(&rest[..line_end]).context("chunk size is not text")?;
+        let hex = line.split(';').next().unwrap_or_default().trim();
+        let size =
+            usize::from_str_radix(hex, 16).with_context(|| format!("bad chunk size {line:?}"))?;
+        rest = &rest[line_end + 2..];
+        if size == 0 {
+            return Ok(body);
+        }
+        ensure!(
+            rest.len() >= size + 2 && &rest[size..size + 2] == b"\r\n",
+            "chunk of {size} bytes cut off or not followed by CRLF"
+        );
+        body.extend_from_slice(&rest[..size]);
+        rest = &rest[size + 2..];
+    }
 }
 
 /// Parses a complete `Connection: close` response and checks that the body
@@ -210,6 +251,22 @@ mod tests {
         let raw = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\ndecoded";
         assert!(parse_response(raw).is_err());
         assert_eq!(parse_head_and_body(raw).unwrap().body, b"decoded");
+    }
+
+    #[test]
+    fn puts_a_chunked_body_together() {
+        let raw = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nabcd\r\n3;x=y\r\nefg\r\n0\r\n\r\n";
+        let r = parse_wire_response(raw).unwrap();
+        assert_eq!(r.body, b"abcdefg");
+        // Cut off, or a size that is not hex.
+        let cut = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n9\r\nabcd\r\n0\r\n\r\n";
+        assert!(parse_wire_response(cut).is_err());
+        let bad = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n";
+        assert!(parse_wire_response(bad).is_err());
+        // Not chunked: as parse_response.
+        let plain = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+        assert_eq!(parse_wire_response(plain).unwrap().body, b"ok");
+        assert!(parse_wire_response(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nok").is_err());
     }
 
     #[test]
