@@ -219,6 +219,79 @@ pub fn group_usage(pgid: i32) -> GroupUsage {
     sum
 }
 
+/// This process's soft and hard `RLIMIT_NOFILE`.
+pub fn nofile_limits() -> Result<(u64, u64)> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes only into the struct it is given.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        bail!(
+            "getrlimit(RLIMIT_NOFILE): {}",
+            std::io::Error::last_os_error()
+        );
+    }
+    Ok((limit.rlim_cur, limit.rlim_max))
+}
+
+fn set_soft_nofile(soft: u64, hard: u64) -> Result<()> {
+    let limit = libc::rlimit {
+        rlim_cur: soft,
+        rlim_max: hard,
+    };
+    // SAFETY: setrlimit only reads the struct it is given.
+    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) } != 0 {
+        bail!(
+            "setrlimit(RLIMIT_NOFILE, {soft}): {}",
+            std::io::Error::last_os_error()
+        );
+    }
+    Ok(())
+}
+
+/// A soft `RLIMIT_NOFILE` raised for a while: the servers and load
+/// generators started meanwhile inherit it; dropping it puts the old soft
+/// limit back.
+#[derive(Debug)]
+pub struct NofileRaised {
+    /// The soft limit before, if it was raised.
+    old: Option<u64>,
+    hard: u64,
+}
+
+impl NofileRaised {
+    /// The soft limit before, if it was raised.
+    pub fn raised_from(&self) -> Option<u64> {
+        self.old
+    }
+}
+
+impl Drop for NofileRaised {
+    fn drop(&mut self) {
+        if let Some(old) = self.old {
+            let _ = set_soft_nofile(old, self.hard);
+        }
+    }
+}
+
+/// Raises the soft `RLIMIT_NOFILE` to `want` if it is lower; fails if the
+/// hard limit is lower (this never raises the hard limit).
+pub fn raise_nofile(want: u64) -> Result<NofileRaised> {
+    let (soft, hard) = nofile_limits()?;
+    if want > hard {
+        bail!("needs RLIMIT_NOFILE {want}; the hard limit is {hard} (ulimit -Hn)");
+    }
+    if soft >= want {
+        return Ok(NofileRaised { old: None, hard });
+    }
+    set_soft_nofile(want, hard)?;
+    Ok(NofileRaised {
+        old: Some(soft),
+        hard,
+    })
+}
+
 /// Clock ticks per second, for converting `/proc` CPU times.
 pub fn ticks_per_second() -> f64 {
     // SAFETY: sysconf has no preconditions.
@@ -336,6 +409,16 @@ impl Drop for Sampler {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn nofile_is_raised_within_the_hard_limit_and_put_back() {
+        let (soft, hard) = nofile_limits().unwrap();
+        assert!(soft <= hard);
+        // Already enough: nothing changes.
+        assert_eq!(raise_nofile(soft.min(64)).unwrap().raised_from(), None);
+        assert!(raise_nofile(hard.saturating_add(1)).is_err() || hard == u64::MAX);
+        assert_eq!(nofile_limits().unwrap(), (soft, hard));
+    }
 
     // /proc/PID/stat of a real nginx worker on this machine after a short wrk run.
     const NGINX_WORKER_STAT: &str = include_str!("testdata/nginx-worker.stat");
