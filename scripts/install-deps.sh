@@ -11,6 +11,8 @@ SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 # each runs only when the harness starts it, with a config in its temp dir.
 # lighttpd-mod-openssl, lighttpd-mod-deflate: lighttpd's TLS and compression in
 # the harness's tls and compression groups (nghttp2-client gives them h2load).
+# libnginx-mod-http-brotli-static: nginx's brotli_static, which sends the .br
+# siblings in the harness's arena group (without it nginx sends the .gz ones).
 # python3-httpx + python3-h2, chromium: real HTTP/2 clients for the HTTPS tests
 # (services/fileserver/tests/tls_http2.rs); chromium also screenshots the
 # directory listing (tests/listing.rs, into target/tmp/listing-*.png).
@@ -20,7 +22,7 @@ SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 # cross-compiled and its tests run under Wine (scripts/windows-tests.sh).
 # haproxy: the TCP load balancer (PROXY protocol) in front of two replicas
 # in services/fileserver/tests/fleet.rs.
-pkgs=(prometheus nginx-light wrk curl wfuzz systemd nghttp2-client strace python3-venv util-linux
+pkgs=(prometheus nginx-light libnginx-mod-http-brotli-static wrk curl wfuzz systemd nghttp2-client strace python3-venv util-linux
       fonts-dejavu-core valgrind linux-perf lighttpd lighttpd-mod-openssl lighttpd-mod-deflate h2o caddy
       python3-httpx python3-h2 chromium openssl pebble wine wine64 gcc-mingw-w64-x86-64-win32
       haproxy)

@@ -20,8 +20,9 @@ use benches::loadtest::loadgen::{self, LoadSettings, RunResult, WrkRun};
 use benches::loadtest::procs::{self, check_interrupted, group_cpu, Cpu, Sampler};
 use benches::loadtest::report::{self, Report, ScenarioReport, Settings};
 use benches::loadtest::scenario::{
-    Group, Protocol, Scenario, Throughput, BROWSER_ACCEPT_ENCODING, COLD_LARGE_CONNECTIONS,
-    COLD_SMALL_CONNECTIONS, COLD_SMALL_RATE, COLD_TIMEOUT_S, OHA_RANGE, RANGE_LEN,
+    Group, Protocol, Scenario, Throughput, ARENA_ACCEPT_ENCODING, BROWSER_ACCEPT_ENCODING,
+    COLD_LARGE_CONNECTIONS, COLD_SMALL_CONNECTIONS, COLD_SMALL_RATE, COLD_TIMEOUT_S, OHA_RANGE,
+    RANGE_LEN,
 };
 use benches::loadtest::servers::{
     self, find_binary, Embedded, Features, Peer, Running, BASELINE, CEILING, FILESERVER,
@@ -118,13 +119,16 @@ struct Args {
     /// tls_small_h1, tls_small_h2, tls_large_h1, tls_large_h2,
     /// tls_handshakes (the tls group: HTTPS against nginx, lighttpd, h2o,
     /// Caddy);
-    /// compressed_text (the compression group).
+    /// compressed_text (the compression group);
+    /// arena_h1_64, arena_h1_1024, arena_h1_4096, arena_h2_256 (the arena
+    /// group: HttpArena's 20 static files with their .br and .gz siblings).
     #[arg(long = "scenario", value_name = "NAME", value_delimiter = ',')]
     scenarios: Vec<Scenario>,
     /// Run every scenario of a group (repeatable or comma-separated, added
     /// to --scenario): peers (the first seven), embedded (the embedded_*),
-    /// tls (the tls_*) or compression (compressed_text). tls and
-    /// compression are not in the default run.
+    /// tls (the tls_*), compression (compressed_text), http3 (h3_*) or
+    /// arena (the arena_*: HttpArena's static profile). Only peers and
+    /// embedded are in the default run.
     #[arg(long = "group", value_name = "NAME", value_delimiter = ',')]
     groups: Vec<Group>,
     /// Smallest run that still checks everything: 1 round, 1 s per run, no
@@ -288,6 +292,7 @@ impl Ctx<'_> {
             compression: scenario == Scenario::CompressedText,
             aio_threads: scenario == Scenario::Cold,
             http3: scenario.protocol() == Protocol::Https3,
+            precompressed: scenario.group() == Group::Arena,
         }
     }
 
@@ -343,11 +348,19 @@ fn run(mut args: Args) -> Result<usize> {
     }
     let runs_group = |g: Group| args.scenarios.iter().any(|s| s.group() == g);
     let runs_embedded = runs_group(Group::Embedded);
-    let runs_peers = [Group::Peers, Group::Tls, Group::Compression, Group::Http3]
-        .into_iter()
-        .any(runs_group);
+    let runs_peers = [
+        Group::Peers,
+        Group::Tls,
+        Group::Compression,
+        Group::Http3,
+        Group::Arena,
+    ]
+    .into_iter()
+    .any(runs_group);
     let runs_tls = args.scenarios.iter().any(|s| s.protocol().tls());
-    let runs_tls_or_compression = runs_group(Group::Tls) || runs_group(Group::Compression);
+    let runs_arena = runs_group(Group::Arena);
+    let runs_tls_or_compression =
+        runs_group(Group::Tls) || runs_group(Group::Compression) || runs_arena;
     let oha = if args.no_oha {
         None
     } else {
@@ -436,6 +449,24 @@ fn run(mut args: Args) -> Result<usize> {
         }
     }
 
+    // An arena row's connections need descriptors; where the hard limit
+    // is too low for them the row is skipped, not failed.
+    let (_, hard_nofile) = procs::nofile_limits()?;
+    args.scenarios.retain(|s| match s.nofile_needed() {
+        Some(need) if need > hard_nofile => {
+            let why = format!(
+                "its {} connections need RLIMIT_NOFILE {need}, and the hard limit here is \
+                 {hard_nofile} (ulimit -Hn; raise it, e.g. LimitNOFILE or ulimit -Hn as root, \
+                 to run it)",
+                s.connections(args.connections)
+            );
+            eprintln!("loadtest: scenario {s} skipped: {why}");
+            skipped.push((s.name().to_string(), why));
+            false
+        }
+        _ => true,
+    });
+
     let stamp = SystemTime::now().duration_since(UNIX_EPOCH)?.as_nanos();
     let temp = TempDir {
         path: std::env::temp_dir().join(format!("loadtest-{}-{stamp}", std::process::id())),
@@ -454,7 +485,7 @@ fn run(mut args: Args) -> Result<usize> {
             0
         },
         text: args.scenarios.contains(&Scenario::CompressedText),
-        arena: false,
+        arena: args.scenarios.iter().any(|s| s.group() == Group::Arena),
     };
     eprintln!("loadtest: generating test trees in {}", root.display());
     tree::generate(&root, extras).context("generate the test trees")?;
@@ -482,6 +513,21 @@ fn run(mut args: Args) -> Result<usize> {
             peer.name().to_string(),
             tool_version(bin, peer.version_args()),
         ));
+    }
+    if runs_arena {
+        if let Some((_, nginx)) = peers.iter().find(|(p, _)| *p == Peer::Nginx) {
+            let module = servers::find_nginx_brotli_static(nginx).map_or_else(
+                || {
+                    format!(
+                        "{} not installed (libnginx-mod-http-brotli-static): nginx sends \
+                         the .gz siblings only",
+                        servers::NGINX_BROTLI_STATIC
+                    )
+                },
+                |p| p.display().to_string(),
+            );
+            versions.push(("nginx brotli_static".to_string(), module));
+        }
     }
     versions.push(("wrk".to_string(), tool_version(&args.wrk, &["-v"])));
     if let Some(oha) = &oha {
@@ -948,11 +994,25 @@ fn run_scenario(scenario: Scenario, ctx: &Ctx<'_>) -> Result<(ScenarioReport, us
     let dir = ctx.temp.join(scenario.name());
     std::fs::create_dir_all(&dir)?;
     let mut left_out: Vec<(String, String)> = Vec::new();
+    // Every server and load generator of the scenario inherits it; the
+    // limit goes back after the scenario (declared first, dropped last).
+    let _nofile = match scenario.nofile_needed() {
+        Some(need) => {
+            let raised = procs::raise_nofile(need)?;
+            if let Some(old) = raised.raised_from() {
+                eprintln!(
+                    "loadtest:   RLIMIT_NOFILE raised from {old} to {need} for this scenario"
+                );
+            }
+            Some(raised)
+        }
+        None => None,
+    };
 
     // Every server lives for the whole scenario, so none pays a cold start
     // inside the timed window. The subject first; it must verify.
     let started = match scenario.group() {
-        Group::Peers | Group::Tls | Group::Compression | Group::Http3 => {
+        Group::Peers | Group::Tls | Group::Compression | Group::Http3 | Group::Arena => {
             start_peers_group(scenario, ctx, &dir, &mut left_out)?
         }
         Group::Embedded => start_embedded_group(scenario, ctx, &dir, &mut left_out)?,
@@ -1198,7 +1258,7 @@ fn throughput_run(
     match scenario.throughput() {
         Throughput::Wrk => loadgen::run_wrk(settings, &e.script, e.running.addr, duration, out),
         Throughput::H2load { streams } => {
-            loadgen::run_h2load(settings, &e.script, streams, duration, out)
+            loadgen::run_h2load(settings, scenario, &e.script, streams, duration, out)
         }
         Throughput::Handshakes => {
             let url = format!(
@@ -1402,6 +1462,33 @@ fn verify(
             let seen: Vec<String> = codings.iter().map(|(c, n)| format!("{c} x{n}")).collect();
             let seen = seen.join(", ");
             eprintln!("loadtest:   {}: sampled text files came as {seen}", s.name);
+            return Ok(Checked {
+                etags: Vec::new(),
+                codings: Some(seen),
+            });
+        }
+        Scenario::ArenaH1C64 => {
+            // Every file, with HttpArena's header: the body must decode to
+            // the file; which coding came, and whether it was the sibling,
+            // goes in the report (a server that sends text uncompressed, or
+            // compresses it itself, still runs, flagged).
+            let accept = [("Accept-Encoding", ARENA_ACCEPT_ENCODING)];
+            let mut answers = Vec::new();
+            for g in tree::arena::generated() {
+                let path = g.file.path();
+                let r = client.get(addr, &path, &accept)?;
+                ensure!(
+                    r.status == 200,
+                    "GET {path}: status {} (want 200)",
+                    r.status
+                );
+                let coding = r.header("content-encoding").unwrap_or("identity");
+                let how = tree::arena::served(g, coding, &r.body)
+                    .map_err(|e| anyhow::anyhow!("GET {path}: {e}"))?;
+                answers.push((g.file, coding.to_string(), how));
+            }
+            let seen = tree::arena::describe(&answers);
+            eprintln!("loadtest:   {}: the 20 files came as {seen}", s.name);
             return Ok(Checked {
                 etags: Vec::new(),
                 codings: Some(seen),

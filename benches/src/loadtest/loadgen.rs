@@ -19,8 +19,8 @@ use serde::{Deserialize, Serialize};
 use crate::loadtest::procs::check_interrupted;
 use crate::loadtest::procs::ChildGroup;
 use crate::loadtest::scenario::{
-    OhaPath, Protocol, Scenario, BROWSER_ACCEPT_ENCODING, HANDSHAKE_BURST, HANDSHAKE_THREADS,
-    OHA_RANGE, RANGE_LEN,
+    OhaPath, Protocol, Scenario, ARENA_ACCEPT_ENCODING, BROWSER_ACCEPT_ENCODING, HANDSHAKE_BURST,
+    HANDSHAKE_THREADS, OHA_RANGE, RANGE_LEN,
 };
 use crate::loadtest::tree::{
     self, LARGE_PATH, LARGE_SIZE, MANY_COUNT, PRESSURE_COUNT, SMALL_COUNT, TEXT_COUNT,
@@ -71,6 +71,22 @@ pub fn wrk_script(scenario: Scenario, etags: &[String], cold_files: usize) -> Re
                 "}}\nwrk.headers[\"Accept-Encoding\"] = \"{BROWSER_ACCEPT_ENCODING}\"\n\
                  request = function()\n  return wrk.format(\"GET\", paths[math.random(0, {})])\nend\n",
                 TEXT_COUNT - 1
+            )?;
+        }
+        Scenario::ArenaH1C64 => {
+            // HttpArena's static-rotate.lua: the files in turn, not at
+            // random, each connection taking the next one.
+            lua.push_str("local paths = {\n");
+            for (i, f) in tree::arena::FILES.iter().enumerate() {
+                writeln!(lua, "  [{i}] = \"{}\",", f.path())?;
+            }
+            write!(
+                lua,
+                "}}\nlocal counter = 0\n\
+                 wrk.headers[\"Accept-Encoding\"] = \"{ARENA_ACCEPT_ENCODING}\"\n\
+                 request = function()\n  local path = paths[counter % {n}]\n  counter = counter + 1\n  \
+                 return wrk.format(\"GET\", path)\nend\n",
+                n = tree::arena::FILES.len()
             )?;
         }
         Scenario::SmallRandom => write!(
@@ -258,10 +274,12 @@ pub fn parse_oha(json: &str, expected_status: u16) -> Result<RunResult> {
 }
 
 /// The URIs h2load requests, one a line, in the order every client goes
-/// through them: for random small files a fixed shuffle of all of them.
+/// through them: for random small files a fixed shuffle of all of them;
+/// in the arena group HttpArena's 20 files in its order.
 pub fn h2load_uris(scenario: Scenario, addr: std::net::SocketAddr) -> String {
     let base = format!("{}://{addr}", scenario.protocol().scheme());
     let paths: Vec<String> = match scenario.load() {
+        Scenario::ArenaH1C64 => tree::arena::FILES.iter().map(|f| f.path()).collect(),
         Scenario::SmallRandom => {
             // A fixed permutation (multiplying by a number coprime to 1000).
             (0..SMALL_COUNT)
@@ -447,24 +465,48 @@ fn h2load_bin(settings: &LoadSettings) -> Result<&Path> {
         .context("h2load not found (apt-get install nghttp2-client)")
 }
 
+/// The h2load arguments of one run on `connections` connections with
+/// `streams` streams each, going through the URIs in `uris` (see
+/// [`h2load_uris`]) with the scenario's `Accept-Encoding`, if it has one.
+pub fn h2load_args(
+    scenario: Scenario,
+    connections: usize,
+    streams: usize,
+    duration_s: u64,
+    uris: &Path,
+) -> Vec<String> {
+    let mut args = vec![
+        "-t1".to_string(),
+        format!("-c{connections}"),
+        format!("-m{streams}"),
+        format!("-D{duration_s}"),
+    ];
+    if let Some(coding) = scenario.accept_encoding() {
+        args.extend(["-H".to_string(), format!("Accept-Encoding: {coding}")]);
+    }
+    args.extend(["-i".to_string(), uris.display().to_string()]);
+    args
+}
+
 /// Runs h2load over HTTP/2 for `duration_s` seconds on
-/// `settings.connections` connections with `streams` streams each, going
-/// through the URIs in `uris` (see [`h2load_uris`]).
+/// `settings.connections` connections with `streams` streams each (see
+/// [`h2load_args`]).
 pub fn run_h2load(
     settings: &LoadSettings,
+    scenario: Scenario,
     uris: &Path,
     streams: usize,
     duration_s: u64,
     out: &Path,
 ) -> Result<RunResult> {
     let mut command = Command::new(h2load_bin(settings)?);
-    command
-        .arg("-t1")
-        .arg(format!("-c{}", settings.connections))
-        .arg(format!("-m{streams}"))
-        .arg(format!("-D{duration_s}"))
-        .arg("-i")
-        .arg(uris);
+    command.args(h2load_args(
+        scenario,
+        settings.connections,
+        streams,
+        duration_s,
+        uris,
+    ));
     parse_h2load(&spawn_bounded("h2load", &mut command, duration_s, out)?.finish()?)
 }
 
@@ -546,11 +588,10 @@ pub fn oha_args_with(
             "-H".to_string(),
             format!("Range: bytes={}-{}", OHA_RANGE.0, OHA_RANGE.1),
         ]),
-        Scenario::CompressedText => args.extend([
-            "-H".to_string(),
-            format!("Accept-Encoding: {BROWSER_ACCEPT_ENCODING}"),
-        ]),
         _ => {}
+    }
+    if let Some(coding) = scenario.accept_encoding() {
+        args.extend(["-H".to_string(), format!("Accept-Encoding: {coding}")]);
     }
     let protocol = scenario.protocol();
     if protocol.tls() {
@@ -728,6 +769,55 @@ mod tests {
             h2load_uris(Scenario::TlsLargeH2, addr),
             "https://127.0.0.1:8443/large.bin\n"
         );
+        let args = h2load_args(Scenario::TlsSmallH2, 16, 10, 3, Path::new("u"));
+        assert_eq!(args, ["-t1", "-c16", "-m10", "-D3", "-i", "u"]);
+    }
+
+    #[test]
+    fn arena_load_goes_through_httparenas_files_in_turn_with_its_header() {
+        let addr = "127.0.0.1:8443".parse().unwrap();
+        // h2load: HttpArena's static-h2-uris.txt, on this address.
+        let uris = h2load_uris(Scenario::ArenaH2C256, addr);
+        let lines: Vec<&str> = uris.lines().collect();
+        assert_eq!(lines.len(), 20);
+        assert_eq!(lines[0], "https://127.0.0.1:8443/static/reset.css");
+        assert_eq!(lines[12], "https://127.0.0.1:8443/static/regular.woff2");
+        assert_eq!(lines[19], "https://127.0.0.1:8443/static/manifest.json");
+        let args = h2load_args(Scenario::ArenaH2C256, 256, 32, 2, Path::new("u"));
+        assert_eq!(
+            args,
+            [
+                "-t1",
+                "-c256",
+                "-m32",
+                "-D2",
+                "-H",
+                "Accept-Encoding: br;q=1, gzip;q=0.8",
+                "-i",
+                "u"
+            ]
+        );
+        // wrk: HttpArena's static-rotate.lua, the same for every row.
+        let lua = wrk_script(Scenario::ArenaH1C64, &[], 0).unwrap();
+        assert!(lua.contains("[0] = \"/static/reset.css\",\n"), "{lua}");
+        assert!(lua.contains("[19] = \"/static/manifest.json\",\n"), "{lua}");
+        assert!(lua.contains("local path = paths[counter % 20]"), "{lua}");
+        assert!(lua.contains("wrk.headers[\"Accept-Encoding\"] = \"br;q=1, gzip;q=0.8\""));
+        assert!(!lua.contains("math.random("), "{lua}");
+        assert!(lua.contains(WRK_MARKER.trim()));
+        for s in [Scenario::ArenaH1C1024, Scenario::ArenaH1C4096] {
+            assert_eq!(wrk_script(s, &[], 0).unwrap(), lua);
+        }
+        // oha: every file as likely, the same header, 4096 connections.
+        let args = oha_args_with(Scenario::ArenaH1C4096, addr, "", 4096, 2, Some(100.0));
+        assert!(args.windows(2).any(|w| w == ["-c", "4096"]), "{args:?}");
+        assert!(args.contains(&"Accept-Encoding: br;q=1, gzip;q=0.8".to_string()));
+        assert_eq!(
+            args.last().unwrap(),
+            &format!("http://127.0.0.1:8443{}", tree::arena::OHA_REGEX)
+        );
+        let args = oha_args_with(Scenario::ArenaH2C256, addr, "", 256, 2, Some(100.0));
+        assert!(args.contains(&"--http2".to_string()) && args.contains(&"--insecure".to_string()));
     }
 
     #[test]

@@ -57,6 +57,11 @@ pub const HANDSHAKE_BURST: usize = 256;
 pub const HANDSHAKE_THREADS: usize = 2;
 /// What a browser sends, and what `compressed_text` asks with.
 pub const BROWSER_ACCEPT_ENCODING: &str = "gzip, deflate, br, zstd";
+/// What HttpArena's static profile asks with (the `arena` group).
+pub const ARENA_ACCEPT_ENCODING: &str = tree::arena::ACCEPT_ENCODING;
+/// Concurrent streams per HTTP/2 connection in `arena_h2_256` (HttpArena's
+/// h2load `-m 32`).
+pub const ARENA_H2_STREAMS: usize = 32;
 
 /// One load scenario.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -103,6 +108,16 @@ pub enum Scenario {
     H3Small,
     /// The 1 MiB file over HTTP/3 (oha, 16 connections).
     H3Large,
+    /// HttpArena's 20 static files round-robin with its `Accept-Encoding`,
+    /// plaintext HTTP/1.1 on 64 connections.
+    ArenaH1C64,
+    /// `arena_h1_64` on 1024 connections (HttpArena's smallest HTTP/1.1 row).
+    ArenaH1C1024,
+    /// `arena_h1_64` on 4096 connections (HttpArena's middle row).
+    ArenaH1C4096,
+    /// The same requests over HTTPS, HTTP/2 (h2load), 256 connections x
+    /// 32 streams (HttpArena's smaller HTTP/2 row).
+    ArenaH2C256,
 }
 
 /// How a scenario's requests travel.
@@ -183,6 +198,11 @@ pub enum Group {
     /// HTTP/3 against the peer that serves it here (Caddy; Debian's nginx,
     /// lighttpd and h2o are built without it).
     Http3,
+    /// HttpArena's static profile: its 20 front-end files round-robin with
+    /// `Accept-Encoding: br;q=1, gzip;q=0.8`, every server configured to
+    /// send the precompressed siblings, over HTTP/1.1 on up to 4096
+    /// connections and over HTTP/2.
+    Arena,
 }
 
 impl Group {
@@ -194,16 +214,18 @@ impl Group {
             Self::Tls => "tls",
             Self::Compression => "compression",
             Self::Http3 => "http3",
+            Self::Arena => "arena",
         }
     }
 
     /// Every group, in report order.
-    pub const ALL: [Group; 5] = [
+    pub const ALL: [Group; 6] = [
         Self::Peers,
         Self::Embedded,
         Self::Tls,
         Self::Compression,
         Self::Http3,
+        Self::Arena,
     ];
 
     /// Whether a run that names no scenario and no group runs this group
@@ -215,7 +237,7 @@ impl Group {
     /// The server the others are compared with (`servers[0]` of a report).
     pub fn subject(self) -> &'static str {
         match self {
-            Self::Peers | Self::Tls | Self::Compression | Self::Http3 => {
+            Self::Peers | Self::Tls | Self::Compression | Self::Http3 | Self::Arena => {
                 crate::loadtest::servers::FILESERVER
             }
             Self::Embedded => crate::loadtest::servers::Embedded::Servedir.name(),
@@ -228,18 +250,19 @@ impl Group {
         match self {
             Self::Peers => None,
             Self::Embedded => Some(crate::loadtest::servers::Embedded::TowerHttp.name()),
-            Self::Tls | Self::Compression => Some(Peer::Nginx.name()),
+            Self::Tls | Self::Compression | Self::Arena => Some(Peer::Nginx.name()),
             Self::Http3 => Some(Peer::Caddy.name()),
         }
     }
 
     /// Whether `peer` runs in this group's scenarios: the peers whose
-    /// configs the harness renders for TLS, or for compression.
+    /// configs the harness renders for TLS, for compression, or for
+    /// precompressed siblings.
     pub fn runs_peer(self, peer: Peer) -> bool {
         match self {
             Self::Peers => true,
             Self::Embedded => false,
-            Self::Tls | Self::Compression => peer != Peer::StaticWebServer,
+            Self::Tls | Self::Compression | Self::Arena => peer != Peer::StaticWebServer,
             Self::Http3 => peer == Peer::Caddy,
         }
     }
@@ -281,7 +304,7 @@ pub enum Headline {
 
 impl Scenario {
     /// All scenarios in report order.
-    pub const ALL: [Scenario; 19] = [
+    pub const ALL: [Scenario; 23] = [
         Self::SmallRandom,
         Self::Large,
         Self::CachePressure,
@@ -301,6 +324,10 @@ impl Scenario {
         Self::CompressedText,
         Self::H3Small,
         Self::H3Large,
+        Self::ArenaH1C64,
+        Self::ArenaH1C1024,
+        Self::ArenaH1C4096,
+        Self::ArenaH2C256,
     ];
 
     /// The group whose servers run in this scenario.
@@ -314,6 +341,9 @@ impl Scenario {
             | Self::TlsHandshakes => Group::Tls,
             Self::CompressedText => Group::Compression,
             Self::H3Small | Self::H3Large => Group::Http3,
+            Self::ArenaH1C64 | Self::ArenaH1C1024 | Self::ArenaH1C4096 | Self::ArenaH2C256 => {
+                Group::Arena
+            }
             _ => Group::Peers,
         }
     }
@@ -322,7 +352,7 @@ impl Scenario {
     pub fn protocol(self) -> Protocol {
         match self {
             Self::TlsSmallH1 | Self::TlsLargeH1 | Self::TlsHandshakes => Protocol::Https1,
-            Self::TlsSmallH2 | Self::TlsLargeH2 => Protocol::Https2,
+            Self::TlsSmallH2 | Self::TlsLargeH2 | Self::ArenaH2C256 => Protocol::Https2,
             Self::H3Small | Self::H3Large => Protocol::Https3,
             _ => Protocol::Http1,
         }
@@ -335,6 +365,9 @@ impl Scenario {
                 streams: H2_SMALL_STREAMS,
             },
             Self::TlsLargeH2 => Throughput::H2load { streams: 1 },
+            Self::ArenaH2C256 => Throughput::H2load {
+                streams: ARENA_H2_STREAMS,
+            },
             Self::TlsHandshakes => Throughput::Handshakes,
             Self::H3Small | Self::H3Large => Throughput::Oha,
             _ => Throughput::Wrk,
@@ -356,6 +389,7 @@ impl Scenario {
             }
             Self::TlsLargeH1 | Self::TlsLargeH2 | Self::H3Large => Self::Large,
             Self::ManyFilesBrowser => Self::ManyFiles,
+            Self::ArenaH1C1024 | Self::ArenaH1C4096 | Self::ArenaH2C256 => Self::ArenaH1C64,
             other => other,
         }
     }
@@ -381,9 +415,14 @@ impl Scenario {
         self == Self::ManyFilesBrowser
     }
 
-    /// Open connections of every run, given the `--connections` setting.
+    /// Open connections of every run, given the `--connections` setting
+    /// (the arena rows have their own, whatever it says).
     pub fn connections(self, default: usize) -> usize {
         match self {
+            Self::ArenaH1C64 => 64,
+            Self::ArenaH1C1024 => 1024,
+            Self::ArenaH1C4096 => 4096,
+            Self::ArenaH2C256 => 256,
             Self::EmbeddedLarge
             | Self::TlsSmallH2
             | Self::TlsLargeH1
@@ -417,6 +456,10 @@ impl Scenario {
             Self::CompressedText => "compressed_text",
             Self::H3Small => "h3_small",
             Self::H3Large => "h3_large",
+            Self::ArenaH1C64 => "arena_h1_64",
+            Self::ArenaH1C1024 => "arena_h1_1024",
+            Self::ArenaH1C4096 => "arena_h1_4096",
+            Self::ArenaH2C256 => "arena_h2_256",
         }
     }
 
@@ -460,6 +503,22 @@ impl Scenario {
             }
             Self::H3Small => "HTTP/3 (oha, 16 connections): 1 KiB files, random over 1000",
             Self::H3Large => "HTTP/3 (oha, 16 connections): one 1 MiB file",
+            Self::ArenaH1C64 => {
+                "HttpArena's 20 static files round-robin, Accept-Encoding: br;q=1, gzip;q=0.8, \
+                 HTTP/1.1 (wrk), 64 connections (kB/resp: bytes on the wire)"
+            }
+            Self::ArenaH1C1024 => {
+                "HttpArena's 20 static files round-robin, Accept-Encoding: br;q=1, gzip;q=0.8, \
+                 HTTP/1.1 (wrk), 1024 connections"
+            }
+            Self::ArenaH1C4096 => {
+                "HttpArena's 20 static files round-robin, Accept-Encoding: br;q=1, gzip;q=0.8, \
+                 HTTP/1.1 (wrk), 4096 connections"
+            }
+            Self::ArenaH2C256 => {
+                "HttpArena's 20 static files in turn, Accept-Encoding: br;q=1, gzip;q=0.8, \
+                 HTTPS HTTP/2 (h2load), 256 connections x 32 streams"
+            }
         }
     }
 
@@ -511,6 +570,26 @@ impl Scenario {
         }
     }
 
+    /// The file descriptors the client and each server need for an arena
+    /// row's connections, with room for files, logs and listeners: the
+    /// `RLIMIT_NOFILE` the run raises its soft limit to (never past the
+    /// hard limit) while the row runs, and skips the row where the hard
+    /// limit is lower. `None` for the other scenarios, which run at the
+    /// limit the harness was started with.
+    pub fn nofile_needed(self) -> Option<u64> {
+        (self.group() == Group::Arena).then(|| (self.connections(0) + 1024) as u64)
+    }
+
+    /// The `Accept-Encoding` every timed request carries (wrk, h2load and
+    /// oha alike), if the scenario sends one on every request.
+    pub fn accept_encoding(self) -> Option<&'static str> {
+        match self.load() {
+            Self::CompressedText => Some(BROWSER_ACCEPT_ENCODING),
+            Self::ArenaH1C64 => Some(ARENA_ACCEPT_ENCODING),
+            _ => None,
+        }
+    }
+
     /// The URL path(s) oha requests, as an oha `--rand-regex-url` pattern
     /// (path part only; oha treats `.` as a literal dot and `\.` as garbage,
     /// checked with `oha --dump-urls`) or a fixed path. In `cold` these are
@@ -525,6 +604,8 @@ impl Scenario {
             Self::CompressedText => {
                 OhaPath::Regex("/text/(js/[01][0-9]{2}.js|css/[0-4][0-9].css|json/[0-4][0-9].json)")
             }
+            // Every file as likely, where wrk and h2load go through them in turn.
+            Self::ArenaH1C64 => OhaPath::Regex(tree::arena::OHA_REGEX),
             // Large, Range; twins do not come out of `load()`.
             _ => OhaPath::Fixed(LARGE_PATH.to_string()),
         }
@@ -665,6 +746,68 @@ mod tests {
         assert_eq!(Group::Peers.baseline(), None);
         assert_eq!("embedded".parse::<Group>().unwrap(), Group::Embedded);
         assert!("embed".parse::<Group>().unwrap_err().contains("embedded"));
+    }
+
+    #[test]
+    fn the_arena_group_has_httparenas_rows() {
+        let arena: Vec<_> = Group::Arena.scenarios().collect();
+        assert_eq!(
+            arena,
+            [
+                Scenario::ArenaH1C64,
+                Scenario::ArenaH1C1024,
+                Scenario::ArenaH1C4096,
+                Scenario::ArenaH2C256
+            ]
+        );
+        let names: Vec<_> = arena.iter().map(|s| s.name()).collect();
+        assert_eq!(
+            names,
+            [
+                "arena_h1_64",
+                "arena_h1_1024",
+                "arena_h1_4096",
+                "arena_h2_256"
+            ]
+        );
+        // Their own connection counts, whatever --connections says.
+        let conns: Vec<_> = arena.iter().map(|s| s.connections(16)).collect();
+        assert_eq!(conns, [64, 1024, 4096, 256]);
+        assert_eq!(Scenario::ArenaH1C4096.nofile_needed(), Some(4096 + 1024));
+        assert_eq!(Scenario::SmallRandom.nofile_needed(), None);
+        for s in &arena {
+            // One set of requests and checks: those of arena_h1_64.
+            assert_eq!(s.load(), Scenario::ArenaH1C64, "{s}");
+            assert_eq!(s.accept_encoding(), Some("br;q=1, gzip;q=0.8"), "{s}");
+            assert_eq!(s.oha_path(), OhaPath::Regex(tree::arena::OHA_REGEX), "{s}");
+            assert_eq!(s.expected_status(), 200);
+            assert_eq!(s.headline(), Headline::ReqPerS);
+            // The ceiling sends no precompressed sibling: not a fair reference.
+            assert!(!s.has_ceiling(), "{s}");
+            assert_eq!(s.cache_entries(), Some(DEFAULT_CACHE_ENTRIES));
+        }
+        for s in &arena[..3] {
+            assert_eq!(
+                (s.protocol(), s.throughput()),
+                (Protocol::Http1, Throughput::Wrk)
+            );
+        }
+        assert_eq!(Scenario::ArenaH2C256.protocol(), Protocol::Https2);
+        assert_eq!(
+            Scenario::ArenaH2C256.throughput(),
+            Throughput::H2load { streams: 32 }
+        );
+        let g = Group::Arena;
+        assert_eq!(g.name().parse::<Group>().unwrap(), g);
+        assert!(!g.in_default_run());
+        assert_eq!((g.subject(), g.baseline()), ("fileserver", Some("nginx")));
+        assert!(g.runs_peer(Peer::Caddy) && !g.runs_peer(Peer::StaticWebServer));
+        assert_eq!(
+            Scenario::CompressedText.accept_encoding(),
+            Some(BROWSER_ACCEPT_ENCODING)
+        );
+        assert_eq!(Scenario::SmallRandom.accept_encoding(), None);
+        assert_eq!(Scenario::ManyFilesBrowser.accept_encoding(), None);
     }
 
     #[test]

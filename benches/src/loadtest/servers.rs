@@ -298,6 +298,13 @@ pub struct Features<'a> {
     /// (`aio threads`), as a deployment serving cold files would set it
     /// (the `cold` scenario); the others have no such switch.
     pub aio_threads: bool,
+    /// Send a file's `.br` or `.gz` sibling to a client that accepts it
+    /// (the `arena` group), with real media types: the daemon's
+    /// `precompressed = true`, nginx's `gzip_static` and `brotli_static`,
+    /// h2o's `file.send-compressed`, Caddy's `precompressed br gzip`;
+    /// lighttpd, which cannot read siblings, compresses each file once
+    /// into mod_deflate's cache.
+    pub precompressed: bool,
 }
 
 /// What every peer's config is filled in with.
@@ -320,6 +327,10 @@ pub struct PeerSetup<'a> {
     /// nginx has the `http2` directive (1.25.1 and later; before it, HTTP/2
     /// is a flag of `listen`).
     pub nginx_http2_directive: bool,
+    /// nginx's `brotli_static` module (Debian
+    /// `libnginx-mod-http-brotli-static`), loaded with `precompressed`;
+    /// `None`: not installed, and nginx sends the `.gz` siblings only.
+    pub nginx_brotli_static: Option<&'a Path>,
 }
 
 /// Fills in a template's placeholders.
@@ -357,8 +368,21 @@ pub fn render_nginx_conf(template: &str, setup: &PeerSetup<'_>) -> String {
             "gzip on;".into(),
             "gzip_types application/javascript text/css application/json;".into(),
         ])
+    } else if setup.features.precompressed {
+        let mut v = vec![
+            format!("types {{ {} }}", nginx_types()),
+            "gzip_static on;".to_string(),
+        ];
+        if setup.nginx_brotli_static.is_some() {
+            v.push("brotli_static on;".to_string());
+        }
+        lines(v)
     } else {
         String::new()
+    };
+    let load_modules = match (setup.features.precompressed, setup.nginx_brotli_static) {
+        (true, Some(module)) => format!("load_module {};", module.display()),
+        _ => String::new(),
     };
     fill(
         template,
@@ -374,6 +398,7 @@ pub fn render_nginx_conf(template: &str, setup: &PeerSetup<'_>) -> String {
             ("@LISTEN_TLS@", listen_tls),
             ("@TLS@", tls),
             ("@COMPRESSION@", compression),
+            ("@LOAD_MODULES@", load_modules),
             (
                 "@AIO@",
                 if setup.features.aio_threads {
@@ -384,6 +409,43 @@ pub fn render_nginx_conf(template: &str, setup: &PeerSetup<'_>) -> String {
             ),
         ],
     )
+}
+
+/// The media types of the arena tree's files, by extension: what a
+/// deployment serving them would send (and what compression modules look
+/// at), where the other scenarios send `application/octet-stream`.
+pub const ARENA_TYPES: [(&str, &str); 7] = [
+    ("css", "text/css"),
+    ("js", "text/javascript"),
+    ("html", "text/html"),
+    ("svg", "image/svg+xml"),
+    ("json", "application/json"),
+    ("woff2", "font/woff2"),
+    ("webp", "image/webp"),
+];
+
+/// [`ARENA_TYPES`] as the body of nginx's `types` block.
+fn nginx_types() -> String {
+    let v: Vec<String> = ARENA_TYPES
+        .iter()
+        .map(|(ext, ty)| format!("{ty} {ext};"))
+        .collect();
+    v.join(" ")
+}
+
+/// The file name of nginx's `brotli_static` module.
+pub const NGINX_BROTLI_STATIC: &str = "ngx_http_brotli_static_module.so";
+
+/// nginx's `brotli_static` module, if installed: in the modules directory
+/// `nginx -V` names (`--modules-path=`), or Debian's.
+pub fn find_nginx_brotli_static(nginx: &Path) -> Option<PathBuf> {
+    let out = Command::new(nginx).arg("-V").output().ok()?;
+    let text = String::from_utf8_lossy(&out.stderr);
+    let dir = text
+        .split_whitespace()
+        .find_map(|arg| arg.strip_prefix("--modules-path="))
+        .unwrap_or("/usr/lib/nginx/modules");
+    Some(Path::new(dir).join(NGINX_BROTLI_STATIC)).filter(|p| p.is_file())
 }
 
 /// Whether the nginx whose `nginx -v` says `version` has the `http2`
@@ -444,6 +506,26 @@ pub fn render_peer_conf(peer: Peer, setup: &PeerSetup<'_>) -> String {
                     c.key.display()
                 ));
             }
+            if setup.features.precompressed {
+                modules.push("\"mod_deflate\"");
+                let types: Vec<String> = ARENA_TYPES
+                    .iter()
+                    .map(|(ext, ty)| format!("\".{ext}\" => \"{ty}\""))
+                    .collect();
+                let text: Vec<String> = ARENA_TYPES[..5]
+                    .iter()
+                    .map(|(_, ty)| format!("\"{ty}\""))
+                    .collect();
+                extra.push(format!(
+                    "mimetype.assign := ( {}, \"\" => \"application/octet-stream\" )\n\
+                     deflate.mimetypes = ( {} )\n\
+                     deflate.allowed-encodings = ( \"br\", \"gzip\" )\n\
+                     deflate.cache-dir = \"{}\"",
+                    types.join(", "),
+                    text.join(", "),
+                    lighttpd_cache_dir(setup.prefix).display()
+                ));
+            }
             if compression {
                 modules.push("\"mod_deflate\"");
                 extra.push(
@@ -477,8 +559,14 @@ pub fn render_peer_conf(peer: Peer, setup: &PeerSetup<'_>) -> String {
                     }),
                 ),
                 (
-                    "@H2O_COMPRESS@",
-                    if compression { "compress: ON" } else { "" }.to_string(),
+                    "@H2O_EXTRA@",
+                    match (compression, setup.features.precompressed) {
+                        (true, _) => "compress: ON",
+                        // h2o 2.2 accepts 1024 connections by default.
+                        (false, true) => "file.send-compressed: ON\nmax-connections: 10000",
+                        (false, false) => "",
+                    }
+                    .to_string(),
                 ),
             ]),
         ),
@@ -507,6 +595,15 @@ pub fn render_peer_conf(peer: Peer, setup: &PeerSetup<'_>) -> String {
                 (
                     "@ENCODE@",
                     if compression { "encode zstd gzip" } else { "" }.into(),
+                ),
+                (
+                    "@FILE_SERVER_BLOCK@",
+                    if setup.features.precompressed {
+                        " {\n\t\tprecompressed br gzip\n\t}"
+                    } else {
+                        ""
+                    }
+                    .into(),
                 ),
             ]),
         ),
@@ -577,6 +674,21 @@ pub fn peer_command(
     command
 }
 
+/// Where lighttpd's mod_deflate keeps what it compressed (the `arena`
+/// group), in its own directory.
+pub fn lighttpd_cache_dir(prefix: &Path) -> PathBuf {
+    prefix.join("deflate-cache")
+}
+
+/// Makes what `peer`'s rendered config expects to find in `setup.prefix`.
+pub fn prepare_peer_dir(peer: Peer, setup: &PeerSetup<'_>) -> Result<()> {
+    fs::create_dir_all(setup.prefix)?;
+    if peer == Peer::Lighttpd && setup.features.precompressed {
+        fs::create_dir_all(lighttpd_cache_dir(setup.prefix))?;
+    }
+    Ok(())
+}
+
 /// The log files a peer writes itself (shown when it fails to start).
 fn peer_error_logs(peer: Peer, prefix: &Path) -> Vec<PathBuf> {
     match peer {
@@ -601,6 +713,9 @@ pub fn start_peer(
         let out = Command::new(bin).arg("-v").output()?;
         nginx_has_http2_directive(&String::from_utf8_lossy(&out.stderr))
     };
+    let brotli_static = (peer == Peer::Nginx && features.precompressed)
+        .then(|| find_nginx_brotli_static(bin))
+        .flatten();
     let setup = PeerSetup {
         prefix: dir,
         root,
@@ -612,7 +727,9 @@ pub fn start_peer(
             .unwrap_or(1),
         features,
         nginx_http2_directive,
+        nginx_brotli_static: brotli_static.as_deref(),
     };
+    prepare_peer_dir(peer, &setup)?;
     let conf = dir.join(config_file_name(peer));
     fs::write(&conf, render_peer_conf(peer, &setup))?;
     let command = peer_command(peer, bin, &setup, &conf, false);
@@ -658,12 +775,20 @@ pub fn start_nginx(
 /// The fileserver config for a scenario: everything at its defaults
 /// (`config/fileserver.toml`) except, when given, the cache bound, which
 /// limits both the cached paths and the descriptors they keep open, as
-/// nginx's `open_file_cache max=` does; and with `compression`, compressed
-/// variants turned on (whatever their default), at their default levels.
-pub fn render_fileserver_toml(cache_entries: Option<usize>, compression: bool) -> String {
+/// nginx's `open_file_cache max=` does; with `compression`, compressed
+/// variants turned on (whatever their default), at their default levels;
+/// with `precompressed`, precompressed siblings served (whatever the default).
+pub fn render_fileserver_toml(
+    cache_entries: Option<usize>,
+    compression: bool,
+    precompressed: bool,
+) -> String {
     let mut toml = String::from(
         "# Generated by the loadtest harness; config/fileserver.toml documents every key.\n",
     );
+    if precompressed {
+        toml.push_str("precompressed = true\n");
+    }
     match (cache_entries, compression) {
         (Some(n), _) => toml.push_str(&format!("[cache]\nmax_entries = {n}\nmax_open = {n}\n")),
         (None, false) => toml.push_str("# Every key at its default.\n"),
@@ -707,7 +832,8 @@ pub fn start_fileserver(
     let admin_port = free_port()?;
     let tls_port = tls.map(|_| free_port()).transpose()?;
     let config = dir.join("fileserver.toml");
-    let mut text = render_fileserver_toml(cache_entries, features.compression);
+    let mut text =
+        render_fileserver_toml(cache_entries, features.compression, features.precompressed);
     text.push('\n');
     text.push_str(config_tail);
     fs::write(&config, text)?;
@@ -801,6 +927,7 @@ mod tests {
             cpus: 2,
             features: Features::default(),
             nginx_http2_directive: false,
+            nginx_brotli_static: None,
         }
     }
 
@@ -844,6 +971,7 @@ mod tests {
             compression: false,
             aio_threads: false,
             http3: false,
+            precompressed: false,
         };
         // The directives only: the templates' comments name them too.
         let directives = |conf: String| -> String {
@@ -891,6 +1019,7 @@ mod tests {
             compression: true,
             aio_threads: false,
             http3: false,
+            precompressed: false,
         };
         let conf = nginx(gzip, false);
         assert!(
@@ -947,6 +1076,167 @@ mod tests {
             h2o.contains("\ncompress: ON\n") && !h2o.contains("ssl:"),
             "{h2o}"
         );
+    }
+
+    #[test]
+    fn arena_configs_send_the_precompressed_siblings() {
+        let directives = |conf: String| -> String {
+            assert!(!conf.contains('@'), "unfilled placeholder in:\n{conf}");
+            conf.lines()
+                .filter(|l| !l.trim_start().starts_with('#'))
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        let arena = Features {
+            precompressed: true,
+            ..Features::default()
+        };
+        let module = Path::new("/m/ngx_http_brotli_static_module.so");
+        let with = |features, brotli: Option<&'static Path>| PeerSetup {
+            features,
+            nginx_brotli_static: brotli,
+            ..setup(Path::new("srv/p"))
+        };
+        let nginx = directives(render_nginx_conf(
+            NGINX_TEMPLATE,
+            &with(arena, Some(module)),
+        ));
+        for needle in [
+            "load_module /m/ngx_http_brotli_static_module.so;",
+            "gzip_static on;",
+            "brotli_static on;",
+            "sendfile on;",
+            "open_file_cache max=2000",
+            "text/css css;",
+            "font/woff2 woff2;",
+        ] {
+            assert!(nginx.contains(needle), "missing {needle:?} in:\n{nginx}");
+        }
+        assert!(nginx.find("load_module") < nginx.find("events {"));
+        assert!(!nginx.contains("gzip on;"), "{nginx}");
+        // Without the module nginx still sends the .gz siblings.
+        let gz_only = directives(render_nginx_conf(NGINX_TEMPLATE, &with(arena, None)));
+        assert!(gz_only.contains("gzip_static on;") && !gz_only.contains("brotli"));
+        let plain = directives(render_nginx_conf(
+            NGINX_TEMPLATE,
+            &with(Features::default(), Some(module)),
+        ));
+        assert!(!plain.contains("load_module") && !plain.contains("gzip_static"));
+
+        let caddy = directives(render_peer_conf(Peer::Caddy, &with(arena, None)));
+        assert!(
+            caddy.contains("file_server {\n\t\tprecompressed br gzip\n\t}"),
+            "{caddy}"
+        );
+        assert!(!caddy.contains("encode"), "{caddy}");
+        let h2o = directives(render_peer_conf(Peer::H2o, &with(arena, None)));
+        assert!(
+            h2o.contains("\nfile.send-compressed: ON\nmax-connections: 10000\n"),
+            "{h2o}"
+        );
+        assert!(!h2o.contains("\ncompress: ON"), "{h2o}");
+        let lighttpd = directives(render_peer_conf(Peer::Lighttpd, &with(arena, None)));
+        for needle in [
+            "server.modules = (\"mod_deflate\")",
+            "\".woff2\" => \"font/woff2\"",
+            "deflate.mimetypes = ( \"text/css\", \"text/javascript\", \"text/html\", \"image/svg+xml\", \"application/json\" )",
+            "deflate.allowed-encodings = ( \"br\", \"gzip\" )",
+            "deflate.cache-dir = \"srv/p/deflate-cache\"",
+        ] {
+            assert!(lighttpd.contains(needle), "missing {needle:?} in:\n{lighttpd}");
+        }
+        // arena_h2_256: TLS and the siblings together.
+        let cert = test_cert();
+        let both = Features {
+            tls: Some(&cert),
+            ..arena
+        };
+        let lighttpd = directives(render_peer_conf(Peer::Lighttpd, &with(both, None)));
+        assert!(lighttpd.contains("server.modules = (\"mod_openssl\", \"mod_deflate\")"));
+        let caddy = directives(render_peer_conf(Peer::Caddy, &with(both, None)));
+        assert!(caddy.contains("https://:8123 {") && caddy.contains("precompressed br gzip"));
+        assert!(caddy.contains("protocols h1 h2"));
+        let nginx = directives(render_nginx_conf(NGINX_TEMPLATE, &with(both, Some(module))));
+        assert!(nginx.contains("ssl_certificate") && nginx.contains("brotli_static on;"));
+    }
+
+    /// Each installed peer, started with its arena config, sends the
+    /// siblings of HttpArena's files (lighttpd its own compression), and
+    /// every body decodes to the file. 20 requests each, no load.
+    #[test]
+    fn installed_peers_send_the_arena_siblings() {
+        use crate::loadtest::tree::{self, arena};
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        // nginx's and h2o's workers run as nobody under root.
+        fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
+        let root = dir.path().join("root");
+        fs::create_dir_all(&root).unwrap();
+        let extras = tree::Extras {
+            arena: true,
+            ..tree::Extras::default()
+        };
+        tree::generate(&root, extras).unwrap();
+        let features = Features {
+            precompressed: true,
+            ..Features::default()
+        };
+        for peer in Peer::ALL {
+            if !crate::loadtest::scenario::Group::Arena.runs_peer(peer) {
+                continue;
+            }
+            let Some(bin) = find_binary(Path::new(peer.default_bin())) else {
+                eprintln!("skipping {peer}: {} not installed", peer.default_bin());
+                continue;
+            };
+            let running = start_peer(
+                peer,
+                &bin,
+                &dir.path().join(peer.name()),
+                &root,
+                1,
+                100,
+                features,
+            )
+            .unwrap();
+            let answers: Vec<_> = arena::generated()
+                .iter()
+                .map(|g| {
+                    let path = g.file.path();
+                    let accept = [("Accept-Encoding", arena::ACCEPT_ENCODING)];
+                    let r = crate::loadtest::http::get(running.addr, &path, &accept).unwrap();
+                    assert_eq!(r.status, 200, "{peer} {path}");
+                    let coding = r.header("content-encoding").unwrap_or("identity");
+                    let how = arena::served(g, coding, &r.body)
+                        .unwrap_or_else(|e| panic!("{peer} {path}: {e}"));
+                    (g.file, coding.to_string(), how)
+                })
+                .collect();
+            let line = arena::describe(&answers);
+            eprintln!("{peer}: {line}");
+            let siblings = "br x15 (siblings), identity x5";
+            match peer {
+                Peer::Lighttpd => assert_eq!(
+                    line,
+                    "br x15 (own compression), identity x5; \
+                     FLAGGED: compresses by itself, does not send the siblings"
+                ),
+                Peer::Nginx if find_nginx_brotli_static(&bin).is_none() => {
+                    assert_eq!(line, "gzip x15 (siblings), identity x5");
+                }
+                // h2o 2.2 (Debian's) takes `br` and `gzip` only without
+                // parameters: `br;q=1, gzip;q=0.8` gets neither sibling
+                // (`br, gzip` gets them), so it runs flagged.
+                Peer::H2o => assert!(
+                    line == siblings
+                        || line.starts_with(
+                            "identity x20; FLAGGED: 15 file(s) with siblings sent uncompressed"
+                        ),
+                    "{line}"
+                ),
+                _ => assert_eq!(line, siblings, "{peer}"),
+            }
+        }
     }
 
     #[test]
@@ -1089,12 +1379,19 @@ mod tests {
 
     #[test]
     fn fileserver_config_bounds_the_cache_or_leaves_the_defaults() {
-        let bounded = render_fileserver_toml(Some(2000), false);
+        let bounded = render_fileserver_toml(Some(2000), false, false);
         assert!(bounded.contains("max_entries = 2000\nmax_open = 2000\n"));
-        let defaults = render_fileserver_toml(None, false);
+        assert!(!bounded.contains("precompressed"));
+        let defaults = render_fileserver_toml(None, false, false);
         assert!(!defaults.contains("[cache]") && !defaults.contains('='));
-        let compressed = render_fileserver_toml(Some(10), true);
+        let compressed = render_fileserver_toml(Some(10), true, false);
         assert!(compressed.ends_with("max_open = 10\n[compression]\nenabled = true\n"));
+        // A top-level key, before the first table.
+        let siblings = render_fileserver_toml(Some(10), false, true);
+        assert!(
+            siblings.contains("\nprecompressed = true\n[cache]\n"),
+            "{siblings}"
+        );
     }
 
     /// Each installed peer's own checker accepts the rendered config.
@@ -1122,13 +1419,25 @@ mod tests {
                     compression: false,
                     aio_threads: false,
                     http3: false,
+                    precompressed: false,
                 });
                 variants.push(Features {
                     tls: None,
                     compression: true,
                     aio_threads: false,
                     http3: false,
+                    precompressed: false,
                 });
+            }
+            if crate::loadtest::scenario::Group::Arena.runs_peer(peer) {
+                // arena_h1_* and arena_h2_256.
+                for tls in [None, Some(&cert)] {
+                    variants.push(Features {
+                        tls,
+                        precompressed: true,
+                        ..Features::default()
+                    });
+                }
             }
             if crate::loadtest::scenario::Group::Http3.runs_peer(peer) {
                 variants.push(Features {
@@ -1136,12 +1445,14 @@ mod tests {
                     compression: false,
                     aio_threads: false,
                     http3: true,
+                    precompressed: false,
                 });
             }
             let directive = peer == Peer::Nginx && {
                 let out = Command::new(&bin).arg("-v").output().unwrap();
                 nginx_has_http2_directive(&String::from_utf8_lossy(&out.stderr))
             };
+            let brotli_static = find_nginx_brotli_static(&bin).filter(|_| peer == Peer::Nginx);
             for features in variants {
                 let setup = PeerSetup {
                     prefix: &dir,
@@ -1152,7 +1463,9 @@ mod tests {
                     cpus: 2,
                     features,
                     nginx_http2_directive: directive,
+                    nginx_brotli_static: brotli_static.as_deref(),
                 };
+                prepare_peer_dir(peer, &setup).unwrap();
                 let conf = dir.join(config_file_name(peer));
                 fs::write(&conf, render_peer_conf(peer, &setup)).unwrap();
                 let out = peer_command(peer, &bin, &setup, &conf, true)

@@ -211,6 +211,84 @@ pub fn decode(coding: &str, body: &[u8]) -> io::Result<Vec<u8>> {
     Ok(out)
 }
 
+/// How a server answered for one file, once its body decoded to the file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Served {
+    /// The `.br` or `.gz` sibling, byte for byte.
+    Sibling,
+    /// Compressed by the server itself (not the sibling's bytes).
+    Own,
+    /// Uncompressed.
+    Identity,
+}
+
+/// Checks that `body`, sent with `Content-Encoding: coding` (`identity`
+/// for none), decodes to the file of `g`, and says how it was sent.
+pub fn served(g: &Generated, coding: &str, body: &[u8]) -> Result<Served, String> {
+    let decoded = decode(coding, body).map_err(|e| format!("{coding} body: {e}"))?;
+    if decoded != g.body {
+        return Err(format!(
+            "body ({} bytes, Content-Encoding {coding}) decodes to {} bytes that differ from the file's {}",
+            body.len(),
+            decoded.len(),
+            g.body.len()
+        ));
+    }
+    let sibling = match coding {
+        "br" => g.br.as_deref(),
+        "gzip" => g.gz.as_deref(),
+        _ => return Ok(Served::Identity),
+    };
+    Ok(if sibling == Some(body) {
+        Served::Sibling
+    } else {
+        Served::Own
+    })
+}
+
+/// One line on what a server sent for the files, for the log and the
+/// report: the codings with their counts and whether they were the
+/// siblings (`br x15 (siblings), identity x5`), and a flag where a file
+/// that has siblings came uncompressed or compressed by the server itself.
+pub fn describe(answers: &[(ArenaFile, String, Served)]) -> String {
+    let mut counts: Vec<(String, usize)> = Vec::new();
+    for (_, coding, how) in answers {
+        let what = match how {
+            Served::Sibling => format!("{coding} (siblings)"),
+            Served::Own => format!("{coding} (own compression)"),
+            Served::Identity => coding.clone(),
+        };
+        match counts.iter_mut().find(|(w, _)| *w == what) {
+            Some((_, n)) => *n += 1,
+            None => counts.push((what, 1)),
+        }
+    }
+    let counted: Vec<String> = counts
+        .iter()
+        .map(|(what, n)| match what.split_once(' ') {
+            Some((coding, note)) => format!("{coding} x{n} {note}"),
+            None => format!("{what} x{n}"),
+        })
+        .collect();
+    let mut line = counted.join(", ");
+    let uncompressed: Vec<&str> = answers
+        .iter()
+        .filter(|(f, _, how)| f.siblings && *how == Served::Identity)
+        .map(|(f, _, _)| f.name)
+        .collect();
+    if !uncompressed.is_empty() {
+        line.push_str(&format!(
+            "; FLAGGED: {} file(s) with siblings sent uncompressed ({})",
+            uncompressed.len(),
+            uncompressed.join(" ")
+        ));
+    }
+    if answers.iter().any(|(_, _, how)| *how == Served::Own) {
+        line.push_str("; FLAGGED: compresses by itself, does not send the siblings");
+    }
+    line
+}
+
 /// The bytes of `file`: exactly `file.size` of them, the same on every run.
 pub fn contents(file: &ArenaFile) -> Vec<u8> {
     let mut rng = Rng::for_path(&file.path());
@@ -863,7 +941,49 @@ mod tests {
             "all .br: {ours} bytes, HttpArena's {theirs}"
         );
         assert_eq!(decode("identity", b"abc").unwrap(), b"abc");
+        assert_eq!(decode("", b"abc").unwrap(), b"abc");
         assert!(decode("zstd", b"abc").is_err());
         assert!(decode("br", b"not brotli").is_err());
+    }
+
+    #[test]
+    fn answers_are_told_apart_and_flagged() {
+        let tree = generated();
+        let (css, font) = (&tree[0], &tree[12]);
+        let br = css.br.clone().unwrap();
+        assert_eq!(served(css, "br", &br), Ok(Served::Sibling));
+        assert_eq!(
+            served(css, "gzip", css.gz.as_ref().unwrap()),
+            Ok(Served::Sibling)
+        );
+        // gzip at another level decodes to the file but is not the sibling.
+        let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(1));
+        enc.write_all(&css.body).unwrap();
+        let own = enc.finish().unwrap();
+        assert_eq!(served(css, "gzip", &own), Ok(Served::Own));
+        assert_eq!(served(css, "identity", &css.body), Ok(Served::Identity));
+        assert_eq!(served(font, "identity", &font.body), Ok(Served::Identity));
+        // Another file's bytes, or a coding that does not decode, fail.
+        assert!(served(css, "identity", &font.body).is_err());
+        assert!(served(css, "br", &css.body).is_err());
+        assert!(served(css, "gzip", &br).is_err());
+
+        let all_siblings: Vec<_> = tree
+            .iter()
+            .map(|g| match &g.br {
+                Some(_) => (g.file, "br".to_string(), Served::Sibling),
+                None => (g.file, "identity".to_string(), Served::Identity),
+            })
+            .collect();
+        assert_eq!(describe(&all_siblings), "br x15 (siblings), identity x5");
+        let mut lazy = all_siblings.clone();
+        lazy[0] = (css.file, "identity".to_string(), Served::Identity);
+        lazy[1].2 = Served::Own;
+        assert_eq!(
+            describe(&lazy),
+            "identity x6, br x1 (own compression), br x13 (siblings); \
+             FLAGGED: 1 file(s) with siblings sent uncompressed (reset.css); \
+             FLAGGED: compresses by itself, does not send the siblings"
+        );
     }
 }
