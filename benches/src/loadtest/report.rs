@@ -875,8 +875,22 @@ const HTTP3_INTRO: &str = "HTTP/3 over QUIC, load from oha (built with its `http
     HTTP/3. oha's QUIC client, not the servers, limits req/s on these 2 cores: judge by CPU per \
     request. The last columns are fileserver / Caddy.";
 
+/// What the arena group compares.
+const ARENA_INTRO: &str = "HttpArena's static profile (github.com/MDA2AV/HttpArena, MIT): its 20 \
+    front-end files (CSS, JS, HTML, SVG, JSON, WOFF2, WebP; 2.9-300 KB, generated with its names \
+    and sizes, .br and .gz siblings of the 15 text files) requested in turn with \
+    `Accept-Encoding: br;q=1, gzip;q=0.8`: wrk over HTTP/1.1 at 64, 1024 and 4096 connections, \
+    h2load over HTTPS HTTP/2 at 256 connections x 32 streams. fileserver: `precompressed = true`; \
+    nginx: `gzip_static` and `brotli_static`, sendfile and open_file_cache; h2o: \
+    `file.send-compressed`; Caddy: `precompressed br gzip`; lighttpd, which cannot send a \
+    sibling, compresses each file once into mod_deflate's cache. The scenario line says what each \
+    server sent and flags one that did not send the siblings. kB/resp is bytes on the wire per \
+    response, headers (and HTTP/2 framing) included, so no server wins by sending less unseen; \
+    peak RSS is the highest during the scenario. The last columns are fileserver / that \
+    server; the headline is fileserver / nginx on req/s.";
+
 /// The groups with a table of their own, with its heading and what it compares.
-const GROUP_SECTIONS: [(Group, &str, &str); 4] = [
+const GROUP_SECTIONS: [(Group, &str, &str); 5] = [
     (
         Group::Embedded,
         "Embedded group: servedir against tower-http's ServeDir and the daemon",
@@ -893,6 +907,11 @@ const GROUP_SECTIONS: [(Group, &str, &str); 4] = [
         "HTTP/3 group: QUIC against Caddy",
         HTTP3_INTRO,
     ),
+    (
+        Group::Arena,
+        "Arena group: HttpArena's static profile against nginx",
+        ARENA_INTRO,
+    ),
 ];
 
 /// Bytes per response: on the console only for the compression group.
@@ -904,12 +923,19 @@ const KB_PER_RESPONSE: Figure = Figure {
     headline: false,
 };
 
+/// Peak RSS, on the console only for the arena group.
+const PEAK_RSS: Figure = ALL_FIGURES[5];
+
 /// The figures a group's table shows: `figures`, and for the compression
-/// group also bytes per response.
+/// and arena groups also bytes per response; for the arena group peak RSS
+/// too, where the console leaves it out.
 fn group_figures(group: Group, figures: &[Figure]) -> Vec<Figure> {
     let mut v = figures.to_vec();
-    if group == Group::Compression {
+    if matches!(group, Group::Compression | Group::Arena) {
         v.insert(1, KB_PER_RESPONSE);
+    }
+    if group == Group::Arena && !v.iter().any(|f| f.label == PEAK_RSS.label) {
+        v.push(PEAK_RSS);
     }
     v
 }
@@ -1923,6 +1949,79 @@ mod tests {
             doc.contains("# HTTP load harness: fileserver vs nginx (compression)\n"),
             "{doc}"
         );
+    }
+
+    #[test]
+    fn the_arena_group_shows_bytes_per_response_and_rss_beside_req_per_s_and_cpu() {
+        let with_mb = |req: f64, mb: f64| RunResult {
+            mb_per_s: mb,
+            ..run(req, 0.0)
+        };
+        // fileserver: 2000 req/s at 30 MB/s (15 kB a response), 12 MiB;
+        // nginx: 1000 req/s at 15 MB/s (15 kB), 6 MiB.
+        let fileserver = summarize(
+            "fileserver",
+            vec![with_mb(2000.0, 30.0); 3],
+            vec![run(0.0, 2.0); 3],
+            12 << 20,
+            1.0,
+            Some(cpu(1.0)),
+        );
+        let nginx = summarize(
+            "nginx",
+            vec![with_mb(1000.0, 15.0); 3],
+            vec![run(0.0, 3.0); 3],
+            6 << 20,
+            2.0,
+            Some(cpu(2.0)),
+        );
+        let rows: Vec<ScenarioReport> = ["arena_h1_64", "arena_h2_256"]
+            .iter()
+            .map(|name| {
+                ScenarioReport::new(
+                    name,
+                    "arena",
+                    500.0,
+                    Headline::ReqPerS,
+                    vec![fileserver.clone(), nginx.clone()],
+                    Vec::new(),
+                )
+                .in_group(Group::Arena)
+            })
+            .collect();
+        assert_eq!(rows[0].headline_best().unwrap().peer, "nginx");
+        let mut r = sample_report();
+        r.scenarios = rows;
+        let table = markdown_table(&r);
+        assert!(
+            table.starts_with("arena group: HttpArena's static profile"),
+            "{table}"
+        );
+        for row in [
+            "| arena_h1_64 | req/s | 2000 | 1000 | **2.00** |",
+            "| arena_h1_64 | kB/resp | 15.0 | 15.0 | 1.00 |",
+            "| arena_h1_64 | CPU µs/req |",
+            "| arena_h1_64 | peak RSS MiB | 12.0 | 6.00 | 2.00 |",
+            "| arena_h2_256 | kB/resp | 15.0 | 15.0 | 1.00 |",
+        ] {
+            assert!(table.contains(row), "missing {row:?} in:\n{table}");
+        }
+        // Once, in the order req/s, kB/resp, p99, CPU, RSS.
+        let labels: Vec<&str> = table
+            .lines()
+            .filter(|l| l.starts_with("| arena_h1_64 |"))
+            .filter_map(|l| l.split('|').nth(2))
+            .map(str::trim)
+            .collect();
+        assert_eq!(
+            labels,
+            ["req/s", "kB/resp", "p99 ms", "CPU µs/req", "peak RSS MiB"]
+        );
+        let doc = markdown(&r);
+        assert!(doc.contains("## Arena group"), "{doc}");
+        assert!(doc.contains("| arena_h2_256 | kB/resp |"), "{doc}");
+        assert_eq!(doc.matches("| arena_h1_64 | peak RSS MiB |").count(), 1);
+        assert!(doc.contains("fileserver vs nginx (arena)"), "{doc}");
     }
 
     #[test]
