@@ -4,15 +4,19 @@
 //! tower-http's `ServeDir` in the same axum app (the `embedded-server`
 //! binary) and the daemon; in the `tls` group the daemon's HTTPS listener
 //! against nginx, lighttpd, h2o and Caddy over HTTP/1.1 and HTTP/2 ([`tls`] makes the
-//! certificate); in the `compression` group compressed text against them.
+//! certificate); in the `compression` group compressed text against them;
+//! in the `arena` group HttpArena's static profile ([`tree::arena`]: its 20
+//! files with `.br` and `.gz` siblings) against them, each sending the
+//! siblings.
 //!
 //! One run goes through every selected scenario the same way:
 //!
 //! ```text
 //!   tree::generate ──> temp dir: small/000..999.bin (1 KiB), large.bin (1 MiB),
 //!                      pressure/0000..9999.bin (4 KiB), deterministic bytes;
-//!                      many/00000..19999.bin (4 KiB), cold/N.bin (64 MiB) and
-//!                      text/ (JS, CSS, JSON) only for the scenarios that read them;
+//!                      many/00000..19999.bin (4 KiB), cold/N.bin (64 MiB),
+//!                      text/ (JS, CSS, JSON) and static/ (HttpArena's files and
+//!                      their siblings) only for the scenarios that read them;
 //!   tls::generate ──> ca.pem, chain.pem, key.pem when a TLS scenario runs
 //!        │
 //!   per scenario ──> servers::start_fileserver, servers::start_peer for each peer
@@ -36,7 +40,7 @@
 //!   report::summarize ──> per server medians over rounds; per-round ratios
 //!                         fileserver / each peer; the best peer per figure
 //!                         (embedded_*: servedir / each; against tower-http;
-//!                         tls_*, compressed_text: against nginx)
+//!                         tls_*, compressed_text, arena_*: against nginx)
 //!   report ──> console tables, latest.json, latest.md, latest.png
 //! ```
 //!

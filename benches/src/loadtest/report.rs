@@ -877,7 +877,7 @@ const HTTP3_INTRO: &str = "HTTP/3 over QUIC, load from oha (built with its `http
 
 /// What the arena group compares.
 const ARENA_INTRO: &str = "HttpArena's static profile (github.com/MDA2AV/HttpArena, MIT): its 20 \
-    front-end files (CSS, JS, HTML, SVG, JSON, WOFF2, WebP; 2.9-300 KB, generated with its names \
+    front-end files (CSS, JS, HTML, SVG, JSON, WOFF2, WebP; 2.9-307 kB, generated with its names \
     and sizes, .br and .gz siblings of the 15 text files) requested in turn with \
     `Accept-Encoding: br;q=1, gzip;q=0.8`: wrk over HTTP/1.1 at 64, 1024 and 4096 connections, \
     h2load over HTTPS HTTP/2 at 256 connections x 32 streams. fileserver: `precompressed = true`; \
