@@ -25,6 +25,7 @@ use std::mem::MaybeUninit;
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
 const STACK_HEADERS: usize = 128;
@@ -102,6 +103,13 @@ pub(crate) async fn serve(
         // mid-send) must not end like a complete one.
         Err(e) => tracing::debug!(peer = %c.peer, "connection ended: {e}"),
     }
+}
+
+/// What ended [`Conn::run`]'s wait for request bytes.
+enum Woke {
+    Read(io::Result<usize>),
+    Timer,
+    Stop,
 }
 
 /// How [`Conn::run`] ends: the connection is done, or it opened with the
@@ -245,26 +253,41 @@ impl Conn {
                 .filter(|_| !rbuf.is_empty())
                 .map(|since| since + IDLE_BUFFERS)
                 .filter(|&at| at < deadline);
-            sleep.as_mut().reset(release_at.unwrap_or(deadline).into());
             let max_header_bytes = limits.max_header_bytes;
             let wire = &mut self.out.wire;
-            tokio::select! {
-                biased;
-                r = async {
+            let woke = {
+                let read = async {
                     if rbuf.is_empty() {
                         wire.readable().await?;
                         rbuf = vec![0u8; max_header_bytes];
                     }
                     wire.read(&mut rbuf[end..]).await
-                } => match r {
-                    Ok(0) => return Ok(Ended::Closed),
-                    Ok(n) => {
-                        end += n;
-                        idle_since = None;
+                };
+                tokio::pin!(read);
+                // Bytes already there need no timer: arming one as the
+                // runtime's earliest wakes its driver, an eventfd write per
+                // connection. A connection per request: 1 system call of 8 fewer.
+                match futures_util::poll!(read.as_mut()) {
+                    Poll::Ready(r) => Woke::Read(r),
+                    Poll::Pending => {
+                        sleep.as_mut().reset(release_at.unwrap_or(deadline).into());
+                        tokio::select! {
+                            biased;
+                            r = &mut read => Woke::Read(r),
+                            _ = &mut sleep => Woke::Timer,
+                            () = stop.wait(), if !self.stop_seen => Woke::Stop,
+                        }
                     }
-                    Err(e) => return Err(e),
-                },
-                _ = &mut sleep => {
+                }
+            };
+            match woke {
+                Woke::Read(Ok(0)) => return Ok(Ended::Closed),
+                Woke::Read(Ok(n)) => {
+                    end += n;
+                    idle_since = None;
+                }
+                Woke::Read(Err(e)) => return Err(e),
+                Woke::Timer => {
                     if release_at.is_some() {
                         rbuf = Vec::new();
                         self.out.release_buffer();
@@ -274,10 +297,8 @@ impl Conn {
                         Box::pin(self.reject(408, "request head not received in time")).await?;
                     }
                     return Ok(Ended::Closed);
-                },
-                () = stop.wait(), if !self.stop_seen => {
-                    self.stop_seen = true;
-                },
+                }
+                Woke::Stop => self.stop_seen = true,
             }
         }
     }
