@@ -7,10 +7,16 @@ Two shapes: keep-alive (wrk -c32: one header per connection, the usual
 case behind a balancer) and a connection per request (`Connection: close`:
 one header per request, the worst case).
 
+With `--server nginx` the same rounds measure nginx (one worker, its
+`listen ... proxy_protocol`), the peer's cost of the same header: behind
+HAProxy the header comes in a TCP segment of its own, so part of the cost
+is the kernel's, whichever server reads it.
+
 Usage: benches/proxy-protocol-cost.py [--bin target/release/fileserver]
+                                       [--server fileserver|nginx]
                                        [--rounds 5] [--seconds 5]
-Needs haproxy and wrk (scripts/install-deps.sh). Loopback only; each round
-stops by itself after --seconds.
+Needs haproxy, wrk and, for --server nginx, nginx (scripts/install-deps.sh).
+Loopback only; each round stops by itself after --seconds.
 """
 
 import argparse
@@ -47,12 +53,47 @@ def wait_port(port, timeout=10):
     raise SystemExit(f"nothing listens on {port}")
 
 
+def nginx_cmd(root, port, proxy):
+    """nginx serving `root` on `port` with one worker, as the harness runs it
+    (sendfile, open_file_cache, no access log)."""
+    conf = os.path.join(root, "..", f"nginx-{port}.conf")
+    with open(conf, "w") as f:
+        f.write(f"""daemon off;
+master_process off;
+worker_processes 1;
+pid {conf}.pid;
+error_log stderr crit;
+events {{ worker_connections 4096; }}
+http {{
+  access_log off;
+  sendfile on;
+  tcp_nopush on;
+  open_file_cache max=1000 inactive=60s;
+  default_type application/octet-stream;
+  client_body_temp_path {root}/../tmp;
+  proxy_temp_path {root}/../tmp;
+  fastcgi_temp_path {root}/../tmp;
+  uwsgi_temp_path {root}/../tmp;
+  scgi_temp_path {root}/../tmp;
+  server {{
+    listen 127.0.0.1:{port}{' proxy_protocol' if proxy else ''};
+    root {root};
+  }}
+}}
+""")
+    return ["nginx", "-c", conf, "-p", os.path.join(root, "..")]
+
+
 def round_(args, root, proxy, close):
     dport, hport, aport = free_port(), free_port(), free_port()
-    cmd = [args.bin, "--root", root, "--listen", f"127.0.0.1:{dport}",
-           "--admin-listen", f"127.0.0.1:{aport}", "--workers", "1", "--log-level", "warn"]
-    if proxy:
-        cmd += ["--set", "proxy_protocol=127.0.0.1"]
+    if args.server == "nginx":
+        # No master: the one process is the worker, whose CPU is counted.
+        cmd = nginx_cmd(root, dport, proxy)
+    else:
+        cmd = [args.bin, "--root", root, "--listen", f"127.0.0.1:{dport}",
+               "--admin-listen", f"127.0.0.1:{aport}", "--workers", "1", "--log-level", "warn"]
+        if proxy:
+            cmd += ["--set", "proxy_protocol=127.0.0.1"]
     daemon = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     cfg = os.path.join(root, "..", f"haproxy-{hport}.cfg")
     with open(cfg, "w") as f:
@@ -96,12 +137,14 @@ backend daemon
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--bin", default="target/release/fileserver")
+    p.add_argument("--server", choices=("fileserver", "nginx"), default="fileserver")
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--seconds", type=int, default=5)
     args = p.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         root = os.path.join(tmp, "root")
         os.mkdir(root)
+        os.mkdir(os.path.join(tmp, "tmp"))
         for i in range(8):
             with open(os.path.join(root, f"f{i}.bin"), "wb") as f:
                 f.write(os.urandom(4096))
@@ -116,7 +159,7 @@ def main():
                     print(f"{shape:26} round {r + 1} {'proxy' if proxy else 'plain':5}: "
                           f"{us:7.2f} us CPU/request, {rate:9.0f} req/s", flush=True)
             plain, proxy = statistics.median(cpu[False]), statistics.median(cpu[True])
-            print(f"{shape}: median {plain:.2f} us plain, {proxy:.2f} us with PROXY v2: "
+            print(f"{args.server}, {shape}: median {plain:.2f} us plain, {proxy:.2f} us with PROXY v2: "
                   f"ratio {proxy / plain:.3f}", flush=True)
 
 
