@@ -33,6 +33,14 @@ use tokio::io::Interest;
 /// benches/README.md).
 pub(crate) const COPY_MAX: u64 = 16 * 1024;
 
+/// The tail of a body larger than [`COPY_MAX`]: sendfile sends the rest.
+/// Any tail holds the promise (the file is checked before it leaves), so
+/// it is small: every byte of it is copied twice, from the file and to the
+/// socket. Against 16 KiB tails, HttpArena's shape (the arena group, 3 rounds):
+/// CPU per request 0.90x at 64 connections, 0.85x at 1024, 0.87x at 4096,
+/// and peak RSS at 4096 connections 69 MiB instead of 133.
+pub(crate) const TAIL: u64 = 1024;
+
 /// Body bytes a connection sends before it lets the worker's other
 /// connections run: a large body goes out in calls of at most this much,
 /// with a yield to the scheduler between them. A sendfile to a reader as
@@ -202,9 +210,10 @@ impl Output {
     /// Sends `range` of `f` after what is in `wbuf`. Bytes in memory (a
     /// variant's, or the cached file's): copied into `wbuf` when more
     /// responses follow, else one writev of head and body. From the file:
-    /// all but its last [`COPY_MAX`] bytes by sendfile (head with
-    /// MSG_MORE first), then the tail ([`send_tail`](Self::send_tail)),
-    /// which checks the file when `check` (the body's last range).
+    /// a range of at most [`COPY_MAX`] bytes read and sent from memory,
+    /// a longer one by sendfile (head with MSG_MORE first) but for its last
+    /// [`TAIL`] bytes, then those ([`send_tail`](Self::send_tail)), which
+    /// check the file when `check` (the body's last range).
     async fn send_range(
         &mut self,
         f: &CachedFile,
@@ -230,8 +239,13 @@ impl Output {
             }
             return self.flush_with(body).await;
         }
+        let tail_len = if range.len() <= COPY_MAX {
+            range.len()
+        } else {
+            TAIL
+        };
         let tail = ByteRange {
-            start: range.end - range.len().min(COPY_MAX),
+            start: range.end - tail_len,
             end: range.end,
         };
         if tail.start > range.start {
