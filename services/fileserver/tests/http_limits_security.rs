@@ -564,3 +564,30 @@ fn within_root_follows_relative_links_and_refuses_absolute_ones() {
         "the config comment states the kernel's rule"
     );
 }
+
+/// A connection's read buffer starts small (`conn`, `HEAD_BUF_START`) and
+/// grows for a long head: at the default limit a head of exactly 8192
+/// bytes on a new connection is served, one byte more is refused with 431.
+#[test]
+fn a_head_grows_its_buffer_to_the_limit_and_no_further() {
+    let tree = Tree::new();
+    tree.write("a.txt", b"inside");
+    let d = Daemon::start(&tree.root, &[]);
+    let head = |len: usize| {
+        let bare = "GET /a.txt HTTP/1.1\r\nHost: x\r\nConnection: close\r\nX-Pad: \r\n\r\n";
+        let pad = "p".repeat(len - bare.len());
+        format!("GET /a.txt HTTP/1.1\r\nHost: x\r\nConnection: close\r\nX-Pad: {pad}\r\n\r\n")
+    };
+    for len in [2047, 2048, 2049, 4097, 8192] {
+        let mut s = TcpStream::connect(d.http).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        s.write_all(head(len).as_bytes()).unwrap();
+        let mut rest = Vec::new();
+        assert_eq!(
+            read_response(&mut s, &mut rest),
+            (200, b"inside".to_vec()),
+            "a head of {len} bytes"
+        );
+    }
+    assert_eq!(closed_after(&d, head(8193).as_bytes()), (431, true));
+}
