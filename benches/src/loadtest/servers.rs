@@ -917,6 +917,16 @@ fn wait_until_accepting(running: &mut Running) -> Result<()> {
 mod tests {
     use super::*;
 
+    /// A rendered config's directives only: the templates' comments name
+    /// them too. Fails on a placeholder left unfilled.
+    fn directives(conf: String) -> String {
+        assert!(!conf.contains('@'), "unfilled placeholder in:\n{conf}");
+        conf.lines()
+            .filter(|l| !l.trim_start().starts_with('#'))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
     fn setup(prefix: &Path) -> PeerSetup<'_> {
         PeerSetup {
             prefix,
@@ -972,14 +982,6 @@ mod tests {
             aio_threads: false,
             http3: false,
             precompressed: false,
-        };
-        // The directives only: the templates' comments name them too.
-        let directives = |conf: String| -> String {
-            assert!(!conf.contains('@'), "unfilled placeholder in:\n{conf}");
-            conf.lines()
-                .filter(|l| !l.trim_start().starts_with('#'))
-                .collect::<Vec<_>>()
-                .join("\n")
         };
         let nginx = |features, directive| {
             directives(render_nginx_conf(
@@ -1080,13 +1082,6 @@ mod tests {
 
     #[test]
     fn arena_configs_send_the_precompressed_siblings() {
-        let directives = |conf: String| -> String {
-            assert!(!conf.contains('@'), "unfilled placeholder in:\n{conf}");
-            conf.lines()
-                .filter(|l| !l.trim_start().starts_with('#'))
-                .collect::<Vec<_>>()
-                .join("\n")
-        };
         let arena = Features {
             precompressed: true,
             ..Features::default()
