@@ -59,6 +59,10 @@ const BUDGET_RETRY: Duration = Duration::from_millis(5);
 /// File bytes read for one connection beyond the process budget when it
 /// holds none (so no client starves), and the least read at a time.
 const MIN_READ: usize = 16 * 1024;
+
+/// What the output may hold past its cap: the DATA frame that crosses it
+/// (16 KiB and its header) and a HEADERS frame.
+const OUTPUT_SLACK: usize = 32 * 1024;
 /// Body bytes a connection produces before it lets the worker's other
 /// connections run (the HTTP/1.1 engine's rule, `send.rs`).
 const FAIR_SHARE: u64 = 1024 * 1024;
@@ -358,6 +362,10 @@ enum Step {
 impl H2 {
     async fn run(&mut self, read_ahead: Vec<u8>) -> io::Result<()> {
         let mut rbuf = vec![0u8; READ_BUF];
+        // Room for the cap and the frame that may cross it, at once: grown
+        // by doubling, the output's allocation reached twice the cap.
+        let most = self.output_cap() + OUTPUT_SLACK;
+        self.out.conn.output().reserve_exact(most);
         let ctx = self.ctx.clone();
         let mut stop = ctx.stopping.waiter();
         let mut stop_seen = self.ctx.stopping.get();
@@ -464,15 +472,25 @@ impl H2 {
 
     /// What the connection may still add to its output now: its cap
     /// (`[http2] send_budget_per_connection`) less the output and the
-    /// bodies and log fields its waiting answers keep; 0 also while the
-    /// process's send budget cannot cover what it holds.
+    /// bodies and log fields its waiting answers keep, and no more than
+    /// the process's send budget still covers; 0 while that budget cannot
+    /// cover what it holds.
     fn room(&mut self) -> usize {
         let used = self.out.conn.output().len() + self.kept_octets;
         self.budget_short = !self.charge(used);
         if self.budget_short {
             return 0;
         }
-        self.output_cap().saturating_sub(used)
+        // An answer's body goes into the output at once only if the
+        // process budget covers it too: beyond what this connection's
+        // permits cover, what is left of the budget.
+        let covered = (self.held_octets + MIN_READ).saturating_sub(used)
+            + self.ctx.h2_send_budget().available_permits();
+        if covered == 0 {
+            self.budget_short = true;
+            return 0;
+        }
+        self.output_cap().saturating_sub(used).min(covered)
     }
 
     /// Takes the process-wide send budget for `used` octets, beyond the
@@ -746,7 +764,7 @@ impl H2 {
             if window == 0 {
                 return Step::Blocked;
             }
-            if round >= max_round {
+            if round >= max_round || self.out.conn.output().len() >= self.output_cap() {
                 return Step::Paused;
             }
             // A paced stream waits alone: the others go on meanwhile.
@@ -767,7 +785,9 @@ impl H2 {
             };
             match part {
                 Part::Bytes(bytes) => {
-                    let n = bytes.len().min(window);
+                    let Some(n) = self.reserve(bytes.len().min(window)) else {
+                        return Step::Blocked;
+                    };
                     self.out
                         .conn
                         .send_data(a.stream, &bytes[..n], n == bytes.len() && end_of_body);
@@ -782,13 +802,10 @@ impl H2 {
                     let Some((rep, fm)) = &a.file else {
                         return Step::Failed;
                     };
-                    let mut n = (range.len() as usize).min(window);
-                    if rep.bytes().is_none() {
-                        match self.reserve(n) {
-                            Some(k) => n = k,
-                            None => return Step::Blocked,
-                        }
-                    }
+                    // Bytes from memory too: they are copied into the output.
+                    let Some(n) = self.reserve((range.len() as usize).min(window)) else {
+                        return Step::Blocked;
+                    };
                     let final_bytes = n as u64 == range.len();
                     let frame_at = self.out.conn.output().len();
                     let frame = self.out.conn.begin_data();
@@ -823,9 +840,11 @@ impl H2 {
         }
     }
 
-    /// Takes the process-wide send budget for `n` file bytes about to be
-    /// read into the output; [`MIN_READ`] at most when this connection
-    /// holds none, `None` when it must wait for its output to be written.
+    /// Takes the process-wide send budget for `n` body bytes about to be
+    /// put into the output (read from the file or copied from memory);
+    /// with none held, up to [`MIN_READ`] of output without, so no
+    /// connection starves; `None` when it must wait for its output to be
+    /// written.
     fn reserve(&mut self, n: usize) -> Option<usize> {
         let budget = self.ctx.h2_send_budget();
         match budget.clone().try_acquire_many_owned(n as u32) {
@@ -834,7 +853,12 @@ impl H2 {
                 self.held_octets += n;
                 Some(n)
             }
-            Err(_) if self.held.is_empty() => Some(n.min(MIN_READ)),
+            // Without permits, up to MIN_READ in the output: one chunk,
+            // not one per call.
+            Err(_) if self.held.is_empty() => {
+                let free = MIN_READ.saturating_sub(self.out.conn.output().len());
+                (free > 0).then(|| n.min(free))
+            }
             Err(_) => None,
         }
     }

@@ -384,6 +384,46 @@ fn cached_bodies_a_client_never_reads_stay_within_the_send_budgets() {
     }
 }
 
+/// 64 connections that never read, each with its windows open and a
+/// per-connection cap of 1 MiB, against a process `send_budget` of 2 MiB:
+/// cached bodies that did not fit at once were copied into the output
+/// outside the process budget, up to each connection's cap (64 MiB here);
+/// now they take it as file data does.
+#[test]
+fn cached_bodies_that_wait_take_the_process_send_budget() {
+    let f = fixture_with(&[
+        "--set",
+        "cache.small_file_max=262144",
+        "--set",
+        "http2.send_budget_per_connection=1048576",
+        "--set",
+        "http2.send_budget=2097152",
+    ]);
+    f.tree.write("cached.bin", &vec![b'c'; 200 << 10]);
+    let url = format!(
+        "https://localhost:{}/cached.bin",
+        f.d.start.https.unwrap().port()
+    );
+    for _ in 0..2 {
+        let r = f.ca_client.get(&url).send().unwrap();
+        assert_eq!(r.bytes().unwrap().len(), 200 << 10);
+    }
+    let args = ["greedy", "/cached.bin", "64", "64", "3"];
+    let m = measure(
+        &f,
+        Transport::H2c,
+        args.iter().map(|s| s.to_string()).collect(),
+    );
+    let what = "h2c greedy 64x64 of a cached 200 KiB file, send_budget 2 MiB";
+    summary(&m.line(what));
+    assert!(
+        m.growth_kb() < 16 * 1024,
+        "{what}: the daemon grew by {} KiB",
+        m.growth_kb()
+    );
+    m.assert_legit_served(what);
+}
+
 /// The lookups `/metrics` counts: cache hits, misses and negative hits.
 fn lookups(f: &Fixture) -> f64 {
     let text = f.d.metrics();
