@@ -63,6 +63,7 @@ const MIN_READ: usize = 16 * 1024;
 /// What the output may hold past its cap: the DATA frame that crosses it
 /// (16 KiB and its header) and a HEADERS frame.
 const OUTPUT_SLACK: usize = 32 * 1024;
+
 /// Body bytes a connection produces before it lets the worker's other
 /// connections run (the HTTP/1.1 engine's rule, `send.rs`).
 const FAIR_SHARE: u64 = 1024 * 1024;

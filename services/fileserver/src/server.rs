@@ -1672,12 +1672,12 @@ async fn accept_loop(w: &Rc<Worker>, listener: Accepting, kind: Listener) {
 /// what comes, first without a timer, and returns what followed the header
 /// too, the start of the first request, in a buffer the engine reads on:
 /// by the time the task reads, a balancer has sent both (HAProxy in two
-/// segments), so the header costs no system call of its own. Behind HAProxy with a new connection per request the
-/// daemon's CPU per request with the header against without was 1.064x
-/// when it was peeked and read apart, 1.038x now, nginx's 1.042x: what is
-/// left is the kernel's, for the header's own segment (benches/README.md,
-/// "PROXY protocol behind HAProxy"). Before TLS it only ever consumes the
-/// header, peeking first.
+/// segments), so the header costs no system call of its own. Behind
+/// HAProxy with a new connection per request the daemon's CPU per request
+/// with the header against without was 1.064x when it was peeked and read
+/// apart, 1.038x now, nginx's 1.042x: what is left is the kernel's, for
+/// the header's own segment (benches/README.md, "PROXY protocol behind
+/// HAProxy"). Before TLS it only ever consumes the header, peeking first.
 async fn proxy_header(
     stream: &mut tokio::net::TcpStream,
     timeout: Duration,
