@@ -33,13 +33,20 @@ use tokio::io::Interest;
 /// benches/README.md).
 pub(crate) const COPY_MAX: u64 = 16 * 1024;
 
-/// The tail of a body larger than [`COPY_MAX`]: sendfile sends the rest.
-/// Any tail holds the promise (the file is checked before it leaves), so
-/// it is small: every byte of it is copied twice, from the file and to the
-/// socket. Against 16 KiB tails, HttpArena's shape (the arena group, 3 rounds):
-/// CPU per request 0.90x at 64 connections, 0.85x at 1024, 0.87x at 4096,
-/// and peak RSS at 4096 connections 69 MiB instead of 133.
+/// The tail of a body larger than [`COPY_MAX`] and at most [`LONG`]:
+/// sendfile sends the rest. Any tail holds the promise (the file is
+/// checked before it leaves), and every byte of it is copied twice, from
+/// the file and to the socket. Against 16 KiB tails, HttpArena's shape
+/// (the arena group, 3 rounds, bodies of 18-76 KiB): CPU per request 0.90x
+/// at 64 connections, 0.85x at 1024, 0.87x at 4096, and peak RSS at 4096
+/// connections 69 MiB instead of 133.
 pub(crate) const TAIL: u64 = 1024;
+
+/// Past this, a body's tail is [`COPY_MAX`]: with 1 MiB bodies (the
+/// harness's `large`, 5 rounds) a 1 KiB tail cost 1.98x the CPU per
+/// request of a 16 KiB one, and a 4 KiB tail 1.43x. Measured, not yet
+/// explained.
+const LONG: u64 = 128 * 1024;
 
 /// Body bytes a connection sends before it lets the worker's other
 /// connections run: a large body goes out in calls of at most this much,
@@ -212,7 +219,7 @@ impl Output {
     /// responses follow, else one writev of head and body. From the file:
     /// a range of at most [`COPY_MAX`] bytes read and sent from memory,
     /// a longer one by sendfile (head with MSG_MORE first) but for its last
-    /// [`TAIL`] bytes, then those ([`send_tail`](Self::send_tail)), which
+    /// [`TAIL`] bytes ([`COPY_MAX`] past [`LONG`]), then those ([`send_tail`](Self::send_tail)), which
     /// check the file when `check` (the body's last range).
     async fn send_range(
         &mut self,
@@ -239,10 +246,10 @@ impl Output {
             }
             return self.flush_with(body).await;
         }
-        let tail_len = if range.len() <= COPY_MAX {
-            range.len()
-        } else {
-            TAIL
+        let tail_len = match range.len() {
+            n if n <= COPY_MAX => n,
+            n if n <= LONG => TAIL,
+            _ => COPY_MAX,
         };
         let tail = ByteRange {
             start: range.end - tail_len,
