@@ -387,8 +387,9 @@ fn cached_bodies_a_client_never_reads_stay_within_the_send_budgets() {
 /// 64 connections that never read, each with its windows open and a
 /// per-connection cap of 1 MiB, against a process `send_budget` of 2 MiB:
 /// cached bodies that did not fit at once were copied into the output
-/// outside the process budget, up to each connection's cap (64 MiB here);
-/// now they take it as file data does.
+/// outside the process budget, up to each connection's cap: the daemon
+/// grew by 45-71 MiB. Now they take it as file data does: 9-18 MiB in
+/// four runs, release and debug (the rest is the connections' state).
 #[test]
 fn cached_bodies_that_wait_take_the_process_send_budget() {
     let f = fixture_with(&[
@@ -417,7 +418,7 @@ fn cached_bodies_that_wait_take_the_process_send_budget() {
     let what = "h2c greedy 64x64 of a cached 200 KiB file, send_budget 2 MiB";
     summary(&m.line(what));
     assert!(
-        m.growth_kb() < 16 * 1024,
+        m.growth_kb() < 32 * 1024,
         "{what}: the daemon grew by {} KiB",
         m.growth_kb()
     );
