@@ -126,7 +126,7 @@ enum Ended {
 /// the buffer is most of what a connection holds. Peak RSS at 4096
 /// connections (arena_h1_4096): 45 MiB instead of 69, CPU per request
 /// 0.96x.
-const HEAD_BUF_START: usize = 2048;
+pub(crate) const HEAD_BUF_START: usize = 2048;
 
 /// How long a draining connection with no request in progress waits for
 /// one that may be on its way (see `Conn::run`).

@@ -1686,16 +1686,16 @@ async fn proxy_header(
 ) -> Result<(Option<SocketAddr>, ReadAhead), String> {
     use crate::http::proxy_protocol::parse;
     use tokio::io::AsyncReadExt;
-    // The longest header taken: 16 octets and 4096 of addresses and
-    // TLVs; read on, a request head's buffer, which it then becomes.
-    let mut buf = vec![0u8; (16 + 4096).max(if read_on { head_max } else { 0 })];
     // What is there already, without a timer: a balancer's connection
-    // starts with its header.
+    // starts with its header. Read into the request head's buffer, which
+    // it then becomes, at the size the engine starts one.
     if read_on {
+        let mut buf = vec![0u8; crate::conn::HEAD_BUF_START.min(head_max)];
         // An error here is met again by the read that follows.
         let n = stream.try_read(&mut buf).unwrap_or(0);
-        return proxy_header_rest(stream, timeout, buf, n).await;
+        return proxy_header_rest(stream, timeout, buf, n, head_max).await;
     }
+    let mut buf = vec![0u8; PROXY_MAX];
     let read = async {
         let mut seen = 0;
         loop {
@@ -1732,6 +1732,10 @@ async fn proxy_header(
 /// first ones they are.
 type ReadAhead = (Vec<u8>, usize);
 
+/// The longest PROXY header taken: 16 octets and 4096 of addresses and
+/// TLVs.
+const PROXY_MAX: usize = 16 + 4096;
+
 /// The refusal of a header past its timeout.
 const LATE: &str = "no complete header within proxy_protocol_timeout";
 
@@ -1744,14 +1748,17 @@ fn refusal(e: crate::http::proxy_protocol::Error) -> String {
 
 /// [`proxy_header`] reading on, with `n` octets of `buf` read: reads
 /// until the header is whole, within `timeout` (no timer when it is
-/// whole already).
+/// whole already), growing `buf` (doubling, up to the longer of
+/// [`PROXY_MAX`] and `head_max`) for a long header.
 async fn proxy_header_rest(
     stream: &mut tokio::net::TcpStream,
     timeout: Duration,
     mut buf: Vec<u8>,
     mut n: usize,
+    head_max: usize,
 ) -> Result<(Option<SocketAddr>, ReadAhead), String> {
     use tokio::io::AsyncReadExt;
+    let most = PROXY_MAX.max(head_max);
     // The header and what followed it, moved to the buffer's front;
     // `None` while only part of a header is in.
     let whole = |buf: &mut Vec<u8>, n: usize| match crate::http::proxy_protocol::parse(&buf[..n]) {
@@ -1759,8 +1766,15 @@ async fn proxy_header_rest(
             buf.copy_within(h.len..n, 0);
             Ok(Some((h.source, n - h.len)))
         }
-        Ok(None) if n == buf.len() => Err("malformed header: longer than any".to_string()),
-        Ok(None) => Ok(None),
+        Ok(None) if n == buf.len() && n >= most => {
+            Err("malformed header: longer than any".to_string())
+        }
+        Ok(None) => {
+            if n == buf.len() {
+                buf.resize((2 * n).max(1).min(most), 0);
+            }
+            Ok(None)
+        }
         Err(e) => Err(refusal(e)),
     };
     if let Some((source, len)) = whole(&mut buf, n)? {

@@ -205,3 +205,22 @@ fn the_bytes_after_the_header_are_the_first_request() {
         .unwrap();
     assert_eq!(String::from_utf8_lossy(&out.stdout), "2 200");
 }
+
+/// A v2 header longer than the request buffer a connection starts with
+/// (2 KiB; `conn::HEAD_BUF_START`): 4000 octets of TLVs, as a balancer
+/// that sends its own metadata may. The buffer grows for it, the client
+/// is named, the request after it answered.
+#[test]
+fn a_header_longer_than_the_first_buffer_is_read_whole() {
+    let (tree, cfg) = site();
+    let d = Daemon::start(&tree.root, &["--config", cfg.to_str().unwrap()]);
+    let mut head = v2([198, 51, 100, 23], 4000);
+    let tlv = 3997u16;
+    head[14..16].copy_from_slice(&(12 + 3 + tlv).to_be_bytes());
+    head.push(0xE0); // PP2_TYPE_MIN_CUSTOM
+    head.extend_from_slice(&tlv.to_be_bytes());
+    head.extend(std::iter::repeat_n(b'm', tlv as usize));
+    assert_eq!(head.len(), 16 + 12 + 3 + 3997);
+    assert_eq!(status_of(&ask(d.http, &head)), 200);
+    d.json_log_line("remote", &serde_json::json!("198.51.100.23"));
+}
