@@ -354,13 +354,13 @@ fn zero_window_streams_with_full_heads_are_bounded() {
     zero_window_streams(Transport::Tls, true);
 }
 
-/// 16 connections, each with every window open wide, asking for a 200 KiB
-/// file held in the cache 128 times in one write and never reading.
-/// Before, cached bodies skipped the output caps: about 32 MiB per
-/// connection; now each holds at most `send_budget_per_connection`.
-#[test]
-fn cached_bodies_a_client_never_reads_stay_within_the_send_budgets() {
-    let f = fixture_with(&["--set", "cache.small_file_max=262144"]);
+/// A daemon with `extra` whose cache keeps a 200 KiB `/cached.bin` in
+/// memory, asked for twice so that it is (a file's bytes are copied on
+/// its second use).
+fn cached_fixture(extra: &[&str]) -> Fixture {
+    let mut args = vec!["--set", "cache.small_file_max=262144"];
+    args.extend_from_slice(extra);
+    let f = fixture_with(&args);
     f.tree.write("cached.bin", &vec![b'c'; 200 << 10]);
     let url = format!(
         "https://localhost:{}/cached.bin",
@@ -370,6 +370,16 @@ fn cached_bodies_a_client_never_reads_stay_within_the_send_budgets() {
         let r = f.ca_client.get(&url).send().unwrap();
         assert_eq!(r.bytes().unwrap().len(), 200 << 10);
     }
+    f
+}
+
+/// 16 connections, each with every window open wide, asking for a 200 KiB
+/// file held in the cache 128 times in one write and never reading.
+/// Before, cached bodies skipped the output caps: about 32 MiB per
+/// connection; now each holds at most `send_budget_per_connection`.
+#[test]
+fn cached_bodies_a_client_never_reads_stay_within_the_send_budgets() {
+    let f = cached_fixture(&[]);
     for t in [Transport::Tls, Transport::H2c] {
         let args = ["greedy", "/cached.bin", "16", "128", "3"];
         let m = measure(&f, t, args.iter().map(|s| s.to_string()).collect());
@@ -392,23 +402,12 @@ fn cached_bodies_a_client_never_reads_stay_within_the_send_budgets() {
 /// four runs, release and debug (the rest is the connections' state).
 #[test]
 fn cached_bodies_that_wait_take_the_process_send_budget() {
-    let f = fixture_with(&[
-        "--set",
-        "cache.small_file_max=262144",
+    let f = cached_fixture(&[
         "--set",
         "http2.send_budget_per_connection=1048576",
         "--set",
         "http2.send_budget=2097152",
     ]);
-    f.tree.write("cached.bin", &vec![b'c'; 200 << 10]);
-    let url = format!(
-        "https://localhost:{}/cached.bin",
-        f.d.start.https.unwrap().port()
-    );
-    for _ in 0..2 {
-        let r = f.ca_client.get(&url).send().unwrap();
-        assert_eq!(r.bytes().unwrap().len(), 200 << 10);
-    }
     let args = ["greedy", "/cached.bin", "64", "64", "3"];
     let m = measure(
         &f,
