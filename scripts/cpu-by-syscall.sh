@@ -10,10 +10,11 @@
 # kept harness tree (`$KEPT/$S/fileserver.lua`, `$KEPT/$S/h2o.lua`, ...;
 # the script's own address is ignored). It samples the processes with
 # `perf record -g` (cpu-clock, 1500 Hz) over SECONDS (default 3) of
-# `wrk -t1 -c64`, then prints µs per request for each system call (the
-# frame under `do_syscall_64`, so a send's loopback delivery counts to the
-# send) and for user space. Sampling, not counting: run it a few times and
-# compare the larger rows only.
+# `wrk -t1 -c64` (`CONNS=4096` in the environment for more connections),
+# then prints µs per request for each system call (the frame under
+# `do_syscall_64`, so a send's loopback delivery counts to the send) and
+# for user space. Sampling, not counting: run it a few times and compare
+# the larger rows only.
 set -euo pipefail
 pids=$1 port=$2 lua=$3 secs=${4:-3}
 hz=1500
@@ -22,7 +23,7 @@ trap 'rm -rf "$dir"' EXIT
 sed "s/127.0.0.1:[0-9]*/127.0.0.1:$port/" "$lua" > "$dir/load.lua"
 perf record -q -F "$hz" -g -p "$pids" -o "$dir/perf.data" -- sleep "$secs" > /dev/null 2>&1 &
 rec=$!
-requests=$(wrk -t1 -c64 -d"${secs}s" -s "$dir/load.lua" "http://127.0.0.1:$port/" |
+requests=$(wrk -t1 -c"${CONNS:-64}" -d"${secs}s" -s "$dir/load.lua" "http://127.0.0.1:$port/" |
   awk '/requests in/ {print $1}')
 wait $rec
 perf script -i "$dir/perf.data" 2> /dev/null | python3 -c '

@@ -56,6 +56,7 @@ mod private_file;
 pub(crate) mod responder;
 mod send;
 mod server;
+mod spares;
 mod state;
 mod stats;
 mod sysd;

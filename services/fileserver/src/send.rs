@@ -111,7 +111,7 @@ impl Output {
             wire,
             fields,
             files,
-            wbuf: Vec::with_capacity(1024),
+            wbuf: Vec::new(),
             progress: Progress::default(),
             send_timeout,
             response_at: None,
@@ -396,13 +396,6 @@ impl Output {
         // the next responses fit in this.
         self.wbuf.shrink_to(2 * COPY_MAX as usize);
         Ok(())
-    }
-
-    /// Gives back the write buffer of a connection that waits for its next
-    /// request; the next head allocates it again.
-    pub(crate) fn release_buffer(&mut self) {
-        debug_assert!(self.wbuf.is_empty(), "nothing batched is dropped");
-        self.wbuf = Vec::new();
     }
 
     /// Writes all of `wbuf` (with MSG_MORE when a body follows).

@@ -138,6 +138,8 @@ pub(crate) struct ConnContext {
     pub stopping: StopSignal,
     /// Shutdown notification.
     pub shutdown: watch::Receiver<bool>,
+    /// Buffers for HTTP/1.1 connections that have bytes to read.
+    pub spares: crate::spares::Spares,
 }
 
 impl ConnContext {
@@ -151,6 +153,7 @@ impl ConnContext {
             stats,
             stopping: StopSignal::default(),
             shutdown,
+            spares: crate::spares::Spares::default(),
         }
     }
 

@@ -370,11 +370,11 @@ fn read_response(s: &mut TcpStream, rest: &mut Vec<u8>) -> (u16, Vec<u8>) {
 }
 
 /// A connection that waits for its next request gives its read and write
-/// buffers back after a moment (`conn`, `IDLE_BUFFERS`) and takes them
-/// again when bytes come: a head of the full `max_header_bytes`, pipelined
+/// buffers back to the worker's spares (`spares`) and takes them again
+/// when bytes come: a head of the full `max_header_bytes`, pipelined
 /// requests and a head sent in two parts are served as on a connection
 /// that never waited, and the keep-alive timeout still runs from the
-/// start of the wait.
+/// start of the wait (its timer is moved only to an earlier deadline).
 #[test]
 fn an_idle_connection_serves_again_after_giving_back_its_buffers() {
     let tree = Tree::new();
@@ -415,6 +415,63 @@ fn an_idle_connection_serves_again_after_giving_back_its_buffers() {
     assert!(
         e >= Duration::from_millis(1800) && e < Duration::from_millis(2800),
         "{e:?}"
+    );
+}
+
+/// Resident set size of `pid` in KiB.
+fn rss_kb(pid: i32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .unwrap();
+    line.trim().trim_end_matches("kB").trim().parse().unwrap()
+}
+
+/// Keep-alive connections that wait for their next request hold neither a
+/// read nor a write buffer, nor the state of the answer they had: what a
+/// client costs between requests is its connection's task. 2000 clients
+/// each ask for a file and keep the connection; the daemon grows by less
+/// than 6 KiB per connection: 3.5-4.7 KiB in this debug build (3.3 KiB in
+/// a release build; nginx, about 0.5 KiB). Before the spares and the
+/// boxed answer, 8.7 KiB (8.8 KiB in a release build).
+#[test]
+fn idle_keep_alive_connections_hold_no_buffers() {
+    const CLIENTS: usize = 2000;
+    let tree = Tree::new();
+    tree.write("page.html", &vec![b'p'; 6000]);
+    let d = Daemon::start(&tree.root, &["--set", "max_connections=4096"]);
+    let get = b"GET /page.html HTTP/1.1\r\nHost: x\r\n\r\n";
+    let answer = |s: &mut TcpStream| {
+        let mut rest = Vec::new();
+        let (status, body) = read_response(s, &mut rest);
+        assert_eq!((status, body.len()), (200, 6000));
+    };
+    // The file cached, the worker's spares and runtime warm.
+    for _ in 0..3 {
+        let mut s = TcpStream::connect(d.http).unwrap();
+        s.write_all(get).unwrap();
+        answer(&mut s);
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    let before = rss_kb(d.pid());
+    let mut clients = Vec::with_capacity(CLIENTS);
+    for _ in 0..CLIENTS {
+        let s = TcpStream::connect(d.http).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        clients.push(s);
+    }
+    for s in &mut clients {
+        s.write_all(get).unwrap();
+    }
+    for s in &mut clients {
+        answer(s);
+    }
+    let per_connection = (rss_kb(d.pid()) - before) * 1024 / CLIENTS as u64;
+    eprintln!("RSS per idle keep-alive connection: {per_connection} bytes");
+    assert!(
+        per_connection < 6144,
+        "{per_connection} bytes per connection"
     );
 }
 
