@@ -57,6 +57,8 @@ const MAX_SCANNED: usize = 100_000;
 /// precompressed files is looked up name by name): with [`DIRS`], at most
 /// 16 MiB of names, a few KiB in a tree without precompressed files.
 const MAX_NAME_BYTES: usize = 16 * 1024;
+/// The longest sibling name a census looks up; a longer one may exist.
+const KEY_MAX: usize = 256;
 /// How far from the directory's last change a census must be taken to be
 /// trusted by its revalidation: above the coarsest timestamp tick of the
 /// filesystems a server serves from (FAT's 2 s).
@@ -93,16 +95,29 @@ impl Census {
         if names.is_empty() {
             return 0;
         }
+        // `name + suffix`, lowercased as the names are, built once on the
+        // stack, so that names compare as byte slices. Compared byte by
+        // byte through iterators, this lookup was 15% of the daemon's
+        // instructions per request on HttpArena's files (arena_h1_64,
+        // callgrind: 2291 of 14858).
+        let mut key = [0u8; KEY_MAX];
+        let stem = name.len();
+        let Some(stem_key) = key.get_mut(..stem) else {
+            return u32::MAX;
+        };
+        stem_key.copy_from_slice(name.as_bytes());
+        stem_key.make_ascii_lowercase();
         let mut present = 0;
         for (i, s) in siblings.iter().enumerate().take(32) {
-            // `name + suffix`, lowercased as the names are, without
-            // building it.
-            let key = || {
-                name.bytes()
-                    .chain(s.suffix.bytes())
-                    .map(|b| b.to_ascii_lowercase())
+            let end = stem + s.suffix.len();
+            let Some(suffix_key) = key.get_mut(stem..end) else {
+                present |= 1 << i;
+                continue;
             };
-            if names.binary_search_by(|n| n.bytes().cmp(key())).is_ok() {
+            suffix_key.copy_from_slice(s.suffix.as_bytes());
+            suffix_key.make_ascii_lowercase();
+            let key = &key[..end];
+            if names.binary_search_by(|n| n.as_bytes().cmp(key)).is_ok() {
                 present |= 1 << i;
             }
         }
@@ -246,6 +261,15 @@ mod tests {
             c.may_exist("a.css", &SIBLINGS[..2]),
             u32::MAX,
             "other suffixes"
+        );
+        let c = census(Some(&["a.css.br"]));
+        let long = format!("{}.css", "x".repeat(KEY_MAX));
+        assert_eq!(c.may_exist(&long, &SIBLINGS), u32::MAX, "a long name");
+        let near = "x".repeat(KEY_MAX - 3);
+        assert_eq!(
+            c.may_exist(&near, &SIBLINGS),
+            0b010,
+            "a sibling whose name is too long to look up (.zst) may exist"
         );
     }
 
