@@ -27,6 +27,7 @@
 
 use crate::accesslog::RequestLine;
 use crate::exchange::Exchange;
+use crate::request_context::{RequestContext, Sent};
 use crate::state::{ConnContext, Live};
 use crate::wire::Wire;
 use decide::Representation;
@@ -583,62 +584,58 @@ impl H2 {
             let started = self.out.start(&req, &plan, None, room);
             return self.settle(req, t0, started, None, None);
         }
-        let live = &self.live;
         let mut head = httpfile::RequestHead {
             method: httpfile::Method::from_token(req.method()),
             target: req.path().unwrap_or(b"/"),
             has_body: !req.end_stream(),
-            tls: self.tls,
             ..httpfile::RequestHead::default()
         };
-        let (mut hosts, mut host) = (0, None);
-        let (mut forwarded, mut x_forwarded_for) = (None, None);
+        let (mut sent, mut host) = (Sent::default(), None);
         for (name, value) in req.fields() {
             if head.take_field(name, value) {
                 continue;
             }
             match name {
                 b"host" => {
-                    hosts += 1;
+                    sent.hosts += 1;
                     host = Some(value);
                 }
-                b"forwarded" => forwarded = Some(value),
-                b"x-forwarded-for" => x_forwarded_for = Some(value),
+                b"forwarded" => sent.forwarded = Some(value),
+                b"x-forwarded-for" => sent.x_forwarded_for = Some(value),
                 _ => {}
             }
         }
         head.host = req.authority().or(host);
-        if let Err(why) = httpfile::head::check_host(false, hosts, head.host) {
-            let plan = httpfile::plan::reject(400, why);
-            let started = self.out.start(&req, &plan, None, room);
-            return self.settle(req, t0, started, None, None);
-        }
-        let site = live.s.site_for(head.host);
-        let serve = site.map_or(&live.s.serve, |i| &live.s.sites[i].serve);
-        if !serve.rules.is_empty() {
-            head.client = Some(crate::http::forwarded::client_addr(
-                self.peer.ip(),
-                &live.s.trusted_proxies,
-                forwarded,
-                x_forwarded_for,
-            ));
-        }
         let ctx = self.ctx.clone();
-        let fm = ctx.files().manager_for(site);
+        let entered = RequestContext::enter(
+            &self.live,
+            ctx.files(),
+            self.peer.ip(),
+            self.tls,
+            &mut head,
+            sent,
+        );
+        let rc = match entered {
+            Ok(rc) => rc,
+            Err(malformed) => {
+                let started = self.out.start(&req, &malformed.plan(), None, room);
+                return self.settle(req, t0, started, None, None);
+            }
+        };
         let mut path = std::mem::take(&mut self.path);
         let mut ranges = std::mem::take(&mut self.ranges);
         let files = decide::Files {
-            fm,
+            fm: rc.fm,
             check: decide::Check::AtResolve,
         };
-        let decision = decide::decide_checked(files, serve, &head, &mut path).await;
+        let decision = decide::decide_checked(files, rc.serve, &head, &mut path).await;
         let plan = decision.plan(&head, &mut ranges);
         let started = self.out.start(&req, &plan, decision.representation(), room);
         let file = match &started {
-            Started::Waiting { .. } => decision.into_representation().map(|r| (r, fm.clone())),
+            Started::Waiting { .. } => decision.into_representation().map(|r| (r, rc.fm.clone())),
             Started::Done { .. } | Started::Gone => None,
         };
-        self.settle(req, t0, started, file, site);
+        self.settle(req, t0, started, file, rc.site);
         self.path = path;
         self.ranges = ranges;
     }

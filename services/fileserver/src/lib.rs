@@ -53,6 +53,7 @@ pub mod manual;
 mod pace;
 mod preflight;
 mod private_file;
+mod request_context;
 pub(crate) mod responder;
 mod send;
 mod server;
