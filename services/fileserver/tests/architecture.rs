@@ -1065,8 +1065,7 @@ const ENGINES: &[Engine] = &[
     },
     Engine {
         name: "HTTP/3",
-        // h3conn's requests are answered by its responder.
-        modules: &["h3conn", "responder"],
+        modules: &["h3conn"],
     },
 ];
 
@@ -1580,11 +1579,11 @@ fn module_tree_follows_mod_declarations_and_path_attributes() {
 fn an_engine_using_another_is_reported_but_the_h2c_handoff() {
     let uses: BTreeSet<(Vec<String>, Vec<String>)> = [
         ("h2conn", "conn"),
-        ("responder", "http::request"),
+        ("h3conn", "send"),
         ("conn", "h2conn"),
         ("h2conn", "http::forwarded"),
         ("conn", "http::request"),
-        ("h3conn", "responder"),
+        ("h3conn", "render"),
         ("server", "h3conn"),
     ]
     .iter()
@@ -1597,7 +1596,7 @@ fn an_engine_using_another_is_reported_but_the_h2c_handoff() {
         check_engines(&uses),
         [
             "h2conn (HTTP/2) uses conn (HTTP/1.1): an engine uses shared modules, not another engine",
-            "responder (HTTP/3) uses http::request (HTTP/1.1): an engine uses shared modules, not another engine",
+            "h3conn (HTTP/3) uses send (HTTP/1.1): an engine uses shared modules, not another engine",
         ]
     );
 }
