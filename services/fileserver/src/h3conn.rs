@@ -259,8 +259,7 @@ async fn respond(
     mut resolver: h3::server::RequestResolver<h3_quinn::Connection, Bytes>,
 ) {
     let peer = conn.peer;
-    let live = conn.live();
-    let head_timeout = live.s.limits.header_read_timeout;
+    let head_timeout = conn.live().s.limits.header_read_timeout;
     // The head's first frame within header_read_timeout, as HTTP/1.1 and
     // HTTP/2 bound theirs: a stream that sends nothing, or a frame a byte
     // at a time, holds no slot past it.
@@ -292,6 +291,8 @@ async fn respond(
     // dropped by QUIC from here on, not buffered up to the window
     // (RFC 9114 4.1; no frame goes out when the request already ended).
     stream.stop_sending(h3::error::Code::H3_NO_ERROR);
+    // The settings in force now that the head is in.
+    let live = conn.live();
     // Counted and logged when dropped, on every path below (and when the
     // task is), with the bytes QUIC took, complete or not.
     let mut record = Record {
