@@ -12,6 +12,7 @@
 use crate::accesslog::RequestLine;
 use crate::exchange::Exchange;
 use crate::http::request::{parse_request_uninit, ParseError, Request};
+use crate::request_context::{RequestContext, Sent};
 use crate::send::{Output, Progress};
 use crate::state::{ConnContext, Live};
 use crate::wire::Wire;
@@ -468,37 +469,37 @@ impl Conn {
                 return Ok(());
             }
         }
-        let site = self.live.s.site_for(req.head.host);
-        self.answering = site;
-        let fm = ctx.files().manager_for(site);
-        if site != self.site {
+        // The Host rule was the parser's.
+        let sent = Sent {
+            hosts: 1,
+            forwarded: req.forwarded,
+            x_forwarded_for: req.x_forwarded_for,
+        };
+        let rc = RequestContext::of(&self.live, ctx.files(), self.peer.ip(), req.head.host, sent);
+        self.answering = rc.site;
+        if rc.site != self.site {
             // The file is read through the manager that opened it.
-            self.out.files = fm.clone();
-            self.site = site;
+            self.out.files = rc.fm.clone();
+            self.site = rc.site;
         }
         let mut check = Check::BeforeSendUpTo(crate::send::COPY_MAX);
-        let serve = site.map_or(&self.live.s.serve, |i| &self.live.s.sites[i].serve);
         let with_client;
-        let head = if serve.rules.is_empty() {
-            &req.head
-        } else {
+        let head = match rc.client {
+            None => &req.head,
             // What the site's rules judge: the client behind trusted
             // proxies, and the scheme.
-            with_client = httpfile::RequestHead {
-                client: Some(crate::http::forwarded::client_addr(
-                    self.peer.ip(),
-                    &self.live.s.trusted_proxies,
-                    req.forwarded,
-                    req.x_forwarded_for,
-                )),
-                tls: self.out.wire.is_tls(),
-                ..req.head
-            };
-            &with_client
+            Some(client) => {
+                with_client = httpfile::RequestHead {
+                    client: Some(client),
+                    tls: self.out.wire.is_tls(),
+                    ..req.head
+                };
+                &with_client
+            }
         };
         loop {
-            let files = decide::Files { fm, check };
-            let decision = decide::decide_checked(files, serve, head, &mut self.path).await;
+            let files = decide::Files { fm: rc.fm, check };
+            let decision = decide::decide_checked(files, rc.serve, head, &mut self.path).await;
             let plan = decision.plan(head, &mut self.ranges);
             framing.keep_alive &= !plan.close;
             let file = decision.representation();
@@ -515,7 +516,7 @@ impl Conn {
                     if !self.out.withdrawn {
                         return Ok(());
                     }
-                    fm.invalidate(r.file.path());
+                    rc.fm.invalidate(r.file.path());
                     check = Check::AtResolve;
                 }
                 (Body::Bytes(bytes), _) => {

@@ -1,5 +1,5 @@
 //! One exchange's record, finished in one place for every listener: the
-//! HTTP/1.1 engine (`conn`) and the responder of HTTP/2 and HTTP/3 fill an
+//! engines (`conn`, `h2conn`, `h3conn`) fill an
 //! [`Exchange`] when a response that was started ends (complete or not),
 //! and [`ConnContext::finish`] counts it, times it and logs it. An engine
 //! only says what happened; what is counted and how a line reads is here.

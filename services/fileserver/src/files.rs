@@ -66,21 +66,6 @@ impl Files {
         }
     }
 
-    /// The tower Service for the TLS, h2c and HTTP/3 listeners, answering with `s`'s
-    /// serving options (the plaintext engine decides with the same ones).
-    pub(crate) fn service(&self, s: &Settings) -> servedir::ServeDir {
-        servedir::ServeDir::with_options(self.fm.clone(), s.serve.clone())
-    }
-
-    /// Each site's Service, in the order of `s.sites`.
-    pub(crate) fn site_services(&self, s: &Settings) -> Vec<servedir::ServeDir> {
-        self.sites
-            .iter()
-            .zip(&s.sites)
-            .map(|(fm, site)| servedir::ServeDir::with_options(fm.clone(), site.serve.clone()))
-            .collect()
-    }
-
     /// The default root's file manager.
     pub(crate) fn manager(&self) -> &filemanager::FileManager {
         &self.fm

@@ -27,14 +27,14 @@
 
 use crate::accesslog::RequestLine;
 use crate::exchange::Exchange;
+use crate::render::{self, Part};
+use crate::request_context::{RequestContext, Sent};
 use crate::state::{ConnContext, Live};
 use crate::wire::Wire;
 use decide::Representation;
 use h2wire::{Event, Expired, Reason, Request};
 use httpfile::plan::{Body, Plan};
 use httpfile::ByteRange;
-use rustix::fd::AsFd as _;
-use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::io;
 use std::net::SocketAddr;
@@ -190,25 +190,11 @@ impl Out {
                 Body::Bytes(b) => inline = b,
                 // Cached bytes that wait are read from the cache later, not
                 // copied now.
-                Body::File(range) => match in_memory(rep, range) {
+                Body::File(range) => match render::in_memory(rep, range) {
                     Some(b) if b.len() <= self.conn.window(stream).min(room) => inline = b,
                     _ => parts.push_back(Part::Range { range, last: true }),
                 },
-                Body::Multipart(m) => {
-                    let last = m.ranges.len().saturating_sub(1);
-                    for (i, &range) in m.ranges.iter().enumerate() {
-                        let mut h = Vec::new();
-                        m.write_part_head(i, &mut h);
-                        parts.push_back(Part::Bytes(h));
-                        parts.push_back(Part::Range {
-                            range,
-                            last: i == last,
-                        });
-                    }
-                    let mut closing = Vec::new();
-                    m.write_closing(&mut closing);
-                    parts.push_back(Part::Bytes(closing));
-                }
+                Body::Multipart(m) => render::push_multipart(&m, &mut parts),
             }
         }
         let empty = inline.is_empty() && parts.is_empty();
@@ -237,7 +223,8 @@ impl Out {
     }
 
     /// HEADERS from the plan: `:status`, `server`, `date`, the plan's
-    /// fields (connection-specific ones dropped, RFC 9113 8.2.2), `alt-svc`.
+    /// fields (`render::each_field`; what repeats across responses goes
+    /// through the table), `alt-svc`.
     fn send_head(&mut self, stream: u32, plan: &Plan<'_>, now: Option<u64>, end: bool) -> bool {
         let (conn, scratch) = (&mut self.conn, &mut self.scratch);
         let alt_svc = self.alt_svc.as_deref();
@@ -246,28 +233,11 @@ impl Out {
                 b.status(plan.status)
                     .indexed(b"server", httpfile::encode::SERVER.as_bytes())
                     .indexed(b"date", date);
-                plan.headers.for_each_field(|f| {
-                    let Some(name) = field_name(f.name) else {
-                        return;
-                    };
-                    // What repeats across responses goes through the
-                    // table; what names one file (length, tag, time,
-                    // range, place) does not.
-                    let repeats = !matches!(
-                        &name[..],
-                        b"content-length"
-                            | b"etag"
-                            | b"last-modified"
-                            | b"content-range"
-                            | b"location"
-                            | b"listing-truncated"
-                    );
-                    scratch.clear();
-                    f.value.write(scratch);
+                render::each_field(plan, scratch, |name, value, repeats| {
                     if repeats {
-                        b.indexed(&name, scratch);
+                        b.indexed(name, value);
                     } else {
-                        b.field(&name, scratch);
+                        b.field(name, value);
                     }
                 });
                 if let Some(v) = alt_svc {
@@ -320,16 +290,6 @@ struct Outcome {
     sent: u64,
     cold: u64,
     completed: bool,
-}
-
-enum Part {
-    Bytes(Vec<u8>),
-    /// A range of the file (or of its bytes in memory); `last`: the body's
-    /// final range, checked against a change before its last bytes leave.
-    Range {
-        range: ByteRange,
-        last: bool,
-    },
 }
 
 /// How a response's start went.
@@ -583,62 +543,58 @@ impl H2 {
             let started = self.out.start(&req, &plan, None, room);
             return self.settle(req, t0, started, None, None);
         }
-        let live = &self.live;
         let mut head = httpfile::RequestHead {
             method: httpfile::Method::from_token(req.method()),
             target: req.path().unwrap_or(b"/"),
             has_body: !req.end_stream(),
-            tls: self.tls,
             ..httpfile::RequestHead::default()
         };
-        let (mut hosts, mut host) = (0, None);
-        let (mut forwarded, mut x_forwarded_for) = (None, None);
+        let (mut sent, mut host) = (Sent::default(), None);
         for (name, value) in req.fields() {
             if head.take_field(name, value) {
                 continue;
             }
             match name {
                 b"host" => {
-                    hosts += 1;
+                    sent.hosts += 1;
                     host = Some(value);
                 }
-                b"forwarded" => forwarded = Some(value),
-                b"x-forwarded-for" => x_forwarded_for = Some(value),
+                b"forwarded" => sent.forwarded = Some(value),
+                b"x-forwarded-for" => sent.x_forwarded_for = Some(value),
                 _ => {}
             }
         }
         head.host = req.authority().or(host);
-        if let Err(why) = httpfile::head::check_host(false, hosts, head.host) {
-            let plan = httpfile::plan::reject(400, why);
-            let started = self.out.start(&req, &plan, None, room);
-            return self.settle(req, t0, started, None, None);
-        }
-        let site = live.s.site_for(head.host);
-        let serve = site.map_or(&live.s.serve, |i| &live.s.sites[i].serve);
-        if !serve.rules.is_empty() {
-            head.client = Some(crate::http::forwarded::client_addr(
-                self.peer.ip(),
-                &live.s.trusted_proxies,
-                forwarded,
-                x_forwarded_for,
-            ));
-        }
         let ctx = self.ctx.clone();
-        let fm = ctx.files().manager_for(site);
+        let entered = RequestContext::enter(
+            &self.live,
+            ctx.files(),
+            self.peer.ip(),
+            self.tls,
+            &mut head,
+            sent,
+        );
+        let rc = match entered {
+            Ok(rc) => rc,
+            Err(malformed) => {
+                let started = self.out.start(&req, &malformed.plan(), None, room);
+                return self.settle(req, t0, started, None, None);
+            }
+        };
         let mut path = std::mem::take(&mut self.path);
         let mut ranges = std::mem::take(&mut self.ranges);
         let files = decide::Files {
-            fm,
+            fm: rc.fm,
             check: decide::Check::AtResolve,
         };
-        let decision = decide::decide_checked(files, serve, &head, &mut path).await;
+        let decision = decide::decide_checked(files, rc.serve, &head, &mut path).await;
         let plan = decision.plan(&head, &mut ranges);
         let started = self.out.start(&req, &plan, decision.representation(), room);
         let file = match &started {
-            Started::Waiting { .. } => decision.into_representation().map(|r| (r, fm.clone())),
+            Started::Waiting { .. } => decision.into_representation().map(|r| (r, rc.fm.clone())),
             Started::Done { .. } | Started::Gone => None,
         };
-        self.settle(req, t0, started, file, site);
+        self.settle(req, t0, started, file, rc.site);
         self.path = path;
         self.ranges = ranges;
     }
@@ -810,20 +766,15 @@ impl H2 {
                     let final_bytes = n as u64 == range.len();
                     let frame_at = self.out.conn.output().len();
                     let frame = self.out.conn.begin_data();
-                    let read = read_range(rep, fm, range.start, n, self.out.conn.output()).await;
+                    let out = self.out.conn.output();
                     // A file is checked before its body's last bytes leave:
                     // a change at any point ends the body short.
-                    let whole = match read {
-                        Some(cold) => {
-                            a.outcome.cold += cold;
-                            !(final_bytes && *last && rep.bytes().is_none())
-                                || fm.contents_unchanged(&rep.file)
+                    match render::read_part(rep, fm, *range, n, *last, out).await {
+                        Some(cold) => a.outcome.cold += cold,
+                        None => {
+                            self.out.conn.output().truncate(frame_at);
+                            return Step::Failed;
                         }
-                        None => false,
-                    };
-                    if !whole {
-                        self.out.conn.output().truncate(frame_at);
-                        return Step::Failed;
                     }
                     self.out
                         .conn
@@ -1072,39 +1023,6 @@ impl LogHead {
     }
 }
 
-/// `range` of `rep`'s bytes when they are in memory.
-fn in_memory(rep: Option<&Representation>, range: ByteRange) -> Option<&[u8]> {
-    let start = usize::try_from(range.start).ok()?;
-    let end = usize::try_from(range.end).ok()?;
-    rep?.bytes()?.get(start..end)
-}
-
-/// Appends `n` bytes of `rep` at `off` to `out`: from memory, the page
-/// cache, or (cold) through the backend; the cold bytes read, or `None`
-/// when the file is shorter or the read failed.
-async fn read_range(
-    rep: &Representation,
-    fm: &filemanager::FileManager,
-    off: u64,
-    n: usize,
-    out: &mut Vec<u8>,
-) -> Option<u64> {
-    if let Some(bytes) = rep.bytes() {
-        out.extend_from_slice(bytes.get(off as usize..off as usize + n)?);
-        return Some(0);
-    }
-    if filemanager::read_resident(rep.file.as_fd(), off, n, out) {
-        return Some(0);
-    }
-    match fm.read_at(&rep.file, off, n).await {
-        Ok(b) if b.len() == n => {
-            out.extend_from_slice(&b);
-            Some(n as u64)
-        }
-        _ => None,
-    }
-}
-
 /// Counts a connection this side ended with a GOAWAY that names an error.
 fn count_goaway(reason: Reason) {
     let code = match reason {
@@ -1146,31 +1064,4 @@ pub(crate) fn describe() {
          answers held without send progress for send_timeout), protocol_error, \
          frame_size_error, flow_control_error, compression_error, stream_closed."
     );
-}
-
-/// A plan field's name as HTTP/2 sends it (lowercase), `None` for a
-/// connection-specific one (RFC 9113 8.2.2) a rule may have set.
-fn field_name(name: &str) -> Option<Cow<'static, [u8]>> {
-    let fixed: &'static [u8] = match name {
-        "Content-Type" => b"content-type",
-        "Content-Length" => b"content-length",
-        "Accept-Ranges" => b"accept-ranges",
-        "Last-Modified" => b"last-modified",
-        "ETag" => b"etag",
-        "Cache-Control" => b"cache-control",
-        "Vary" => b"vary",
-        "Content-Encoding" => b"content-encoding",
-        "Content-Range" => b"content-range",
-        "Location" => b"location",
-        "Allow" => b"allow",
-        _ => {
-            let lower = name.to_ascii_lowercase().into_bytes();
-            return match &lower[..] {
-                b"connection" | b"transfer-encoding" | b"upgrade" | b"keep-alive"
-                | b"proxy-connection" | b"te" => None,
-                _ => Some(Cow::Owned(lower)),
-            };
-        }
-    };
-    Some(Cow::Borrowed(fixed))
 }

@@ -1,8 +1,13 @@
 //! HTTP/3: QUIC (quinn) on `tls_listen`'s port, UDP, one endpoint per
-//! worker on its own SO_REUSEPORT socket. Each request is answered by the
-//! HTTPS listener's `Responder` (`servedir::ServeDir`, the decide stage,
-//! the file manager), so HTTP/3 gives the same answers and every response
-//! is counted and logged (`HTTP/3.0` in the access log) like the others.
+//! worker on its own SO_REUSEPORT socket. Each request goes the way it
+//! goes on the other engines: its head read into an
+//! `httpfile::RequestHead`, the shared context step (`request_context`:
+//! Host rule, site, options, files, client), `decide`, the plan, whose
+//! fields are rendered as HTTP/2 renders them (`render`) into the h3
+//! response head, and whose body is sent from memory or read from the
+//! file through the site's file manager, the file checked before its
+//! last bytes. Every exchange is counted and logged (`HTTP/3.0` in the
+//! access log) like the others, however it ends.
 //!
 //! ```text
 //! UDP socket (worker i) -> quinn Endpoint -> Incoming
@@ -12,8 +17,13 @@
 //!   -> (server.rs) one of max_connections
 //!   -> serve: h3 Connection, accept request streams until GOAWAY / close
 //!        each: head within header_read_timeout, STOP_SENDING for a body,
-//!        Responder::call -> send_response, send_data.., finish, each
-//!        step within send_timeout
+//!        RequestHead -> RequestContext::enter -> decide -> plan
+//!        -> send_response (head from the plan), then per chunk of at
+//!           most 128 KiB: hold the send budgets, read (the file checked
+//!           before its last bytes; changed: STOP_STREAM INTERNAL_ERROR),
+//!           send_data (paced by limit_rate); finish; each step within
+//!           send_timeout (else H3_REQUEST_CANCELLED)
+//!        Record: the Exchange, settled when the stream's task ends or drops
 //! shutdown: GOAWAY; requests in flight finish; then the connection closes
 //! ```
 //!
@@ -25,16 +35,22 @@
 //! Connection migration is off: a client whose address changes may land
 //! on another worker's socket, which does not know the connection.
 
+use crate::accesslog::RequestLine;
 use crate::config::Http3Settings;
-use crate::responder::{Responder, READ_CHUNK};
-use crate::state::ConnContext;
+use crate::exchange::Exchange;
+use crate::render::{self, Part};
+use crate::request_context::{RequestContext, Sent};
+use crate::state::{ConnContext, Live};
 use bytes::Bytes;
+use decide::Representation;
 use h3::quic::SendStream as _;
-use http_body::Body as _;
-use std::cell::Cell;
+use http::HeaderValue;
+use httpfile::plan::{Body, Plan};
+use httpfile::ByteRange;
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
 use std::future::Future;
 use std::net::SocketAddr;
-use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -111,8 +127,12 @@ pub(crate) async fn serve(ctx: Rc<ConnContext>, conn: quinn::Connection) {
             return;
         }
     };
-    let responder = Rc::new(Responder::for_http3(ctx.clone(), peer));
-    let output = Rc::new(Output::new(&ctx));
+    let conn = Rc::new(Conn {
+        live: RefCell::new(ctx.live()),
+        output: Output::new(&ctx),
+        ctx: ctx.clone(),
+        peer,
+    });
     let mut requests = tokio::task::JoinSet::new();
     let mut stop = ctx.stopping.waiter();
     let mut stop_seen = ctx.stopping.get() || *ctx.shutdown.borrow();
@@ -128,7 +148,7 @@ pub(crate) async fn serve(ctx: Rc<ConnContext>, conn: quinn::Connection) {
         tokio::select! {
             accepted = h3.accept() => match accepted {
                 Ok(Some(resolver)) => {
-                    requests.spawn_local(respond(responder.clone(), output.clone(), resolver, peer));
+                    requests.spawn_local(respond(conn.clone(), resolver));
                 }
                 // GOAWAY sent and every request before it accepted, or
                 // the client closed.
@@ -209,14 +229,37 @@ pub(crate) fn describe() {
 /// HTTP/3's code for a connection closed with nothing wrong (RFC 9114 8.1).
 const H3_NO_ERROR: u32 = 0x100;
 
+/// The most of a body one read brings, and one hold of the send budgets
+/// covers.
+const READ_CHUNK: usize = 128 * 1024;
+
+/// What a connection's request streams share.
+struct Conn {
+    ctx: Rc<ConnContext>,
+    /// The settings in force and their generation, re-read only when a
+    /// reload bumped it (one relaxed load per request, like conn.rs).
+    live: RefCell<(Arc<Live>, u64)>,
+    peer: SocketAddr,
+    output: Output,
+}
+
+impl Conn {
+    fn live(&self) -> Arc<Live> {
+        let mut live = self.live.borrow_mut();
+        if self.ctx.generation() != live.1 {
+            *live = self.ctx.live();
+        }
+        live.0.clone()
+    }
+}
+
 /// Answers one request stream.
 async fn respond(
-    responder: Rc<Responder>,
-    output: Rc<Output>,
+    conn: Rc<Conn>,
     mut resolver: h3::server::RequestResolver<h3_quinn::Connection, Bytes>,
-    peer: SocketAddr,
 ) {
-    let (head_timeout, send_timeout) = responder.timeouts();
+    let peer = conn.peer;
+    let head_timeout = conn.live().s.limits.header_read_timeout;
     // The head's first frame within header_read_timeout, as HTTP/1.1 and
     // HTTP/2 bound theirs: a stream that sends nothing, or a frame a byte
     // at a time, holds no slot past it.
@@ -248,12 +291,105 @@ async fn respond(
     // dropped by QUIC from here on, not buffered up to the window
     // (RFC 9114 4.1; no frame goes out when the request already ended).
     stream.stop_sending(h3::error::Code::H3_NO_ERROR);
-    let response = responder.call(req).await;
-    let pace = responder.pace();
-    let (parts, body) = response.into_parts();
-    // Dropped on every path below: the response is counted and logged
-    // with the bytes QUIC took, complete or not.
-    let mut body = Box::pin(body);
+    // The settings in force now that the head is in.
+    let live = conn.live();
+    // Counted and logged when dropped, on every path below (and when the
+    // task is), with the bytes QUIC took, complete or not.
+    let mut record = Record {
+        conn: &conn,
+        live: &live,
+        req: &req,
+        status: 0,
+        sent: 0,
+        cold: 0,
+        completed: false,
+        site: None,
+        t0: Instant::now(),
+    };
+    answer(&mut record, &mut stream).await;
+}
+
+/// Decides `record`'s request and sends the answer on `stream`: the head
+/// read into an `httpfile::RequestHead`, the shared context step, decide,
+/// the plan rendered.
+async fn answer(record: &mut Record<'_>, stream: &mut Stream) {
+    let (conn, live, req) = (record.conn, record.live, record.req);
+    let uri = req.uri();
+    let mut head = httpfile::RequestHead {
+        method: httpfile::Method::from_token(req.method().as_str().as_bytes()),
+        target: uri
+            .path_and_query()
+            .map_or(b"/", |pq| pq.as_str().as_bytes()),
+        // Whether the stream ended with the head is not known here; a
+        // body is not read either way (STOP_SENDING).
+        has_body: false,
+        ..httpfile::RequestHead::default()
+    };
+    let (mut sent, mut host) = (Sent::default(), None);
+    for (name, value) in req.headers() {
+        let (name, value) = (name.as_str().as_bytes(), value.as_bytes());
+        if head.take_field(name, value) {
+            continue;
+        }
+        match name {
+            b"host" => {
+                sent.hosts += 1;
+                host = Some(value);
+            }
+            b"forwarded" => sent.forwarded = Some(value),
+            b"x-forwarded-for" => sent.x_forwarded_for = Some(value),
+            _ => {}
+        }
+    }
+    head.host = uri.authority().map(|a| a.as_str().as_bytes()).or(host);
+    let files = conn.ctx.files();
+    let rc = match RequestContext::enter(live, files, conn.peer.ip(), true, &mut head, sent) {
+        Ok(rc) => rc,
+        Err(malformed) => {
+            let plan = malformed.plan();
+            return send(record, stream, &plan, None, files.manager(), head.is_head()).await;
+        }
+    };
+    record.site = rc.site;
+    let (mut path, mut ranges) = (Vec::new(), Vec::new());
+    let checked = decide::Files {
+        fm: rc.fm,
+        check: decide::Check::AtResolve,
+    };
+    let decision = decide::decide_checked(checked, rc.serve, &head, &mut path).await;
+    let plan = decision.plan(&head, &mut ranges);
+    let rep = decision.representation();
+    send(record, stream, &plan, rep, rc.fm, head.is_head()).await;
+}
+
+/// Sends `plan`'s head and, unless `head_only` (HEAD), its body (a file's
+/// from `rep`, read through `fm`) on `stream`: each step within
+/// `send_timeout`, each read held against the send budgets until QUIC has
+/// taken it, paced by `limit_rate`.
+async fn send(
+    record: &mut Record<'_>,
+    stream: &mut Stream,
+    plan: &Plan<'_>,
+    rep: Option<&Representation>,
+    fm: &filemanager::FileManager,
+    head_only: bool,
+) {
+    let (conn, live) = (record.conn, record.live);
+    let peer = conn.peer;
+    let send_timeout = live.s.limits.send_timeout;
+    let mut parts = VecDeque::new();
+    match plan.body {
+        _ if head_only => {}
+        Body::Empty => {}
+        Body::Message(detail) => {
+            let mut message = Vec::new();
+            httpfile::plan::write_message(plan.status, detail, &mut message);
+            parts.push_back(Part::Bytes(message));
+        }
+        Body::Bytes(b) => parts.push_back(Part::Bytes(b.to_vec())),
+        Body::File(range) => parts.push_back(Part::Range { range, last: true }),
+        Body::Multipart(m) => render::push_multipart(&m, &mut parts),
+    }
     // The connection's answers must make progress within send_timeout, as
     // on HTTP/2: a client that opens no window holds them that long at
     // most, whatever their number.
@@ -262,63 +398,177 @@ async fn respond(
         tracing::debug!(%peer, "HTTP/3 answer made no progress for {send_timeout:?}");
         stream.stop_stream(h3::error::Code::H3_REQUEST_CANCELLED);
     };
-    let head = stream.send_response(http::Response::from_parts(parts, ()));
-    match output.step(send_timeout, head).await {
+    record.status = plan.status;
+    let response = response_head(conn, plan, rep);
+    match conn
+        .output
+        .step(send_timeout, stream.send_response(response))
+        .await
+    {
         Some(Ok(())) => {}
         Some(Err(e)) => {
             tracing::debug!(%peer, "HTTP/3 response head not sent: {e}");
             return;
         }
-        None => return stalled(&mut stream),
+        None => return stalled(stream),
     }
-    let mut sent = 0u64;
-    loop {
-        // What the next read may bring is held against the budgets until
-        // QUIC has taken it, so streams waiting on a client's window hold
-        // no file data beyond them.
-        let next = body.size_hint().upper().unwrap_or(READ_CHUNK);
-        let Some(_held) = output.hold(next.min(READ_CHUNK) as u32, send_timeout).await else {
-            return stalled(&mut stream);
+    let l = &live.s.limits;
+    let pace = crate::pace::Pace::new(l.limit_rate, l.limit_rate_after);
+    for part in parts {
+        let (mut bytes, mut range, last) = match part {
+            Part::Bytes(b) => (Bytes::from(b), ByteRange { start: 0, end: 0 }, false),
+            Part::Range { range, last } => (Bytes::new(), range, last),
         };
-        let Some(frame) = next_frame(body.as_mut()).await else {
-            break;
-        };
-        let mut data = match frame.map(|f| f.into_data()) {
-            Ok(Ok(data)) => data,
-            // Trailers: none are sent.
-            Ok(Err(_)) => continue,
-            Err(e) => {
-                // The file changed or failed mid-send: end the stream
-                // short, as the other engines close theirs.
-                tracing::debug!(%peer, "HTTP/3 body ended early: {e}");
-                stream.stop_stream(h3::error::Code::H3_INTERNAL_ERROR);
-                return;
-            }
-        };
-        // Paced (`limit_rate`): this stream sleeps; the others go on.
-        while !data.is_empty() {
-            let n = match &pace {
-                Some(p) => p.wait(sent, data.len() as u64).await as usize,
-                None => data.len(),
+        while !bytes.is_empty() || !range.is_empty() {
+            let n = (bytes.len() + range.len() as usize).min(READ_CHUNK);
+            // What the next read brings is held against the budgets until
+            // QUIC has taken it, so streams waiting on a client's window
+            // hold no file data beyond them.
+            let Some(_held) = conn.output.hold(n as u32, send_timeout).await else {
+                return stalled(stream);
             };
-            match output
-                .step(send_timeout, stream.send_data(data.split_to(n)))
-                .await
-            {
-                Some(Ok(())) => {}
-                Some(Err(e)) => {
-                    tracing::debug!(%peer, "HTTP/3 client went away: {e}");
+            let mut data = if bytes.is_empty() {
+                let mut buf = Vec::with_capacity(n);
+                let read = match rep {
+                    Some(rep) => render::read_part(rep, fm, range, n, last, &mut buf).await,
+                    None => None,
+                };
+                let Some(cold) = read else {
+                    // The file changed or failed mid-send: end the stream
+                    // short, as the other engines end theirs.
+                    tracing::debug!(%peer, "HTTP/3 body ended early: the file changed or failed");
+                    stream.stop_stream(h3::error::Code::H3_INTERNAL_ERROR);
                     return;
+                };
+                record.cold += cold;
+                range.start += n as u64;
+                Bytes::from(buf)
+            } else {
+                bytes.split_to(n)
+            };
+            // Paced (`limit_rate`): this stream sleeps; the others go on.
+            while !data.is_empty() {
+                let n = match &pace {
+                    Some(p) => p.wait(record.sent, data.len() as u64).await as usize,
+                    None => data.len(),
+                };
+                let chunk = data.split_to(n);
+                match conn
+                    .output
+                    .step(send_timeout, stream.send_data(chunk))
+                    .await
+                {
+                    Some(Ok(())) => {}
+                    Some(Err(e)) => {
+                        tracing::debug!(%peer, "HTTP/3 client went away: {e}");
+                        return;
+                    }
+                    None => return stalled(stream),
                 }
-                None => return stalled(&mut stream),
+                record.sent += n as u64;
             }
-            sent += n as u64;
         }
     }
-    match output.step(send_timeout, stream.finish()).await {
+    record.completed = true;
+    match conn.output.step(send_timeout, stream.finish()).await {
         Some(Ok(())) => {}
         Some(Err(e)) => tracing::debug!(%peer, "HTTP/3 stream not finished: {e}"),
-        None => stalled(&mut stream),
+        None => stalled(stream),
+    }
+}
+
+/// The response head from `plan`: `:status`, `server`, `date` (the
+/// second the file's answer was decided at), the plan's fields as HTTP/2
+/// sends them (`render::each_field`), and `alt-svc` as on HTTP/2.
+fn response_head(conn: &Conn, plan: &Plan<'_>, rep: Option<&Representation>) -> http::Response<()> {
+    let mut response = http::Response::new(());
+    *response.status_mut() =
+        http::StatusCode::from_u16(plan.status).unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR);
+    let h = response.headers_mut();
+    h.insert(
+        http::header::SERVER,
+        HeaderValue::from_static(httpfile::encode::SERVER),
+    );
+    let mut date = |d: &[u8]| {
+        if let Ok(v) = HeaderValue::from_bytes(d) {
+            h.insert(http::header::DATE, v);
+        }
+    };
+    match rep {
+        Some(r) => httpfile::date::with_date(r.now(), |_, d| date(d)),
+        None => httpfile::date::with_now(|_, d| date(d)),
+    }
+    render::each_field(plan, &mut Vec::new(), |name, value, _| {
+        if let (Ok(n), Ok(v)) = (
+            http::HeaderName::from_bytes(name),
+            HeaderValue::from_bytes(value),
+        ) {
+            h.append(n, v);
+        }
+    });
+    if let Some(v) = conn.ctx.alt_svc() {
+        h.insert(http::header::ALT_SVC, v.clone());
+    }
+    response
+}
+
+/// One exchange's record: counted and logged (`ConnContext::finish`)
+/// when dropped, once its status is known, whatever ended it.
+struct Record<'r> {
+    conn: &'r Conn,
+    /// The settings the request was answered under (their access log).
+    live: &'r Live,
+    req: &'r http::Request<()>,
+    /// 0 until a plan is made.
+    status: u16,
+    /// Body bytes QUIC took.
+    sent: u64,
+    /// Of `sent`, bytes read through the backend.
+    cold: u64,
+    /// The whole body went to QUIC.
+    completed: bool,
+    /// The `[[sites]]` table that answered (`None`: the default site).
+    site: Option<usize>,
+    t0: Instant,
+}
+
+impl Drop for Record<'_> {
+    fn drop(&mut self) {
+        if self.status == 0 {
+            return;
+        }
+        let req = self.req;
+        let field = |name: &str| req.headers().get(name).map(HeaderValue::as_bytes);
+        let uri = req.uri();
+        self.conn.ctx.finish(
+            self.live,
+            &Exchange {
+                peer: self.conn.peer.ip(),
+                request: Some(RequestLine {
+                    method: req.method().as_str(),
+                    target: uri
+                        .path_and_query()
+                        .map_or(b"/", |pq| pq.as_str().as_bytes()),
+                    version: "HTTP/3.0",
+                }),
+                status: self.status,
+                bytes: self.sent,
+                cold: self.cold,
+                completed: self.completed,
+                forwarded: field("forwarded"),
+                x_forwarded_for: field("x-forwarded-for"),
+                referer: field("referer"),
+                user_agent: field("user-agent"),
+                host: uri
+                    .authority()
+                    .map(|a| a.as_str().as_bytes())
+                    .or(field("host")),
+                tls: true,
+                authorization: field("authorization"),
+                site: self.site,
+                duration: self.t0.elapsed(),
+            },
+        );
     }
 }
 
@@ -431,10 +681,4 @@ type Stream = h3::server::RequestStream<h3_quinn::BidiStream<Bytes>, Bytes>;
 /// A request stream a timer ended (`timer`: `header_read` or `send`).
 fn timer_reset(timer: &'static str) {
     metrics::counter!("fileserver_http3_timer_resets_total", "timer" => timer).increment(1);
-}
-
-async fn next_frame<B: http_body::Body>(
-    mut body: Pin<&mut B>,
-) -> Option<Result<http_body::Frame<B::Data>, B::Error>> {
-    std::future::poll_fn(|cx| body.as_mut().poll_frame(cx)).await
 }

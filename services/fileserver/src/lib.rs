@@ -12,7 +12,10 @@
 //!   clients   open connections per client (max_connections_per_client)
 //!   conn      one TCP connection: the HTTP/1.1 engine (send: its output)
 //!   h2conn    the HTTP/2 engine over h2wire
-//!   h3conn    the HTTP/3 engine over quinn/h3 (responder: its answers)
+//!   h3conn    the HTTP/3 engine over quinn/h3
+//!   request_context  the step every engine takes before decide: Host
+//!             rule, site, its options and files, the client behind proxies
+//!   render    a plan on the lower-case-field, framed wires (HTTP/2, HTTP/3)
 //!   exchange  what every engine records of a request: log line, counters
 //!   pace      a response's bandwidth (limit_rate), asked by every engine
 //!   state     what workers share; files: the file managers per site
@@ -53,7 +56,8 @@ pub mod manual;
 mod pace;
 mod preflight;
 mod private_file;
-pub(crate) mod responder;
+mod render;
+mod request_context;
 mod send;
 mod server;
 mod spares;

@@ -3,7 +3,7 @@
 //! Every engine asks before it moves more of a body; none waits inside:
 //! HTTP/1.1 sleeps its connection's task, HTTP/2 skips the stream until
 //! its time (the other streams go on), HTTP/3 sleeps the stream's body.
-//! Used by `send`, `h2conn` and `responder`.
+//! Used by `send`, `h2conn` and `h3conn`.
 
 use std::time::{Duration, Instant};
 

@@ -281,7 +281,8 @@ impl Output {
     /// file rewritten in place at any point of the send shows in that
     /// check, and the body then ends short (the client sees fewer bytes
     /// than `Content-Length`), never complete with mixed contents: the rule
-    /// `servedir`'s body follows too. When nothing of the response
+    /// HTTP/2 and HTTP/3 follow too (`render::read_part`), as does
+    /// `servedir`'s body. When nothing of the response
     /// has left yet (a body of at most [`COPY_MAX`] bytes) it is withdrawn
     /// instead, if `may_withdraw`, and the engine answers again from the
     /// reopened file: this check then stands in for the resolve stage's.

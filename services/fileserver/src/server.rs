@@ -646,7 +646,7 @@ fn share(
         _ => None,
     };
     let dropped = Arc::new(AtomicU64::new(0));
-    let (live, log_thread) = make_live(s, &files, &dropped)?;
+    let (live, log_thread) = make_live(s, &dropped)?;
     Ok(Arc::new(Shared {
         files,
         tls,
@@ -837,8 +837,6 @@ fn join_loggers(shared: &Shared) {
     shared.set_live(Live {
         s: last.s.clone(),
         access: None,
-        files: last.files.clone(),
-        sites: last.sites.clone(),
     });
     drop(last);
     let handles: Vec<_> =
@@ -1128,7 +1126,7 @@ fn reload(
         }
     }
     drop(running);
-    match make_live(&new, &shared.files, &shared.access_dropped) {
+    match make_live(&new, &shared.access_dropped) {
         Ok((live, thread)) => {
             shared.set_live(live);
             if let (Some(certs), Some(pair)) = (&shared.tls, new_pair) {

@@ -25,21 +25,6 @@ pub(crate) struct Live {
     pub s: Settings,
     /// Access logger, when enabled.
     pub access: Option<AccessLogger>,
-    /// The Service the HTTP/3 engine answers with (through `responder`),
-    /// built from these settings; HTTP/1.1 and HTTP/2 call `decide`.
-    pub files: servedir::ServeDir,
-    /// Each site's, in the order of `s.sites`.
-    pub sites: Vec<servedir::ServeDir>,
-}
-
-impl Live {
-    /// The Service for a request naming `host`: its site's or the default.
-    pub(crate) fn service_for(&self, host: Option<&[u8]>) -> &servedir::ServeDir {
-        self.s
-            .site_for(host)
-            .and_then(|i| self.sites.get(i))
-            .unwrap_or(&self.files)
-    }
 }
 
 /// State shared by all workers and the main thread.
@@ -189,9 +174,10 @@ impl ConnContext {
     }
 }
 
+/// The reloadable state of `s`: the settings and their access log (its
+/// writer thread, when one started).
 pub(crate) fn make_live(
     s: &Settings,
-    files: &Files,
     shared_dropped: &Arc<AtomicU64>,
 ) -> std::io::Result<(Live, Option<std::thread::JoinHandle<()>>)> {
     let (access, handle) =
@@ -203,8 +189,6 @@ pub(crate) fn make_live(
         Live {
             s: s.clone(),
             access,
-            files: files.service(s),
-            sites: files.site_services(s),
         },
         handle,
     ))

@@ -2,18 +2,19 @@
 //! index, dotfiles, content types, every conditional and range rule,
 //! precompressed siblings, compressed variants, pipelining and keep-alive.
 //!
-//! Every test runs four times: against the daemon (`daemon`), against the
+//! Every test runs five times: against the daemon (`daemon`), against the
 //! `servedir` crate's axum example (`axum`), the same app its README starts,
-//! built from the same settings (embedders get the daemon's answers), and
+//! built from the same settings (embedders get the daemon's answers),
 //! against the daemon's HTTPS listener with an HTTP/2 client (`https_h2`)
-//! and an HTTP/1.1 one (`https_h1`).
+//! and an HTTP/1.1 one (`https_h1`), and over HTTP/3 (`http3`). What a
+//! test sends as raw HTTP/1.1 bytes goes to the plaintext listener, or over
+//! TLS with ALPN `http/1.1` for the three TLS kinds.
 
 mod common;
 mod embedded;
 
 use common::{decode, script, status_of, Tree};
-use embedded::{Server, ServerKind};
-use reqwest::blocking::Response;
+use embedded::{Response, Server, ServerKind};
 use reqwest::header::HeaderMap;
 use std::time::{Duration, SystemTime};
 
@@ -1260,7 +1261,7 @@ fn a_range_of_a_file_rewritten_between_requests_is_the_new_one(kind: ServerKind)
 }
 
 /// Runs each test against each server (module `test::daemon`, `test::axum`,
-/// `test::https_h2`, `test::https_h1`).
+/// `test::https_h2`, `test::https_h1`, `test::http3`).
 macro_rules! against_each_server {
     ($($test:ident),* $(,)?) => {
         $(mod $test {
@@ -1279,6 +1280,10 @@ macro_rules! against_each_server {
             #[test]
             fn https_h1() {
                 super::$test(super::ServerKind::DaemonHttps1)
+            }
+            #[test]
+            fn http3() {
+                super::$test(super::ServerKind::DaemonHttp3)
             }
         })*
     };
