@@ -322,7 +322,6 @@ enum Step {
 
 impl H2 {
     async fn run(&mut self, read_ahead: Vec<u8>) -> io::Result<()> {
-        let mut rbuf = vec![0u8; READ_BUF];
         // Room for the cap and the frame that may cross it, at once: grown
         // by doubling, the output's allocation reached twice the cap.
         let most = self.output_cap() + OUTPUT_SLACK;
@@ -377,7 +376,7 @@ impl H2 {
             let may_read = self.out.conn.output().len() < self.output_cap();
             if may_read && (more || self.wire.has_buffered_input()) {
                 // Bodies that can go on do, after what the client sent.
-                if self.read_some(&mut rbuf)? {
+                if self.read_some()? {
                     return Ok(());
                 }
                 continue;
@@ -406,7 +405,7 @@ impl H2 {
                     let ready = r?;
                     if may_read
                         && (ready.is_readable() || ready.is_read_closed())
-                        && self.read_some(&mut rbuf)?
+                        && self.read_some()?
                     {
                         return Ok(());
                     }
@@ -477,10 +476,13 @@ impl H2 {
         false
     }
 
-    /// Reads what is there and hands it to the connection; true at the
-    /// end of input.
-    fn read_some(&mut self, rbuf: &mut [u8]) -> io::Result<bool> {
-        match self.wire.try_read(rbuf)? {
+    /// Reads what is there into the worker's read buffer and hands it to
+    /// the connection; true at the end of input. A connection holds no
+    /// read buffer of its own (16 KiB each, 4 MiB at 256 connections).
+    fn read_some(&mut self) -> io::Result<bool> {
+        let ctx = self.ctx.clone();
+        let mut rbuf = ctx.spares.frame_buffer(READ_BUF);
+        match self.wire.try_read(&mut rbuf)? {
             None => Ok(false),
             Some(0) => Ok(true),
             Some(n) => {

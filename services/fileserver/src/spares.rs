@@ -4,14 +4,16 @@
 //! here when bytes arrive and gives them back when it waits again. A
 //! worker answers one request at a time, so a few buffers go round all of
 //! its connections, already allocated and their read buffers already
-//! zeroed.
+//! zeroed. HTTP/2 connections share one read buffer per worker: a read
+//! hands its bytes to the connection's frame decoder before anything
+//! else runs, so no connection holds one between reads.
 //!
 //! This replaced buffers kept for 100 ms after each answer and then freed
 //! by a timer. At 4096 connections a connection's next request came later
 //! than that, so every request paid for the timer, a wake-up, two frees
 //! and two allocations (arena_h1_4096: see benches/README.md).
 
-use std::cell::RefCell;
+use std::cell::{RefCell, RefMut};
 
 /// Spare buffers of each kind a worker keeps; more are freed. Beyond the
 /// one in use, buffers are held only by connections whose answers wait on
@@ -27,6 +29,7 @@ const WRITE_KEEP_MAX: usize = 32 * 1024;
 pub(crate) struct Spares {
     read: RefCell<Vec<Vec<u8>>>,
     write: RefCell<Vec<Vec<u8>>>,
+    frames: RefCell<Vec<u8>>,
 }
 
 impl Spares {
@@ -46,6 +49,16 @@ impl Spares {
         if read.len() < KEEP {
             read.push(buf);
         }
+    }
+
+    /// The worker's HTTP/2 read buffer, of at least `len` bytes: held only
+    /// while one read is handed over, with no await meanwhile.
+    pub(crate) fn frame_buffer(&self, len: usize) -> RefMut<'_, Vec<u8>> {
+        let mut frames = self.frames.borrow_mut();
+        if frames.len() < len {
+            frames.resize(len, 0);
+        }
+        frames
     }
 
     /// An empty write buffer.

@@ -64,7 +64,7 @@ impl Default for Http2Config {
             max_pending_reset_streams: 20,
             max_local_error_resets: 256,
             max_send_buffer: 128 << 10,
-            send_budget_per_connection: 128 << 10,
+            send_budget_per_connection: 64 << 10,
             send_budget: 16 << 20,
             control_frame_budget: 1000,
             max_requests_per_connection: 0,
