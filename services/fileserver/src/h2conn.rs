@@ -33,6 +33,8 @@ use crate::state::{ConnContext, Live};
 use crate::wire::Wire;
 use decide::Representation;
 use h2wire::{Event, Expired, Reason, Request};
+use httpfile::encode::SERVER;
+use httpfile::field::Name;
 use httpfile::plan::{Body, Plan};
 use httpfile::ByteRange;
 use std::collections::VecDeque;
@@ -231,8 +233,8 @@ impl Out {
         let mut write = |date: &[u8]| {
             conn.send_headers(stream, end, |b| {
                 b.status(plan.status)
-                    .indexed(b"server", httpfile::encode::SERVER.as_bytes())
-                    .indexed(b"date", date);
+                    .indexed(Name::Server.lower().as_bytes(), SERVER.as_bytes())
+                    .indexed(Name::Date.lower().as_bytes(), date);
                 render::each_field(plan, scratch, |name, value, repeats| {
                     if repeats {
                         b.indexed(name, value);
@@ -241,7 +243,7 @@ impl Out {
                     }
                 });
                 if let Some(v) = alt_svc {
-                    b.indexed(b"alt-svc", v);
+                    b.indexed(Name::AltSvc.lower().as_bytes(), v);
                 }
             })
         };

@@ -45,6 +45,7 @@ use bytes::Bytes;
 use decide::Representation;
 use h3::quic::SendStream as _;
 use http::HeaderValue;
+use httpfile::field::Name;
 use httpfile::plan::{Body, Plan};
 use httpfile::ByteRange;
 use std::cell::{Cell, RefCell};
@@ -485,13 +486,14 @@ fn response_head(conn: &Conn, plan: &Plan<'_>, rep: Option<&Representation>) -> 
     *response.status_mut() =
         http::StatusCode::from_u16(plan.status).unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR);
     let h = response.headers_mut();
+    let name = |n: Name| http::HeaderName::from_static(n.lower());
     h.insert(
-        http::header::SERVER,
+        name(Name::Server),
         HeaderValue::from_static(httpfile::encode::SERVER),
     );
     let mut date = |d: &[u8]| {
         if let Ok(v) = HeaderValue::from_bytes(d) {
-            h.insert(http::header::DATE, v);
+            h.insert(name(Name::Date), v);
         }
     };
     match rep {
@@ -507,7 +509,7 @@ fn response_head(conn: &Conn, plan: &Plan<'_>, rep: Option<&Representation>) -> 
         }
     });
     if let Some(v) = conn.ctx.alt_svc() {
-        h.insert(http::header::ALT_SVC, v.clone());
+        h.insert(name(Name::AltSvc), v.clone());
     }
     response
 }
