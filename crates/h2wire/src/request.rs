@@ -275,6 +275,18 @@ mod tests {
         );
     }
 
+    /// A request may carry none of the fields the server's answers drop
+    /// (`httpfile::field::CONNECTION_SPECIFIC`, one list), but `te:
+    /// trailers`.
+    #[test]
+    fn the_connection_specific_fields_are_the_servers() {
+        for name in httpfile::field::CONNECTION_SPECIFIC {
+            let mut f = GET.to_vec();
+            f.push((name, "x"));
+            assert!(head(&f, true).malformed.is_some(), "{name}");
+        }
+    }
+
     #[test]
     fn each_rule_marks_the_head_malformed() {
         let with = |extra: (&'static str, &'static str)| {

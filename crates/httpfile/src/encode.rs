@@ -1,10 +1,11 @@
 //! HTTP/1.1 rendering of a [`Plan`]: the status line (a pre-rendered
 //! constant), the framing headers, and each of the plan's fields as
-//! `name: value` (the values rendered by [`crate::plan::FieldValue::write`],
-//! their one rendering). Integers are written without `fmt`, and nothing
-//! allocates beyond `out`.
+//! `name: value` (the names spelled by [`crate::field::Name`], the values
+//! rendered by [`crate::plan::FieldValue::write`], their one rendering).
+//! Integers are written without `fmt`, and nothing allocates beyond `out`.
 
 use crate::date::HTTP_DATE_LEN;
+use crate::field::Name;
 use crate::plan::{write_message, Body, Plan};
 use crate::status::status_line;
 
@@ -55,22 +56,29 @@ pub fn encode_head_with(
     out: &mut Vec<u8>,
 ) {
     out.extend_from_slice(status_line(plan.status));
-    out.extend_from_slice(b"Server: ");
+    out.extend_from_slice(Name::Server.http1_line().as_bytes());
     out.extend_from_slice(SERVER.as_bytes());
-    out.extend_from_slice(b"\r\nDate: ");
+    out.extend_from_slice(b"\r\n");
+    out.extend_from_slice(Name::Date.http1_line().as_bytes());
     out.extend_from_slice(date);
     out.extend_from_slice(b"\r\n");
     plan.headers.for_each_field(|field| {
-        out.extend_from_slice(field.name.as_bytes());
-        out.extend_from_slice(b": ");
+        field.name.push_http1(out);
         field.value.write(out);
         out.extend_from_slice(b"\r\n");
     });
     out.extend_from_slice(fields);
-    if !framing.keep_alive {
-        out.extend_from_slice(b"Connection: close\r\n");
+    let connection = if !framing.keep_alive {
+        "close"
     } else if framing.minor_version == 0 {
-        out.extend_from_slice(b"Connection: keep-alive\r\n");
+        "keep-alive"
+    } else {
+        ""
+    };
+    if !connection.is_empty() {
+        out.extend_from_slice(Name::Connection.http1_line().as_bytes());
+        out.extend_from_slice(connection.as_bytes());
+        out.extend_from_slice(b"\r\n");
     }
     out.extend_from_slice(b"\r\n");
     if let Body::Message(detail) = plan.body {

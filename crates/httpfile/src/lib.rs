@@ -51,6 +51,7 @@ pub mod conditional;
 pub mod date;
 pub mod encode;
 pub mod etag;
+pub mod field;
 pub mod head;
 pub mod listing;
 pub mod mime;

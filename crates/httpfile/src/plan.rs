@@ -5,6 +5,7 @@
 //! reachable by a fuzzer and by any protocol's encoder.
 
 use crate::conditional::{etag_list_matches, evaluate, Precondition};
+use crate::field::{FieldName, Name};
 use crate::head::{Method, RequestHead};
 use crate::listing::{ListingFormat, Page};
 use crate::mime::{is_text, ContentCoding};
@@ -191,12 +192,12 @@ impl HeaderEdit<'_> {
 
 /// One header field of a plan, its value not yet rendered: an HTTP/1.1
 /// encoder writes `name: value` lines, an `http::HeaderMap` builder renders
-/// each value into a `HeaderValue`. [`FieldValue::write`] is the one
-/// rendering of every value.
+/// each value into a `HeaderValue`. [`FieldName`] has every spelling of the
+/// name, [`FieldValue::write`] is the one rendering of every value.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Field<'a> {
-    /// The header name, in its conventional case (a rule's as written).
-    pub name: &'a str,
+    /// The header name: one of [`Name`], or a rule's as written.
+    pub name: FieldName<'a>,
     /// Its value.
     pub value: FieldValue<'a>,
 }
@@ -271,7 +272,7 @@ impl<'a> Headers<'a> {
             })
         };
         self.for_each_own_field(|field| {
-            if !replaced_after(field.name, 0) {
+            if !replaced_after(field.name.as_str(), 0) {
                 f(field)
             }
         });
@@ -281,7 +282,7 @@ impl<'a> Headers<'a> {
             };
             if !replaced_after(name, i + 1) {
                 f(Field {
-                    name,
+                    name: FieldName::Rule(name),
                     value: FieldValue::Text(value),
                 })
             }
@@ -290,55 +291,60 @@ impl<'a> Headers<'a> {
 
     fn for_each_own_field(&self, mut f: impl FnMut(Field<'a>)) {
         use FieldValue as V;
-        let mut field = |name, value| f(Field { name, value });
+        let mut field = |name, value| {
+            f(Field {
+                name: FieldName::Known(name),
+                value,
+            })
+        };
         if let Some(loc) = self.location {
-            field("Location", V::Location(loc));
+            field(Name::Location, V::Location(loc));
         }
         if let Some(url) = self.location_url {
-            field("Location", V::Text(url));
+            field(Name::Location, V::Text(url));
         }
         if let Some(allow) = self.allow {
-            field("Allow", V::Text(allow));
+            field(Name::Allow, V::Text(allow));
         }
         if let Some(secs) = self.retry_after {
-            field("Retry-After", V::Number(u64::from(secs)));
+            field(Name::RetryAfter, V::Number(u64::from(secs)));
         }
         if let Some(ct) = self.content_type {
-            field("Content-Type", V::ContentType(ct));
+            field(Name::ContentType, V::ContentType(ct));
         }
         if let Some(cr) = self.content_range {
-            field("Content-Range", V::ContentRange(cr));
+            field(Name::ContentRange, V::ContentRange(cr));
         }
         if let Some(len) = self.content_length {
-            field("Content-Length", V::Number(len));
+            field(Name::ContentLength, V::Number(len));
         }
         if self.accept_ranges {
-            field("Accept-Ranges", V::Text("bytes"));
+            field(Name::AcceptRanges, V::Text("bytes"));
         }
         if let Some(secs) = self.last_modified {
-            field("Last-Modified", V::Date(secs));
+            field(Name::LastModified, V::Date(secs));
         }
         if let Some(etag) = self.etag {
-            field("ETag", V::Text(etag));
+            field(Name::ETag, V::Text(etag));
         }
         if let Some(cc) = self.cache_control {
-            field("Cache-Control", V::Text(cc));
+            field(Name::CacheControl, V::Text(cc));
         }
         if let Some(coding) = self.content_encoding {
-            field("Content-Encoding", V::Text(coding.token()));
+            field(Name::ContentEncoding, V::Text(coding.token()));
         }
         if let Some(vary) = self.vary {
-            field("Vary", V::Text(vary.as_str()));
+            field(Name::Vary, V::Text(vary.as_str()));
         }
         if self.sandbox {
             field(
-                "Content-Security-Policy",
+                Name::ContentSecurityPolicy,
                 V::Text("default-src 'none'; style-src 'unsafe-inline'"),
             );
-            field("X-Content-Type-Options", V::Text("nosniff"));
+            field(Name::XContentTypeOptions, V::Text("nosniff"));
         }
         if let Some(n) = self.listing_truncated {
-            field("Listing-Truncated", V::Number(n));
+            field(Name::ListingTruncated, V::Number(n));
         }
     }
 }

@@ -53,6 +53,7 @@ use decide::{Answer, Representation};
 use http::header::{HeaderName, HeaderValue};
 use http::request::Parts;
 use http::{Request, Response, StatusCode};
+use httpfile::field::{FieldName, Name};
 use httpfile::plan::{self, Body as PlanBody, Plan};
 use httpfile::{ByteRange, Method, RequestHead};
 use std::collections::VecDeque;
@@ -644,23 +645,27 @@ fn respond(p: &Plan<'_>, body: Body) -> Response<Body> {
     response
 }
 
-/// The header names `httpfile` writes, as `http`'s constants; any other
-/// (a rule's) is parsed.
-fn header_name(name: &str) -> Option<HeaderName> {
+/// A plan's field name as an `http` name: those most responses carry
+/// as `http`'s constants, the planner's others from their lower-case
+/// spelling (no parse), a rule's parsed.
+fn header_name(name: FieldName<'_>) -> Option<HeaderName> {
     use http::header;
+    let FieldName::Known(name) = name else {
+        return HeaderName::from_bytes(name.as_str().as_bytes()).ok();
+    };
     Some(match name {
-        "Content-Type" => header::CONTENT_TYPE,
-        "Content-Length" => header::CONTENT_LENGTH,
-        "Accept-Ranges" => header::ACCEPT_RANGES,
-        "Last-Modified" => header::LAST_MODIFIED,
-        "ETag" => header::ETAG,
-        "Cache-Control" => header::CACHE_CONTROL,
-        "Vary" => header::VARY,
-        "Content-Encoding" => header::CONTENT_ENCODING,
-        "Content-Range" => header::CONTENT_RANGE,
-        "Location" => header::LOCATION,
-        "Allow" => header::ALLOW,
-        _ => return HeaderName::from_bytes(name.as_bytes()).ok(),
+        Name::ContentType => header::CONTENT_TYPE,
+        Name::ContentLength => header::CONTENT_LENGTH,
+        Name::AcceptRanges => header::ACCEPT_RANGES,
+        Name::LastModified => header::LAST_MODIFIED,
+        Name::ETag => header::ETAG,
+        Name::CacheControl => header::CACHE_CONTROL,
+        Name::Vary => header::VARY,
+        Name::ContentEncoding => header::CONTENT_ENCODING,
+        Name::ContentRange => header::CONTENT_RANGE,
+        Name::Location => header::LOCATION,
+        Name::Allow => header::ALLOW,
+        other => HeaderName::from_static(other.lower()),
     })
 }
 

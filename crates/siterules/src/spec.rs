@@ -4,6 +4,7 @@
 
 use crate::ratelimit::RateLimiter;
 use crate::{BasicAuth, Cors, Edit, Glob, HostPattern, IpNet, Rule, Template};
+use httpfile::field::{is_connection_specific, Name};
 use httpfile::Method;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -187,18 +188,16 @@ impl fmt::Display for RuleError {
     }
 }
 
-/// Fields a rule may not touch: framing and what the server vouches for.
-const FRAMING: [&str; 10] = [
-    "content-length",
-    "content-range",
-    "content-encoding",
-    "transfer-encoding",
-    "connection",
-    "keep-alive",
-    "upgrade",
+/// Fields a rule may not touch: framing and what the server vouches for,
+/// beside the connection-specific ones
+/// ([`httpfile::field::CONNECTION_SPECIFIC`]).
+const FRAMING: [&str; 6] = [
+    Name::ContentLength.lower(),
+    Name::ContentRange.lower(),
+    Name::ContentEncoding.lower(),
     "trailer",
-    "date",
-    "server",
+    Name::Date.lower(),
+    Name::Server.lower(),
 ];
 
 /// An RFC 9110 token (a header name).
@@ -476,7 +475,7 @@ struct Access {
 fn header_allowed(field: &'static str, name: &str, value: &str, fail: &mut Problems<'_>) -> bool {
     if !is_token(name) {
         fail.at(field, format!("`{name}` is not a header name"));
-    } else if FRAMING.contains(&name.to_ascii_lowercase().as_str()) {
+    } else if FRAMING.iter().any(|f| f.eq_ignore_ascii_case(name)) || is_connection_specific(name) {
         fail.at(
             field,
             format!("`{name}` is written by the server and cannot be changed"),

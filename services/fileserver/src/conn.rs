@@ -18,6 +18,7 @@ use crate::state::{ConnContext, Live};
 use crate::wire::Wire;
 use decide::Check;
 use httpfile::encode::Framing;
+use httpfile::field::Name;
 use httpfile::plan::{self, Body};
 use httpfile::status::reason;
 use httpfile::ByteRange;
@@ -69,7 +70,7 @@ pub(crate) async fn serve(
     let files = ctx.files().manager().clone();
     // Over TLS every response advertises HTTP/3 when it is on.
     let fields = match (wire.is_tls(), ctx.alt_svc()) {
-        (true, Some(v)) => [b"Alt-Svc: ", v.as_bytes(), b"\r\n"].concat(),
+        (true, Some(v)) => [Name::AltSvc.http1_line().as_bytes(), v.as_bytes(), b"\r\n"].concat(),
         _ => Vec::new(),
     };
     let mut c = Conn {

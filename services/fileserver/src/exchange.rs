@@ -3,12 +3,14 @@
 //! [`Exchange`] when a response that was started ends (complete or not),
 //! and [`ConnContext::finish`] counts it, times it and logs it. An engine
 //! only says what happened; what is counted and how a line reads is here.
+//! HTTP/2 and HTTP/3 read what they log of a decoded head alike
+//! ([`LogFields`]) and make it an exchange with its [`Outcome`].
 
 use crate::accesslog::{Entry, RequestLine};
 use crate::state::{ConnContext, Live};
 use crate::stats::MethodLabel;
 use std::net::IpAddr;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// What one request and its response came to.
 #[derive(Debug)]
@@ -46,6 +48,117 @@ pub(crate) struct Exchange<'a> {
     pub site: Option<usize>,
     /// From the head's arrival to the response's end.
     pub duration: Duration,
+}
+
+/// A request's fields as its log line and counters read them (HTTP/2,
+/// HTTP/3).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct LogFields<'a> {
+    pub method: &'a [u8],
+    pub target: &'a [u8],
+    pub referer: Option<&'a [u8]>,
+    pub user_agent: Option<&'a [u8]>,
+    pub forwarded: Option<&'a [u8]>,
+    pub x_forwarded_for: Option<&'a [u8]>,
+    pub host: Option<&'a [u8]>,
+    pub authorization: Option<&'a [u8]>,
+}
+
+/// What one exchange's counters and log line say besides the request.
+#[derive(Debug)]
+pub(crate) struct Outcome {
+    /// 0 until a plan is made.
+    pub status: u16,
+    pub t0: Instant,
+    /// The `[[sites]]` table that answered (`None`: the default site).
+    pub site: Option<usize>,
+    /// Body bytes handed to the connection so far.
+    pub sent: u64,
+    /// Of `sent`, bytes read through the backend.
+    pub cold: u64,
+    pub completed: bool,
+}
+
+impl Outcome {
+    /// An exchange begun at `t0`: no plan yet, nothing sent.
+    pub(crate) fn begun(t0: Instant) -> Outcome {
+        Outcome {
+            status: 0,
+            t0,
+            site: None,
+            sent: 0,
+            cold: 0,
+            completed: false,
+        }
+    }
+}
+
+impl<'a> LogFields<'a> {
+    /// Read from a decoded head: the method and target always (the
+    /// counters' labels), the rest only for an access log (`logged`), each
+    /// the first sent; the host is `authority`, else a `host` field.
+    pub(crate) fn of(
+        method: &'a [u8],
+        target: &'a [u8],
+        authority: Option<&'a [u8]>,
+        fields: impl IntoIterator<Item = (&'a [u8], &'a [u8])>,
+        logged: bool,
+    ) -> LogFields<'a> {
+        let mut f = LogFields {
+            method,
+            target,
+            ..LogFields::default()
+        };
+        if !logged {
+            return f;
+        }
+        f.host = authority;
+        for (name, value) in fields {
+            let slot = match name {
+                b"referer" => &mut f.referer,
+                b"user-agent" => &mut f.user_agent,
+                b"forwarded" => &mut f.forwarded,
+                b"x-forwarded-for" => &mut f.x_forwarded_for,
+                b"host" => &mut f.host,
+                b"authorization" => &mut f.authorization,
+                _ => continue,
+            };
+            slot.get_or_insert(value);
+        }
+        f
+    }
+
+    /// The exchange of this request from `peer` over `version`, which
+    /// came to `o`.
+    pub(crate) fn exchange(
+        self,
+        peer: IpAddr,
+        version: &'static str,
+        tls: bool,
+        o: &Outcome,
+    ) -> Exchange<'a> {
+        Exchange {
+            peer,
+            request: Some(RequestLine {
+                method: std::str::from_utf8(self.method).unwrap_or("-"),
+                target: self.target,
+                version,
+            }),
+            status: o.status,
+            bytes: o.sent,
+            cold: o.cold,
+            completed: o.completed,
+            forwarded: self.forwarded,
+            x_forwarded_for: self.x_forwarded_for,
+            referer: self.referer,
+            user_agent: self.user_agent,
+            host: self.host,
+            tls,
+            authorization: self.authorization,
+            site: o.site,
+            duration: o.t0.elapsed(),
+        }
+    }
 }
 
 impl Exchange<'_> {

@@ -25,14 +25,15 @@
 //! client holding streams at a zero window pins a few hundred octets per
 //! stream, not its header list.
 
-use crate::accesslog::RequestLine;
-use crate::exchange::Exchange;
+use crate::exchange::{LogFields, Outcome};
 use crate::render::{self, Part};
-use crate::request_context::{RequestContext, Sent};
+use crate::request_context::{self, RequestContext};
 use crate::state::{ConnContext, Live};
 use crate::wire::Wire;
 use decide::Representation;
 use h2wire::{Event, Expired, Reason, Request};
+use httpfile::encode::SERVER;
+use httpfile::field::Name;
 use httpfile::plan::{Body, Plan};
 use httpfile::ByteRange;
 use std::collections::VecDeque;
@@ -231,8 +232,8 @@ impl Out {
         let mut write = |date: &[u8]| {
             conn.send_headers(stream, end, |b| {
                 b.status(plan.status)
-                    .indexed(b"server", httpfile::encode::SERVER.as_bytes())
-                    .indexed(b"date", date);
+                    .indexed(Name::Server.lower().as_bytes(), SERVER.as_bytes())
+                    .indexed(Name::Date.lower().as_bytes(), date);
                 render::each_field(plan, scratch, |name, value, repeats| {
                     if repeats {
                         b.indexed(name, value);
@@ -241,7 +242,7 @@ impl Out {
                     }
                 });
                 if let Some(v) = alt_svc {
-                    b.indexed(b"alt-svc", v);
+                    b.indexed(Name::AltSvc.lower().as_bytes(), v);
                 }
             })
         };
@@ -278,18 +279,6 @@ struct Answer {
     parts: VecDeque<Part>,
     /// `limit_rate` of a file body.
     pace: Option<crate::pace::Pace>,
-}
-
-/// What one exchange's counters and log line say besides the request.
-struct Outcome {
-    status: u16,
-    t0: Instant,
-    /// The `[[sites]]` table that answered (`None`: the default site).
-    site: Option<usize>,
-    /// Body bytes put into DATA frames so far.
-    sent: u64,
-    cold: u64,
-    completed: bool,
 }
 
 /// How a response's start went.
@@ -545,28 +534,13 @@ impl H2 {
             let started = self.out.start(&req, &plan, None, room);
             return self.settle(req, t0, started, None, None);
         }
-        let mut head = httpfile::RequestHead {
-            method: httpfile::Method::from_token(req.method()),
-            target: req.path().unwrap_or(b"/"),
-            has_body: !req.end_stream(),
-            ..httpfile::RequestHead::default()
-        };
-        let (mut sent, mut host) = (Sent::default(), None);
-        for (name, value) in req.fields() {
-            if head.take_field(name, value) {
-                continue;
-            }
-            match name {
-                b"host" => {
-                    sent.hosts += 1;
-                    host = Some(value);
-                }
-                b"forwarded" => sent.forwarded = Some(value),
-                b"x-forwarded-for" => sent.x_forwarded_for = Some(value),
-                _ => {}
-            }
-        }
-        head.host = req.authority().or(host);
+        let (mut head, sent) = request_context::read_head(
+            req.method(),
+            req.path().unwrap_or(b"/"),
+            !req.end_stream(),
+            req.authority(),
+            req.fields(),
+        );
         let ctx = self.ctx.clone();
         let entered = RequestContext::enter(
             &self.live,
@@ -612,18 +586,17 @@ impl H2 {
         site: Option<usize>,
     ) {
         let logged = self.live.access.is_some();
+        let outcome = |status, sent, completed| Outcome {
+            status,
+            site,
+            sent,
+            completed,
+            ..Outcome::begun(t0)
+        };
         match started {
             Started::Gone => self.out.conn.recycle(req),
             Started::Done { status, sent } => {
-                let outcome = Outcome {
-                    status,
-                    t0,
-                    site,
-                    sent,
-                    cold: 0,
-                    completed: true,
-                };
-                self.log(LogFields::of(&req, logged), &outcome);
+                self.log(log_fields(&req, logged), &outcome(status, sent, true));
                 self.out.conn.recycle(req);
             }
             Started::Waiting {
@@ -632,7 +605,7 @@ impl H2 {
                 parts,
             } => {
                 let stream = req.stream();
-                let head = LogHead::keep(LogFields::of(&req, logged));
+                let head = LogHead::keep(log_fields(&req, logged));
                 self.out.conn.recycle(req);
                 let copied: usize = parts
                     .iter()
@@ -647,14 +620,7 @@ impl H2 {
                     stream,
                     head,
                     kept,
-                    outcome: Outcome {
-                        status,
-                        t0,
-                        site,
-                        sent,
-                        cold: 0,
-                        completed: false,
-                    },
+                    outcome: outcome(status, sent, false),
                     pace: file.as_ref().and_then(|_| {
                         let l = &self.live.s.limits;
                         crate::pace::Pace::new(l.limit_rate, l.limit_rate_after)
@@ -849,30 +815,8 @@ impl H2 {
 
     /// Counts and logs one exchange (`ConnContext::finish`).
     fn log(&self, f: LogFields<'_>, o: &Outcome) {
-        self.ctx.finish(
-            &self.live,
-            &Exchange {
-                peer: self.peer.ip(),
-                request: Some(RequestLine {
-                    method: std::str::from_utf8(f.method).unwrap_or("-"),
-                    target: f.target,
-                    version: "HTTP/2.0",
-                }),
-                status: o.status,
-                bytes: o.sent,
-                cold: o.cold,
-                completed: o.completed,
-                forwarded: f.forwarded,
-                x_forwarded_for: f.x_forwarded_for,
-                referer: f.referer,
-                user_agent: f.user_agent,
-                host: f.host,
-                tls: self.tls,
-                authorization: f.authorization,
-                site: o.site,
-                duration: o.t0.elapsed(),
-            },
-        );
+        let x = f.exchange(self.peer.ip(), "HTTP/2.0", self.tls, o);
+        self.ctx.finish(&self.live, &x);
     }
 
     /// Ends the connection: answers still waiting are logged as cut short,
@@ -912,51 +856,10 @@ impl H2 {
     }
 }
 
-/// One request's fields as its log line and counters read them.
-#[derive(Clone, Copy)]
-struct LogFields<'a> {
-    method: &'a [u8],
-    target: &'a [u8],
-    referer: Option<&'a [u8]>,
-    user_agent: Option<&'a [u8]>,
-    forwarded: Option<&'a [u8]>,
-    x_forwarded_for: Option<&'a [u8]>,
-    host: Option<&'a [u8]>,
-    authorization: Option<&'a [u8]>,
-}
-
-impl<'a> LogFields<'a> {
-    /// Read from the decoded head: the method and target always (the
-    /// counters' labels), the rest only for an access log (`logged`).
-    fn of(req: &'a Request, logged: bool) -> LogFields<'a> {
-        let mut f = LogFields {
-            method: req.method(),
-            target: req.path().unwrap_or(b""),
-            referer: None,
-            user_agent: None,
-            forwarded: None,
-            x_forwarded_for: None,
-            host: None,
-            authorization: None,
-        };
-        if !logged {
-            return f;
-        }
-        f.host = req.authority();
-        for (name, value) in req.fields() {
-            let slot = match name {
-                b"referer" => &mut f.referer,
-                b"user-agent" => &mut f.user_agent,
-                b"forwarded" => &mut f.forwarded,
-                b"x-forwarded-for" => &mut f.x_forwarded_for,
-                b"host" => &mut f.host,
-                b"authorization" => &mut f.authorization,
-                _ => continue,
-            };
-            slot.get_or_insert(value);
-        }
-        f
-    }
+/// What `req`'s log line and counters read of it; all only when `logged`.
+fn log_fields(req: &Request, logged: bool) -> LogFields<'_> {
+    let target = req.path().unwrap_or(b"");
+    LogFields::of(req.method(), target, req.authority(), req.fields(), logged)
 }
 
 /// What a waiting answer keeps of its request for its log line and

@@ -35,16 +35,16 @@
 //! Connection migration is off: a client whose address changes may land
 //! on another worker's socket, which does not know the connection.
 
-use crate::accesslog::RequestLine;
 use crate::config::Http3Settings;
-use crate::exchange::Exchange;
+use crate::exchange::{LogFields, Outcome};
 use crate::render::{self, Part};
-use crate::request_context::{RequestContext, Sent};
+use crate::request_context::{self, RequestContext};
 use crate::state::{ConnContext, Live};
 use bytes::Bytes;
 use decide::Representation;
 use h3::quic::SendStream as _;
 use http::HeaderValue;
+use httpfile::field::Name;
 use httpfile::plan::{Body, Plan};
 use httpfile::ByteRange;
 use std::cell::{Cell, RefCell};
@@ -299,12 +299,7 @@ async fn respond(
         conn: &conn,
         live: &live,
         req: &req,
-        status: 0,
-        sent: 0,
-        cold: 0,
-        completed: false,
-        site: None,
-        t0: Instant::now(),
+        o: Outcome::begun(Instant::now()),
     };
     answer(&mut record, &mut stream).await;
 }
@@ -314,34 +309,10 @@ async fn respond(
 /// the plan rendered.
 async fn answer(record: &mut Record<'_>, stream: &mut Stream) {
     let (conn, live, req) = (record.conn, record.live, record.req);
-    let uri = req.uri();
-    let mut head = httpfile::RequestHead {
-        method: httpfile::Method::from_token(req.method().as_str().as_bytes()),
-        target: uri
-            .path_and_query()
-            .map_or(b"/", |pq| pq.as_str().as_bytes()),
-        // Whether the stream ended with the head is not known here; a
-        // body is not read either way (STOP_SENDING).
-        has_body: false,
-        ..httpfile::RequestHead::default()
-    };
-    let (mut sent, mut host) = (Sent::default(), None);
-    for (name, value) in req.headers() {
-        let (name, value) = (name.as_str().as_bytes(), value.as_bytes());
-        if head.take_field(name, value) {
-            continue;
-        }
-        match name {
-            b"host" => {
-                sent.hosts += 1;
-                host = Some(value);
-            }
-            b"forwarded" => sent.forwarded = Some(value),
-            b"x-forwarded-for" => sent.x_forwarded_for = Some(value),
-            _ => {}
-        }
-    }
-    head.host = uri.authority().map(|a| a.as_str().as_bytes()).or(host);
+    let (method, target, authority, fields) = parts(req);
+    // Whether the stream ended with the head is not known here; a body
+    // is not read either way (STOP_SENDING).
+    let (mut head, sent) = request_context::read_head(method, target, false, authority, fields);
     let files = conn.ctx.files();
     let rc = match RequestContext::enter(live, files, conn.peer.ip(), true, &mut head, sent) {
         Ok(rc) => rc,
@@ -350,7 +321,7 @@ async fn answer(record: &mut Record<'_>, stream: &mut Stream) {
             return send(record, stream, &plan, None, files.manager(), head.is_head()).await;
         }
     };
-    record.site = rc.site;
+    record.o.site = rc.site;
     let (mut path, mut ranges) = (Vec::new(), Vec::new());
     let checked = decide::Files {
         fm: rc.fm,
@@ -398,7 +369,7 @@ async fn send(
         tracing::debug!(%peer, "HTTP/3 answer made no progress for {send_timeout:?}");
         stream.stop_stream(h3::error::Code::H3_REQUEST_CANCELLED);
     };
-    record.status = plan.status;
+    record.o.status = plan.status;
     let response = response_head(conn, plan, rep);
     match conn
         .output
@@ -440,7 +411,7 @@ async fn send(
                     stream.stop_stream(h3::error::Code::H3_INTERNAL_ERROR);
                     return;
                 };
-                record.cold += cold;
+                record.o.cold += cold;
                 range.start += n as u64;
                 Bytes::from(buf)
             } else {
@@ -449,7 +420,7 @@ async fn send(
             // Paced (`limit_rate`): this stream sleeps; the others go on.
             while !data.is_empty() {
                 let n = match &pace {
-                    Some(p) => p.wait(record.sent, data.len() as u64).await as usize,
+                    Some(p) => p.wait(record.o.sent, data.len() as u64).await as usize,
                     None => data.len(),
                 };
                 let chunk = data.split_to(n);
@@ -465,11 +436,11 @@ async fn send(
                     }
                     None => return stalled(stream),
                 }
-                record.sent += n as u64;
+                record.o.sent += n as u64;
             }
         }
     }
-    record.completed = true;
+    record.o.completed = true;
     match conn.output.step(send_timeout, stream.finish()).await {
         Some(Ok(())) => {}
         Some(Err(e)) => tracing::debug!(%peer, "HTTP/3 stream not finished: {e}"),
@@ -485,13 +456,14 @@ fn response_head(conn: &Conn, plan: &Plan<'_>, rep: Option<&Representation>) -> 
     *response.status_mut() =
         http::StatusCode::from_u16(plan.status).unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR);
     let h = response.headers_mut();
+    let name = |n: Name| http::HeaderName::from_static(n.lower());
     h.insert(
-        http::header::SERVER,
+        name(Name::Server),
         HeaderValue::from_static(httpfile::encode::SERVER),
     );
     let mut date = |d: &[u8]| {
         if let Ok(v) = HeaderValue::from_bytes(d) {
-            h.insert(http::header::DATE, v);
+            h.insert(name(Name::Date), v);
         }
     };
     match rep {
@@ -507,7 +479,7 @@ fn response_head(conn: &Conn, plan: &Plan<'_>, rep: Option<&Representation>) -> 
         }
     });
     if let Some(v) = conn.ctx.alt_svc() {
-        h.insert(http::header::ALT_SVC, v.clone());
+        h.insert(name(Name::AltSvc), v.clone());
     }
     response
 }
@@ -519,57 +491,40 @@ struct Record<'r> {
     /// The settings the request was answered under (their access log).
     live: &'r Live,
     req: &'r http::Request<()>,
-    /// 0 until a plan is made.
-    status: u16,
-    /// Body bytes QUIC took.
-    sent: u64,
-    /// Of `sent`, bytes read through the backend.
-    cold: u64,
-    /// The whole body went to QUIC.
-    completed: bool,
-    /// The `[[sites]]` table that answered (`None`: the default site).
-    site: Option<usize>,
-    t0: Instant,
+    /// Its `sent`: body bytes QUIC took; `completed`: all of them.
+    o: Outcome,
 }
 
 impl Drop for Record<'_> {
     fn drop(&mut self) {
-        if self.status == 0 {
+        if self.o.status == 0 {
             return;
         }
-        let req = self.req;
-        let field = |name: &str| req.headers().get(name).map(HeaderValue::as_bytes);
-        let uri = req.uri();
-        self.conn.ctx.finish(
-            self.live,
-            &Exchange {
-                peer: self.conn.peer.ip(),
-                request: Some(RequestLine {
-                    method: req.method().as_str(),
-                    target: uri
-                        .path_and_query()
-                        .map_or(b"/", |pq| pq.as_str().as_bytes()),
-                    version: "HTTP/3.0",
-                }),
-                status: self.status,
-                bytes: self.sent,
-                cold: self.cold,
-                completed: self.completed,
-                forwarded: field("forwarded"),
-                x_forwarded_for: field("x-forwarded-for"),
-                referer: field("referer"),
-                user_agent: field("user-agent"),
-                host: uri
-                    .authority()
-                    .map(|a| a.as_str().as_bytes())
-                    .or(field("host")),
-                tls: true,
-                authorization: field("authorization"),
-                site: self.site,
-                duration: self.t0.elapsed(),
-            },
-        );
+        let (method, target, authority, fields) = parts(self.req);
+        let logged = self.live.access.is_some();
+        let f = LogFields::of(method, target, authority, fields, logged);
+        let x = f.exchange(self.conn.peer.ip(), "HTTP/3.0", true, &self.o);
+        self.conn.ctx.finish(self.live, &x);
     }
+}
+
+/// A head's method, target, `:authority` and fields.
+type HeadParts<'a, F> = (&'a [u8], &'a [u8], Option<&'a [u8]>, F);
+
+/// `req`'s method, target (`:path`), `:authority` and fields, as
+/// `read_head` and `LogFields::of` read a head.
+fn parts(req: &http::Request<()>) -> HeadParts<'_, impl Iterator<Item = (&[u8], &[u8])>> {
+    let uri = req.uri();
+    let target = uri
+        .path_and_query()
+        .map_or(&b"/"[..], |pq| pq.as_str().as_bytes());
+    let fields = req.headers().iter();
+    (
+        req.method().as_str().as_bytes(),
+        target,
+        uri.authority().map(|a| a.as_str().as_bytes()),
+        fields.map(|(n, v)| (n.as_str().as_bytes(), v.as_bytes())),
+    )
 }
 
 /// What a connection's answers hold and how they move. File data read

@@ -8,64 +8,28 @@ use decide::Representation;
 use httpfile::plan::{Multipart, Plan};
 use httpfile::ByteRange;
 use rustix::fd::AsFd as _;
-use std::borrow::Cow;
 use std::collections::VecDeque;
 
 /// Calls `f` with each of `plan`'s fields (name in lower case, value,
 /// and whether it repeats across responses: worth a compression table's
-/// entry), connection-specific ones dropped (RFC 9113 8.2.2, RFC 9114
-/// 4.2). `scratch` holds each value while `f` reads it.
+/// entry, `httpfile::field::Name::per_response`), connection-specific
+/// ones dropped (RFC 9113 8.2.2, RFC 9114 4.2). `scratch` holds each
+/// value while `f` reads it.
 pub(crate) fn each_field(
     plan: &Plan<'_>,
     scratch: &mut Vec<u8>,
     mut f: impl FnMut(&[u8], &[u8], bool),
 ) {
+    // A rule's name lowered (no allocation without one).
+    let mut lowered = Vec::new();
     plan.headers.for_each_field(|field| {
-        let Some(name) = field_name(field.name) else {
+        let Some((name, per_response)) = field.name.lowered(&mut lowered) else {
             return;
         };
-        // What names one file (length, tag, time, range, place) does
-        // not repeat.
-        let repeats = !matches!(
-            &name[..],
-            b"content-length"
-                | b"etag"
-                | b"last-modified"
-                | b"content-range"
-                | b"location"
-                | b"listing-truncated"
-        );
         scratch.clear();
         field.value.write(scratch);
-        f(&name, scratch, repeats);
+        f(name, scratch, !per_response);
     });
-}
-
-/// A plan field's name as HTTP/2 and HTTP/3 send it (lowercase), `None`
-/// for a connection-specific one a rule may have set.
-fn field_name(name: &str) -> Option<Cow<'static, [u8]>> {
-    let fixed: &'static [u8] = match name {
-        "Content-Type" => b"content-type",
-        "Content-Length" => b"content-length",
-        "Accept-Ranges" => b"accept-ranges",
-        "Last-Modified" => b"last-modified",
-        "ETag" => b"etag",
-        "Cache-Control" => b"cache-control",
-        "Vary" => b"vary",
-        "Content-Encoding" => b"content-encoding",
-        "Content-Range" => b"content-range",
-        "Location" => b"location",
-        "Allow" => b"allow",
-        _ => {
-            let lower = name.to_ascii_lowercase().into_bytes();
-            return match &lower[..] {
-                b"connection" | b"transfer-encoding" | b"upgrade" | b"keep-alive"
-                | b"proxy-connection" | b"te" => None,
-                _ => Some(Cow::Owned(lower)),
-            };
-        }
-    };
-    Some(Cow::Borrowed(fixed))
 }
 
 /// A piece of a body still to send.
@@ -137,4 +101,35 @@ pub(crate) async fn read_part(
     };
     let final_bytes = last && n as u64 == range.len();
     (!final_bytes || fm.contents_unchanged(&rep.file)).then_some(cold)
+}
+
+#[cfg(test)]
+mod tests {
+    use httpfile::plan::HeaderEdit::{Add, Set};
+
+    /// Every field in lower case, what names one response not indexed, and
+    /// no connection-specific one, whatever case a rule wrote it in.
+    #[test]
+    fn fields_go_out_lower_case_without_connection_specific_ones() {
+        let edits = [
+            Set("X-Frame-Options", "DENY"),
+            Add("ETag", "\"a\""),
+            Add("Transfer-Encoding", "chunked"),
+            Add("TE", "trailers"),
+            Add("Connection", "close"),
+        ];
+        let mut plan = httpfile::plan::error(httpfile::Method::Get, 404, "");
+        plan.headers.edits = &edits;
+        let mut got = String::new();
+        super::each_field(&plan, &mut Vec::new(), |name, value, repeats| {
+            let (n, v) = (
+                String::from_utf8_lossy(name),
+                String::from_utf8_lossy(value),
+            );
+            got += &format!("{n}: {v} {repeats}\n");
+        });
+        let want = "content-type: text/plain; charset=utf-8 true\ncontent-length: 14 false\n\
+                    x-frame-options: DENY true\netag: \"a\" false\n";
+        assert_eq!(got, want);
+    }
 }

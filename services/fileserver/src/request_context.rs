@@ -61,6 +61,41 @@ pub(crate) struct Sent<'a> {
     pub x_forwarded_for: Option<&'a [u8]>,
 }
 
+/// A head HTTP/2 or HTTP/3 decoded (`method`, `:path`, `:authority`,
+/// the fields) read into a `RequestHead` (its host `authority`, else a
+/// `Host` field), with what [`RequestContext::enter`] reads beside it.
+pub(crate) fn read_head<'a>(
+    method: &[u8],
+    target: &'a [u8],
+    has_body: bool,
+    authority: Option<&'a [u8]>,
+    fields: impl IntoIterator<Item = (&'a [u8], &'a [u8])>,
+) -> (RequestHead<'a>, Sent<'a>) {
+    let mut head = RequestHead {
+        method: httpfile::Method::from_token(method),
+        target,
+        has_body,
+        ..RequestHead::default()
+    };
+    let (mut sent, mut host) = (Sent::default(), None);
+    for (name, value) in fields {
+        if head.take_field(name, value) {
+            continue;
+        }
+        match name {
+            b"host" => {
+                sent.hosts += 1;
+                host = Some(value);
+            }
+            b"forwarded" => sent.forwarded = Some(value),
+            b"x-forwarded-for" => sent.x_forwarded_for = Some(value),
+            _ => {}
+        }
+    }
+    head.host = authority.or(host);
+    (head, sent)
+}
+
 impl<'l> RequestContext<'l> {
     /// The context of `head` from `peer` over a connection whose framing
     /// leaves the Host rule to the server (HTTP/2, HTTP/3): the rule

@@ -698,13 +698,7 @@ fn several_tls_listen_addresses_each_serve_https_and_http3() {
 /// curl, HTTPS HTTP/2 through reqwest, HTTP/3 through aioquic.
 #[test]
 fn every_engine_dates_its_answers_and_drops_connection_fields() {
-    const CONNECTION_SPECIFIC: [&str; 5] = [
-        "connection",
-        "keep-alive",
-        "proxy-connection",
-        "transfer-encoding",
-        "upgrade",
-    ];
+    use httpfile::field::CONNECTION_SPECIFIC;
     let f = fixture(&[]);
     let etag = f.h2(&("GET", "/small.txt", vec![]))["headers"]["etag"]
         .as_str()
