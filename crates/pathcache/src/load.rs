@@ -61,23 +61,30 @@ impl<V: Send + Sync + 'static, L: RefLayout> PathCache<V, L> {
         entry: &EntryRef<V, L>,
         loader: &Ld,
     ) {
-        if entry.upgrade() == Upgrade::Copy && entry.bytes().is_none() {
+        if entry.upgrade() == Upgrade::Copy && entry.bytes().is_none() && self.fits(entry) {
             Box::pin(self.copy_into(entry, loader)).await;
         }
+    }
+
+    /// Whether `entry`'s file is small enough to copy and the budget has
+    /// room for it now: reads only, so that a hit of a file too large to
+    /// copy, or one met while the budget is full, writes nothing (a use
+    /// counter here cost every such hit a locked add on the entry's line)
+    /// and allocates nothing (the boxed copy: one allocation per request
+    /// for every file above `small_file_max`).
+    fn fits(&self, entry: &EntryRef<V, L>) -> bool {
+        let size = entry.meta().size;
+        size <= self.limits.small_file_max().min(copy::MAX_COPY)
+            && self.shared.small_bytes.load(Ordering::Relaxed) + size
+                <= self.limits.small_bytes_budget()
     }
 
     async fn copy_into<Ld: Loader<V>>(&self, entry: &EntryRef<V, L>, loader: &Ld) {
         let (Some(handle), size) = (entry.handle(), entry.meta().size) else {
             return;
         };
-        // Reads only, before the claim: while the budget is full a hit of
-        // an uncopied entry writes nothing (a use counter here cost every
-        // such hit a locked add on the entry's line).
-        let budget = self.limits.small_bytes_budget();
-        if size > self.limits.small_file_max().min(copy::MAX_COPY)
-            || self.shared.small_bytes.load(Ordering::Relaxed) + size > budget
-            || !entry.copy_slot().claim()
-        {
+        // Checked again: the budget may have filled since `fits`.
+        if !self.fits(entry) || !entry.copy_slot().claim() {
             return;
         }
         if !self.reserve_small_bytes(size) {
