@@ -361,91 +361,79 @@ async fn send(
         Body::File(range) => parts.push_back(Part::Range { range, last: true }),
         Body::Multipart(m) => render::push_multipart(&m, &mut parts),
     }
-    // The connection's answers must make progress within send_timeout, as
-    // on HTTP/2: a client that opens no window holds them that long at
-    // most, whatever their number.
-    let stalled = |stream: &mut Stream| {
+    record.o.status = plan.status;
+    let response = response_head(conn, plan, rep);
+    let out = &conn.output;
+    let sent: Result<(), Cut> = async {
+        out.step(send_timeout, stream.send_response(response), peer, "response head not sent")
+            .await?;
+        let l = &live.s.limits;
+        let pace = crate::pace::Pace::new(l.limit_rate, l.limit_rate_after);
+        for part in parts {
+            let (mut bytes, mut range, last) = match part {
+                Part::Bytes(b) => (Bytes::from(b), ByteRange { start: 0, end: 0 }, false),
+                Part::Range { range, last } => (Bytes::new(), range, last),
+            };
+            while !bytes.is_empty() || !range.is_empty() {
+                let n = (bytes.len() + range.len() as usize).min(READ_CHUNK);
+                // What the next read brings is held against the budgets
+                // until QUIC has taken it, so streams waiting on a client's
+                // window hold no file data beyond them.
+                let _held = out.hold(n as u32, send_timeout).await.ok_or(Cut::Stalled)?;
+                let mut data = if bytes.is_empty() {
+                    let mut buf = Vec::with_capacity(n);
+                    let read = match rep {
+                        Some(rep) => render::read_part(rep, fm, range, n, last, &mut buf).await,
+                        None => None,
+                    };
+                    let Some(cold) = read else {
+                        // The file changed or failed mid-send: end the
+                        // stream short, as the other engines end theirs.
+                        tracing::debug!(%peer, "HTTP/3 body ended early: the file changed or failed");
+                        stream.stop_stream(h3::error::Code::H3_INTERNAL_ERROR);
+                        return Err(Cut::Ended);
+                    };
+                    record.o.cold += cold;
+                    range.start += n as u64;
+                    Bytes::from(buf)
+                } else {
+                    bytes.split_to(n)
+                };
+                // Paced (`limit_rate`): this stream sleeps; the others go on.
+                while !data.is_empty() {
+                    let n = match &pace {
+                        Some(p) => p.wait(record.o.sent, data.len() as u64).await as usize,
+                        None => data.len(),
+                    };
+                    let chunk = data.split_to(n);
+                    out.step(send_timeout, stream.send_data(chunk), peer, "client went away")
+                        .await?;
+                    record.o.sent += n as u64;
+                }
+            }
+        }
+        record.o.completed = true;
+        out.step(send_timeout, stream.finish(), peer, "stream not finished")
+            .await
+    }
+    .await;
+    if let Err(Cut::Stalled) = sent {
+        // The connection's answers must make progress within
+        // send_timeout, as on HTTP/2: a client that opens no window holds
+        // them that long at most, whatever their number.
         timer_reset("send");
         tracing::debug!(%peer, "HTTP/3 answer made no progress for {send_timeout:?}");
         stream.stop_stream(h3::error::Code::H3_REQUEST_CANCELLED);
-    };
-    record.o.status = plan.status;
-    let response = response_head(conn, plan, rep);
-    match conn
-        .output
-        .step(send_timeout, stream.send_response(response))
-        .await
-    {
-        Some(Ok(())) => {}
-        Some(Err(e)) => {
-            tracing::debug!(%peer, "HTTP/3 response head not sent: {e}");
-            return;
-        }
-        None => return stalled(stream),
     }
-    let l = &live.s.limits;
-    let pace = crate::pace::Pace::new(l.limit_rate, l.limit_rate_after);
-    for part in parts {
-        let (mut bytes, mut range, last) = match part {
-            Part::Bytes(b) => (Bytes::from(b), ByteRange { start: 0, end: 0 }, false),
-            Part::Range { range, last } => (Bytes::new(), range, last),
-        };
-        while !bytes.is_empty() || !range.is_empty() {
-            let n = (bytes.len() + range.len() as usize).min(READ_CHUNK);
-            // What the next read brings is held against the budgets until
-            // QUIC has taken it, so streams waiting on a client's window
-            // hold no file data beyond them.
-            let Some(_held) = conn.output.hold(n as u32, send_timeout).await else {
-                return stalled(stream);
-            };
-            let mut data = if bytes.is_empty() {
-                let mut buf = Vec::with_capacity(n);
-                let read = match rep {
-                    Some(rep) => render::read_part(rep, fm, range, n, last, &mut buf).await,
-                    None => None,
-                };
-                let Some(cold) = read else {
-                    // The file changed or failed mid-send: end the stream
-                    // short, as the other engines end theirs.
-                    tracing::debug!(%peer, "HTTP/3 body ended early: the file changed or failed");
-                    stream.stop_stream(h3::error::Code::H3_INTERNAL_ERROR);
-                    return;
-                };
-                record.o.cold += cold;
-                range.start += n as u64;
-                Bytes::from(buf)
-            } else {
-                bytes.split_to(n)
-            };
-            // Paced (`limit_rate`): this stream sleeps; the others go on.
-            while !data.is_empty() {
-                let n = match &pace {
-                    Some(p) => p.wait(record.o.sent, data.len() as u64).await as usize,
-                    None => data.len(),
-                };
-                let chunk = data.split_to(n);
-                match conn
-                    .output
-                    .step(send_timeout, stream.send_data(chunk))
-                    .await
-                {
-                    Some(Ok(())) => {}
-                    Some(Err(e)) => {
-                        tracing::debug!(%peer, "HTTP/3 client went away: {e}");
-                        return;
-                    }
-                    None => return stalled(stream),
-                }
-                record.o.sent += n as u64;
-            }
-        }
-    }
-    record.o.completed = true;
-    match conn.output.step(send_timeout, stream.finish()).await {
-        Some(Ok(())) => {}
-        Some(Err(e)) => tracing::debug!(%peer, "HTTP/3 stream not finished: {e}"),
-        None => stalled(stream),
-    }
+}
+
+/// Why an answer stopped before its end.
+enum Cut {
+    /// Its stream ended already: the client went away or reset it, or the
+    /// file changed and the stream was stopped.
+    Ended,
+    /// The connection's answers made no progress for `send_timeout`.
+    Stalled,
 }
 
 /// The response head from `plan`: `:status`, `server`, `date` (the
@@ -561,10 +549,24 @@ impl Output {
         self.progress.get() + send_timeout <= Instant::now()
     }
 
-    /// Runs one step of an answer; `None` when the connection's answers
-    /// made no progress for `send_timeout` meanwhile.
-    async fn step<F: Future>(&self, send_timeout: Duration, step: F) -> Option<F::Output> {
-        self.wait(send_timeout, step, true).await
+    /// Runs one send step of an answer: [`Cut::Ended`] when the client
+    /// went away (logged as `what`), [`Cut::Stalled`] when the
+    /// connection's answers made no progress for `send_timeout` meanwhile.
+    async fn step<E: std::fmt::Display>(
+        &self,
+        send_timeout: Duration,
+        step: impl Future<Output = Result<(), E>>,
+        peer: SocketAddr,
+        what: &str,
+    ) -> Result<(), Cut> {
+        match self.wait(send_timeout, step, true).await {
+            Some(Ok(())) => Ok(()),
+            Some(Err(e)) => {
+                tracing::debug!(%peer, "HTTP/3 {what}: {e}");
+                Err(Cut::Ended)
+            }
+            None => Err(Cut::Stalled),
+        }
     }
 
     /// Waits for `step`; when it ends, that is progress if it `moves`
