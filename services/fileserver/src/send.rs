@@ -219,8 +219,9 @@ impl Output {
     /// responses follow, else one writev of head and body. From the file:
     /// a range of at most [`COPY_MAX`] bytes read and sent from memory,
     /// a longer one by sendfile (head with MSG_MORE first) but for its last
-    /// [`TAIL`] bytes ([`COPY_MAX`] past [`LONG`]), then those ([`send_tail`](Self::send_tail)), which
-    /// check the file when `check` (the body's last range).
+    /// [`TAIL`] bytes ([`COPY_MAX`] past [`LONG`]), then those
+    /// ([`send_tail`](Self::send_tail)), which check the file when `check`
+    /// (the body's last range).
     async fn send_range(
         &mut self,
         f: &CachedFile,

@@ -123,7 +123,8 @@ pub(crate) struct ConnContext {
     pub stopping: StopSignal,
     /// Shutdown notification.
     pub shutdown: watch::Receiver<bool>,
-    /// Buffers for HTTP/1.1 connections that have bytes to read.
+    /// Buffers for connections that have bytes to read (HTTP/1.1's read
+    /// and write buffers, HTTP/2's read buffer).
     pub spares: crate::spares::Spares,
 }
 
