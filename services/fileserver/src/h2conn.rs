@@ -32,8 +32,6 @@ use crate::state::{ConnContext, Live};
 use crate::wire::Wire;
 use decide::Representation;
 use h2wire::{Event, Expired, Reason, Request};
-use httpfile::encode::SERVER;
-use httpfile::field::Name;
 use httpfile::plan::{Body, Plan};
 use httpfile::ByteRange;
 use std::collections::VecDeque;
@@ -223,33 +221,20 @@ impl Out {
         }
     }
 
-    /// HEADERS from the plan: `:status`, `server`, `date`, the plan's
-    /// fields (`render::each_field`; what repeats across responses goes
-    /// through the table), `alt-svc`.
+    /// HEADERS from the plan: `:status`, then `render::each_head_field`
+    /// (what repeats across responses goes through the table).
     fn send_head(&mut self, stream: u32, plan: &Plan<'_>, now: Option<u64>, end: bool) -> bool {
-        let (conn, scratch) = (&mut self.conn, &mut self.scratch);
-        let alt_svc = self.alt_svc.as_deref();
-        let mut write = |date: &[u8]| {
-            conn.send_headers(stream, end, |b| {
-                b.status(plan.status)
-                    .indexed(Name::Server.lower().as_bytes(), SERVER.as_bytes())
-                    .indexed(Name::Date.lower().as_bytes(), date);
-                render::each_field(plan, scratch, |name, value, repeats| {
-                    if repeats {
-                        b.indexed(name, value);
-                    } else {
-                        b.field(name, value);
-                    }
-                });
-                if let Some(v) = alt_svc {
-                    b.indexed(Name::AltSvc.lower().as_bytes(), v);
+        let (scratch, alt_svc) = (&mut self.scratch, self.alt_svc.as_deref());
+        let sent = self.conn.send_headers(stream, end, |b| {
+            b.status(plan.status);
+            render::each_head_field(plan, now, alt_svc, scratch, |name, value, repeats| {
+                if repeats {
+                    b.indexed(name, value);
+                } else {
+                    b.field(name, value);
                 }
-            })
-        };
-        let sent = match now {
-            Some(secs) => httpfile::date::with_date(secs, |_, d| write(d)),
-            None => httpfile::date::with_now(|_, d| write(d)),
-        };
+            });
+        });
         if sent {
             self.made_progress();
         }

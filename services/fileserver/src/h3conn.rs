@@ -43,8 +43,7 @@ use crate::state::{ConnContext, Live};
 use bytes::Bytes;
 use decide::Representation;
 use h3::quic::SendStream as _;
-use http::HeaderValue;
-use httpfile::field::Name;
+use http::{HeaderName, HeaderValue};
 use httpfile::plan::{Body, Plan};
 use httpfile::ByteRange;
 use std::cell::{Cell, RefCell};
@@ -436,39 +435,20 @@ enum Cut {
     Stalled,
 }
 
-/// The response head from `plan`: `:status`, `server`, `date` (the
-/// second the file's answer was decided at), the plan's fields as HTTP/2
-/// sends them (`render::each_field`), and `alt-svc` as on HTTP/2.
+/// The response head from `plan`: `:status`, then
+/// `render::each_head_field`, as HTTP/2 sends it.
 fn response_head(conn: &Conn, plan: &Plan<'_>, rep: Option<&Representation>) -> http::Response<()> {
     let mut response = http::Response::new(());
     *response.status_mut() =
         http::StatusCode::from_u16(plan.status).unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR);
     let h = response.headers_mut();
-    let name = |n: Name| http::HeaderName::from_static(n.lower());
-    h.insert(
-        name(Name::Server),
-        HeaderValue::from_static(httpfile::encode::SERVER),
-    );
-    let mut date = |d: &[u8]| {
-        if let Ok(v) = HeaderValue::from_bytes(d) {
-            h.insert(name(Name::Date), v);
-        }
-    };
-    match rep {
-        Some(r) => httpfile::date::with_date(r.now(), |_, d| date(d)),
-        None => httpfile::date::with_now(|_, d| date(d)),
-    }
-    render::each_field(plan, &mut Vec::new(), |name, value, _| {
-        if let (Ok(n), Ok(v)) = (
-            http::HeaderName::from_bytes(name),
-            HeaderValue::from_bytes(value),
-        ) {
+    let alt_svc = conn.ctx.alt_svc().map(HeaderValue::as_bytes);
+    let now = rep.map(Representation::now);
+    render::each_head_field(plan, now, alt_svc, &mut Vec::new(), |name, value, _| {
+        if let (Ok(n), Ok(v)) = (HeaderName::from_bytes(name), HeaderValue::from_bytes(value)) {
             h.append(n, v);
         }
     });
-    if let Some(v) = conn.ctx.alt_svc() {
-        h.insert(name(Name::AltSvc), v.clone());
-    }
     response
 }
 

@@ -5,21 +5,45 @@
 //! `httpfile::encode` and sends with `send`.
 
 use decide::Representation;
+use httpfile::encode::SERVER;
+use httpfile::field::Name;
 use httpfile::plan::{Multipart, Plan};
 use httpfile::ByteRange;
 use rustix::fd::AsFd as _;
 use std::collections::VecDeque;
+
+/// Calls `f` with every field of `plan`'s response head after
+/// `:status`, in order: `server`, `date` (of the second `now`, the one
+/// the answer was decided at, or of the present), the plan's fields
+/// ([`each_field`]) and the connection's `alt_svc`; the one place that
+/// adds the fields every HTTP/2 and HTTP/3 response carries.
+pub(crate) fn each_head_field(
+    plan: &Plan<'_>,
+    now: Option<u64>,
+    alt_svc: Option<&[u8]>,
+    scratch: &mut Vec<u8>,
+    mut f: impl FnMut(&[u8], &[u8], bool),
+) {
+    let mut all = |date: &[u8]| {
+        f(Name::Server.lower().as_bytes(), SERVER.as_bytes(), true);
+        f(Name::Date.lower().as_bytes(), date, true);
+        each_field(plan, scratch, &mut f);
+        if let Some(v) = alt_svc {
+            f(Name::AltSvc.lower().as_bytes(), v, true);
+        }
+    };
+    match now {
+        Some(secs) => httpfile::date::with_date(secs, |_, d| all(d)),
+        None => httpfile::date::with_now(|_, d| all(d)),
+    }
+}
 
 /// Calls `f` with each of `plan`'s fields (name in lower case, value,
 /// and whether it repeats across responses: worth a compression table's
 /// entry, `httpfile::field::Name::per_response`), connection-specific
 /// ones dropped (RFC 9113 8.2.2, RFC 9114 4.2). `scratch` holds each
 /// value while `f` reads it.
-pub(crate) fn each_field(
-    plan: &Plan<'_>,
-    scratch: &mut Vec<u8>,
-    mut f: impl FnMut(&[u8], &[u8], bool),
-) {
+fn each_field(plan: &Plan<'_>, scratch: &mut Vec<u8>, mut f: impl FnMut(&[u8], &[u8], bool)) {
     // A rule's name lowered (no allocation without one).
     let mut lowered = Vec::new();
     plan.headers.for_each_field(|field| {
