@@ -15,6 +15,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use anyhow::{bail, ensure, Context, Result};
 use clap::Parser;
 
+use benches::loadtest::build::{cargo_build, workspace_root};
 use benches::loadtest::http::{self, Client};
 use benches::loadtest::loadgen::{self, LoadSettings, RunResult, WrkRun};
 use benches::loadtest::procs::{self, check_interrupted, group_cpu, Cpu, Sampler};
@@ -239,13 +240,6 @@ fn main() {
     }
 }
 
-fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap_or(Path::new("."))
-        .to_path_buf()
-}
-
 fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions and cannot fail.
     unsafe { libc::geteuid() == 0 }
@@ -425,19 +419,19 @@ fn run(mut args: Args) -> Result<usize> {
     let fileserver_bin = match (&args.fileserver_bin, args.nginx_vs_nginx) {
         (_, true) => None,
         (Some(bin), false) => Some(bin.clone()),
-        (None, false) => Some(cargo_build("fileserver", "fileserver")?),
+        (None, false) => Some(cargo_build("fileserver", "fileserver", "release")?),
     };
     let runs_ceiling =
         !args.no_ceiling && !args.nginx_vs_nginx && args.scenarios.iter().any(|s| s.has_ceiling());
     let ceiling_bin = match (&args.ceiling_server_bin, runs_ceiling) {
         (_, false) => None,
         (Some(bin), true) => Some(bin.clone()),
-        (None, true) => Some(cargo_build("benches", "ceiling-server")?),
+        (None, true) => Some(cargo_build("benches", "ceiling-server", "release")?),
     };
     let embedded_bin = match (&args.embedded_server_bin, runs_embedded) {
         (_, false) => None,
         (Some(bin), true) => Some(bin.clone()),
-        (None, true) => Some(cargo_build("benches", "embedded-server")?),
+        (None, true) => Some(cargo_build("benches", "embedded-server", "release")?),
     };
 
     // `cold` needs root; without it the scenario is skipped, not failed.
@@ -681,37 +675,6 @@ fn selected_scenarios(named: &[Scenario], groups: &[Group]) -> Vec<Scenario> {
         .into_iter()
         .filter(|s| named.contains(s) || groups.contains(&s.group()))
         .collect()
-}
-
-/// Builds binary `bin` of `package` in release mode and returns its path.
-fn cargo_build(package: &str, bin: &str) -> Result<PathBuf> {
-    eprintln!("loadtest: cargo build --release -p {package} --bin {bin}");
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let output = Command::new(cargo)
-        .args([
-            "build",
-            "--release",
-            "-p",
-            package,
-            "--bin",
-            bin,
-            "--message-format=json-render-diagnostics",
-        ])
-        .current_dir(workspace_root())
-        .stderr(std::process::Stdio::inherit())
-        .output()
-        .context("run cargo build")?;
-    ensure!(
-        output.status.success(),
-        "cargo build --release -p {package} --bin {bin} failed"
-    );
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    stdout
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter(|v| v["reason"] == "compiler-artifact" && v["target"]["name"] == bin)
-        .find_map(|v| v["executable"].as_str().map(PathBuf::from))
-        .with_context(|| format!("cargo build did not report a {bin} executable"))
 }
 
 /// The version of crate `name` in the workspace's `Cargo.lock` (the first

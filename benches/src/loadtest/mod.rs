@@ -49,6 +49,7 @@
 //! set a flag ([`procs::interrupted`]) that every wait loop checks, so an
 //! interrupted run unwinds through those guards and leaves nothing behind.
 
+pub mod build;
 pub mod http;
 pub mod loadgen;
 pub mod procs;
