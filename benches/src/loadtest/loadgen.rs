@@ -6,6 +6,7 @@
 //! wrk's `done()` hook (prefixed [`WRK_MARKER`]) with exact counts and
 //! latency percentiles in microseconds. oha writes JSON with `-j` / `--output-format json`.
 //! h2load prints exact counts in its summary; it has no percentiles.
+//! h3load (`src/bin/h3load.rs`) prints one JSON object, [`H3loadSummary`].
 
 use std::fmt::Write as _;
 use std::fs;
@@ -535,6 +536,70 @@ pub fn run_handshakes(
         )?);
     }
     total.result()
+}
+
+/// What h3load prints on stdout, as one JSON object: written by
+/// `src/bin/h3load.rs`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct H3loadSummary {
+    /// From the first connection attempt to the end of the load, in µs.
+    pub duration_us: u64,
+    /// Connections kept open (`--connections`).
+    pub connections: usize,
+    /// Requests in flight on each (`--streams`).
+    pub streams: usize,
+    /// Responses read to their end, whatever their status.
+    pub requests: u64,
+    /// Those responses by status class.
+    pub status: StatusClasses,
+    /// What went wrong.
+    pub errors: H3loadErrors,
+    /// Body bytes of those responses (no headers, no framing).
+    pub body_bytes: u64,
+    /// Median time from a request to its body's end, in µs.
+    pub p50_us: u64,
+    /// 99th percentile of the same.
+    pub p99_us: u64,
+    /// The slowest.
+    pub max_us: u64,
+}
+
+/// Responses by status class.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StatusClasses {
+    /// 2xx.
+    #[serde(rename = "2xx")]
+    pub success: u64,
+    /// 3xx.
+    #[serde(rename = "3xx")]
+    pub redirection: u64,
+    /// 4xx.
+    #[serde(rename = "4xx")]
+    pub client_error: u64,
+    /// 5xx.
+    #[serde(rename = "5xx")]
+    pub server_error: u64,
+}
+
+/// h3load's errors by kind.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct H3loadErrors {
+    /// Connection attempts that failed (QUIC handshake or HTTP/3 setup).
+    pub connect: u64,
+    /// Connections that ended while the load ran (each one replaced).
+    pub connection: u64,
+    /// Requests whose stream failed: reset, a malformed response, or the
+    /// connection lost under them.
+    pub stream: u64,
+    /// Requests not answered within h3load's `--timeout`.
+    pub timeout: u64,
+}
+
+impl H3loadErrors {
+    /// Every error of every kind.
+    pub fn total(&self) -> u64 {
+        self.connect + self.connection + self.stream + self.timeout
+    }
 }
 
 /// The oha command line for one latency run at `rate` requests per second
