@@ -38,16 +38,9 @@ fi
 rustup component list --installed 2>/dev/null | grep -q '^clippy' || rustup component add clippy rustfmt
 command -v cargo-nextest >/dev/null 2>&1 || cargo install --locked cargo-nextest
 # oha: the load harness's latency at a fixed rate, corrected for coordinated
-# omission, and its HTTP/3 load (the http3 group; benches/README.md). Debian
-# does not package it; built with its http3 feature (an oha without it says
-# so at once, and is replaced).
-oha_bin=$(command -v oha || echo "$HOME/.cargo/bin/oha")
-oha_h3=""
-[ -x "$oha_bin" ] && oha_h3=$(timeout 3 "$oha_bin" --http-version 3 -n 1 -t 1s --no-tui \
-  https://127.0.0.1:9/ 2>&1 || true)
-if [ ! -x "$oha_bin" ] || [[ $oha_h3 == *'not been built with HTTP/3'* ]]; then
-  cargo install --locked --force oha --features http3
-fi
+# omission. Debian does not package it. The http3 group's load comes from the
+# harness's own h3load (benches/README.md), so oha needs no HTTP/3.
+command -v oha >/dev/null 2>&1 || [ -x "$HOME/.cargo/bin/oha" ] || cargo install --locked oha
 # aioquic: an HTTP/3 client independent of quinn and h3, for the HTTP/3 tests
 # (services/fileserver/tests/http3.rs runs tests/h3client.py with this venv's
 # python). PyPI, in a venv under target/ (Debian has no aioquic package).

@@ -6,7 +6,8 @@
 //! lighttpd, h2o, Caddy, static-web-server) on loopback (or, in the
 //! `embedded` group, two axum apps serving the tree with `servedir` and
 //! tower-http's `ServeDir`, and the daemon), verifies each,
-//! drives them with `wrk` and `oha` in turn, samples their RSS and CPU from
+//! drives them with `wrk` (`h2load` over HTTP/2, `h3load` over HTTP/3) and
+//! `oha` in turn, samples their RSS and CPU from
 //! `/proc`, and renders the results as tables, JSON, markdown and a PNG chart. See [`loadtest`] for the data flow.
 //!
 //! The pure parts (tool output parsing, statistics, rendering) are usable on

@@ -15,6 +15,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use anyhow::{bail, ensure, Context, Result};
 use clap::Parser;
 
+use benches::loadtest::build::{cargo_build, workspace_root};
 use benches::loadtest::http::{self, Client};
 use benches::loadtest::loadgen::{self, LoadSettings, RunResult, WrkRun};
 use benches::loadtest::procs::{self, check_interrupted, group_cpu, Cpu, Sampler};
@@ -58,6 +59,11 @@ struct Args {
     /// ceiling-server`).
     #[arg(long, value_name = "PATH")]
     ceiling_server_bin: Option<PathBuf>,
+    /// Use this h3load binary (the HTTP/3 load generator of the http3
+    /// group) instead of building it (`cargo build --release -p benches
+    /// --bin h3load`).
+    #[arg(long, value_name = "PATH")]
+    h3load_bin: Option<PathBuf>,
     /// Leave out the ceiling server: by default it runs beside the peers in
     /// small_random, large, cache_pressure, not_modified and many_files*, and
     /// fileserver / ceiling shows how much of the load generator's capacity
@@ -120,6 +126,8 @@ struct Args {
     /// tls_handshakes (the tls group: HTTPS against nginx, lighttpd, h2o,
     /// Caddy);
     /// compressed_text (the compression group);
+    /// h3_small, h3_large (the http3 group: HTTP/3 against Caddy, load from
+    /// h3load);
     /// arena_h1_64, arena_h1_1024, arena_h1_4096, arena_h2_256 (the arena
     /// group: HttpArena's 20 static files with their .br and .gz siblings).
     #[arg(long = "scenario", value_name = "NAME", value_delimiter = ',')]
@@ -237,13 +245,6 @@ fn main() {
             std::process::exit(if procs::interrupted() { 130 } else { 1 });
         }
     }
-}
-
-fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap_or(Path::new("."))
-        .to_path_buf()
 }
 
 fn is_root() -> bool {
@@ -425,19 +426,28 @@ fn run(mut args: Args) -> Result<usize> {
     let fileserver_bin = match (&args.fileserver_bin, args.nginx_vs_nginx) {
         (_, true) => None,
         (Some(bin), false) => Some(bin.clone()),
-        (None, false) => Some(cargo_build("fileserver", "fileserver")?),
+        (None, false) => Some(cargo_build("fileserver", "fileserver", "release")?),
     };
     let runs_ceiling =
         !args.no_ceiling && !args.nginx_vs_nginx && args.scenarios.iter().any(|s| s.has_ceiling());
     let ceiling_bin = match (&args.ceiling_server_bin, runs_ceiling) {
         (_, false) => None,
         (Some(bin), true) => Some(bin.clone()),
-        (None, true) => Some(cargo_build("benches", "ceiling-server")?),
+        (None, true) => Some(cargo_build("benches", "ceiling-server", "release")?),
     };
     let embedded_bin = match (&args.embedded_server_bin, runs_embedded) {
         (_, false) => None,
         (Some(bin), true) => Some(bin.clone()),
-        (None, true) => Some(cargo_build("benches", "embedded-server")?),
+        (None, true) => Some(cargo_build("benches", "embedded-server", "release")?),
+    };
+    let runs_h3load = args
+        .scenarios
+        .iter()
+        .any(|s| matches!(s.throughput(), Throughput::H3load { .. }));
+    let h3load_bin = match (&args.h3load_bin, runs_h3load) {
+        (_, false) => None,
+        (Some(bin), true) => Some(bin.clone()),
+        (None, true) => Some(cargo_build("benches", "h3load", "release")?),
     };
 
     // `cold` needs root; without it the scenario is skipped, not failed.
@@ -506,6 +516,7 @@ fn run(mut args: Args) -> Result<usize> {
         latency_load: args.latency_load,
         protocol: Protocol::Http1,
         h2load: h2load.clone(),
+        h3load: h3load_bin.clone(),
     };
     let mut versions = Vec::new();
     for (peer, bin) in &peers {
@@ -541,6 +552,26 @@ fn run(mut args: Args) -> Result<usize> {
         versions.push((
             "curl".to_string(),
             tool_version(Path::new("curl"), &["--version"]),
+        ));
+    }
+    if h3load_bin.is_some() {
+        // The crates its HTTP/3 client is made of.
+        let crates: Vec<String> = ["quinn", "h3", "rustls"]
+            .iter()
+            .map(|k| {
+                format!(
+                    "{k} {}",
+                    lock_version(k).unwrap_or_else(|| "unknown".into())
+                )
+            })
+            .collect();
+        let rev = match &args.h3load_bin {
+            Some(bin) => given_binary(bin),
+            None => git_revision(),
+        };
+        versions.push((
+            "h3load".to_string(),
+            format!("{rev} ({})", crates.join(", ")),
         ));
     }
     if runs_embedded {
@@ -683,37 +714,6 @@ fn selected_scenarios(named: &[Scenario], groups: &[Group]) -> Vec<Scenario> {
         .collect()
 }
 
-/// Builds binary `bin` of `package` in release mode and returns its path.
-fn cargo_build(package: &str, bin: &str) -> Result<PathBuf> {
-    eprintln!("loadtest: cargo build --release -p {package} --bin {bin}");
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let output = Command::new(cargo)
-        .args([
-            "build",
-            "--release",
-            "-p",
-            package,
-            "--bin",
-            bin,
-            "--message-format=json-render-diagnostics",
-        ])
-        .current_dir(workspace_root())
-        .stderr(std::process::Stdio::inherit())
-        .output()
-        .context("run cargo build")?;
-    ensure!(
-        output.status.success(),
-        "cargo build --release -p {package} --bin {bin} failed"
-    );
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    stdout
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter(|v| v["reason"] == "compiler-artifact" && v["target"]["name"] == bin)
-        .find_map(|v| v["executable"].as_str().map(PathBuf::from))
-        .with_context(|| format!("cargo build did not report a {bin} executable"))
-}
-
 /// The version of crate `name` in the workspace's `Cargo.lock` (the first
 /// one listed, if several).
 fn lock_version(name: &str) -> Option<String> {
@@ -757,13 +757,13 @@ struct Entry {
     etags: Vec<String>,
     /// The content codings its compressed text came in (`compressed_text`).
     codings: Option<String>,
-    /// wrk's Lua script, or h2load's list of URIs.
+    /// wrk's Lua script, h2load's list of URIs, or h3load's list of paths.
     script: PathBuf,
     throughput: Vec<RunResult>,
     latency: Vec<RunResult>,
     /// CPU over every timed run.
     cpu: f64,
-    /// CPU over the throughput runs (wrk, h2load), whose requests it is
+    /// CPU over the throughput runs (wrk, h2load, h3load), whose requests it is
     /// divided by.
     wrk_cpu: Cpu,
     /// False once it failed (a peer only; fileserver failing fails the scenario).
@@ -1025,22 +1025,13 @@ fn run_scenario(scenario: Scenario, ctx: &Ctx<'_>) -> Result<(ScenarioReport, us
                 dir.join(format!("{}.uris", running.name)),
                 loadgen::h2load_uris(scenario, running.addr),
             ),
+            Throughput::H3load { .. } => (
+                dir.join(format!("{}.paths", running.name)),
+                loadgen::h3load_paths(scenario),
+            ),
             Throughput::Wrk | Throughput::Handshakes => (
                 dir.join(format!("{}.lua", running.name)),
                 loadgen::wrk_script(scenario, &etags, plan.cold_files)?,
-            ),
-            // For the record: what each run passes (with its own -z).
-            Throughput::Oha => (
-                dir.join(format!("{}.oha-args", running.name)),
-                loadgen::oha_args_with(
-                    scenario,
-                    running.addr,
-                    "",
-                    settings.connections,
-                    plan.duration,
-                    None,
-                )
-                .join(" "),
             ),
         };
         std::fs::write(&script, text)?;
@@ -1126,12 +1117,13 @@ fn run_scenario(scenario: Scenario, ctx: &Ctx<'_>) -> Result<(ScenarioReport, us
             }
         }
         // A handshake per request at half the rate says little that the
-        // handshake rate does not; oha would also resume sessions. Where
-        // oha measured the throughput, its run gave the latency too.
+        // handshake rate does not; oha would also resume sessions. Over
+        // HTTP/3 oha's client stalls against Caddy, so the latency there
+        // is h3load's own, under its full load.
         let oha = settings.oha.as_ref().filter(|_| {
             !matches!(
                 scenario.throughput(),
-                Throughput::Handshakes | Throughput::Oha
+                Throughput::Handshakes | Throughput::H3load { .. }
             )
         });
         match oha {
@@ -1269,20 +1261,15 @@ fn throughput_run(
             );
             loadgen::run_handshakes(settings, &url, duration, out)
         }
-        Throughput::Oha => {
-            let oha = settings.oha.as_ref().context(
-                "the HTTP/3 scenarios need oha built with HTTP/3 (scripts/install-deps.sh)",
-            )?;
-            let args = loadgen::oha_args_with(
-                scenario,
-                e.running.addr,
-                "",
-                settings.connections,
-                duration,
-                None,
-            );
-            loadgen::run_oha(oha, &args, scenario, duration, out)
-        }
+        Throughput::H3load { streams } => loadgen::run_h3load(
+            settings,
+            scenario,
+            e.running.addr,
+            &e.script,
+            streams,
+            duration,
+            out,
+        ),
     }
 }
 
@@ -1333,7 +1320,7 @@ fn cold_round(
                 "",
                 COLD_SMALL_CONNECTIONS,
                 duration,
-                Some(COLD_SMALL_RATE as f64),
+                COLD_SMALL_RATE as f64,
             );
             loadgen::spawn_oha(oha, &oha_args, duration, &small_out)?
         }

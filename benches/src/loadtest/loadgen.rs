@@ -1,11 +1,13 @@
-//! Driving `wrk` (throughput), `h2load` (HTTP/2 throughput and handshakes)
-//! and `oha` (latency) and parsing what they print.
+//! Driving `wrk` (throughput), `h2load` (HTTP/2 throughput and handshakes),
+//! `h3load` (HTTP/3 throughput, `src/bin/h3load.rs`) and `oha` (latency)
+//! and parsing what they print.
 //!
 //! wrk's human-readable summary rounds and scales its numbers, so the Lua
 //! script the harness generates also prints one machine-readable line from
 //! wrk's `done()` hook (prefixed [`WRK_MARKER`]) with exact counts and
 //! latency percentiles in microseconds. oha writes JSON with `-j` / `--output-format json`.
 //! h2load prints exact counts in its summary; it has no percentiles.
+//! h3load prints one JSON object, [`H3loadSummary`].
 
 use std::fmt::Write as _;
 use std::fs;
@@ -273,12 +275,11 @@ pub fn parse_oha(json: &str, expected_status: u16) -> Result<RunResult> {
     })
 }
 
-/// The URIs h2load requests, one a line, in the order every client goes
-/// through them: for random small files a fixed shuffle of all of them;
-/// in the arena group HttpArena's 20 files in its order.
-pub fn h2load_uris(scenario: Scenario, addr: std::net::SocketAddr) -> String {
-    let base = format!("{}://{addr}", scenario.protocol().scheme());
-    let paths: Vec<String> = match scenario.load() {
+/// The paths h2load and h3load request, in the order every connection
+/// goes through them: for random small files a fixed shuffle of all of
+/// them; in the arena group HttpArena's 20 files in its order.
+pub fn paths_in_turn(scenario: Scenario) -> Vec<String> {
+    match scenario.load() {
         Scenario::ArenaH1C64 => tree::arena::FILES.iter().map(|f| f.path()).collect(),
         Scenario::SmallRandom => {
             // A fixed permutation (multiplying by a number coprime to 1000).
@@ -287,8 +288,25 @@ pub fn h2load_uris(scenario: Scenario, addr: std::net::SocketAddr) -> String {
                 .collect()
         }
         _ => vec![LARGE_PATH.to_string()],
-    };
-    paths.iter().map(|p| format!("{base}{p}\n")).collect()
+    }
+}
+
+/// The URIs h2load requests, one a line ([`paths_in_turn`] on `addr`).
+pub fn h2load_uris(scenario: Scenario, addr: std::net::SocketAddr) -> String {
+    let base = format!("{}://{addr}", scenario.protocol().scheme());
+    paths_in_turn(scenario)
+        .iter()
+        .map(|p| format!("{base}{p}\n"))
+        .collect()
+}
+
+/// The paths h3load requests, one a line ([`paths_in_turn`]; the server
+/// is its first argument).
+pub fn h3load_paths(scenario: Scenario) -> String {
+    paths_in_turn(scenario)
+        .iter()
+        .map(|p| format!("{p}\n"))
+        .collect()
 }
 
 /// Parses h2load's summary. Requests that did not complete with a 2xx
@@ -405,6 +423,8 @@ pub struct LoadSettings {
     pub protocol: Protocol,
     /// The h2load binary (nghttp2-client), if installed.
     pub h2load: Option<PathBuf>,
+    /// The h3load binary (`src/bin/h3load.rs`), when an HTTP/3 scenario runs.
+    pub h3load: Option<PathBuf>,
 }
 
 /// One wrk run: what [`spawn_wrk`] needs beyond the [`LoadSettings`].
@@ -537,6 +557,162 @@ pub fn run_handshakes(
     total.result()
 }
 
+/// What h3load prints on stdout, as one JSON object: written by
+/// `src/bin/h3load.rs`, read by [`parse_h3load`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct H3loadSummary {
+    /// From the first connection attempt to the end of the load, in µs.
+    pub duration_us: u64,
+    /// Connections kept open (`--connections`).
+    pub connections: usize,
+    /// Requests in flight on each (`--streams`).
+    pub streams: usize,
+    /// Responses read to their end, whatever their status.
+    pub requests: u64,
+    /// Those responses by status class.
+    pub status: StatusClasses,
+    /// What went wrong.
+    pub errors: H3loadErrors,
+    /// Body bytes of those responses (no headers, no framing).
+    pub body_bytes: u64,
+    /// Median time from a request to its body's end, in µs.
+    pub p50_us: u64,
+    /// 99th percentile of the same.
+    pub p99_us: u64,
+    /// The slowest.
+    pub max_us: u64,
+}
+
+/// Responses by status class.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StatusClasses {
+    /// 2xx.
+    #[serde(rename = "2xx")]
+    pub success: u64,
+    /// 3xx.
+    #[serde(rename = "3xx")]
+    pub redirection: u64,
+    /// 4xx.
+    #[serde(rename = "4xx")]
+    pub client_error: u64,
+    /// 5xx.
+    #[serde(rename = "5xx")]
+    pub server_error: u64,
+}
+
+/// h3load's errors by kind.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct H3loadErrors {
+    /// Connection attempts that failed (QUIC handshake or HTTP/3 setup).
+    pub connect: u64,
+    /// Connections that ended while the load ran (each one replaced).
+    pub connection: u64,
+    /// Requests whose stream failed: reset, a malformed response, or the
+    /// connection lost under them.
+    pub stream: u64,
+    /// Requests not answered within h3load's `--timeout`.
+    pub timeout: u64,
+}
+
+impl H3loadErrors {
+    /// Every error of every kind.
+    pub fn total(&self) -> u64 {
+        self.connect + self.connection + self.stream + self.timeout
+    }
+}
+
+/// Parses h3load's JSON. Responses without a 2xx status count as errors,
+/// beside h3load's own; a run that completed nothing, or whose responses
+/// did not carry `body_len` bytes each, fails.
+pub fn parse_h3load(stdout: &str, body_len: usize) -> Result<RunResult> {
+    let s: H3loadSummary = serde_json::from_str(stdout.trim())
+        .with_context(|| format!("h3load output is not its JSON summary:\n{stdout}"))?;
+    if s.duration_us == 0 {
+        bail!("h3load reported a zero duration");
+    }
+    let seconds = s.duration_us as f64 / 1e6;
+    if s.requests == 0 {
+        bail!(
+            "h3load completed no request in {seconds:.1} s (errors: {:?})",
+            s.errors
+        );
+    }
+    // Every response whole: what the checks saw before the load, still
+    // true under it.
+    if s.body_bytes != s.requests * body_len as u64 {
+        bail!(
+            "h3load read {} body bytes in {} responses ({:?}), not {body_len} each",
+            s.body_bytes,
+            s.requests,
+            s.status
+        );
+    }
+    let ok = s.status.success;
+    Ok(RunResult {
+        req_per_s: ok as f64 / seconds,
+        mb_per_s: s.body_bytes as f64 / seconds / 1e6,
+        p50_ms: s.p50_us as f64 / 1e3,
+        p99_ms: s.p99_us as f64 / 1e3,
+        max_ms: s.max_us as f64 / 1e3,
+        requests: ok,
+        errors: s.errors.total() + (s.requests - ok),
+    })
+}
+
+/// The h3load arguments of one run against `addr` on `connections`
+/// connections with `streams` streams each, going through the paths in
+/// `paths` (see [`h3load_paths`]) with the scenario's `Accept-Encoding`,
+/// if it has one.
+pub fn h3load_args(
+    scenario: Scenario,
+    addr: std::net::SocketAddr,
+    connections: usize,
+    streams: usize,
+    duration_s: u64,
+    paths: &Path,
+) -> Vec<String> {
+    let mut args = vec![
+        format!("https://{addr}"),
+        format!("--connections={connections}"),
+        format!("--streams={streams}"),
+        format!("--duration={duration_s}"),
+    ];
+    if let Some(coding) = scenario.accept_encoding() {
+        args.extend(["--header".to_string(), format!("Accept-Encoding: {coding}")]);
+    }
+    args.extend(["--input-file".to_string(), paths.display().to_string()]);
+    args
+}
+
+/// Runs h3load (`settings.h3load`) against `addr` for `duration_s` seconds
+/// on `settings.connections` connections with `streams` streams each (see
+/// [`h3load_args`]).
+pub fn run_h3load(
+    settings: &LoadSettings,
+    scenario: Scenario,
+    addr: std::net::SocketAddr,
+    paths: &Path,
+    streams: usize,
+    duration_s: u64,
+    out: &Path,
+) -> Result<RunResult> {
+    let bin = settings
+        .h3load
+        .as_deref()
+        .context("no h3load binary (cargo build --release -p benches --bin h3load)")?;
+    let mut command = Command::new(bin);
+    command.args(h3load_args(
+        scenario,
+        addr,
+        settings.connections,
+        streams,
+        duration_s,
+        paths,
+    ));
+    let stdout = spawn_bounded("h3load", &mut command, duration_s, out)?.finish()?;
+    parse_h3load(&stdout, scenario.body_len())
+}
+
 /// The oha command line for one latency run at `rate` requests per second
 /// with `settings.connections` connections for `settings.duration_s`.
 pub fn oha_args(
@@ -552,19 +728,18 @@ pub fn oha_args(
         etag,
         settings.connections,
         settings.duration_s,
-        Some(rate),
+        rate,
     )
 }
 
-/// [`oha_args`] with the connections and duration given; without a `rate`
-/// oha sends as fast as it can (a throughput run).
+/// [`oha_args`] with the connections and duration given.
 pub fn oha_args_with(
     scenario: Scenario,
     addr: std::net::SocketAddr,
     etag: &str,
     connections: usize,
     duration_s: u64,
-    rate: Option<f64>,
+    rate: f64,
 ) -> Vec<String> {
     let mut args = vec![
         "--no-tui".to_string(),
@@ -574,14 +749,10 @@ pub fn oha_args_with(
         format!("{duration_s}s"),
         "-c".to_string(),
         connections.to_string(),
+        "-q".to_string(),
+        format!("{:.0}", rate.max(1.0)),
+        "--latency-correction".to_string(),
     ];
-    if let Some(rate) = rate {
-        args.extend([
-            "-q".to_string(),
-            format!("{:.0}", rate.max(1.0)),
-            "--latency-correction".to_string(),
-        ]);
-    }
     match scenario.load() {
         Scenario::NotModified => args.extend(["-H".to_string(), format!("If-None-Match: {etag}")]),
         Scenario::Range => args.extend([
@@ -773,6 +944,67 @@ mod tests {
         assert_eq!(args, ["-t1", "-c16", "-m10", "-D3", "-i", "u"]);
     }
 
+    // Real h3load output: the daemon (2 workers) with 100 files of 1 KiB,
+    // `-c 16 -m 10 -D 1`; Caddy 2.6.2 with the 1 MiB file, `-c 16 -m 1 -D 1`.
+    const H3LOAD_FILESERVER_1K: &str = include_str!("testdata/h3load-fileserver-1k.json");
+    const H3LOAD_CADDY_1M: &str = include_str!("testdata/h3load-caddy-1m.json");
+
+    #[test]
+    fn parses_real_h3load_output_and_checks_every_body() {
+        let r = parse_h3load(H3LOAD_FILESERVER_1K, tree::SMALL_SIZE).unwrap();
+        assert_eq!((r.requests, r.errors), (56_425, 0));
+        assert!((r.req_per_s - 56_425.0 / 1.002_345).abs() < 0.01, "{r:?}");
+        assert!((r.mb_per_s - 57.7792 / 1.002_345).abs() < 1e-6, "{r:?}");
+        assert_eq!((r.p50_ms, r.p99_ms, r.max_ms), (2.375, 8.723, 15.233));
+        let r = parse_h3load(H3LOAD_CADDY_1M, LARGE_SIZE).unwrap();
+        assert_eq!((r.requests, r.errors), (111, 0));
+        // Responses and h3load's own errors that are not 2xx count as errors.
+        let mixed = H3LOAD_FILESERVER_1K
+            .replace("\"2xx\":56425", "\"2xx\":56400")
+            .replace("\"4xx\":0", "\"4xx\":25")
+            .replace("\"stream\":0", "\"stream\":3");
+        let r = parse_h3load(&mixed, tree::SMALL_SIZE).unwrap();
+        assert_eq!((r.requests, r.errors), (56_400, 28));
+        // Bodies of another size, nothing completed, no JSON: failures.
+        assert!(parse_h3load(H3LOAD_FILESERVER_1K, LARGE_SIZE).is_err());
+        let stalled = H3LOAD_CADDY_1M
+            .replace("\"requests\":111", "\"requests\":0")
+            .replace("\"2xx\":111", "\"2xx\":0")
+            .replace("116391936", "0");
+        let err = parse_h3load(&stalled, LARGE_SIZE).unwrap_err().to_string();
+        assert!(err.contains("completed no request"), "{err}");
+        assert!(parse_h3load("h3load: resolve x: failed\n", 1).is_err());
+    }
+
+    #[test]
+    fn h3load_goes_through_the_paths_h2load_does() {
+        let addr = "127.0.0.1:8443".parse().unwrap();
+        let paths = h3load_paths(Scenario::H3Small);
+        assert_eq!(paths.lines().count(), SMALL_COUNT);
+        let on_addr: String = paths
+            .lines()
+            .map(|p| format!("https://127.0.0.1:8443{p}\n"))
+            .collect();
+        assert_eq!(on_addr, h2load_uris(Scenario::TlsSmallH2, addr));
+        assert_eq!(h3load_paths(Scenario::H3Large), "/large.bin\n");
+        let args = h3load_args(Scenario::H3Small, addr, 16, 10, 3, Path::new("p"));
+        assert_eq!(
+            args,
+            [
+                "https://127.0.0.1:8443",
+                "--connections=16",
+                "--streams=10",
+                "--duration=3",
+                "--input-file",
+                "p"
+            ]
+        );
+        let args = h3load_args(Scenario::ArenaH2C256, addr, 256, 32, 2, Path::new("p"));
+        assert!(args
+            .windows(2)
+            .any(|w| w == ["--header", "Accept-Encoding: br;q=1, gzip;q=0.8"]));
+    }
+
     #[test]
     fn arena_load_goes_through_httparenas_files_in_turn_with_its_header() {
         let addr = "127.0.0.1:8443".parse().unwrap();
@@ -809,14 +1041,14 @@ mod tests {
             assert_eq!(wrk_script(s, &[], 0).unwrap(), lua);
         }
         // oha: every file as likely, the same header, 4096 connections.
-        let args = oha_args_with(Scenario::ArenaH1C4096, addr, "", 4096, 2, Some(100.0));
+        let args = oha_args_with(Scenario::ArenaH1C4096, addr, "", 4096, 2, 100.0);
         assert!(args.windows(2).any(|w| w == ["-c", "4096"]), "{args:?}");
         assert!(args.contains(&"Accept-Encoding: br;q=1, gzip;q=0.8".to_string()));
         assert_eq!(
             args.last().unwrap(),
             &format!("http://127.0.0.1:8443{}", tree::arena::OHA_REGEX)
         );
-        let args = oha_args_with(Scenario::ArenaH2C256, addr, "", 256, 2, Some(100.0));
+        let args = oha_args_with(Scenario::ArenaH2C256, addr, "", 256, 2, 100.0);
         assert!(args.contains(&"--http2".to_string()) && args.contains(&"--insecure".to_string()));
     }
 
@@ -893,6 +1125,7 @@ mod tests {
             latency_load: 0.5,
             protocol: Protocol::Http1,
             h2load: None,
+            h3load: None,
         };
         let addr = "127.0.0.1:8080".parse().unwrap();
         let args = oha_args(Scenario::SmallRandom, addr, "", &settings, 1234.4);
@@ -913,7 +1146,7 @@ mod tests {
         let args = oha_args(Scenario::CompressedText, addr, "", &settings, 10.0);
         assert!(args.contains(&format!("Accept-Encoding: {BROWSER_ACCEPT_ENCODING}")));
         assert!(!args.contains(&"--insecure".to_string()), "{args:?}");
-        let args = oha_args_with(Scenario::Cold, addr, "", 4, 2, Some(1000.0));
+        let args = oha_args_with(Scenario::Cold, addr, "", 4, 2, 1000.0);
         assert!(args.windows(2).any(|w| w == ["-c", "4"]), "{args:?}");
         assert!(args.windows(2).any(|w| w == ["-z", "2s"]), "{args:?}");
         assert!(args.contains(&"http://127.0.0.1:8080/small/[0-9]{3}.bin".to_string()));

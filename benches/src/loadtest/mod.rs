@@ -4,7 +4,8 @@
 //! tower-http's `ServeDir` in the same axum app (the `embedded-server`
 //! binary) and the daemon; in the `tls` group the daemon's HTTPS listener
 //! against nginx, lighttpd, h2o and Caddy over HTTP/1.1 and HTTP/2 ([`tls`] makes the
-//! certificate); in the `compression` group compressed text against them;
+//! certificate); in the `http3` group its HTTP/3 against Caddy's (load
+//! from `src/bin/h3load.rs`); in the `compression` group compressed text against them;
 //! in the `arena` group HttpArena's static profile ([`tree::arena`]: its 20
 //! files with `.br` and `.gz` siblings) against them, each sending the
 //! siblings.
@@ -29,8 +30,8 @@
 //!        │           (HTTPS and decoded bodies through curl: http::Client)
 //!        │           (a peer that fails is left out of the scenario, with why)
 //!        ├─> warm-up: one short wrk run per server (none in `cold`)
-//!        ├─> rounds 1..N:  wrk (h2load for HTTP/2 and handshakes) on every
-//!        │        server, then oha on every server,
+//!        ├─> rounds 1..N:  wrk (h2load for HTTP/2 and handshakes, h3load
+//!        │        for HTTP/3) on every server, then oha on every server,
 //!        │        each round starting with the next server in turn;
 //!        │        (`cold`: per server, drop the page cache, then wrk on
 //!        │        the large files and a second generator on small ones at once);
@@ -40,7 +41,8 @@
 //!   report::summarize ──> per server medians over rounds; per-round ratios
 //!                         fileserver / each peer; the best peer per figure
 //!                         (embedded_*: servedir / each; against tower-http;
-//!                         tls_*, compressed_text, arena_*: against nginx)
+//!                         tls_*, compressed_text, arena_*: against nginx;
+//!                         h3_*: against Caddy)
 //!   report ──> console tables, latest.json, latest.md, latest.png
 //! ```
 //!
@@ -49,6 +51,7 @@
 //! set a flag ([`procs::interrupted`]) that every wait loop checks, so an
 //! interrupted run unwinds through those guards and leaves nothing behind.
 
+pub mod build;
 pub mod http;
 pub mod loadgen;
 pub mod procs;

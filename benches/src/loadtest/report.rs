@@ -869,11 +869,14 @@ const COMPRESSION_INTRO: &str = "Text files requested with `Accept-Encoding: gzi
     that server; the headline is fileserver / nginx on req/s.";
 
 /// What the HTTP/3 group compares.
-const HTTP3_INTRO: &str = "HTTP/3 over QUIC, load from oha (built with its `http3` feature; \
-    h2load here has no QUIC). fileserver: the daemon with `[http3] enabled = true`; Caddy: its \
-    default HTTP/3 (`protocols h1 h2 h3`). Debian's nginx, lighttpd and h2o are built without \
-    HTTP/3. oha's QUIC client, not the servers, limits req/s on these 2 cores: judge by CPU per \
-    request. The last columns are fileserver / Caddy.";
+const HTTP3_INTRO: &str = "HTTP/3 over QUIC, load from h3load (`src/bin/h3load.rs`: quinn and \
+    h3 on one thread, in h2load's shape: 16 connections, 10 streams each in `h3_small` as in \
+    `tls_small_h2`, one in `h3_large`; h2load here has no QUIC, and oha's HTTP/3 client stalls \
+    against Caddy). fileserver: the daemon with `[http3] enabled = true`; Caddy: its default \
+    HTTP/3 (`protocols h1 h2 h3`). Debian's nginx, lighttpd and h2o are built without HTTP/3. \
+    p50 and p99 are h3load's under its full load (no fixed-rate run); kB/resp is body bytes per \
+    response, checked to be the file's size for every server. The last columns are fileserver / \
+    Caddy.";
 
 /// What the arena group compares.
 const ARENA_INTRO: &str = "HttpArena's static profile (github.com/MDA2AV/HttpArena, MIT): its 20 \
@@ -914,7 +917,8 @@ const GROUP_SECTIONS: [(Group, &str, &str); 5] = [
     ),
 ];
 
-/// Bytes per response: on the console only for the compression group.
+/// Bytes per response: on the console only for the compression, http3 and
+/// arena groups.
 const KB_PER_RESPONSE: Figure = Figure {
     label: "kB/resp",
     value: kb_per_response,
@@ -926,12 +930,12 @@ const KB_PER_RESPONSE: Figure = Figure {
 /// Peak RSS, on the console only for the arena group.
 const PEAK_RSS: Figure = ALL_FIGURES[5];
 
-/// The figures a group's table shows: `figures`, and for the compression
-/// and arena groups also bytes per response; for the arena group peak RSS
-/// too, where the console leaves it out.
+/// The figures a group's table shows: `figures`, and for the compression,
+/// http3 and arena groups also bytes per response; for the arena group
+/// peak RSS too, where the console leaves it out.
 fn group_figures(group: Group, figures: &[Figure]) -> Vec<Figure> {
     let mut v = figures.to_vec();
-    if matches!(group, Group::Compression | Group::Arena) {
+    if matches!(group, Group::Compression | Group::Http3 | Group::Arena) {
         v.insert(1, KB_PER_RESPONSE);
     }
     if group == Group::Arena && !v.iter().any(|f| f.label == PEAK_RSS.label) {
@@ -2022,6 +2026,46 @@ mod tests {
         assert!(doc.contains("| arena_h2_256 | kB/resp |"), "{doc}");
         assert_eq!(doc.matches("| arena_h1_64 | peak RSS MiB |").count(), 1);
         assert!(doc.contains("fileserver vs nginx (arena)"), "{doc}");
+    }
+
+    #[test]
+    fn the_http3_group_is_judged_against_caddy_with_bytes_per_response() {
+        // Both 1.024 kB of body a response (h3load counts bodies only).
+        let at = |req: f64| RunResult {
+            mb_per_s: req * 1.024e-3,
+            ..run(req, 4.0)
+        };
+        let servers =
+            [("fileserver", 40_000.0, 1.0), ("caddy", 10_000.0, 2.0)].map(|(name, req, cpu_s)| {
+                summarize(
+                    name,
+                    vec![at(req); 3],
+                    vec![at(req); 3],
+                    8 << 20,
+                    cpu_s,
+                    Some(cpu(cpu_s)),
+                )
+            });
+        let s = ScenarioReport::new(
+            "h3_small",
+            "HTTP/3",
+            0.0,
+            Headline::ReqPerS,
+            servers.to_vec(),
+            Vec::new(),
+        )
+        .in_group(Group::Http3);
+        assert_eq!(s.headline_best().unwrap().peer, "caddy");
+        let mut r = sample_report();
+        r.scenarios = vec![s];
+        let table = markdown_table(&r);
+        assert!(table.starts_with("http3 group: HTTP/3 over QUIC, load from h3load"));
+        for row in [
+            "| h3_small | req/s | 40.0k | 10.0k | **4.00** |",
+            "| h3_small | kB/resp | 1.02 | 1.02 | 1.00 |",
+        ] {
+            assert!(table.contains(row), "missing {row:?} in:\n{table}");
+        }
     }
 
     #[test]

@@ -42,8 +42,9 @@ pub const OHA_RANGE: (usize, usize) = (524_288, 524_288 + RANGE_LEN - 1);
 /// on 16 connections), also of `tls_large_*` and `tls_small_h2`.
 pub const EMBEDDED_LARGE_CONNECTIONS: usize = 16;
 /// Concurrent streams per HTTP/2 connection in `tls_small_h2` (h2load's
-/// `-m`; 16 connections x 10 streams). `tls_large_h2` runs one stream per
-/// connection, like `tls_large_h1`.
+/// `-m`; 16 connections x 10 streams), and per HTTP/3 connection in
+/// `h3_small` (h3load's `--streams`). `tls_large_h2` and `h3_large` run one
+/// stream per connection, like `tls_large_h1`.
 pub const H2_SMALL_STREAMS: usize = 10;
 /// Connections h2load opens at once in one burst of `tls_handshakes`, each
 /// for one request; bursts follow each other for the run's duration.
@@ -104,9 +105,9 @@ pub enum Scenario {
     /// A tree of JavaScript, CSS and JSON asked for with a browser's
     /// `Accept-Encoding`, plaintext HTTP/1.1.
     CompressedText,
-    /// `small_random` over HTTP/3 (oha, 16 connections).
+    /// `small_random` over HTTP/3 (h3load, 16 connections x 10 streams).
     H3Small,
-    /// The 1 MiB file over HTTP/3 (oha, 16 connections).
+    /// The 1 MiB file over HTTP/3 (h3load, 16 connections).
     H3Large,
     /// HttpArena's 20 static files round-robin with its `Accept-Encoding`,
     /// plaintext HTTP/1.1 on 64 connections.
@@ -161,10 +162,12 @@ pub enum Throughput {
     /// Back-to-back h2load bursts of [`HANDSHAKE_BURST`] fresh HTTP/1.1
     /// clients, one request each, so every request pays a full handshake.
     Handshakes,
-    /// oha as fast as it goes (no rate), over the scenario's protocol: the
-    /// one load tool here that speaks HTTP/3 (built with its `http3`
-    /// feature by scripts/install-deps.sh).
-    Oha,
+    /// h3load (`src/bin/h3load.rs`) over HTTP/3 with `streams` concurrent
+    /// streams per connection: h2load's shape over QUIC.
+    H3load {
+        /// h3load's `--streams`.
+        streams: usize,
+    },
 }
 
 impl Throughput {
@@ -173,7 +176,7 @@ impl Throughput {
         match self {
             Self::Wrk => "wrk",
             Self::H2load { .. } | Self::Handshakes => "h2load",
-            Self::Oha => "oha",
+            Self::H3load { .. } => "h3load",
         }
     }
 }
@@ -369,7 +372,10 @@ impl Scenario {
                 streams: ARENA_H2_STREAMS,
             },
             Self::TlsHandshakes => Throughput::Handshakes,
-            Self::H3Small | Self::H3Large => Throughput::Oha,
+            Self::H3Small => Throughput::H3load {
+                streams: H2_SMALL_STREAMS,
+            },
+            Self::H3Large => Throughput::H3load { streams: 1 },
             _ => Throughput::Wrk,
         }
     }
@@ -501,8 +507,10 @@ impl Scenario {
                 "300 JavaScript/CSS/JSON files of 20-200 KiB with Accept-Encoding: gzip, deflate, \
                  br, zstd (HTTP/1.1; MB/s and kB/response: bytes on the wire)"
             }
-            Self::H3Small => "HTTP/3 (oha, 16 connections): 1 KiB files, random over 1000",
-            Self::H3Large => "HTTP/3 (oha, 16 connections): one 1 MiB file",
+            Self::H3Small => {
+                "HTTP/3 (h3load, 16 connections x 10 streams): 1 KiB files, random over 1000"
+            }
+            Self::H3Large => "HTTP/3 (h3load): one 1 MiB file, 16 connections",
             Self::ArenaH1C64 => {
                 "HttpArena's 20 static files round-robin, Accept-Encoding: br;q=1, gzip;q=0.8, \
                  HTTP/1.1 (wrk), 64 connections (kB/resp: bytes on the wire)"
@@ -580,8 +588,8 @@ impl Scenario {
         (self.group() == Group::Arena).then(|| (self.connections(0) + 1024) as u64)
     }
 
-    /// The `Accept-Encoding` every timed request carries (wrk, h2load and
-    /// oha alike), if the scenario sends one on every request.
+    /// The `Accept-Encoding` every timed request carries (wrk, h2load,
+    /// h3load and oha alike), if the scenario sends one on every request.
     pub fn accept_encoding(self) -> Option<&'static str> {
         match self.load() {
             Self::CompressedText => Some(BROWSER_ACCEPT_ENCODING),
@@ -808,6 +816,29 @@ mod tests {
         );
         assert_eq!(Scenario::SmallRandom.accept_encoding(), None);
         assert_eq!(Scenario::ManyFilesBrowser.accept_encoding(), None);
+    }
+
+    #[test]
+    fn http3_scenarios_take_the_shape_of_their_http2_twins() {
+        let h3: Vec<_> = Group::Http3.scenarios().collect();
+        assert_eq!(h3, [Scenario::H3Small, Scenario::H3Large]);
+        for (h3, h2) in [
+            (Scenario::H3Small, Scenario::TlsSmallH2),
+            (Scenario::H3Large, Scenario::TlsLargeH2),
+        ] {
+            assert_eq!(h3.protocol(), Protocol::Https3);
+            assert_eq!(h3.load(), h2.load(), "{h3}");
+            assert_eq!(h3.body_len(), h2.body_len(), "{h3}");
+            assert_eq!(h3.connections(64), h2.connections(64), "{h3}");
+            let Throughput::H2load { streams } = h2.throughput() else {
+                panic!("{h2} runs h2load");
+            };
+            assert_eq!(h3.throughput(), Throughput::H3load { streams }, "{h3}");
+            assert_eq!(h3.throughput().tool(), "h3load");
+        }
+        let g = Group::Http3;
+        assert_eq!((g.subject(), g.baseline()), ("fileserver", Some("caddy")));
+        assert!(g.runs_peer(Peer::Caddy) && !g.runs_peer(Peer::Nginx));
     }
 
     #[test]
