@@ -257,6 +257,16 @@ impl Representation {
         }
     }
 
+    /// [`bytes`](Self::bytes) as a `Bytes` that shares them (a
+    /// variant's, or the cache entry's): no copy, for a body that leaves
+    /// after the decision is gone.
+    pub fn shared_bytes(&self) -> Option<bytes::Bytes> {
+        match &self.variant {
+            Some(v) => Some(v.to_bytes()),
+            None => self.file.shared_bytes(),
+        }
+    }
+
     /// The response's time (Unix seconds) the decision was made at: its
     /// `Date` (`Last-Modified` is never later).
     pub fn now(&self) -> u64 {

@@ -36,6 +36,15 @@ pub enum Opened {
 
 type Entry = pathcache::EntryRef<Owned<FileValue>>;
 
+/// A cached file's bytes, owned by the cache entry it pins.
+struct EntryBytes(Entry);
+
+impl AsRef<[u8]> for EntryBytes {
+    fn as_ref(&self) -> &[u8] {
+        self.0.bytes().unwrap_or_default()
+    }
+}
+
 /// A file from the path cache. Holding it keeps the entry (and its
 /// descriptor) alive; dropping it is one refcount decrement.
 pub struct CachedFile {
@@ -69,6 +78,13 @@ impl CachedFile {
     /// The whole file when it is small enough to be cached in memory.
     pub fn bytes(&self) -> Option<&[u8]> {
         self.entry.bytes()
+    }
+    /// [`bytes`](Self::bytes) as a `Bytes` that shares them: no copy; it
+    /// keeps the cache entry (not the descriptor it may own) alive while
+    /// it is sent.
+    pub fn shared_bytes(&self) -> Option<bytes::Bytes> {
+        self.entry.bytes()?;
+        Some(bytes::Bytes::from_owner(EntryBytes(self.entry.clone())))
     }
     /// The path relative to the root (the cache key).
     pub fn path(&self) -> &str {

@@ -550,13 +550,7 @@ impl Inner {
     /// shared (a `Bytes` that keeps the variant or cache entry alive, no
     /// copy), other files are read.
     fn file_body(&self, r: Representation, segments: Vec<Segment>) -> Body {
-        let variant = r.variant.as_ref().map(filemanager::Variant::to_bytes);
-        let file = Arc::new(r.file);
-        let all = variant.or_else(|| {
-            file.bytes()
-                .map(|_| Bytes::from_owner(CachedBytes(file.clone())))
-        });
-        let segments: VecDeque<Segment> = match all {
+        let segments: VecDeque<Segment> = match r.shared_bytes() {
             Some(all) => segments
                 .into_iter()
                 .map(|s| match s {
@@ -568,16 +562,7 @@ impl Inner {
                 .collect(),
             None => segments.into(),
         };
-        Body::file(self.fm.clone(), file, segments, self.chunk)
-    }
-}
-
-/// A cached small file's bytes, owned by the cache entry it pins.
-struct CachedBytes(Arc<filemanager::CachedFile>);
-
-impl AsRef<[u8]> for CachedBytes {
-    fn as_ref(&self) -> &[u8] {
-        self.0.bytes().unwrap_or_default()
+        Body::file(self.fm.clone(), Arc::new(r.file), segments, self.chunk)
     }
 }
 

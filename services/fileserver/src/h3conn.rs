@@ -300,7 +300,11 @@ async fn respond(
         req: &req,
         o: Outcome::begun(Instant::now()),
     };
-    answer(&mut record, &mut stream).await;
+    // Boxed: the answer's state (decide, then the send) stays where it
+    // was made, while the stream's task, spawned, polled and read back
+    // by the JoinSet, is moved whole each time (with the answer inline,
+    // 2144 bytes, four copies of it were 7% of h3_small's CPU).
+    Box::pin(answer(&mut record, &mut stream)).await;
 }
 
 /// Decides `record`'s request and sends the answer on `stream`: the head
@@ -368,10 +372,16 @@ async fn send(
             .await?;
         let l = &live.s.limits;
         let pace = crate::pace::Pace::new(l.limit_rate, l.limit_rate_after);
+        // A body in memory is sent from the cache's own copy, not copied.
+        let shared = rep.and_then(Representation::shared_bytes);
         for part in parts {
+            let none = ByteRange { start: 0, end: 0 };
             let (mut bytes, mut range, last) = match part {
-                Part::Bytes(b) => (Bytes::from(b), ByteRange { start: 0, end: 0 }, false),
-                Part::Range { range, last } => (Bytes::new(), range, last),
+                Part::Bytes(b) => (Bytes::from(b), none, false),
+                Part::Range { range, last } => match shared.as_ref().and_then(|b| slice(b, range)) {
+                    Some(b) => (b, none, false),
+                    None => (Bytes::new(), range, last),
+                },
             };
             while !bytes.is_empty() || !range.is_empty() {
                 let n = (bytes.len() + range.len() as usize).min(READ_CHUNK);
@@ -424,6 +434,13 @@ async fn send(
         tracing::debug!(%peer, "HTTP/3 answer made no progress for {send_timeout:?}");
         stream.stop_stream(h3::error::Code::H3_REQUEST_CANCELLED);
     }
+}
+
+/// `range` of `all`; `None` past its end.
+fn slice(all: &Bytes, range: ByteRange) -> Option<Bytes> {
+    let start = usize::try_from(range.start).ok()?;
+    let end = usize::try_from(range.end).ok()?;
+    (start <= end && end <= all.len()).then(|| all.slice(start..end))
 }
 
 /// Why an answer stopped before its end.
