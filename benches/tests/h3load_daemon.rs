@@ -1,10 +1,12 @@
 //! h3load against the real daemon, started as the harness starts it with
 //! HTTP/3 on: several streams per connection, every response a 200 with
-//! the whole file, no error. The daemon is built (dev profile) by cargo,
-//! as the harness builds it: benches has no way to name another package's
-//! binary.
+//! the whole file, no error. The daemon is the one the same build made
+//! for fileserver's own tests (`cargo nextest run --workspace`, the
+//! README's test command), else built here by cargo: benches has no way
+//! to name another package's binary.
 
 use std::fs;
+use std::path::PathBuf;
 use std::process::Command;
 
 use benches::loadtest::build::cargo_build;
@@ -30,7 +32,7 @@ fn drives_the_daemon_with_many_streams_per_connection() {
     )
     .unwrap();
     let cert = tls::generate(dir.path()).unwrap();
-    let daemon = cargo_build("fileserver", "fileserver", "dev").unwrap();
+    let daemon = daemon();
     let features = Features {
         tls: Some(&cert),
         http3: true,
@@ -77,4 +79,22 @@ fn drives_the_daemon_with_many_streams_per_connection() {
         let r = parse_h3load(&stdout, body_len).unwrap();
         assert_eq!((r.requests, r.errors), (s.requests, 0));
     }
+}
+
+/// The daemon next to this test's own directory (`target/debug`), where
+/// a workspace test build put it; built when it is not there. A build of
+/// `-p fileserver` alone resolves features unlike the workspace's and
+/// recompiles most of the dependency graph, minutes on a fresh machine.
+fn daemon() -> PathBuf {
+    let built = std::env::current_exe()
+        .ok()
+        .and_then(|exe| {
+            Some(
+                exe.parent()?
+                    .parent()?
+                    .join(format!("fileserver{}", std::env::consts::EXE_SUFFIX)),
+            )
+        })
+        .filter(|path| path.is_file());
+    built.unwrap_or_else(|| cargo_build("fileserver", "fileserver", "dev").unwrap())
 }
