@@ -458,7 +458,10 @@ fn response_head(conn: &Conn, plan: &Plan<'_>, rep: Option<&Representation>) -> 
     let mut response = http::Response::new(());
     *response.status_mut() =
         http::StatusCode::from_u16(plan.status).unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR);
+    // Room for every field at once: grown field by field, the map
+    // reallocated three times a response.
     let h = response.headers_mut();
+    h.reserve(16);
     let alt_svc = conn.ctx.alt_svc().map(HeaderValue::as_bytes);
     let now = rep.map(Representation::now);
     render::each_head_field(plan, now, alt_svc, &mut Vec::new(), |name, value, _| {
