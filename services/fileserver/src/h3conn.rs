@@ -131,6 +131,7 @@ pub(crate) async fn serve(ctx: Rc<ConnContext>, conn: quinn::Connection) {
         output: Output::new(&ctx),
         ctx: ctx.clone(),
         peer,
+        scratch: RefCell::default(),
     });
     let mut requests = tokio::task::JoinSet::new();
     let mut stop = ctx.stopping.waiter();
@@ -240,6 +241,9 @@ struct Conn {
     live: RefCell<(Arc<Live>, u64)>,
     peer: SocketAddr,
     output: Output,
+    /// Where each response head's field values are written in turn: one
+    /// buffer for the connection, not one grown per response.
+    scratch: RefCell<Vec<u8>>,
 }
 
 impl Conn {
@@ -464,7 +468,8 @@ fn response_head(conn: &Conn, plan: &Plan<'_>, rep: Option<&Representation>) -> 
     h.reserve(16);
     let alt_svc = conn.ctx.alt_svc().map(HeaderValue::as_bytes);
     let now = rep.map(Representation::now);
-    render::each_head_field(plan, now, alt_svc, &mut Vec::new(), |name, value, _| {
+    let scratch = &mut conn.scratch.borrow_mut();
+    render::each_head_field(plan, now, alt_svc, scratch, |name, value, _| {
         if let (Ok(n), Ok(v)) = (HeaderName::from_bytes(name), HeaderValue::from_bytes(value)) {
             h.append(n, v);
         }
