@@ -376,13 +376,14 @@ async fn send(
             .await?;
         let l = &live.s.limits;
         let pace = crate::pace::Pace::new(l.limit_rate, l.limit_rate_after);
-        // A body in memory is sent from the cache's own copy, not copied.
-        let shared = rep.and_then(Representation::shared_bytes);
+        // A body in memory is sent from the cache's own copy, not copied
+        // (and a HEAD's takes no reference to it).
+        let shared = rep.filter(|_| !parts.is_empty()).and_then(Representation::shared_bytes);
         for part in parts {
             let none = ByteRange { start: 0, end: 0 };
             let (mut bytes, mut range, last) = match part {
                 Part::Bytes(b) => (Bytes::from(b), none, false),
-                Part::Range { range, last } => match shared.as_ref().and_then(|b| slice(b, range)) {
+                Part::Range { range, last } => match shared.as_ref().and_then(|b| render::shared_part(b, range)) {
                     Some(b) => (b, none, false),
                     None => (Bytes::new(), range, last),
                 },
@@ -438,13 +439,6 @@ async fn send(
         tracing::debug!(%peer, "HTTP/3 answer made no progress for {send_timeout:?}");
         stream.stop_stream(h3::error::Code::H3_REQUEST_CANCELLED);
     }
-}
-
-/// `range` of `all`; `None` past its end.
-fn slice(all: &Bytes, range: ByteRange) -> Option<Bytes> {
-    let start = usize::try_from(range.start).ok()?;
-    let end = usize::try_from(range.end).ok()?;
-    (start <= end && end <= all.len()).then(|| all.slice(start..end))
 }
 
 /// Why an answer stopped before its end.

@@ -87,9 +87,19 @@ pub(crate) fn push_multipart(m: &Multipart<'_>, parts: &mut VecDeque<Part>) {
 
 /// `range` of `rep`'s bytes when they are in memory.
 pub(crate) fn in_memory(rep: Option<&Representation>, range: ByteRange) -> Option<&[u8]> {
-    let start = usize::try_from(range.start).ok()?;
-    let end = usize::try_from(range.end).ok()?;
-    rep?.bytes()?.get(start..end)
+    rep?.bytes()?.get(indices(range)?)
+}
+
+/// `range` of `all` (a representation's shared bytes,
+/// `Representation::shared_bytes`), sharing them; `None` past its end.
+pub(crate) fn shared_part(all: &bytes::Bytes, range: ByteRange) -> Option<bytes::Bytes> {
+    let r = indices(range)?;
+    (r.start <= r.end && r.end <= all.len()).then(|| all.slice(r))
+}
+
+/// `range` as indices into bytes in memory.
+fn indices(range: ByteRange) -> Option<std::ops::Range<usize>> {
+    Some(usize::try_from(range.start).ok()?..usize::try_from(range.end).ok()?)
 }
 
 /// Appends the first `n` bytes of `range` of `rep` to `out` (from memory,
