@@ -20,17 +20,7 @@ use benches::loadtest::tree::{self, LARGE_PATH, LARGE_SIZE, SMALL_SIZE};
 fn drives_the_daemon_with_many_streams_per_connection() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("root");
-    fs::create_dir_all(root.join("small")).unwrap();
-    let small: Vec<String> = (0..20).map(tree::small_path).collect();
-    for path in &small {
-        let file = root.join(path.trim_start_matches('/'));
-        fs::write(file, tree::contents(path, SMALL_SIZE)).unwrap();
-    }
-    fs::write(
-        root.join(LARGE_PATH.trim_start_matches('/')),
-        tree::contents(LARGE_PATH, LARGE_SIZE),
-    )
-    .unwrap();
+    let small = tree::write_sample(&root, 20).unwrap();
     let cert = tls::generate(dir.path()).unwrap();
     let daemon = daemon();
     let features = Features {

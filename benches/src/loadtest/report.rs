@@ -875,8 +875,11 @@ const HTTP3_INTRO: &str = "HTTP/3 over QUIC, load from h3load (`src/bin/h3load.r
     against Caddy). fileserver: the daemon with `[http3] enabled = true`; Caddy: its default \
     HTTP/3 (`protocols h1 h2 h3`). Debian's nginx, lighttpd and h2o are built without HTTP/3. \
     p50 and p99 are h3load's under its full load (no fixed-rate run); kB/resp is body bytes per \
-    response, checked to be the file's size for every server. The last columns are fileserver / \
-    Caddy.";
+    response, checked to be the file's size for every server. `ceiling` (unless `--no-ceiling`) \
+    is quinn with nothing above it (`src/bin/ceiling-server/quic.rs`): each request's HEADERS \
+    read, a HEADERS and a DATA frame made once per file written back; its CPU per request is \
+    the floor of any HTTP/3 server on quinn. The last columns are fileserver / Caddy and \
+    fileserver / ceiling.";
 
 /// What the arena group compares.
 const ARENA_INTRO: &str = "HttpArena's static profile (github.com/MDA2AV/HttpArena, MIT): its 20 \
@@ -1089,7 +1092,7 @@ fn peers_markdown(report: &Report, out: &mut String) {
     if has_ceiling(report) {
         out.push_str(
             "\n`ceiling` is no peer: a reference server that answers from memory with one recv \
-             and one send per request and does nothing else (`benches/src/bin/ceiling-server.rs`). \
+             and one send per request and does nothing else (`benches/src/bin/ceiling-server/main.rs`). \
              Its req/s is what the load generator can drive on this machine; a server's req/s over \
              it (the ratio of the medians) is the share of that capacity it reaches, and no server \
              should pass 1 beyond the run-to-run spread.\n",

@@ -402,7 +402,8 @@ impl Scenario {
 
     /// Whether the ceiling server ([`CEILING`](crate::loadtest::servers::CEILING))
     /// runs beside the peers: the plain-HTTP scenarios whose answers it can
-    /// give (no ranges, no second load generator as in `cold`).
+    /// give (no ranges, no second load generator as in `cold`), and the
+    /// HTTP/3 ones, where it is quinn with nothing above it.
     pub fn has_ceiling(self) -> bool {
         matches!(
             self,
@@ -412,6 +413,8 @@ impl Scenario {
                 | Self::NotModified
                 | Self::ManyFiles
                 | Self::ManyFilesBrowser
+                | Self::H3Small
+                | Self::H3Large
         )
     }
 

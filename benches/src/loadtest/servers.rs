@@ -198,7 +198,7 @@ pub fn start_embedded(
 }
 
 /// The name of the reference server that does no work
-/// (`src/bin/ceiling-server.rs`) in reports: what the load generator can
+/// (`src/bin/ceiling-server/`) in reports: what the load generator can
 /// drive here, never a peer (it is no file server: no ranges, no
 /// revalidation, a fixed `Date`).
 pub const CEILING: &str = "ceiling";
@@ -208,8 +208,15 @@ pub const CEILING: &str = "ceiling";
 pub const BASELINE: &str = "baseline";
 
 /// Starts the ceiling server (binary `bin`) with `workers` threads serving
-/// `root`; its output goes in `dir`.
-pub fn start_ceiling(bin: &Path, dir: &Path, root: &Path, workers: usize) -> Result<Running> {
+/// `root`, and HTTP/3 on the same port with `quic`'s certificate; its
+/// output goes in `dir`.
+pub fn start_ceiling(
+    bin: &Path,
+    dir: &Path,
+    root: &Path,
+    workers: usize,
+    quic: Option<&TestCert>,
+) -> Result<Running> {
     fs::create_dir_all(dir)?;
     let port = free_port()?;
     let mut command = Command::new(bin);
@@ -220,6 +227,13 @@ pub fn start_ceiling(bin: &Path, dir: &Path, root: &Path, workers: usize) -> Res
         .arg(format!("127.0.0.1:{port}"))
         .arg("--workers")
         .arg(workers.to_string());
+    if let Some(cert) = quic {
+        command
+            .arg("--quic-chain")
+            .arg(&cert.chain)
+            .arg("--quic-key")
+            .arg(&cert.key);
+    }
     let mut running = Running::spawn(CEILING, command, port, dir)?;
     wait_until_accepting(&mut running)?;
     Ok(running)

@@ -114,6 +114,23 @@ pub fn contents(path: &str, len: usize) -> Vec<u8> {
     out
 }
 
+/// Writes the first `small` of the small files and the large file under
+/// `root`, the tree's contents, as a test needs them (not the whole
+/// tree); returns the small files' URL paths.
+pub fn write_sample(root: &Path, small: usize) -> std::io::Result<Vec<String>> {
+    fs::create_dir_all(root.join("small"))?;
+    let paths: Vec<String> = (0..small).map(small_path).collect();
+    for path in &paths {
+        fs::write(
+            root.join(path.trim_start_matches('/')),
+            contents(path, SMALL_SIZE),
+        )?;
+    }
+    let large = LARGE_PATH.trim_start_matches('/');
+    fs::write(root.join(large), contents(LARGE_PATH, LARGE_SIZE))?;
+    Ok(paths)
+}
+
 /// Number of JavaScript files under `text/js/` (the `compressed_text` tree).
 pub const TEXT_JS_COUNT: usize = 200;
 /// Number of stylesheets under `text/css/`.

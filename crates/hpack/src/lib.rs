@@ -10,6 +10,8 @@
 //!   caller marks as repeating through a dynamic table it keeps in step
 //!   with the peer's (one octet once added), literals Huffman-coded where
 //!   shorter.
+//! - [`huffman_decode`], [`encode_integer`] and [`decode_integer`]: the
+//!   Huffman code and prefixed integers alone, which QPACK shares.
 //!
 //! No I/O, no HTTP library types and no dependencies: every function is
 //! reachable by a fuzzer (`tests/properties.rs`), and Python's `hpack`
@@ -39,6 +41,34 @@ mod table;
 
 pub use decode::{Decoder, Field};
 pub use encode::{Block, Encoder};
+
+/// Appends the Huffman-coded `src`, decoded, to `dst`: RFC 7541's code,
+/// which QPACK (RFC 9204 4.1.2) uses too. An EOS symbol or bad padding is
+/// [`DecodeError::Huffman`].
+///
+/// ```
+/// // RFC 7541 C.4.1.
+/// let coded = [0xf1, 0xe3, 0xc2, 0xe5, 0xf2, 0x3a, 0x6b, 0xa0, 0xab, 0x90, 0xf4, 0xff];
+/// let mut out = Vec::new();
+/// hpack::huffman_decode(&coded, &mut out).unwrap();
+/// assert_eq!(out, b"www.example.com");
+/// assert!(hpack::huffman_decode(&[0xff, 0xff, 0xff, 0xff], &mut out).is_err());
+/// ```
+pub fn huffman_decode(src: &[u8], dst: &mut Vec<u8>) -> Result<(), DecodeError> {
+    huffman::decode(src, dst)
+}
+
+/// Appends `value` as an integer with an `n`-bit prefix (RFC 7541 5.1,
+/// QPACK's too), `flags` in the first octet's bits above the prefix.
+pub fn encode_integer(value: usize, n: u32, flags: u8, dst: &mut Vec<u8>) {
+    integer::encode(value, n, flags, dst)
+}
+
+/// Reads an integer with an `n`-bit prefix from `src` at `*pos` and moves
+/// `*pos` past it; one of 2^32 or more is [`DecodeError::IntegerOverflow`].
+pub fn decode_integer(src: &[u8], pos: &mut usize, n: u32) -> Result<usize, DecodeError> {
+    integer::decode(src, pos, n)
+}
 
 /// Why a header block could not be decoded; each is the connection's
 /// COMPRESSION_ERROR in HTTP/2 (RFC 9113 4.3).

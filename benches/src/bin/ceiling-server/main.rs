@@ -4,6 +4,7 @@
 //!
 //! ```text
 //! ceiling-server --root DIR --listen 127.0.0.1:PORT [--workers 2]
+//!                [--quic-chain chain.pem --quic-key key.pem]
 //! ```
 //!
 //! It answers GET and HEAD with the bytes of a file under `--root`, read once
@@ -21,6 +22,10 @@
 //! `SO_REUSEPORT` listener (the kernel spreads connections as it does
 //! between nginx's or lighttpd's worker processes); a send that would block
 //! waits in `poll` on that socket, which a reference server may afford.
+//!
+//! With `--quic-chain` and `--quic-key` it also answers HTTP/3 on the same
+//! port over UDP ([`quic`]): quinn and nothing else, the floor of any
+//! HTTP/3 server on quinn.
 
 use std::collections::HashMap;
 use std::ffi::OsStr;
@@ -34,6 +39,8 @@ use std::rc::Rc;
 
 use anyhow::{bail, Context, Result};
 use clap::Parser;
+
+mod quic;
 
 /// Files up to this size are served from memory, larger ones by sendfile.
 const IN_MEMORY_MAX: u64 = 64 * 1024;
@@ -53,6 +60,13 @@ struct Args {
     /// Worker threads, each with its own listener and epoll.
     #[arg(long, default_value_t = 2)]
     workers: usize,
+    /// Also serve HTTP/3 on the same port over UDP, with this certificate
+    /// chain (PEM).
+    #[arg(long, requires = "quic_key")]
+    quic_chain: Option<PathBuf>,
+    /// The private key (PEM) of `--quic-chain`.
+    #[arg(long, requires = "quic_chain")]
+    quic_key: Option<PathBuf>,
 }
 
 fn main() -> Result<()> {
@@ -67,6 +81,11 @@ fn main() -> Result<()> {
     for _ in 0..args.workers.max(1) {
         listeners.push(listen(addr).with_context(|| format!("listen on {addr}"))?);
     }
+    let mut quic_workers = Vec::new();
+    if let (Some(chain), Some(key)) = (args.quic_chain, args.quic_key) {
+        let keys = quic::Keys { chain, key };
+        quic_workers = quic::spawn(&args.root, addr, args.workers.max(1), &keys)?;
+    }
     let workers: Vec<_> = listeners
         .into_iter()
         .enumerate()
@@ -77,7 +96,7 @@ fn main() -> Result<()> {
                 .spawn(move || -> Result<()> { Worker::new(root, listener)?.run() })
         })
         .collect::<io::Result<_>>()?;
-    for worker in workers {
+    for worker in workers.into_iter().chain(quic_workers) {
         match worker.join() {
             Ok(r) => r.context("worker")?,
             Err(_) => bail!("a worker panicked"),
@@ -97,15 +116,25 @@ fn check(r: libc::c_int) -> io::Result<libc::c_int> {
 
 /// A non-blocking `SO_REUSEPORT` listener on `addr`.
 fn listen(addr: std::net::SocketAddrV4) -> io::Result<RawFd> {
-    // SAFETY: plain syscalls on a descriptor this function owns; the
-    // sockaddr is a local that outlives the bind call.
+    // SAFETY: plain syscalls on a descriptor this function owns.
     unsafe {
         let fd = check(libc::socket(
             libc::AF_INET,
             libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
             0,
         ))?;
-        let one: libc::c_int = 1;
+        bind_reuseport(fd, addr)?;
+        check(libc::listen(fd, 1024))?;
+        Ok(fd)
+    }
+}
+
+/// Binds socket `fd` to `addr` with `SO_REUSEADDR` and `SO_REUSEPORT`.
+fn bind_reuseport(fd: RawFd, addr: std::net::SocketAddrV4) -> io::Result<()> {
+    let one: libc::c_int = 1;
+    // SAFETY: `one` and the sockaddr are locals that outlive the calls;
+    // `fd` is the caller's socket.
+    unsafe {
         for opt in [libc::SO_REUSEADDR, libc::SO_REUSEPORT] {
             check(libc::setsockopt(
                 fd,
@@ -128,9 +157,8 @@ fn listen(addr: std::net::SocketAddrV4) -> io::Result<RawFd> {
             (&sa as *const libc::sockaddr_in).cast(),
             size_of::<libc::sockaddr_in>() as libc::socklen_t,
         ))?;
-        check(libc::listen(fd, 1024))?;
-        Ok(fd)
     }
+    Ok(())
 }
 
 /// One file as it is served: both heads ready, the body in memory or open.
