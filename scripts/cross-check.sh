@@ -12,7 +12,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 targets=(x86_64-apple-darwin aarch64-apple-darwin x86_64-unknown-freebsd x86_64-pc-windows-gnu)
-crates=(-p fdwarden-announce -p fdwarden-fdtable -p fdwarden-pathcache -p fdwarden-filemanager -p fdwarden-httpfile -p fdwarden-hpack -p fdwarden-h2wire -p fdwarden-siterules -p fdwarden-decide -p fdwarden-servedir -p fdwarden)
+crates=(-p fdwarden-announce -p fdwarden-fdtable -p fdwarden-pathcache -p fdwarden-filemanager -p fdwarden-httpfile -p fdwarden-hpack -p fdwarden-h2wire -p fdwarden-h3wire -p fdwarden-siterules -p fdwarden-decide -p fdwarden-servedir -p fdwarden)
 
 installed=$(rustup target list --installed)
 for t in "${targets[@]}"; do

@@ -19,4 +19,4 @@ if ! cargo "+$msrv" --version >/dev/null 2>&1; then
 fi
 echo "msrv: Rust $msrv ($(rustc "+$msrv" --version))"
 CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-target}/msrv" cargo "+$msrv" check --locked \
-  -p fdwarden-announce -p fdwarden-fdtable -p fdwarden-pathcache -p fdwarden-filemanager -p fdwarden-httpfile -p fdwarden-hpack -p fdwarden-h2wire -p fdwarden-siterules -p fdwarden-decide -p fdwarden-servedir -p fdwarden -p fileserver
+  -p fdwarden-announce -p fdwarden-fdtable -p fdwarden-pathcache -p fdwarden-filemanager -p fdwarden-httpfile -p fdwarden-hpack -p fdwarden-h2wire -p fdwarden-h3wire -p fdwarden-siterules -p fdwarden-decide -p fdwarden-servedir -p fdwarden -p fileserver

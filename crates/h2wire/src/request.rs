@@ -78,6 +78,20 @@ impl Request {
         r.as_ref().map(|r| self.slice(r))
     }
 
+    /// Why the head breaks the request rules (RFC 9113 8.2-8.3, which
+    /// RFC 9114 4.2-4.3 repeats for HTTP/3), if it does.
+    pub fn malformed(&self) -> Option<&'static str> {
+        self.malformed
+    }
+
+    /// Empties it for a head another protocol decodes (HTTP/3's QPACK):
+    /// then [`push`](Self::push) each field as it comes and
+    /// [`finish`](Self::finish). `end_stream`: no body follows;
+    /// `max_list_size`: over it, [`too_large`](Self::too_large).
+    pub fn begin(&mut self, end_stream: bool, max_list_size: usize) {
+        self.reset(0, end_stream, max_list_size);
+    }
+
     /// Bytes its buffers hold, used or not.
     pub(crate) fn capacity(&self) -> usize {
         self.buf.capacity()
@@ -103,7 +117,7 @@ impl Request {
     }
 
     /// Adds one decoded field, checking it.
-    pub(crate) fn push(&mut self, name: &[u8], value: &[u8]) {
+    pub fn push(&mut self, name: &[u8], value: &[u8]) {
         self.list_size += name.len() + value.len() + 32;
         if self.malformed.is_some() || self.too_large() {
             return;
@@ -171,7 +185,7 @@ impl Request {
     }
 
     /// The checks that need the whole head (RFC 9113 8.3.1, 8.1.1).
-    pub(crate) fn finish(&mut self) {
+    pub fn finish(&mut self) {
         if self.malformed.is_some() || self.too_large() {
             return;
         }

@@ -107,6 +107,13 @@ const RULES: &[Rule] = &[
         why: "h2wire is HTTP/2 without I/O: frames and state over hpack, nothing else",
     },
     Rule {
+        krate: "h3wire",
+        required: true,
+        limit: Limit::Only(&["hpack", "h2wire"]),
+        why: "h3wire is HTTP/3's framing and QPACK without I/O: over hpack's primitives and \
+              h2wire's checked request head, nothing else",
+    },
+    Rule {
         krate: "announce",
         required: true,
         limit: Limit::Never(ABOVE_THE_DATA_STRUCTURES),
@@ -1209,6 +1216,7 @@ fn good_workspace() -> Packages {
         ("httpfile", true, &["httpdate", "mime_guess"]),
         ("hpack", true, &[]),
         ("h2wire", true, &["hpack"]),
+        ("h3wire", true, &["hpack", "h2wire"]),
         (
             "siterules",
             true,
