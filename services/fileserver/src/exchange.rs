@@ -94,26 +94,21 @@ impl Outcome {
 }
 
 impl<'a> LogFields<'a> {
-    /// Read from a decoded head: the method and target always (the
-    /// counters' labels), the rest only for an access log (`logged`), each
-    /// the first sent; the host is `authority`, else a `host` field.
-    pub(crate) fn of(
-        method: &'a [u8],
-        target: &'a [u8],
-        authority: Option<&'a [u8]>,
-        fields: impl IntoIterator<Item = (&'a [u8], &'a [u8])>,
-        logged: bool,
-    ) -> LogFields<'a> {
+    /// Read from a decoded head (HTTP/2's or HTTP/3's): the method and
+    /// target always (the counters' labels), the rest only for an access
+    /// log (`logged`), each the first sent; the host is `:authority`, else
+    /// a `host` field.
+    pub(crate) fn of(req: &'a h2wire::Request, logged: bool) -> LogFields<'a> {
         let mut f = LogFields {
-            method,
-            target,
+            method: req.method(),
+            target: req.path().unwrap_or_default(),
             ..LogFields::default()
         };
         if !logged {
             return f;
         }
-        f.host = authority;
-        for (name, value) in fields {
+        f.host = req.authority();
+        for (name, value) in req.fields() {
             let slot = match name {
                 b"referer" => &mut f.referer,
                 b"user-agent" => &mut f.user_agent,

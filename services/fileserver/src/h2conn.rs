@@ -519,13 +519,7 @@ impl H2 {
             let started = self.out.start(&req, &plan, None, room);
             return self.settle(req, t0, started, None, None);
         }
-        let (mut head, sent) = request_context::read_head(
-            req.method(),
-            req.path().unwrap_or(b"/"),
-            !req.end_stream(),
-            req.authority(),
-            req.fields(),
-        );
+        let (mut head, sent) = request_context::read_head(&req, !req.end_stream());
         let ctx = self.ctx.clone();
         let entered = RequestContext::enter(
             &self.live,
@@ -581,7 +575,7 @@ impl H2 {
         match started {
             Started::Gone => self.out.conn.recycle(req),
             Started::Done { status, sent } => {
-                self.log(log_fields(&req, logged), &outcome(status, sent, true));
+                self.log(LogFields::of(&req, logged), &outcome(status, sent, true));
                 self.out.conn.recycle(req);
             }
             Started::Waiting {
@@ -590,7 +584,7 @@ impl H2 {
                 parts,
             } => {
                 let stream = req.stream();
-                let head = LogHead::keep(log_fields(&req, logged));
+                let head = LogHead::keep(LogFields::of(&req, logged));
                 self.out.conn.recycle(req);
                 let copied: usize = parts
                     .iter()
@@ -839,12 +833,6 @@ impl H2 {
             }
         }
     }
-}
-
-/// What `req`'s log line and counters read of it; all only when `logged`.
-fn log_fields(req: &Request, logged: bool) -> LogFields<'_> {
-    let target = req.path().unwrap_or(b"");
-    LogFields::of(req.method(), target, req.authority(), req.fields(), logged)
 }
 
 /// What a waiting answer keeps of its request for its log line and

@@ -1,10 +1,11 @@
 //! HTTP/3: QUIC (quinn) on `tls_listen`'s port, UDP, one endpoint per
-//! worker on its own SO_REUSEPORT socket. Each request goes the way it
-//! goes on the other engines: its head read into an
+//! worker on its own SO_REUSEPORT socket, with HTTP/3's frames and QPACK
+//! from `h3wire` (as HTTP/2's are `h2wire`'s). Each request goes the way
+//! it goes on the other engines: its head read into an
 //! `httpfile::RequestHead`, the shared context step (`request_context`:
 //! Host rule, site, options, files, client), `decide`, the plan, whose
-//! fields are rendered as HTTP/2 renders them (`render`) into the h3
-//! response head, and whose body is sent from memory or read from the
+//! fields are rendered as HTTP/2 renders them (`render`) into a QPACK
+//! field section, and whose body is sent from memory or read from the
 //! file through the site's file manager, the file checked before its
 //! last bytes. Every exchange is counted and logged (`HTTP/3.0` in the
 //! access log) like the others, however it ends.
@@ -15,17 +16,28 @@
 //!      handshake cap, the client's share
 //!   -> handshake: timeout(tls_handshake_timeout, QUIC + TLS 1.3, ALPN h3)
 //!   -> (server.rs) one of max_connections
-//!   -> serve: h3 Connection, accept request streams until GOAWAY / close
-//!        each: head within header_read_timeout, STOP_SENDING for a body,
-//!        RequestHead -> RequestContext::enter -> decide -> plan
-//!        -> send_response (head from the plan), then per chunk of at
-//!           most 128 KiB: hold the send budgets, read (the file checked
-//!           before its last bytes; changed: STOP_STREAM INTERNAL_ERROR),
-//!           send_data (paced by limit_rate); finish; each step within
+//!   -> serve: open the control stream (SETTINGS); the client's
+//!      unidirectional streams read (client_stream: its control stream
+//!      checked, QPACK streams dropped); accept request streams until
+//!      GOAWAY / close
+//!        each: HeadReader until HEADERS within header_read_timeout,
+//!        QPACK into an h2wire::Request (HTTP/2's checks), STOP_SENDING
+//!        for a body, RequestHead -> RequestContext::enter -> decide
+//!        -> plan -> HEADERS (its section from the plan), then per chunk
+//!           of at most 128 KiB: hold the send budgets, read (the file
+//!           checked before its last bytes; changed: RESET_STREAM
+//!           H3_INTERNAL_ERROR), a DATA frame (paced by limit_rate), the
+//!           HEADERS going out with the first; finish; each step within
 //!           send_timeout (else H3_REQUEST_CANCELLED)
 //!        Record: the Exchange, settled when the stream's task ends or drops
 //! shutdown: GOAWAY; requests in flight finish; then the connection closes
 //! ```
+//!
+//! A framing error the RFC makes the connection's (a frame where it may
+//! not come, a QPACK section that needs a dynamic table, a second or
+//! ended critical stream) closes it with the RFC's code; a malformed
+//! request resets its stream (H3_MESSAGE_ERROR); a head over
+//! `max_field_section_size` is answered 431 unread.
 //!
 //! What a client can hold: QUIC flow control bounds what it sends
 //! (`stream_window`, `connection_window`), `send_window` what the server
@@ -42,8 +54,8 @@ use crate::request_context::{self, RequestContext};
 use crate::state::{ConnContext, Live};
 use bytes::Bytes;
 use decide::Representation;
-use h3::quic::SendStream as _;
-use http::{HeaderName, HeaderValue};
+use h3wire::frame::{self, stream_type};
+use h3wire::{qpack, varint, Code, ControlReader, Head, HeadReader};
 use httpfile::plan::{Body, Plan};
 use httpfile::ByteRange;
 use std::cell::{Cell, RefCell};
@@ -108,61 +120,79 @@ pub(crate) async fn handshake(
 
 /// Serves one QUIC connection, its handshake done, until the client
 /// closes it, it idles out, or shutdown drains it.
-pub(crate) async fn serve(ctx: Rc<ConnContext>, conn: quinn::Connection) {
-    let peer = conn.remote_address();
+pub(crate) async fn serve(ctx: Rc<ConnContext>, quic: quinn::Connection) {
+    let peer = quic.remote_address();
     let Some(settings) = ctx.live().0.s.http3.clone() else {
         return;
     };
     metrics::counter!("fileserver_tls_connections_total", "alpn" => "h3").increment(1);
-    let quic = conn.clone();
-    let mut h3 = match h3::server::builder()
-        .max_field_section_size(settings.max_field_section_size)
-        .build::<_, Bytes>(h3_quinn::Connection::new(conn))
-        .await
-    {
-        Ok(h3) => h3,
-        Err(e) => {
-            tracing::debug!(%peer, "HTTP/3 connection setup failed: {e}");
-            return;
-        }
+    // This side's control stream: SETTINGS now, GOAWAY at shutdown. It
+    // lives as long as the connection (its end is the client's error).
+    let mut preface = Vec::new();
+    frame::write_control_preface(settings.max_field_section_size, &mut preface);
+    let mut control = match quic.open_uni().await {
+        Ok(control) => control,
+        Err(e) => return tracing::debug!(%peer, "HTTP/3 control stream not opened: {e}"),
     };
+    if control.write_all(&preface).await.is_err() {
+        return;
+    }
     let conn = Rc::new(Conn {
+        quic: quic.clone(),
         live: RefCell::new(ctx.live()),
         output: Output::new(&ctx),
         ctx: ctx.clone(),
         peer,
+        max_field_section_size: usize::try_from(settings.max_field_section_size)
+            .unwrap_or(usize::MAX),
         scratch: RefCell::default(),
     });
     let mut requests = tokio::task::JoinSet::new();
+    let mut client_streams = tokio::task::JoinSet::new();
+    let critical = Rc::new(Cell::new([false; 3]));
     let mut stop = ctx.stopping.waiter();
     let mut stop_seen = ctx.stopping.get() || *ctx.shutdown.borrow();
-    if stop_seen {
-        let _ = h3.shutdown(0).await;
-    }
+    // The first request stream not taken: GOAWAY names it.
+    let mut next_id = 0u64;
+    let mut goaway_sent = false;
     loop {
-        // After GOAWAY, once the requests before it are answered: h3
-        // would wait for the client's own GOAWAY, which may never come.
+        if stop_seen && !goaway_sent {
+            goaway_sent = true;
+            let mut goaway = Vec::new();
+            frame::write_goaway(next_id, &mut goaway);
+            let _ = tokio::time::timeout(QUIET, control.write_all(&goaway)).await;
+        }
+        // After GOAWAY, once the requests before it are answered: the
+        // client's own GOAWAY may never come.
         if stop_seen && requests.is_empty() {
             break;
         }
         tokio::select! {
-            accepted = h3.accept() => match accepted {
-                Ok(Some(resolver)) => {
-                    requests.spawn_local(respond(conn.clone(), resolver));
+            accepted = quic.accept_bi() => match accepted {
+                Ok((mut send, mut recv)) if goaway_sent => {
+                    // Opened before the client read the GOAWAY: not
+                    // processed, so it may retry it elsewhere (RFC 9114 5.2).
+                    let _ = send.reset(code(Code::H3_REQUEST_REJECTED));
+                    let _ = recv.stop(code(Code::H3_REQUEST_REJECTED));
                 }
-                // GOAWAY sent and every request before it accepted, or
-                // the client closed.
-                Ok(None) => break,
+                Ok((send, recv)) => {
+                    next_id = u64::from(recv.id()) + 4;
+                    requests.spawn_local(respond(conn.clone(), send, recv));
+                }
                 Err(e) => {
                     tracing::debug!(%peer, "HTTP/3 connection ended: {e}");
                     break;
                 }
             },
+            accepted = quic.accept_uni() => match accepted {
+                Ok(recv) => {
+                    client_streams.spawn_local(client_stream(quic.clone(), critical.clone(), recv));
+                }
+                Err(_) => break,
+            },
             Some(_) = requests.join_next(), if !requests.is_empty() => {}
-            () = stop.wait(), if !stop_seen => {
-                stop_seen = true;
-                let _ = h3.shutdown(0).await;
-            }
+            Some(_) = client_streams.join_next(), if !client_streams.is_empty() => {}
+            () = stop.wait(), if !stop_seen => stop_seen = true,
         }
     }
     // The connection stays open while its responses finish.
@@ -170,6 +200,71 @@ pub(crate) async fn serve(ctx: Rc<ConnContext>, conn: quinn::Connection) {
     if stop_seen {
         close_when_delivered(&quic).await;
     }
+}
+
+/// Reads one stream the client opened to this side (RFC 9114 6.2): its
+/// control stream (checked frame by frame), its QPACK streams (read and
+/// dropped: with no dynamic table they carry nothing to use), anything
+/// else refused. A second stream of a kind, or the end of one, closes
+/// the connection with the RFC's code. `seen`: the kinds already open.
+async fn client_stream(
+    quic: quinn::Connection,
+    seen: Rc<Cell<[bool; 3]>>,
+    mut recv: quinn::RecvStream,
+) {
+    let close = |c: Code, why: &str| quic.close(code(c), why.as_bytes());
+    let mut first = Vec::new();
+    let (kind, mut bytes) = loop {
+        let mut pos = 0;
+        if let Some(kind) = varint::decode(&first, &mut pos) {
+            break (kind, first.split_off(pos));
+        }
+        match recv.read_chunk(8, true).await {
+            Ok(Some(chunk)) => first.extend_from_slice(&chunk.bytes),
+            _ => return,
+        }
+    };
+    let Some(slot) = [
+        stream_type::CONTROL,
+        stream_type::QPACK_ENCODER,
+        stream_type::QPACK_DECODER,
+    ]
+    .iter()
+    .position(|&k| k == kind) else {
+        return if kind == stream_type::PUSH {
+            close(
+                Code::H3_STREAM_CREATION_ERROR,
+                "a push stream from a client",
+            );
+        } else {
+            // Unknown types are ignored (RFC 9114 6.2).
+            let _ = recv.stop(code(Code::H3_STREAM_CREATION_ERROR));
+        };
+    };
+    let mut kinds = seen.get();
+    if kinds[slot] {
+        return close(Code::H3_STREAM_CREATION_ERROR, "a second critical stream");
+    }
+    kinds[slot] = true;
+    seen.set(kinds);
+    let mut control = (kind == stream_type::CONTROL).then(ControlReader::default);
+    loop {
+        if let Some(Err(c)) = control.as_mut().map(|r| r.receive(&bytes)) {
+            return close(c, "control stream");
+        }
+        match recv.read_chunk(usize::MAX, true).await {
+            Ok(Some(chunk)) => bytes = chunk.bytes.into(),
+            Ok(None) | Err(quinn::ReadError::Reset(_)) => {
+                return close(Code::H3_CLOSED_CRITICAL_STREAM, "a critical stream ended");
+            }
+            Err(_) => return,
+        }
+    }
+}
+
+/// An HTTP/3 code as QUIC carries it.
+fn code(c: Code) -> quinn::VarInt {
+    quinn::VarInt::from_u64(c.0).unwrap_or(quinn::VarInt::MAX)
 }
 
 /// How long a draining connection must move no datagram either way before
@@ -200,7 +295,7 @@ async fn close_when_delivered(quic: &quinn::Connection) {
         }
         last = now;
     }
-    quic.close(H3_NO_ERROR.into(), b"shutting down");
+    quic.close(code(Code::H3_NO_ERROR), b"shutting down");
 }
 
 /// Describes HTTP/3's own series and starts them at 0, so a dashboard
@@ -226,24 +321,25 @@ pub(crate) fn describe() {
     }
 }
 
-/// HTTP/3's code for a connection closed with nothing wrong (RFC 9114 8.1).
-const H3_NO_ERROR: u32 = 0x100;
-
 /// The most of a body one read brings, and one hold of the send budgets
 /// covers.
 const READ_CHUNK: usize = 128 * 1024;
 
 /// What a connection's request streams share.
 struct Conn {
+    quic: quinn::Connection,
     ctx: Rc<ConnContext>,
     /// The settings in force and their generation, re-read only when a
     /// reload bumped it (one relaxed load per request, like conn.rs).
     live: RefCell<(Arc<Live>, u64)>,
     peer: SocketAddr,
     output: Output,
-    /// Where each response head's field values are written in turn: one
-    /// buffer for the connection, not one grown per response.
-    scratch: RefCell<Vec<u8>>,
+    /// `[http3] max_field_section_size`: a request head over it is 431.
+    max_field_section_size: usize,
+    /// Where each response head's field values and field section are
+    /// written in turn: buffers for the connection, not grown per
+    /// response.
+    scratch: RefCell<(Vec<u8>, Vec<u8>)>,
 }
 
 impl Conn {
@@ -257,43 +353,41 @@ impl Conn {
 }
 
 /// Answers one request stream.
-async fn respond(
-    conn: Rc<Conn>,
-    mut resolver: h3::server::RequestResolver<h3_quinn::Connection, Bytes>,
-) {
+async fn respond(conn: Rc<Conn>, mut send: quinn::SendStream, mut recv: quinn::RecvStream) {
     let peer = conn.peer;
     let head_timeout = conn.live().s.limits.header_read_timeout;
-    // The head's first frame within header_read_timeout, as HTTP/1.1 and
-    // HTTP/2 bound theirs: a stream that sends nothing, or a frame a byte
-    // at a time, holds no slot past it.
-    let first = std::future::poll_fn(|cx| resolver.frame_stream.poll_next(cx));
-    let frame = match tokio::time::timeout(head_timeout, first).await {
-        Ok(frame) => frame,
+    let mut req = h2wire::Request::default();
+    // The head within header_read_timeout, as HTTP/1.1 and HTTP/2 bound
+    // theirs: a stream that sends nothing, or a frame a byte at a time,
+    // holds no slot past it.
+    let max = conn.max_field_section_size;
+    let read = tokio::time::timeout(head_timeout, read_head(&mut recv, &mut req, max)).await;
+    let fits = match read {
+        Ok(Ok(fits)) => fits,
+        Ok(Err(HeadError::Stream(c))) => {
+            tracing::debug!(%peer, "HTTP/3 request refused: {c:?}");
+            let _ = send.reset(code(c));
+            let _ = recv.stop(code(c));
+            return;
+        }
+        Ok(Err(HeadError::Connection(c))) => {
+            tracing::debug!(%peer, "HTTP/3 connection error: {c:?}");
+            conn.quic.close(code(c), b"request stream");
+            return;
+        }
+        Ok(Err(HeadError::Gone)) => return,
         Err(_) => {
             timer_reset("header_read");
             tracing::debug!(%peer, "HTTP/3 request head not in within {head_timeout:?}");
-            // Dropping the resolver then stops the receiving side.
-            resolver
-                .frame_stream
-                .reset(h3::error::Code::H3_REQUEST_INCOMPLETE.value());
-            return;
-        }
-    };
-    let resolved = match resolver.accept_with_frame(frame) {
-        Ok(r) => r.resolve().await,
-        Err(e) => Err(e),
-    };
-    let (req, mut stream) = match resolved {
-        Ok(r) => r,
-        Err(e) => {
-            tracing::debug!(%peer, "HTTP/3 request refused: {e}");
+            let _ = send.reset(code(Code::H3_REQUEST_INCOMPLETE));
+            let _ = recv.stop(code(Code::H3_REQUEST_INCOMPLETE));
             return;
         }
     };
     // Bodies are never used: what a client sends after the head is
     // dropped by QUIC from here on, not buffered up to the window
     // (RFC 9114 4.1; no frame goes out when the request already ended).
-    stream.stop_sending(h3::error::Code::H3_NO_ERROR);
+    let _ = recv.stop(code(Code::H3_NO_ERROR));
     // The settings in force now that the head is in.
     let live = conn.live();
     // Counted and logged when dropped, on every path below (and when the
@@ -308,19 +402,64 @@ async fn respond(
     // was made, while the stream's task, spawned, polled and read back
     // by the JoinSet, is moved whole each time (with the answer inline,
     // 2144 bytes, four copies of it were 7% of h3_small's CPU).
-    Box::pin(answer(&mut record, &mut stream)).await;
+    Box::pin(answer(&mut record, &mut send, fits)).await;
+}
+
+/// Why a request head was not read.
+enum HeadError {
+    /// The stream's error: it is reset with this code.
+    Stream(Code),
+    /// The connection's error: it is closed with this code.
+    Connection(Code),
+    /// The client reset the stream or the connection is gone.
+    Gone,
+}
+
+/// Reads `recv` up to the end of its HEADERS into `req`, the section
+/// at most `max` octets; false when it was larger (not read: 431).
+async fn read_head(
+    recv: &mut quinn::RecvStream,
+    req: &mut h2wire::Request,
+    max: usize,
+) -> Result<bool, HeadError> {
+    let mut reader = HeadReader::default();
+    loop {
+        let chunk = match recv.read_chunk(usize::MAX, true).await {
+            Ok(Some(chunk)) => chunk.bytes,
+            Ok(None) => return Err(HeadError::Stream(Code::H3_REQUEST_INCOMPLETE)),
+            Err(_) => return Err(HeadError::Gone),
+        };
+        match reader.receive(&chunk, max) {
+            Ok(Head::More) => {}
+            Ok(Head::TooLarge) => return Ok(false),
+            Ok(Head::Section(section)) => {
+                req.begin(false, max);
+                qpack::decode(section, req, &mut Vec::new()).map_err(HeadError::Connection)?;
+                req.finish();
+                return match req.malformed() {
+                    // RFC 9114 4.1.2: a malformed request is the stream's error.
+                    Some(_) => Err(HeadError::Stream(Code::H3_MESSAGE_ERROR)),
+                    None => Ok(true),
+                };
+            }
+            Err(c) => return Err(HeadError::Connection(c)),
+        }
+    }
 }
 
 /// Decides `record`'s request and sends the answer on `stream`: the head
 /// read into an `httpfile::RequestHead`, the shared context step, decide,
-/// the plan rendered.
-async fn answer(record: &mut Record<'_>, stream: &mut Stream) {
+/// the plan rendered. `fits`: false for a head over the limit (431).
+async fn answer(record: &mut Record<'_>, stream: &mut quinn::SendStream, fits: bool) {
     let (conn, live, req) = (record.conn, record.live, record.req);
-    let (method, target, authority, fields) = parts(req);
+    let files = conn.ctx.files();
+    if !fits || req.too_large() {
+        let plan = httpfile::plan::reject(431, "request header fields too large");
+        return send(record, stream, &plan, None, files.manager(), false).await;
+    }
     // Whether the stream ended with the head is not known here; a body
     // is not read either way (STOP_SENDING).
-    let (mut head, sent) = request_context::read_head(method, target, false, authority, fields);
-    let files = conn.ctx.files();
+    let (mut head, sent) = request_context::read_head(req, false);
     let rc = match RequestContext::enter(live, files, conn.peer.ip(), true, &mut head, sent) {
         Ok(rc) => rc,
         Err(malformed) => {
@@ -343,10 +482,11 @@ async fn answer(record: &mut Record<'_>, stream: &mut Stream) {
 /// Sends `plan`'s head and, unless `head_only` (HEAD), its body (a file's
 /// from `rep`, read through `fm`) on `stream`: each step within
 /// `send_timeout`, each read held against the send budgets until QUIC has
-/// taken it, paced by `limit_rate`.
+/// taken it, paced by `limit_rate`. The head goes out with the body's
+/// first DATA frame, in one write.
 async fn send(
     record: &mut Record<'_>,
-    stream: &mut Stream,
+    stream: &mut quinn::SendStream,
     plan: &Plan<'_>,
     rep: Option<&Representation>,
     fm: &filemanager::FileManager,
@@ -369,11 +509,9 @@ async fn send(
         Body::Multipart(m) => render::push_multipart(&m, &mut parts),
     }
     record.o.status = plan.status;
-    let response = response_head(conn, plan, rep);
+    let mut head = Some(response_head(conn, plan, rep));
     let out = &conn.output;
     let sent: Result<(), Cut> = async {
-        out.step(send_timeout, stream.send_response(response), peer, "response head not sent")
-            .await?;
         let l = &live.s.limits;
         let pace = crate::pace::Pace::new(l.limit_rate, l.limit_rate_after);
         // A body in memory is sent from the cache's own copy, not copied
@@ -393,7 +531,17 @@ async fn send(
                 // What the next read brings is held against the budgets
                 // until QUIC has taken it, so streams waiting on a client's
                 // window hold no file data beyond them.
-                let _held = out.hold(n as u32, send_timeout).await.ok_or(Cut::Stalled)?;
+                let _held = match out.try_hold(n as u32) {
+                    Some(held) => held,
+                    None => {
+                        // The head does not wait for the budgets.
+                        if let Some(head) = head.take() {
+                            out.step(send_timeout, stream.write_chunk(head), peer, "head not sent")
+                                .await?;
+                        }
+                        out.hold(n as u32, send_timeout).await.ok_or(Cut::Stalled)?
+                    }
+                };
                 let mut data = if bytes.is_empty() {
                     let mut buf = Vec::with_capacity(n);
                     let read = match rep {
@@ -404,7 +552,7 @@ async fn send(
                         // The file changed or failed mid-send: end the
                         // stream short, as the other engines end theirs.
                         tracing::debug!(%peer, "HTTP/3 body ended early: the file changed or failed");
-                        stream.stop_stream(h3::error::Code::H3_INTERNAL_ERROR);
+                        let _ = stream.reset(code(Code::H3_INTERNAL_ERROR));
                         return Err(Cut::Ended);
                     };
                     record.o.cold += cold;
@@ -419,16 +567,21 @@ async fn send(
                         Some(p) => p.wait(record.o.sent, data.len() as u64).await as usize,
                         None => data.len(),
                     };
-                    let chunk = data.split_to(n);
-                    out.step(send_timeout, stream.send_data(chunk), peer, "client went away")
+                    let mut frame = Vec::with_capacity(16);
+                    h3wire::frame::write_header(h3wire::frame::DATA, n as u64, &mut frame);
+                    let mut chunks = [head.take().unwrap_or_default(), frame.into(), data.split_to(n)];
+                    out.step(send_timeout, stream.write_all_chunks(&mut chunks), peer, "client went away")
                         .await?;
                     record.o.sent += n as u64;
                 }
             }
         }
+        if let Some(head) = head.take() {
+            out.step(send_timeout, stream.write_chunk(head), peer, "response head not sent")
+                .await?;
+        }
         record.o.completed = true;
-        out.step(send_timeout, stream.finish(), peer, "stream not finished")
-            .await
+        stream.finish().map_err(|_| Cut::Ended)
     }
     .await;
     if let Err(Cut::Stalled) = sent {
@@ -437,7 +590,7 @@ async fn send(
         // them that long at most, whatever their number.
         timer_reset("send");
         tracing::debug!(%peer, "HTTP/3 answer made no progress for {send_timeout:?}");
-        stream.stop_stream(h3::error::Code::H3_REQUEST_CANCELLED);
+        let _ = stream.reset(code(Code::H3_REQUEST_CANCELLED));
     }
 }
 
@@ -450,25 +603,23 @@ enum Cut {
     Stalled,
 }
 
-/// The response head from `plan`: `:status`, then
-/// `render::each_head_field`, as HTTP/2 sends it.
-fn response_head(conn: &Conn, plan: &Plan<'_>, rep: Option<&Representation>) -> http::Response<()> {
-    let mut response = http::Response::new(());
-    *response.status_mut() =
-        http::StatusCode::from_u16(plan.status).unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR);
-    // Room for every field at once: grown field by field, the map
-    // reallocated three times a response.
-    let h = response.headers_mut();
-    h.reserve(16);
-    let alt_svc = conn.ctx.alt_svc().map(HeaderValue::as_bytes);
+/// The response's HEADERS frame from `plan`: `:status`, then
+/// `render::each_head_field`, as HTTP/2 sends it, in QPACK's static
+/// references and plain literals.
+fn response_head(conn: &Conn, plan: &Plan<'_>, rep: Option<&Representation>) -> Bytes {
+    let alt_svc = conn.ctx.alt_svc().map(http::HeaderValue::as_bytes);
     let now = rep.map(Representation::now);
-    let scratch = &mut conn.scratch.borrow_mut();
-    render::each_head_field(plan, now, alt_svc, scratch, |name, value, _| {
-        if let (Ok(n), Ok(v)) = (HeaderName::from_bytes(name), HeaderValue::from_bytes(value)) {
-            h.append(n, v);
-        }
+    let (values, section) = &mut *conn.scratch.borrow_mut();
+    section.clear();
+    qpack::begin(section);
+    qpack::status(plan.status, section);
+    render::each_head_field(plan, now, alt_svc, values, |name, value, _| {
+        qpack::field(name, value, section);
     });
-    response
+    let mut frame = Vec::with_capacity(section.len() + 8);
+    h3wire::frame::write_header(h3wire::frame::HEADERS, section.len() as u64, &mut frame);
+    frame.extend_from_slice(section);
+    frame.into()
 }
 
 /// One exchange's record: counted and logged (`ConnContext::finish`)
@@ -477,7 +628,7 @@ struct Record<'r> {
     conn: &'r Conn,
     /// The settings the request was answered under (their access log).
     live: &'r Live,
-    req: &'r http::Request<()>,
+    req: &'r h2wire::Request,
     /// Its `sent`: body bytes QUIC took; `completed`: all of them.
     o: Outcome,
 }
@@ -487,31 +638,10 @@ impl Drop for Record<'_> {
         if self.o.status == 0 {
             return;
         }
-        let (method, target, authority, fields) = parts(self.req);
-        let logged = self.live.access.is_some();
-        let f = LogFields::of(method, target, authority, fields, logged);
+        let f = LogFields::of(self.req, self.live.access.is_some());
         let x = f.exchange(self.conn.peer.ip(), "HTTP/3.0", true, &self.o);
         self.conn.ctx.finish(self.live, &x);
     }
-}
-
-/// A head's method, target, `:authority` and fields.
-type HeadParts<'a, F> = (&'a [u8], &'a [u8], Option<&'a [u8]>, F);
-
-/// `req`'s method, target (`:path`), `:authority` and fields, as
-/// `read_head` and `LogFields::of` read a head.
-fn parts(req: &http::Request<()>) -> HeadParts<'_, impl Iterator<Item = (&[u8], &[u8])>> {
-    let uri = req.uri();
-    let target = uri
-        .path_and_query()
-        .map_or(&b"/"[..], |pq| pq.as_str().as_bytes());
-    let fields = req.headers().iter();
-    (
-        req.method().as_str().as_bytes(),
-        target,
-        uri.authority().map(|a| a.as_str().as_bytes()),
-        fields.map(|(n, v)| (n.as_str().as_bytes(), v.as_bytes())),
-    )
 }
 
 /// What a connection's answers hold and how they move. File data read
@@ -621,6 +751,13 @@ impl Output {
         let process = self.process.acquire_many(bytes).await.ok()?;
         Some([connection, process])
     }
+
+    /// [`hold`](Self::hold) when both budgets have `bytes` now.
+    fn try_hold(&self, bytes: u32) -> Option<[tokio::sync::SemaphorePermit<'_>; 2]> {
+        let bytes = bytes.min(self.most);
+        let connection = self.connection.try_acquire_many(bytes).ok()?;
+        Some([connection, self.process.try_acquire_many(bytes).ok()?])
+    }
 }
 
 /// Counts a step out when it ends or is dropped.
@@ -631,8 +768,6 @@ impl Drop for Left<'_> {
         self.0.set(self.0.get() - 1);
     }
 }
-
-type Stream = h3::server::RequestStream<h3_quinn::BidiStream<Bytes>, Bytes>;
 
 /// A request stream a timer ended (`timer`: `header_read` or `send`).
 fn timer_reset(timer: &'static str) {

@@ -61,24 +61,18 @@ pub(crate) struct Sent<'a> {
     pub x_forwarded_for: Option<&'a [u8]>,
 }
 
-/// A head HTTP/2 or HTTP/3 decoded (`method`, `:path`, `:authority`,
-/// the fields) read into a `RequestHead` (its host `authority`, else a
-/// `Host` field), with what [`RequestContext::enter`] reads beside it.
-pub(crate) fn read_head<'a>(
-    method: &[u8],
-    target: &'a [u8],
-    has_body: bool,
-    authority: Option<&'a [u8]>,
-    fields: impl IntoIterator<Item = (&'a [u8], &'a [u8])>,
-) -> (RequestHead<'a>, Sent<'a>) {
+/// A head HTTP/2 or HTTP/3 decoded read into a `RequestHead` (its host
+/// the `:authority`, else a `Host` field), with what
+/// [`RequestContext::enter`] reads beside it. `has_body`: a body follows.
+pub(crate) fn read_head(req: &h2wire::Request, has_body: bool) -> (RequestHead<'_>, Sent<'_>) {
     let mut head = RequestHead {
-        method: httpfile::Method::from_token(method),
-        target,
+        method: httpfile::Method::from_token(req.method()),
+        target: req.path().unwrap_or(b"/"),
         has_body,
         ..RequestHead::default()
     };
     let (mut sent, mut host) = (Sent::default(), None);
-    for (name, value) in fields {
+    for (name, value) in req.fields() {
         if head.take_field(name, value) {
             continue;
         }
@@ -92,7 +86,7 @@ pub(crate) fn read_head<'a>(
             _ => {}
         }
     }
-    head.host = authority.or(host);
+    head.host = req.authority().or(host);
     (head, sent)
 }
 

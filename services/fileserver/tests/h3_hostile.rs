@@ -58,13 +58,13 @@ fn script(name: &str) -> PathBuf {
 }
 
 impl Fixture {
-    /// `h3attack.py streams` in `mode`: one JSON object per connection.
-    fn streams(&self, mode: &str, args: &[&str]) -> Vec<Value> {
+    /// `h3attack.py CMD --port P --ca CA ARGS...`: one JSON object per
+    /// line it prints.
+    fn attack(&self, cmd: &str, args: &[&str]) -> Vec<Value> {
         let out = Command::new(python())
             .arg(script("h3attack.py"))
-            .args(["streams", "--port", &self.port.to_string(), "--ca"])
+            .args([cmd, "--port", &self.port.to_string(), "--ca"])
             .arg(&self.ca_file)
-            .args(["--mode", mode])
             .args(args)
             .stdin(Stdio::null())
             .output()
@@ -72,12 +72,23 @@ impl Fixture {
         let text = String::from_utf8_lossy(&out.stdout);
         assert!(
             out.status.success(),
-            "h3attack failed: {text}\n{}",
+            "h3attack {cmd} {args:?} failed: {text}\n{}",
             String::from_utf8_lossy(&out.stderr)
         );
         text.lines()
             .map(|l| serde_json::from_str(l).unwrap())
             .collect()
+    }
+
+    /// `h3attack.py streams` in `mode`: one JSON object per connection.
+    fn streams(&self, mode: &str, args: &[&str]) -> Vec<Value> {
+        self.attack("streams", &[&["--mode", mode], args].concat())
+    }
+
+    /// `h3attack.py wire --case CASE`: how the connection ended, its
+    /// streams' resets and the statuses it got.
+    fn wire(&self, case: &str) -> Value {
+        self.attack("wire", &["--case", case]).remove(0)
     }
 
     /// One HTTP/3 GET with tests/h3client.py (aioquic): its status.
@@ -277,4 +288,37 @@ fn http3_answers_a_client_never_reads_are_reset_at_the_send_timeout() {
         512.0
     );
     assert_eq!(f.h3_get("/small.txt"), Some(200));
+}
+
+/// Framing and QPACK a client gets wrong (aioquic writing the raw bytes):
+/// what RFC 9114 makes the connection's error closes it with the RFC's
+/// code; a malformed request resets only its stream; a head over
+/// `max_field_section_size` is answered 431 unread; unknown frames and
+/// stream types are ignored. After a stream's error the connection still
+/// answers a plain GET.
+#[test]
+fn http3_framing_errors_get_the_rfc_codes_and_spare_the_connection_when_they_may() {
+    let f = fixture(&[]);
+    let closed = |case: &str, code: u64| {
+        let got = f.wire(case);
+        assert_eq!(got["closed"], code, "{case}: {got}");
+    };
+    closed("data-first", 0x105); // H3_FRAME_UNEXPECTED
+    closed("control-data", 0x105);
+    closed("second-control", 0x103); // H3_STREAM_CREATION_ERROR
+    closed("dynamic-ref", 0x200); // QPACK_DECOMPRESSION_FAILED
+
+    let got = f.wire("malformed");
+    assert_eq!(got["closed"], Value::Null, "{got}");
+    assert_eq!(got["resets"]["270"], 1, "H3_MESSAGE_ERROR: {got}");
+    assert_eq!(got["status"]["200"], 1, "{got}");
+
+    let got = f.wire("big-head");
+    assert_eq!(got["closed"], Value::Null, "{got}");
+    assert_eq!(got["status"]["431"], 1, "{got}");
+    assert_eq!(got["status"]["200"], 1, "{got}");
+
+    let got = f.wire("grease");
+    assert_eq!(got["closed"], Value::Null, "{got}");
+    assert_eq!(got["status"]["200"], 2, "{got}");
 }

@@ -21,6 +21,19 @@ HTTP/3 frames, independent of the server's quinn and h3).
       MODE closed: GET PATH with the request ended, and no flow-control
                    credit ever given back: the client never reads.
       --never-read gives no credit back in any mode.
+
+  wire --port P --ca CA --case CASE
+      One connection that breaks HTTP/3's framing or QPACK as CASE says,
+      then, on a fresh stream, a plain GET of /small.txt; one JSON line:
+      {"closed": CODE or null, "resets": {CODE: n}, "status": {CODE: n}}
+      CASE data-first:     a request stream that opens with DATA
+           dynamic-ref:    a field section that needs a dynamic table
+           malformed:      a request with a `connection` field
+           second-control: a second control stream
+           control-data:   DATA on the control stream
+           big-head:       a 20 KiB field value (over max_field_section_size)
+           grease:         an unknown frame before HEADERS and a stream of
+                           an unknown type (both to be ignored)
 """
 
 import argparse
@@ -36,7 +49,7 @@ from aioquic.h3.connection import H3_ALPN, H3Connection
 from aioquic.h3.events import DataReceived, HeadersReceived
 from aioquic.quic.configuration import QuicConfiguration
 from aioquic.quic.connection import QuicConnection
-from aioquic.quic.events import StopSendingReceived, StreamReset
+from aioquic.quic.events import ConnectionTerminated, StopSendingReceived, StreamReset
 
 
 def flood(args):
@@ -87,12 +100,15 @@ class Attacker(QuicConnectionProtocol):
         self.stop_sending = 0
         self.status = {}
         self.bytes = 0
+        self.closed = None
         if closed:
             # Never give credit back: the window stays where it started.
             self._quic._write_stream_limits = lambda **kw: None
             self._quic._write_connection_limits = lambda **kw: None
 
     def quic_event_received(self, event):
+        if isinstance(event, ConnectionTerminated):
+            self.closed = event.error_code
         if isinstance(event, StreamReset):
             code = str(event.error_code)
             self.resets[code] = self.resets.get(code, 0) + 1
@@ -157,6 +173,58 @@ async def one_connection(args):
         }
 
 
+GET = [
+    (b":method", b"GET"),
+    (b":scheme", b"https"),
+    (b":authority", b"localhost"),
+    (b":path", b"/small.txt"),
+]
+
+
+async def wire(args):
+    conf = QuicConfiguration(is_client=True, alpn_protocols=H3_ALPN)
+    conf.load_verify_locations(args.ca)
+    conf.server_name = "localhost"
+    conf.verify_mode = ssl.CERT_REQUIRED
+    async with connect(
+        "127.0.0.1",
+        args.port,
+        configuration=conf,
+        create_protocol=Attacker,
+        wait_connected=True,
+    ) as client:
+        quic, h3 = client._quic, client.h3
+        sid = quic.get_next_available_stream_id()
+        case = args.case
+        if case == "data-first":
+            quic.send_stream_data(sid, b"\x00\x02hi", end_stream=True)
+        elif case == "dynamic-ref":
+            # Required Insert Count 1, then an indexed dynamic field.
+            quic.send_stream_data(sid, b"\x01\x03\x02\x00\x80", end_stream=True)
+        elif case == "malformed":
+            h3.send_headers(sid, GET + [(b"connection", b"close")], end_stream=True)
+        elif case == "second-control":
+            uni = quic.get_next_available_stream_id(is_unidirectional=True)
+            quic.send_stream_data(uni, b"\x00\x04\x00")
+        elif case == "control-data":
+            quic.send_stream_data(h3._local_control_stream_id, b"\x00\x02hi")
+        elif case == "big-head":
+            h3.send_headers(sid, GET + [(b"x-big", b"~" * 20480)], end_stream=True)
+        elif case == "grease":
+            uni = quic.get_next_available_stream_id(is_unidirectional=True)
+            quic.send_stream_data(uni, b"\x21grease")
+            quic.send_stream_data(sid, b"\x21\x06grease")
+            h3.send_headers(sid, GET, end_stream=True)
+        client.transmit()
+        await asyncio.sleep(0.5)
+        if client.closed is None:
+            h3.send_headers(quic.get_next_available_stream_id(), GET, end_stream=True)
+            client.transmit()
+            await asyncio.sleep(0.5)
+        print(json.dumps({"closed": client.closed, "resets": client.resets,
+                          "status": client.status}), flush=True)
+
+
 async def streams(args):
     results = await asyncio.gather(*[one_connection(args) for _ in range(args.connections)])
     for r in results:
@@ -179,9 +247,15 @@ def main():
     s.add_argument("--connections", type=int, default=1)
     s.add_argument("--path", default="/small.txt")
     s.add_argument("--never-read", action="store_true")
+    w = sub.add_parser("wire")
+    w.add_argument("--port", type=int, required=True)
+    w.add_argument("--ca", required=True)
+    w.add_argument("--case", required=True)
     args = p.parse_args()
     if args.cmd == "flood":
         flood(args)
+    elif args.cmd == "wire":
+        asyncio.run(wire(args))
     else:
         asyncio.run(streams(args))
 
