@@ -217,7 +217,7 @@ async fn client_stream(
     let (kind, mut bytes) = loop {
         let mut pos = 0;
         if let Some(kind) = varint::decode(&first, &mut pos) {
-            break (kind, first.split_off(pos));
+            break (kind, Bytes::from(first.split_off(pos)));
         }
         match recv.read_chunk(8, true).await {
             Ok(Some(chunk)) => first.extend_from_slice(&chunk.bytes),
@@ -253,7 +253,7 @@ async fn client_stream(
             return close(c, "control stream");
         }
         match recv.read_chunk(usize::MAX, true).await {
-            Ok(Some(chunk)) => bytes = chunk.bytes.into(),
+            Ok(Some(chunk)) => bytes = chunk.bytes,
             Ok(None) | Err(quinn::ReadError::Reset(_)) => {
                 return close(Code::H3_CLOSED_CRITICAL_STREAM, "a critical stream ended");
             }
