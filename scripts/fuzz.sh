@@ -2,7 +2,8 @@
 # Time-bounded fuzzing of the pure HTTP pieces with their proptest targets:
 # the file semantics and planner (crates/httpfile/tests/fuzz.rs), the HPACK
 # decoder (crates/hpack/tests/properties.rs), the HTTP/2 connection
-# (crates/h2wire/tests/properties.rs) and the daemon's request
+# (crates/h2wire/tests/properties.rs), HTTP/3's readers and QPACK
+# (crates/h3wire/tests/properties.rs) and the daemon's request
 # parser (services/fileserver/tests/reliability_fuzz.rs),
 # in rounds with fresh random seeds, starting rounds until SECONDS have passed (the last round runs to
 # its end). The normal test run uses 1000 cases per target;
@@ -22,6 +23,7 @@ export FUZZ_CASES=${FUZZ_CASES:-20000}
 cargo test -q -p fdwarden-httpfile --test fuzz --no-run
 cargo test -q -p fdwarden-hpack --test properties --no-run
 cargo test -q -p fdwarden-h2wire --test properties --no-run
+cargo test -q -p fdwarden-h3wire --test properties --no-run
 cargo test -q -p fileserver --test reliability_fuzz --no-run
 end=$(( $(date +%s) + secs ))
 rounds=0
@@ -29,6 +31,7 @@ while [ "$(date +%s)" -lt "$end" ]; do
     cargo test -q -p fdwarden-httpfile --test fuzz -- --test-threads=2
     cargo test -q -p fdwarden-hpack --test properties -- --test-threads=2
     cargo test -q -p fdwarden-h2wire --test properties -- --test-threads=2
+    cargo test -q -p fdwarden-h3wire --test properties -- --test-threads=2
     cargo test -q -p fileserver --test reliability_fuzz -- --test-threads=2
     rounds=$((rounds + 1))
 done

@@ -15,8 +15,8 @@
 //! Why its own: oha sends one request at a time per connection, so each
 //! HTTP/3 request paid its own packets both ways where h2load multiplexes
 //! HTTP/2, and oha's client stalled against Caddy; h2load here has no
-//! QUIC. Built on the crates of the daemon's own HTTP/3 (quinn, h3,
-//! h3-quinn, rustls with ring), it runs against quinn and quic-go alike.
+//! QUIC. Built on quinn, h3 and h3-quinn (rustls with ring), it runs
+//! against the daemon's quinn and Caddy's quic-go alike.
 //!
 //! One thread (a current-thread tokio runtime), as the harness runs wrk
 //! and h2load with `-t1`, so the client's CPU share is the same for every

@@ -7,8 +7,16 @@ use proptest::prelude::*;
 
 const MAX: usize = 256;
 
+/// Cases per property: `FUZZ_CASES` when set (`scripts/fuzz.sh`).
+fn cases() -> u32 {
+    std::env::var("FUZZ_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2000)
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(2000))]
+    #![proptest_config(ProptestConfig::with_cases(cases()))]
 
     #[test]
     fn arbitrary_request_streams_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..600),

@@ -1,5 +1,5 @@
-//! A small blocking HTTP/3 client for the semantics suite, on the
-//! daemon's own quinn, h3 and h3-quinn (reqwest's HTTP/3 wants a
+//! A small blocking HTTP/3 client for the semantics suite, on quinn, h3
+//! and h3-quinn: another HTTP/3 than the daemon's `h3wire` (reqwest's wants a
 //! `--cfg reqwest_unstable` build of everything). It trusts only the
 //! test CA, keeps one QUIC connection (on a runtime of its own) for all
 //! its requests, and hands a body over as it arrives, through a bounded
