@@ -7,9 +7,9 @@
 //!   [`h2wire::Request`], which checks each field as HTTP/2's heads are
 //!   checked (RFC 9114 4.2-4.3 repeats RFC 9113 8.2-8.3). A reference to a
 //!   dynamic table is `QPACK_DECOMPRESSION_FAILED`.
-//! - [`begin`], [`status`] and [`field`] write a response's field
-//!   section: static references where the table has the field or its
-//!   name, plain literals otherwise. Nothing is Huffman-coded: a
+//! - [`begin`], [`status`], [`field`] and [`literal`] write a response's
+//!   field section: static references where the table has the field or
+//!   its name, plain literals otherwise. Nothing is Huffman-coded: a
 //!   response's values (dates, ETags, lengths) are mostly unique, and
 //!   Huffman coding them cost more CPU than the octets it saves on a
 //!   loopback or LAN.
@@ -117,6 +117,13 @@ pub fn field(name: &[u8], value: &[u8], dst: &mut Vec<u8>) {
         hpack::encode_integer(index.into(), 6, 0xc0, dst);
         return;
     }
+    literal(name, value, dst);
+}
+
+/// Appends field `name` (lower case) `value` as a literal, without
+/// looking for the value in the table: for a value made for this
+/// response (a date, an entity-tag, a length), which it never holds.
+pub fn literal(name: &[u8], value: &[u8], dst: &mut Vec<u8>) {
     match static_name(name) {
         // Literal with a static name reference (T = 0x10).
         Some(index) => hpack::encode_integer(index.into(), 4, 0x50, dst),
@@ -242,89 +249,181 @@ pub(crate) const STATIC: [(&[u8], &[u8]); 99] = [
     (b"x-frame-options", b"sameorigin"),
 ];
 
-/// The static entry that is exactly `name: value` (one with a value).
+/// The static entry that is exactly `name: value` (one with a value):
+/// by name, then by value among that name's entries.
 fn static_exact(name: &[u8], value: &[u8]) -> Option<u8> {
-    Some(match (name, value) {
-        (b":path", b"/") => 1,
-        (b"age", b"0") => 2,
-        (b"content-length", b"0") => 4,
-        (b":method", b"CONNECT") => 15,
-        (b":method", b"DELETE") => 16,
-        (b":method", b"GET") => 17,
-        (b":method", b"HEAD") => 18,
-        (b":method", b"OPTIONS") => 19,
-        (b":method", b"POST") => 20,
-        (b":method", b"PUT") => 21,
-        (b":scheme", b"http") => 22,
-        (b":scheme", b"https") => 23,
-        (b":status", b"103") => 24,
-        (b":status", b"200") => 25,
-        (b":status", b"304") => 26,
-        (b":status", b"404") => 27,
-        (b":status", b"503") => 28,
-        (b"accept", b"*/*") => 29,
-        (b"accept", b"application/dns-message") => 30,
-        (b"accept-encoding", b"gzip, deflate, br") => 31,
-        (b"accept-ranges", b"bytes") => 32,
-        (b"access-control-allow-headers", b"cache-control") => 33,
-        (b"access-control-allow-headers", b"content-type") => 34,
-        (b"access-control-allow-origin", b"*") => 35,
-        (b"cache-control", b"max-age=0") => 36,
-        (b"cache-control", b"max-age=2592000") => 37,
-        (b"cache-control", b"max-age=604800") => 38,
-        (b"cache-control", b"no-cache") => 39,
-        (b"cache-control", b"no-store") => 40,
-        (b"cache-control", b"public, max-age=31536000") => 41,
-        (b"content-encoding", b"br") => 42,
-        (b"content-encoding", b"gzip") => 43,
-        (b"content-type", b"application/dns-message") => 44,
-        (b"content-type", b"application/javascript") => 45,
-        (b"content-type", b"application/json") => 46,
-        (b"content-type", b"application/x-www-form-urlencoded") => 47,
-        (b"content-type", b"image/gif") => 48,
-        (b"content-type", b"image/jpeg") => 49,
-        (b"content-type", b"image/png") => 50,
-        (b"content-type", b"text/css") => 51,
-        (b"content-type", b"text/html; charset=utf-8") => 52,
-        (b"content-type", b"text/plain") => 53,
-        (b"content-type", b"text/plain;charset=utf-8") => 54,
-        (b"range", b"bytes=0-") => 55,
-        (b"strict-transport-security", b"max-age=31536000") => 56,
-        (b"strict-transport-security", b"max-age=31536000; includesubdomains") => 57,
-        (b"strict-transport-security", b"max-age=31536000; includesubdomains; preload") => 58,
-        (b"vary", b"accept-encoding") => 59,
-        (b"vary", b"origin") => 60,
-        (b"x-content-type-options", b"nosniff") => 61,
-        (b"x-xss-protection", b"1; mode=block") => 62,
-        (b":status", b"100") => 63,
-        (b":status", b"204") => 64,
-        (b":status", b"206") => 65,
-        (b":status", b"302") => 66,
-        (b":status", b"400") => 67,
-        (b":status", b"403") => 68,
-        (b":status", b"421") => 69,
-        (b":status", b"425") => 70,
-        (b":status", b"500") => 71,
-        (b"access-control-allow-credentials", b"FALSE") => 73,
-        (b"access-control-allow-credentials", b"TRUE") => 74,
-        (b"access-control-allow-headers", b"*") => 75,
-        (b"access-control-allow-methods", b"get") => 76,
-        (b"access-control-allow-methods", b"get, post, options") => 77,
-        (b"access-control-allow-methods", b"options") => 78,
-        (b"access-control-expose-headers", b"content-length") => 79,
-        (b"access-control-request-headers", b"content-type") => 80,
-        (b"access-control-request-method", b"get") => 81,
-        (b"access-control-request-method", b"post") => 82,
-        (b"alt-svc", b"clear") => 83,
-        (b"content-security-policy", b"script-src 'none'; object-src 'none'; base-uri 'none'") => {
-            85
-        }
-        (b"early-data", b"1") => 86,
-        (b"purpose", b"prefetch") => 91,
-        (b"timing-allow-origin", b"*") => 93,
-        (b"upgrade-insecure-requests", b"1") => 94,
-        (b"x-frame-options", b"deny") => 97,
-        (b"x-frame-options", b"sameorigin") => 98,
+    Some(match name {
+        b":path" => match value {
+            b"/" => 1,
+            _ => return None,
+        },
+        b"age" => match value {
+            b"0" => 2,
+            _ => return None,
+        },
+        b"content-length" => match value {
+            b"0" => 4,
+            _ => return None,
+        },
+        b":method" => match value {
+            b"CONNECT" => 15,
+            b"DELETE" => 16,
+            b"GET" => 17,
+            b"HEAD" => 18,
+            b"OPTIONS" => 19,
+            b"POST" => 20,
+            b"PUT" => 21,
+            _ => return None,
+        },
+        b":scheme" => match value {
+            b"http" => 22,
+            b"https" => 23,
+            _ => return None,
+        },
+        b":status" => match value {
+            b"103" => 24,
+            b"200" => 25,
+            b"304" => 26,
+            b"404" => 27,
+            b"503" => 28,
+            b"100" => 63,
+            b"204" => 64,
+            b"206" => 65,
+            b"302" => 66,
+            b"400" => 67,
+            b"403" => 68,
+            b"421" => 69,
+            b"425" => 70,
+            b"500" => 71,
+            _ => return None,
+        },
+        b"accept" => match value {
+            b"*/*" => 29,
+            b"application/dns-message" => 30,
+            _ => return None,
+        },
+        b"accept-encoding" => match value {
+            b"gzip, deflate, br" => 31,
+            _ => return None,
+        },
+        b"accept-ranges" => match value {
+            b"bytes" => 32,
+            _ => return None,
+        },
+        b"access-control-allow-headers" => match value {
+            b"cache-control" => 33,
+            b"content-type" => 34,
+            b"*" => 75,
+            _ => return None,
+        },
+        b"access-control-allow-origin" => match value {
+            b"*" => 35,
+            _ => return None,
+        },
+        b"cache-control" => match value {
+            b"max-age=0" => 36,
+            b"max-age=2592000" => 37,
+            b"max-age=604800" => 38,
+            b"no-cache" => 39,
+            b"no-store" => 40,
+            b"public, max-age=31536000" => 41,
+            _ => return None,
+        },
+        b"content-encoding" => match value {
+            b"br" => 42,
+            b"gzip" => 43,
+            _ => return None,
+        },
+        b"content-type" => match value {
+            b"application/dns-message" => 44,
+            b"application/javascript" => 45,
+            b"application/json" => 46,
+            b"application/x-www-form-urlencoded" => 47,
+            b"image/gif" => 48,
+            b"image/jpeg" => 49,
+            b"image/png" => 50,
+            b"text/css" => 51,
+            b"text/html; charset=utf-8" => 52,
+            b"text/plain" => 53,
+            b"text/plain;charset=utf-8" => 54,
+            _ => return None,
+        },
+        b"range" => match value {
+            b"bytes=0-" => 55,
+            _ => return None,
+        },
+        b"strict-transport-security" => match value {
+            b"max-age=31536000" => 56,
+            b"max-age=31536000; includesubdomains" => 57,
+            b"max-age=31536000; includesubdomains; preload" => 58,
+            _ => return None,
+        },
+        b"vary" => match value {
+            b"accept-encoding" => 59,
+            b"origin" => 60,
+            _ => return None,
+        },
+        b"x-content-type-options" => match value {
+            b"nosniff" => 61,
+            _ => return None,
+        },
+        b"x-xss-protection" => match value {
+            b"1; mode=block" => 62,
+            _ => return None,
+        },
+        b"access-control-allow-credentials" => match value {
+            b"FALSE" => 73,
+            b"TRUE" => 74,
+            _ => return None,
+        },
+        b"access-control-allow-methods" => match value {
+            b"get" => 76,
+            b"get, post, options" => 77,
+            b"options" => 78,
+            _ => return None,
+        },
+        b"access-control-expose-headers" => match value {
+            b"content-length" => 79,
+            _ => return None,
+        },
+        b"access-control-request-headers" => match value {
+            b"content-type" => 80,
+            _ => return None,
+        },
+        b"access-control-request-method" => match value {
+            b"get" => 81,
+            b"post" => 82,
+            _ => return None,
+        },
+        b"alt-svc" => match value {
+            b"clear" => 83,
+            _ => return None,
+        },
+        b"content-security-policy" => match value {
+            b"script-src 'none'; object-src 'none'; base-uri 'none'" => 85,
+            _ => return None,
+        },
+        b"early-data" => match value {
+            b"1" => 86,
+            _ => return None,
+        },
+        b"purpose" => match value {
+            b"prefetch" => 91,
+            _ => return None,
+        },
+        b"timing-allow-origin" => match value {
+            b"*" => 93,
+            _ => return None,
+        },
+        b"upgrade-insecure-requests" => match value {
+            b"1" => 94,
+            _ => return None,
+        },
+        b"x-frame-options" => match value {
+            b"deny" => 97,
+            b"sameorigin" => 98,
+            _ => return None,
+        },
         _ => return None,
     })
 }

@@ -11,6 +11,7 @@ const MAX: u64 = u32::MAX as u64;
 
 /// Appends `value` with an `n`-bit prefix; `flags` are the first octet's
 /// bits above the prefix.
+#[inline]
 pub(crate) fn encode(value: usize, n: u32, flags: u8, dst: &mut Vec<u8>) {
     let max_prefix = (1usize << n) - 1;
     if value < max_prefix {
@@ -28,6 +29,7 @@ pub(crate) fn encode(value: usize, n: u32, flags: u8, dst: &mut Vec<u8>) {
 
 /// Reads an integer with an `n`-bit prefix from `src` at `*pos`, and moves
 /// `*pos` past it.
+#[inline]
 pub(crate) fn decode(src: &[u8], pos: &mut usize, n: u32) -> Result<usize, DecodeError> {
     let max_prefix = (1u64 << n) - 1;
     let first = *src.get(*pos).ok_or(DecodeError::Truncated)?;

@@ -54,18 +54,21 @@ pub use encode::{Block, Encoder};
 /// assert_eq!(out, b"www.example.com");
 /// assert!(hpack::huffman_decode(&[0xff, 0xff, 0xff, 0xff], &mut out).is_err());
 /// ```
+#[inline]
 pub fn huffman_decode(src: &[u8], dst: &mut Vec<u8>) -> Result<(), DecodeError> {
     huffman::decode(src, dst)
 }
 
 /// Appends `value` as an integer with an `n`-bit prefix (RFC 7541 5.1,
 /// QPACK's too), `flags` in the first octet's bits above the prefix.
+#[inline]
 pub fn encode_integer(value: usize, n: u32, flags: u8, dst: &mut Vec<u8>) {
     integer::encode(value, n, flags, dst)
 }
 
 /// Reads an integer with an `n`-bit prefix from `src` at `*pos` and moves
 /// `*pos` past it; one of 2^32 or more is [`DecodeError::IntegerOverflow`].
+#[inline]
 pub fn decode_integer(src: &[u8], pos: &mut usize, n: u32) -> Result<usize, DecodeError> {
     integer::decode(src, pos, n)
 }

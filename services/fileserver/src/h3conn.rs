@@ -613,8 +613,12 @@ fn response_head(conn: &Conn, plan: &Plan<'_>, rep: Option<&Representation>) -> 
     section.clear();
     qpack::begin(section);
     qpack::status(plan.status, section);
-    render::each_head_field(plan, now, alt_svc, values, |name, value, _| {
-        qpack::field(name, value, section);
+    render::each_head_field(plan, now, alt_svc, values, |name, value, repeats| {
+        if repeats {
+            qpack::field(name, value, section);
+        } else {
+            qpack::literal(name, value, section);
+        }
     });
     let mut frame = Vec::with_capacity(section.len() + 8);
     h3wire::frame::write_header(h3wire::frame::HEADERS, section.len() as u64, &mut frame);
