@@ -92,8 +92,9 @@ impl Request {
         self.reset(0, end_stream, max_list_size);
     }
 
-    /// Bytes its buffers hold, used or not.
-    pub(crate) fn capacity(&self) -> usize {
+    /// Bytes its buffers hold, used or not: what keeping it for the next
+    /// head costs.
+    pub fn capacity(&self) -> usize {
         self.buf.capacity()
             + self.fields.capacity() * std::mem::size_of::<(Range<u32>, Range<u32>)>()
     }

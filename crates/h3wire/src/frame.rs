@@ -58,6 +58,11 @@ fn reserved_http2(kind: u64) -> bool {
     matches!(kind, 0x02 | 0x06 | 0x08 | 0x09)
 }
 
+/// The octets [`write_header`] writes.
+pub fn header_len(kind: u64, len: u64) -> usize {
+    varint::len(kind) + varint::len(len)
+}
+
 /// Appends a frame's type and length.
 pub fn write_header(kind: u64, len: u64, dst: &mut Vec<u8>) {
     varint::encode(kind, dst);

@@ -18,6 +18,16 @@ pub fn decode(buf: &[u8], pos: &mut usize) -> Option<u64> {
     )
 }
 
+/// The octets [`encode`] writes for `v`.
+pub fn len(v: u64) -> usize {
+    match v {
+        0..=63 => 1,
+        64..=16_383 => 2,
+        16_384..=1_073_741_823 => 4,
+        _ => 8,
+    }
+}
+
 /// Appends `v` (at most [`MAX`]) in its shortest form.
 pub fn encode(v: u64, dst: &mut Vec<u8>) {
     debug_assert!(v <= MAX);
@@ -51,6 +61,7 @@ mod tests {
             let mut out = Vec::new();
             encode(v, &mut out);
             assert_eq!(out, bytes);
+            assert_eq!(len(v), bytes.len());
         }
         let mut pos = 0;
         assert_eq!(decode(&[0x7b], &mut pos), None);

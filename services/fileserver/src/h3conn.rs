@@ -146,6 +146,7 @@ pub(crate) async fn serve(ctx: Rc<ConnContext>, quic: quinn::Connection) {
         max_field_section_size: usize::try_from(settings.max_field_section_size)
             .unwrap_or(usize::MAX),
         scratch: RefCell::default(),
+        heads: RefCell::default(),
     });
     let mut requests = tokio::task::JoinSet::new();
     let mut client_streams = tokio::task::JoinSet::new();
@@ -340,7 +341,16 @@ struct Conn {
     /// written in turn: buffers for the connection, not grown per
     /// response.
     scratch: RefCell<(Vec<u8>, Vec<u8>)>,
+    /// Request heads answered, kept for the next streams' (their buffers
+    /// grown once), and where a Huffman-coded string is decoded.
+    heads: RefCell<(Vec<h2wire::Request>, Vec<u8>)>,
 }
+
+/// Request heads a connection keeps for reuse, each of at most
+/// [`KEPT_HEAD_MAX`] octets: what it holds between requests stays small
+/// whatever heads a client sent.
+const KEPT_HEADS: usize = 8;
+const KEPT_HEAD_MAX: usize = 2048;
 
 impl Conn {
     fn live(&self) -> Arc<Live> {
@@ -356,12 +366,12 @@ impl Conn {
 async fn respond(conn: Rc<Conn>, mut send: quinn::SendStream, mut recv: quinn::RecvStream) {
     let peer = conn.peer;
     let head_timeout = conn.live().s.limits.header_read_timeout;
-    let mut req = h2wire::Request::default();
+    let mut req = conn.heads.borrow_mut().0.pop().unwrap_or_default();
     // The head within header_read_timeout, as HTTP/1.1 and HTTP/2 bound
     // theirs: a stream that sends nothing, or a frame a byte at a time,
     // holds no slot past it.
     let max = conn.max_field_section_size;
-    let read = tokio::time::timeout(head_timeout, read_head(&mut recv, &mut req, max)).await;
+    let read = tokio::time::timeout(head_timeout, read_head(&conn, &mut recv, &mut req, max)).await;
     let fits = match read {
         Ok(Ok(fits)) => fits,
         Ok(Err(HeadError::Stream(c))) => {
@@ -403,6 +413,11 @@ async fn respond(conn: Rc<Conn>, mut send: quinn::SendStream, mut recv: quinn::R
     // by the JoinSet, is moved whole each time (with the answer inline,
     // 2144 bytes, four copies of it were 7% of h3_small's CPU).
     Box::pin(answer(&mut record, &mut send, fits)).await;
+    drop(record);
+    let heads = &mut conn.heads.borrow_mut().0;
+    if heads.len() < KEPT_HEADS && req.capacity() <= KEPT_HEAD_MAX {
+        heads.push(req);
+    }
 }
 
 /// Why a request head was not read.
@@ -418,6 +433,7 @@ enum HeadError {
 /// Reads `recv` up to the end of its HEADERS into `req`, the section
 /// at most `max` octets; false when it was larger (not read: 431).
 async fn read_head(
+    conn: &Conn,
     recv: &mut quinn::RecvStream,
     req: &mut h2wire::Request,
     max: usize,
@@ -434,7 +450,8 @@ async fn read_head(
             Ok(Head::TooLarge) => return Ok(false),
             Ok(Head::Section(section)) => {
                 req.begin(false, max);
-                qpack::decode(section, req, &mut Vec::new()).map_err(HeadError::Connection)?;
+                let huffman = &mut conn.heads.borrow_mut().1;
+                qpack::decode(section, req, huffman).map_err(HeadError::Connection)?;
                 req.finish();
                 return match req.malformed() {
                     // RFC 9114 4.1.2: a malformed request is the stream's error.
@@ -509,7 +526,7 @@ async fn send(
         Body::Multipart(m) => render::push_multipart(&m, &mut parts),
     }
     record.o.status = plan.status;
-    let mut head = Some(response_head(conn, plan, rep));
+    let mut head = Some(Bytes::from(response_head(conn, plan, rep)));
     let out = &conn.output;
     let sent: Result<(), Cut> = async {
         let l = &live.s.limits;
@@ -567,8 +584,9 @@ async fn send(
                         Some(p) => p.wait(record.o.sent, data.len() as u64).await as usize,
                         None => data.len(),
                     };
-                    let mut frame = Vec::with_capacity(16);
-                    h3wire::frame::write_header(h3wire::frame::DATA, n as u64, &mut frame);
+                    // Sized exactly: a `Bytes` made from it needs no allocation of its own.
+                    let mut frame = Vec::with_capacity(frame::header_len(frame::DATA, n as u64));
+                    frame::write_header(frame::DATA, n as u64, &mut frame);
                     let mut chunks = [head.take().unwrap_or_default(), frame.into(), data.split_to(n)];
                     out.step(send_timeout, stream.write_all_chunks(&mut chunks), peer, "client went away")
                         .await?;
@@ -606,7 +624,7 @@ enum Cut {
 /// The response's HEADERS frame from `plan`: `:status`, then
 /// `render::each_head_field`, as HTTP/2 sends it, in QPACK's static
 /// references and plain literals.
-fn response_head(conn: &Conn, plan: &Plan<'_>, rep: Option<&Representation>) -> Bytes {
+fn response_head(conn: &Conn, plan: &Plan<'_>, rep: Option<&Representation>) -> Vec<u8> {
     let alt_svc = conn.ctx.alt_svc().map(http::HeaderValue::as_bytes);
     let now = rep.map(Representation::now);
     let (values, section) = &mut *conn.scratch.borrow_mut();
@@ -620,10 +638,11 @@ fn response_head(conn: &Conn, plan: &Plan<'_>, rep: Option<&Representation>) -> 
             qpack::literal(name, value, section);
         }
     });
-    let mut frame = Vec::with_capacity(section.len() + 8);
-    h3wire::frame::write_header(h3wire::frame::HEADERS, section.len() as u64, &mut frame);
+    let len = section.len() as u64;
+    let mut frame = Vec::with_capacity(frame::header_len(frame::HEADERS, len) + section.len());
+    frame::write_header(frame::HEADERS, len, &mut frame);
     frame.extend_from_slice(section);
-    frame.into()
+    frame
 }
 
 /// One exchange's record: counted and logged (`ConnContext::finish`)
