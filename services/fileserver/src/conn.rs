@@ -14,7 +14,7 @@ use crate::exchange::Exchange;
 use crate::http::request::{parse_request_uninit, ParseError, Request};
 use crate::request_context::{RequestContext, Sent};
 use crate::send::{Output, Progress};
-use crate::state::{ConnContext, Live};
+use crate::state::{ConnContext, InForce};
 use crate::wire::Wire;
 use decide::Check;
 use httpfile::encode::Framing;
@@ -26,7 +26,6 @@ use std::io;
 use std::mem::MaybeUninit;
 use std::net::SocketAddr;
 use std::rc::Rc;
-use std::sync::Arc;
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
@@ -36,8 +35,7 @@ const WBUF_FLUSH: usize = 64 * 1024;
 struct Conn {
     ctx: Rc<ConnContext>,
     peer: SocketAddr,
-    live: Arc<Live>,
-    generation: u64,
+    live: InForce,
     stop_seen: bool,
     out: Output,
     /// The normalized path of the request in progress.
@@ -65,7 +63,7 @@ pub(crate) async fn serve(
     peer: SocketAddr,
     read: (Vec<u8>, usize),
 ) {
-    let (live, generation) = ctx.live();
+    let live = ctx.in_force();
     let send_timeout = live.s.limits.send_timeout;
     let files = ctx.files().manager().clone();
     // Over TLS every response advertises HTTP/3 when it is on.
@@ -77,7 +75,6 @@ pub(crate) async fn serve(
         ctx,
         peer,
         live,
-        generation,
         stop_seen: false,
         out: Output::new(wire, fields, files, send_timeout),
         path: Vec::with_capacity(128),
@@ -365,11 +362,8 @@ impl Conn {
     }
 
     fn refresh(&mut self) {
-        if self.ctx.generation() != self.generation {
-            let (live, generation) = self.ctx.live();
-            self.out.send_timeout = live.s.limits.send_timeout;
-            self.live = live;
-            self.generation = generation;
+        if self.live.refresh(&self.ctx) {
+            self.out.send_timeout = self.live.s.limits.send_timeout;
         }
     }
 

@@ -28,7 +28,7 @@
 use crate::exchange::{LogFields, Outcome};
 use crate::render::{self, Part};
 use crate::request_context::{self, RequestContext};
-use crate::state::{ConnContext, Live};
+use crate::state::{ConnContext, InForce};
 use crate::wire::Wire;
 use decide::Representation;
 use h2wire::{Event, Expired, Reason, Request};
@@ -39,7 +39,6 @@ use std::io;
 use std::net::SocketAddr;
 use std::ops::Range;
 use std::rc::Rc;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::Interest;
 use tokio::sync::OwnedSemaphorePermit;
@@ -76,7 +75,7 @@ pub(crate) const LOG_FIELD_MAX: usize = 1024;
 /// out, or shutdown drains it; `read_ahead` holds what the HTTP/1.1
 /// engine read of it before (empty, or the h2c preface and what followed).
 pub(crate) async fn serve(ctx: Rc<ConnContext>, wire: Wire, read_ahead: Vec<u8>, peer: SocketAddr) {
-    let (live, generation) = ctx.live();
+    let live = ctx.in_force();
     let now = Instant::now();
     let conn = h2wire::Connection::new(live.s.http2.wire.clone(), now);
     let tls = wire.is_tls();
@@ -88,7 +87,6 @@ pub(crate) async fn serve(ctx: Rc<ConnContext>, wire: Wire, read_ahead: Vec<u8>,
         ctx,
         peer,
         live,
-        generation,
         tls,
         wire,
         out: Out {
@@ -118,8 +116,7 @@ pub(crate) async fn serve(ctx: Rc<ConnContext>, wire: Wire, read_ahead: Vec<u8>,
 struct H2 {
     ctx: Rc<ConnContext>,
     peer: SocketAddr,
-    live: Arc<Live>,
-    generation: u64,
+    live: InForce,
     tls: bool,
     wire: Wire,
     out: Out,
@@ -502,18 +499,11 @@ impl H2 {
         }
     }
 
-    /// Re-reads the settings when a reload changed them.
-    fn refresh(&mut self) {
-        if self.ctx.generation() != self.generation {
-            (self.live, self.generation) = self.ctx.live();
-        }
-    }
-
     /// Decides `req`'s answer, sends its head and as much of its body as
     /// the windows take; keeps the rest in `answers`.
     async fn answer(&mut self, req: Request, room: usize) {
         let t0 = Instant::now();
-        self.refresh();
+        self.live.refresh(&self.ctx);
         if req.too_large() {
             let plan = httpfile::plan::reject(431, "request header fields too large");
             let started = self.out.start(&req, &plan, None, room);

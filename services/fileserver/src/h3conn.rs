@@ -51,7 +51,7 @@ use crate::config::Http3Settings;
 use crate::exchange::{LogFields, Outcome};
 use crate::render::{self, Part};
 use crate::request_context::{self, RequestContext};
-use crate::state::{ConnContext, Live};
+use crate::state::{ConnContext, InForce, Live};
 use bytes::Bytes;
 use decide::Representation;
 use h3wire::frame::{self, stream_type};
@@ -139,7 +139,7 @@ pub(crate) async fn serve(ctx: Rc<ConnContext>, quic: quinn::Connection) {
     }
     let conn = Rc::new(Conn {
         quic: quic.clone(),
-        live: RefCell::new(ctx.live()),
+        live: RefCell::new(ctx.in_force()),
         output: Output::new(&ctx),
         ctx: ctx.clone(),
         peer,
@@ -330,9 +330,8 @@ const READ_CHUNK: usize = 128 * 1024;
 struct Conn {
     quic: quinn::Connection,
     ctx: Rc<ConnContext>,
-    /// The settings in force and their generation, re-read only when a
-    /// reload bumped it (one relaxed load per request, like conn.rs).
-    live: RefCell<(Arc<Live>, u64)>,
+    /// The settings in force.
+    live: RefCell<InForce>,
     peer: SocketAddr,
     output: Output,
     /// `[http3] max_field_section_size`: a request head over it is 431.
@@ -355,10 +354,8 @@ const KEPT_HEAD_MAX: usize = 2048;
 impl Conn {
     fn live(&self) -> Arc<Live> {
         let mut live = self.live.borrow_mut();
-        if self.ctx.generation() != live.1 {
-            *live = self.ctx.live();
-        }
-        live.0.clone()
+        live.refresh(&self.ctx);
+        Arc::clone(&live)
     }
 }
 

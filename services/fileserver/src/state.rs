@@ -128,6 +128,35 @@ pub(crate) struct ConnContext {
     pub spares: crate::spares::Spares,
 }
 
+/// The settings a connection answers under, with their generation:
+/// re-read only when a reload bumped it, so a request costs one relaxed
+/// load, not a lock and a shared count. Every engine keeps one.
+#[derive(Debug)]
+pub(crate) struct InForce {
+    live: Arc<Live>,
+    generation: u64,
+}
+
+impl InForce {
+    /// Re-reads the settings when a reload changed them; true when it did.
+    #[inline]
+    pub(crate) fn refresh(&mut self, ctx: &ConnContext) -> bool {
+        if ctx.shared.generation() == self.generation {
+            return false;
+        }
+        (self.live, self.generation) = ctx.shared.live();
+        true
+    }
+}
+
+impl std::ops::Deref for InForce {
+    type Target = Arc<Live>;
+
+    fn deref(&self) -> &Arc<Live> {
+        &self.live
+    }
+}
+
 impl ConnContext {
     pub(crate) fn new(
         shared: Arc<Shared>,
@@ -148,10 +177,10 @@ impl ConnContext {
         self.shared.live()
     }
 
-    /// The generation of the settings in force (one relaxed load).
-    #[inline]
-    pub(crate) fn generation(&self) -> u64 {
-        self.shared.generation()
+    /// The settings in force, as a connection keeps them ([`InForce`]).
+    pub(crate) fn in_force(&self) -> InForce {
+        let (live, generation) = self.shared.live();
+        InForce { live, generation }
     }
 
     /// The file layer.
