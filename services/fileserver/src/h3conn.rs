@@ -444,7 +444,12 @@ async fn read_head(
         };
         match reader.receive(&chunk, max) {
             Ok(Head::More) => {}
-            Ok(Head::TooLarge) => return Ok(false),
+            Ok(Head::TooLarge) => {
+                // Emptied all the same: a head kept from an earlier
+                // stream must not be logged as this one's.
+                req.begin(false, max);
+                return Ok(false);
+            }
             Ok(Head::Section(section)) => {
                 req.begin(false, max);
                 let huffman = &mut conn.heads.borrow_mut().1;

@@ -322,3 +322,17 @@ fn http3_framing_errors_get_the_rfc_codes_and_spare_the_connection_when_they_may
     assert_eq!(got["closed"], Value::Null, "{got}");
     assert_eq!(got["status"]["200"], 2, "{got}");
 }
+
+/// A head too large to read, after a GET on the same connection: its 431
+/// is logged without a request line, not with the GET's (the connection
+/// reuses request heads; one left unread must still be emptied).
+#[test]
+fn an_unread_http3_head_is_logged_as_unread_not_as_the_last_request() {
+    let f = fixture(&["--access-log", "stdout", "--set", "access_log_format=json"]);
+    let got = f.wire("get-then-big-head");
+    assert_eq!(got["status"]["431"], 1, "{got}");
+    assert_eq!(got["status"]["200"], 2, "{got}");
+    let line = f.d.json_log_line("status", &Value::from(431));
+    assert_ne!(line["target"], "/small.txt", "{line}");
+    assert_ne!(line["method"], "GET", "{line}");
+}

@@ -32,6 +32,7 @@ HTTP/3 frames, independent of the server's quinn and h3).
            second-control: a second control stream
            control-data:   DATA on the control stream
            big-head:       a 20 KiB field value (over max_field_section_size)
+           get-then-big-head: a GET, then the big head on the same connection
            grease:         an unknown frame before HEADERS and a stream of
                            an unknown type (both to be ignored)
 """
@@ -210,6 +211,12 @@ async def wire(args):
             quic.send_stream_data(h3._local_control_stream_id, b"\x00\x02hi")
         elif case == "big-head":
             h3.send_headers(sid, GET + [(b"x-big", b"~" * 20480)], end_stream=True)
+        elif case == "get-then-big-head":
+            h3.send_headers(sid, GET, end_stream=True)
+            client.transmit()
+            await asyncio.sleep(0.3)
+            big = quic.get_next_available_stream_id()
+            h3.send_headers(big, GET + [(b"x-big", b"~" * 20480)], end_stream=True)
         elif case == "grease":
             uni = quic.get_next_available_stream_id(is_unidirectional=True)
             quic.send_stream_data(uni, b"\x21grease")
