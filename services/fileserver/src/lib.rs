@@ -12,7 +12,7 @@
 //!   clients   open connections per client (max_connections_per_client)
 //!   conn      one TCP connection: the HTTP/1.1 engine (send: its output)
 //!   h2conn    the HTTP/2 engine over h2wire
-//!   h3conn    the HTTP/3 engine over quinn/h3
+//!   h3conn    the HTTP/3 engine over quinn and h3wire
 //!   request_context  the step every engine takes before decide: Host
 //!             rule, site, its options and files, the client behind proxies
 //!   render    a plan on the lower-case-field, framed wires (HTTP/2, HTTP/3)
