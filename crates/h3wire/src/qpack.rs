@@ -18,10 +18,11 @@ use crate::frame::Code;
 use h2wire::Request;
 
 /// Reads field section `section` into `req` (begun by the caller with
-/// [`Request::begin`]), field by field; `scratch` holds a Huffman-coded
-/// string while it is decoded. `Err`: the section cannot be decoded (the
-/// connection's error); a field that breaks the request rules leaves
-/// `req` [`malformed`](Request::malformed) instead.
+/// [`Request::begin`]), field by field; `scratch` holds a field's
+/// Huffman-coded name and value while they are decoded. `Err`: the
+/// section cannot be decoded (the connection's error); a field that
+/// breaks the request rules leaves `req` [`malformed`](Request::malformed)
+/// instead.
 pub fn decode(section: &[u8], req: &mut Request, scratch: &mut Vec<u8>) -> Result<(), Code> {
     const FAILED: Code = Code::QPACK_DECOMPRESSION_FAILED;
     let mut pos = 0;
@@ -31,6 +32,7 @@ pub fn decode(section: &[u8], req: &mut Request, scratch: &mut Vec<u8>) -> Resul
     }
     int(section, &mut pos, 7)?;
     while let Some(&first) = section.get(pos) {
+        scratch.clear();
         if first & 0x80 != 0 {
             // Indexed field line; T (0x40) set: the static table.
             if first & 0x40 == 0 {
@@ -45,13 +47,12 @@ pub fn decode(section: &[u8], req: &mut Request, scratch: &mut Vec<u8>) -> Resul
             }
             let (name, _) = entry(int(section, &mut pos, 4)?)?;
             let value = string(section, &mut pos, 7, scratch)?;
-            req.push(name, value);
+            req.push(name, value.of(section, scratch));
         } else if first & 0x20 != 0 {
             // Literal with a literal name: its Huffman flag is 0x08.
-            let mut name_buf = Vec::new();
-            let name = string(section, &mut pos, 3, &mut name_buf)?;
+            let name = string(section, &mut pos, 3, scratch)?;
             let value = string(section, &mut pos, 7, scratch)?;
-            req.push(name, value);
+            req.push(name.of(section, scratch), value.of(section, scratch));
         } else {
             // The post-base forms refer to the dynamic table.
             return Err(FAILED);
@@ -71,29 +72,40 @@ fn int(buf: &[u8], pos: &mut usize, n: u32) -> Result<usize, Code> {
     hpack::decode_integer(buf, pos, n).map_err(|_| Code::QPACK_DECOMPRESSION_FAILED)
 }
 
-/// A string literal at `*pos` whose length has an `n`-bit prefix, its
-/// Huffman flag the bit above; a Huffman-coded one is decoded into
-/// `scratch`.
-fn string<'a>(
-    buf: &'a [u8],
-    pos: &mut usize,
-    n: u32,
-    scratch: &'a mut Vec<u8>,
-) -> Result<&'a [u8], Code> {
+/// Where a string literal's octets are: in the section as sent, or
+/// Huffman-decoded into the scratch buffer.
+enum Literal {
+    Sent(std::ops::Range<usize>),
+    Decoded(std::ops::Range<usize>),
+}
+
+impl Literal {
+    fn of<'a>(&self, section: &'a [u8], scratch: &'a [u8]) -> &'a [u8] {
+        match self {
+            Literal::Sent(r) => &section[r.clone()],
+            Literal::Decoded(r) => &scratch[r.clone()],
+        }
+    }
+}
+
+/// The string literal at `*pos` whose length has an `n`-bit prefix, its
+/// Huffman flag the bit above; a Huffman-coded one is decoded onto the
+/// end of `scratch` (a name and its value share it).
+fn string(buf: &[u8], pos: &mut usize, n: u32, scratch: &mut Vec<u8>) -> Result<Literal, Code> {
     let huffman = buf.get(*pos).is_some_and(|&b| b & (1 << n) != 0);
     let len = int(buf, pos, n)?;
     let end = pos
         .checked_add(len)
         .filter(|&end| end <= buf.len())
         .ok_or(Code::QPACK_DECOMPRESSION_FAILED)?;
-    let raw = &buf[*pos..end];
+    let raw = *pos..end;
     *pos = end;
     if !huffman {
-        return Ok(raw);
+        return Ok(Literal::Sent(raw));
     }
-    scratch.clear();
-    hpack::huffman_decode(raw, scratch).map_err(|_| Code::QPACK_DECOMPRESSION_FAILED)?;
-    Ok(scratch)
+    let start = scratch.len();
+    hpack::huffman_decode(&buf[raw], scratch).map_err(|_| Code::QPACK_DECOMPRESSION_FAILED)?;
+    Ok(Literal::Decoded(start..scratch.len()))
 }
 
 /// Starts a field section in `dst`: Required Insert Count 0, Base 0.
@@ -525,6 +537,26 @@ mod tests {
         assert_eq!(req.path(), Some(&b"/index.html"[..]));
         assert_eq!(req.authority(), Some(&b"www.example.com"[..]));
         assert_eq!(req.fields().collect::<Vec<_>>(), [(&b"x-a"[..], &b"b"[..])]);
+    }
+
+    #[test]
+    fn a_huffman_coded_name_and_value_share_the_scratch() {
+        // A literal name and its value, both "www.example.com" Huffman-
+        // coded (RFC 7541 C.4.1): the value's decoding must not overwrite
+        // the name's.
+        let coded = [
+            0xf1, 0xe3, 0xc2, 0xe5, 0xf2, 0x3a, 0x6b, 0xa0, 0xab, 0x90, 0xf4, 0xff,
+        ];
+        let mut s = vec![0x00, 0x00, 0x2f, 0x05];
+        s.extend_from_slice(&coded);
+        s.push(0x8c);
+        s.extend_from_slice(&coded);
+        let mut req = Request::default();
+        req.begin(true, 16 << 10);
+        let mut scratch = Vec::new();
+        decode(&s, &mut req, &mut scratch).unwrap();
+        let name = &b"www.example.com"[..];
+        assert_eq!(req.fields().collect::<Vec<_>>(), [(name, name)]);
     }
 
     #[test]
