@@ -74,20 +74,18 @@ pub fn write_header(kind: u64, len: u64, dst: &mut Vec<u8>) {
 /// them out, no dynamic QPACK table and no blocked streams).
 pub fn write_control_preface(max_field_section_size: u64, dst: &mut Vec<u8>) {
     varint::encode(stream_type::CONTROL, dst);
-    let mut payload = Vec::new();
-    varint::encode(MAX_FIELD_SECTION_SIZE, &mut payload);
-    varint::encode(max_field_section_size.min(varint::MAX), &mut payload);
-    write_header(SETTINGS, payload.len() as u64, dst);
-    dst.extend_from_slice(&payload);
+    let value = max_field_section_size.min(varint::MAX);
+    let len = varint::len(MAX_FIELD_SECTION_SIZE) + varint::len(value);
+    write_header(SETTINGS, len as u64, dst);
+    varint::encode(MAX_FIELD_SECTION_SIZE, dst);
+    varint::encode(value, dst);
 }
 
 /// Appends a GOAWAY frame: requests on streams from `id` on will not be
 /// answered.
 pub fn write_goaway(id: u64, dst: &mut Vec<u8>) {
-    let mut payload = Vec::new();
-    varint::encode(id, &mut payload);
-    write_header(GOAWAY, payload.len() as u64, dst);
-    dst.extend_from_slice(&payload);
+    write_header(GOAWAY, varint::len(id) as u64, dst);
+    varint::encode(id, dst);
 }
 
 /// Where a scan of a stream's bytes stopped.
@@ -183,24 +181,21 @@ impl HeadReader {
             k if reserved_http2(k) => Err(Code::H3_FRAME_UNEXPECTED),
             _ => Ok(false),
         };
-        // Most heads come whole in one read: read from it, copy nothing.
-        if self.pending.buf.is_empty() {
-            return match scan(bytes, wanted) {
-                Ok(Scan::Frame(_, range)) => Ok(Head::Section(&bytes[range])),
-                Ok(Scan::More { used, skip }) => {
-                    self.pending.buf.extend_from_slice(&bytes[used..]);
-                    self.pending.skip = skip;
-                    Ok(Head::More)
-                }
-                Err(TOO_LARGE) => Ok(Head::TooLarge),
-                Err(code) => Err(code),
-            };
+        // Most heads come whole in one read: read from it, copy nothing;
+        // otherwise from what is kept, with these bytes added.
+        let kept = !self.pending.buf.is_empty();
+        if kept {
+            self.pending.buf.extend_from_slice(bytes);
         }
-        self.pending.buf.extend_from_slice(bytes);
-        match scan(&self.pending.buf, wanted) {
-            Ok(Scan::Frame(_, range)) => Ok(Head::Section(&self.pending.buf[range])),
+        match scan(if kept { &self.pending.buf } else { bytes }, wanted) {
+            Ok(Scan::Frame(_, range)) if kept => Ok(Head::Section(&self.pending.buf[range])),
+            Ok(Scan::Frame(_, range)) => Ok(Head::Section(&bytes[range])),
             Ok(Scan::More { used, skip }) => {
-                self.pending.buf.drain(..used);
+                if kept {
+                    self.pending.buf.drain(..used);
+                } else {
+                    self.pending.buf.extend_from_slice(&bytes[used..]);
+                }
                 self.pending.skip = skip;
                 Ok(Head::More)
             }
