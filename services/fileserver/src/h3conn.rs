@@ -147,6 +147,7 @@ pub(crate) async fn serve(ctx: Rc<ConnContext>, quic: quinn::Connection) {
             .unwrap_or(usize::MAX),
         scratch: RefCell::default(),
         heads: RefCell::default(),
+        huffman: RefCell::default(),
     });
     let mut requests = tokio::task::JoinSet::new();
     let mut client_streams = tokio::task::JoinSet::new();
@@ -340,14 +341,17 @@ struct Conn {
     /// written in turn: buffers for the connection, not grown per
     /// response.
     scratch: RefCell<(Vec<u8>, Vec<u8>)>,
-    /// Request heads answered, kept for the next streams' (their buffers
-    /// grown once), and where a Huffman-coded string is decoded.
-    heads: RefCell<(Vec<h2wire::Request>, Vec<u8>)>,
+    /// Request heads answered, each with the buffer its path was
+    /// normalized into, kept for the next streams' (grown once, as HTTP/2
+    /// keeps its own).
+    heads: RefCell<Vec<(h2wire::Request, Vec<u8>)>>,
+    /// Where a request's Huffman-coded strings are decoded.
+    huffman: RefCell<Vec<u8>>,
 }
 
-/// Request heads a connection keeps for reuse, each of at most
-/// [`KEPT_HEAD_MAX`] octets: what it holds between requests stays small
-/// whatever heads a client sent.
+/// Request heads a connection keeps for reuse, each with its path of at
+/// most [`KEPT_HEAD_MAX`] octets: what it holds between requests stays
+/// small whatever heads a client sent.
 const KEPT_HEADS: usize = 8;
 const KEPT_HEAD_MAX: usize = 2048;
 
@@ -363,7 +367,7 @@ impl Conn {
 async fn respond(conn: Rc<Conn>, mut send: quinn::SendStream, mut recv: quinn::RecvStream) {
     let peer = conn.peer;
     let head_timeout = conn.live().s.limits.header_read_timeout;
-    let mut req = conn.heads.borrow_mut().0.pop().unwrap_or_default();
+    let (mut req, mut path) = conn.heads.borrow_mut().pop().unwrap_or_default();
     // The head within header_read_timeout, as HTTP/1.1 and HTTP/2 bound
     // theirs: a stream that sends nothing, or a frame a byte at a time,
     // holds no slot past it.
@@ -409,11 +413,11 @@ async fn respond(conn: Rc<Conn>, mut send: quinn::SendStream, mut recv: quinn::R
     // was made, while the stream's task, spawned, polled and read back
     // by the JoinSet, is moved whole each time (with the answer inline,
     // 2144 bytes, four copies of it were 7% of h3_small's CPU).
-    Box::pin(answer(&mut record, &mut send, fits)).await;
+    Box::pin(answer(&mut record, &mut send, fits, &mut path)).await;
     drop(record);
-    let heads = &mut conn.heads.borrow_mut().0;
-    if heads.len() < KEPT_HEADS && req.capacity() <= KEPT_HEAD_MAX {
-        heads.push(req);
+    let mut heads = conn.heads.borrow_mut();
+    if heads.len() < KEPT_HEADS && req.capacity() + path.capacity() <= KEPT_HEAD_MAX {
+        heads.push((req, path));
     }
 }
 
@@ -452,7 +456,7 @@ async fn read_head(
             }
             Ok(Head::Section(section)) => {
                 req.begin(false, max);
-                let huffman = &mut conn.heads.borrow_mut().1;
+                let huffman = &mut conn.huffman.borrow_mut();
                 qpack::decode(section, req, huffman).map_err(HeadError::Connection)?;
                 req.finish();
                 return match req.malformed() {
@@ -468,8 +472,14 @@ async fn read_head(
 
 /// Decides `record`'s request and sends the answer on `stream`: the head
 /// read into an `httpfile::RequestHead`, the shared context step, decide,
-/// the plan rendered. `fits`: false for a head over the limit (431).
-async fn answer(record: &mut Record<'_>, stream: &mut quinn::SendStream, fits: bool) {
+/// the plan rendered. `fits`: false for a head over the limit (431);
+/// `path`: where the request's path is normalized.
+async fn answer(
+    record: &mut Record<'_>,
+    stream: &mut quinn::SendStream,
+    fits: bool,
+    path: &mut Vec<u8>,
+) {
     let (conn, live, req) = (record.conn, record.live, record.req);
     let files = conn.ctx.files();
     if !fits || req.too_large() {
@@ -487,12 +497,12 @@ async fn answer(record: &mut Record<'_>, stream: &mut quinn::SendStream, fits: b
         }
     };
     record.o.site = rc.site;
-    let (mut path, mut ranges) = (Vec::new(), Vec::new());
+    let mut ranges = Vec::new();
     let checked = decide::Files {
         fm: rc.fm,
         check: decide::Check::AtResolve,
     };
-    let decision = decide::decide_checked(checked, rc.serve, &head, &mut path).await;
+    let decision = decide::decide_checked(checked, rc.serve, &head, path).await;
     let plan = decision.plan(&head, &mut ranges);
     let rep = decision.representation();
     send(record, stream, &plan, rep, rc.fm, head.is_head()).await;
