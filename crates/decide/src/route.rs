@@ -121,7 +121,7 @@ impl<'a> Decider<'_, 'a> {
         let (fm, options, head) = (self.fm, self.options, self.head);
         let accept = head
             .accept_encoding
-            .map(AcceptEncoding::parse)
+            .map(AcceptEncoding::parse_remembered)
             .unwrap_or_default();
         let siblings = ContentCoding::PREFERENCE.map(|c| Sibling {
             suffix: c.suffix(),
