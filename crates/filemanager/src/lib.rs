@@ -151,7 +151,7 @@ pub use handle::{CachedFile, FileHandle, Opened, ReadTarget};
 pub use listing::{DirEntry, EntryKind, ListOptions, Listing};
 pub use pathcache::FileMeta;
 pub use query::{Query, Resolved, ResolvedFile};
-pub use residency::{is_resident, read_resident};
+pub use residency::{is_resident, is_resident_before_read, read_resident};
 pub use shared::FileManager;
 pub use stats::Stats;
 pub use types::{ForbiddenReason, OpenError, Sibling};

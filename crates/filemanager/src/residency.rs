@@ -70,6 +70,25 @@ pub fn is_resident(fd: BorrowedFd<'_>, offset: u64, len: u64) -> bool {
     probe(fd, offset) && (last <= offset || probe(fd, last))
 }
 
+/// [`is_resident`] for a caller that has just read a later page of the
+/// same file without waiting ([`read_resident`]): that read stands in for
+/// the probe of the range's last page (readahead fills in order), so this
+/// is one `cachestat` (one probe of the first page without it).
+pub fn is_resident_before_read(fd: BorrowedFd<'_>, offset: u64, len: u64) -> bool {
+    if len == 0 {
+        return true;
+    }
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    if !NO_CACHESTAT.load(Ordering::Relaxed) {
+        let page = rustix::param::page_size() as u64;
+        match cachestat(fd, offset, len, page) {
+            Some(cached) => return cached,
+            None => NO_CACHESTAT.store(true, Ordering::Relaxed),
+        }
+    }
+    probe(fd, offset)
+}
+
 /// `Some(all cached)`, or `None` when the syscall is not available.
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 fn cachestat(fd: BorrowedFd<'_>, offset: u64, len: u64, page: u64) -> Option<bool> {
@@ -173,12 +192,15 @@ mod tests {
         let f = std::fs::File::open(&path).unwrap();
         assert!(is_resident(f.as_fd(), 0, 1 << 20));
         assert!(is_resident(f.as_fd(), 4096, 0));
+        assert!(is_resident_before_read(f.as_fd(), 0, 1 << 20));
         // Drop the file's pages (clean, so DONTNEED evicts them) and ask again.
         f.sync_all().unwrap();
         // SAFETY: fadvise on an open descriptor; no memory is passed.
         let rc = unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
         assert_eq!(rc, 0);
-        if is_resident(f.as_fd(), 0, 1 << 20) {
+        let cold = !is_resident(f.as_fd(), 0, 1 << 20);
+        assert_eq!(is_resident_before_read(f.as_fd(), 0, 1 << 20), !cold);
+        if !cold {
             // tmpfs keeps pages whatever the advice: nothing to learn there.
             let fs = rustix::fs::fstatfs(&f).unwrap();
             assert_eq!(

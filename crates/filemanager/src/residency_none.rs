@@ -9,6 +9,11 @@ pub fn is_resident(_fd: BorrowedFd<'_>, _offset: u64, _len: u64) -> bool {
     true
 }
 
+/// [`is_resident`] after a read of a later page: `true` here too.
+pub fn is_resident_before_read(_fd: BorrowedFd<'_>, _offset: u64, _len: u64) -> bool {
+    true
+}
+
 /// Appends the range to `out` only if it can be read without waiting:
 /// not knowable here, so never (`false`, `out` unchanged).
 pub fn read_resident(_fd: BorrowedFd<'_>, _offset: u64, _len: usize, _out: &mut Vec<u8>) -> bool {
