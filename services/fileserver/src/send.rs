@@ -5,9 +5,10 @@
 //! ```text
 //! wbuf [resp1 head+body|resp2 head]  -> flushed before any read or sendfile
 //! body in memory (cached, variant)   -> into the batch, or one writev with the head
-//! body from the file                 -> all but the tail by sendfile (cold windows
-//!                                       read through the backend), then the tail
-//!                                       read, the file checked unchanged, the tail sent
+//! body from the file                 -> corked: the tail read, then all but the tail
+//!                                       by sendfile (cold windows read through the
+//!                                       backend), the file checked unchanged, the
+//!                                       tail sent, the cork pulled: one segment
 //! over TLS (`wire::Tls`)              -> the same steps, but every write is sealed
 //!                                       by rustls and file windows are read into
 //!                                       `wbuf` where sendfile would send them
@@ -265,7 +266,7 @@ impl Output {
                 self.send_copied(f, lead).await?;
                 return self.send_tail(f, tail, pending, check).await;
             }
-            let corked = !pending && self.cork(true);
+            let corked = !pending && range.len() <= LONG && self.cork(true);
             let sent = self.send_lead_and_tail(f, lead, tail, pending, check).await;
             if corked {
                 self.cork(false);
@@ -313,7 +314,9 @@ impl Output {
     /// out as a second segment, a second wake-up of the client: at 64
     /// connections on HttpArena's files (`scripts/cpu-by-syscall.sh`, two
     /// pairs) sendfile, sendto and setsockopt together cost 3.3 µs per
-    /// request against 3.9 without.
+    /// request against 3.9 without. Only bodies of at most [`LONG`] are
+    /// corked: 1 MiB bodies corked cost 1.96x the CPU per request (the
+    /// harness's `large`, 3 rounds), where one more segment is nothing.
     fn cork(&self, on: bool) -> bool {
         let Wire::Plain(stream) = &self.wire else {
             return false;

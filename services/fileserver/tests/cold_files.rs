@@ -24,6 +24,48 @@ fn evict(path: &std::path::Path) -> bool {
     !filemanager::is_resident(std::os::fd::AsFd::as_fd(&f), 0, 1 << 20)
 }
 
+/// A file cold but for its end: the daemon reads a body's
+/// tail first, while it asks whether the rest is resident. Here it is not,
+/// so the tail is set aside, the cold windows go first, and the tail is
+/// read again after them: the body still arrives in order.
+#[test]
+fn a_file_cold_but_for_its_end_still_sends_its_tail_last() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let root = dir.path();
+    let data = pattern(2 << 20);
+    std::fs::write(root.join("mid.bin"), &data).unwrap();
+    let d = Daemon::start(root, &[]);
+    let cold_bytes = || metric(&d.metrics(), "fileserver_http_cold_read_bytes_total").unwrap();
+    let client = common::client();
+    let get = || {
+        let r = client.get(d.url("/mid.bin")).send().unwrap();
+        r.bytes().unwrap().to_vec()
+    };
+    assert!(get() == data);
+    assert_eq!(cold_bytes(), 0.0);
+    let path = root.join("mid.bin");
+    if !evict(&path) {
+        eprintln!("skipped: this filesystem keeps evicted pages; cannot make a file cold here");
+        return;
+    }
+    // The last 16 KiB read back without readahead: hot at the end only.
+    let tail = (data.len() - (16 << 10)) as u64;
+    let f = std::fs::File::open(&path).unwrap();
+    // SAFETY: fadvise on an open descriptor; no memory is passed.
+    let rc = unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_RANDOM) };
+    assert_eq!(rc, 0);
+    let mut buf = vec![0u8; 16 << 10];
+    std::os::unix::fs::FileExt::read_exact_at(&f, &mut buf, tail).unwrap();
+    let fd = std::os::fd::AsFd::as_fd(&f);
+    assert!(
+        filemanager::is_resident(fd, tail, 16 << 10),
+        "the tail is in the page cache"
+    );
+    assert!(!filemanager::is_resident(fd, 0, tail), "the rest is not");
+    assert!(get() == data, "the body arrives byte for byte, tail last");
+    assert!(cold_bytes() > 0.0, "the cold part went through the backend");
+}
+
 #[test]
 fn cold_ranges_are_read_through_the_backend_and_sent_whole() {
     // The target directory is on disk; /tmp may be tmpfs, which never evicts.
