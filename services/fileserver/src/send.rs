@@ -5,10 +5,10 @@
 //! ```text
 //! wbuf [resp1 head+body|resp2 head]  -> flushed before any read or sendfile
 //! body in memory (cached, variant)   -> into the batch, or one writev with the head
-//! body from the file                 -> corked: the tail read, then all but the tail
-//!                                       by sendfile (cold windows read through the
-//!                                       backend), the file checked unchanged, the
-//!                                       tail sent, the cork pulled: one segment
+//! body from the file                 -> corked (up to 128 KiB): the tail read, then
+//!                                       all but the tail by sendfile (cold windows
+//!                                       read through the backend), the file checked
+//!                                       unchanged, the tail sent, the cork pulled
 //! over TLS (`wire::Tls`)              -> the same steps, but every write is sealed
 //!                                       by rustls and file windows are read into
 //!                                       `wbuf` where sendfile would send them
