@@ -87,7 +87,8 @@ impl FileManager {
     /// that matches their metadata and need no check. The check is spared
     /// when this lookup just revalidated the entry, and while the change
     /// watcher ([`Config::watch_changes`](crate::Config::watch_changes))
-    /// has seen no event since the descriptor was last checked.
+    /// has seen no event since the descriptor was last checked; and the
+    /// path's own file is not checked when a sibling is sent instead.
     ///
     /// ```
     /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
@@ -104,24 +105,47 @@ impl FileManager {
     /// # });
     /// ```
     pub async fn resolve(&self, query: &Query<'_>) -> Result<Resolved, OpenError> {
-        match self
-            .open_current(query.path, query.check_files_over)
-            .await?
-        {
-            Opened::File(_) if query.dir_only && !query.path.is_empty() => Ok(Resolved::NotFound),
-            Opened::File(file) => Ok(Resolved::File(
-                self.negotiate(query, query.path, file).await?,
-            )),
-            Opened::IsDir if !query.dir_only => Ok(Resolved::Directory),
-            Opened::IsDir => self.directory(query).await,
-            Opened::NotFound => Ok(Resolved::NotFound),
-            Opened::Forbidden => Ok(Resolved::Forbidden),
+        let mut retry = false;
+        loop {
+            match self.resolve_pass(query, retry).await? {
+                Pass::Done(resolved) => return Ok(resolved),
+                // The file to send changed since it was checked: its entry
+                // is gone, and a second pass opens it afresh (and checks
+                // nothing it opens, so it ends the loop).
+                Pass::Stale => retry = true,
+            }
         }
+    }
+
+    /// One pass of [`resolve`](Self::resolve). A file is checked only once
+    /// it is the one to send: the path's own file is not when a sibling
+    /// goes instead (that was one check, an empty epoll wait, for 11 of
+    /// HttpArena's 20 files a request, for nothing). `retry`: the second
+    /// pass, after [`Pass::Stale`], which takes the file it opens afresh
+    /// as it is, as a reopen always has.
+    async fn resolve_pass(&self, query: &Query<'_>, retry: bool) -> Result<Pass, OpenError> {
+        let path = if query.path.is_empty() {
+            "."
+        } else {
+            query.path
+        };
+        let resolved = match self.open(path).await? {
+            Opened::File(_) if query.dir_only && !query.path.is_empty() => Resolved::NotFound,
+            Opened::File(file) => match self.negotiate(query, query.path, file, retry).await? {
+                Some(f) => Resolved::File(f),
+                None => return Ok(Pass::Stale),
+            },
+            Opened::IsDir if !query.dir_only => Resolved::Directory,
+            Opened::IsDir => return self.directory(query, retry).await,
+            Opened::NotFound => Resolved::NotFound,
+            Opened::Forbidden => Resolved::Forbidden,
+        };
+        Ok(Pass::Done(resolved))
     }
 
     /// A directory asked for with its `/`: the first index file, else a
     /// listing, else nothing.
-    async fn directory(&self, query: &Query<'_>) -> Result<Resolved, OpenError> {
+    async fn directory(&self, query: &Query<'_>, retry: bool) -> Result<Pass, OpenError> {
         let mut path = String::new();
         for name in query.index {
             path.clear();
@@ -130,35 +154,51 @@ impl FileManager {
                 path.push('/');
             }
             path.push_str(name);
-            if let Opened::File(file) = self.open_current(&path, query.check_files_over).await? {
-                return Ok(Resolved::File(self.negotiate(query, &path, file).await?));
+            if let Opened::File(file) = self.open(&path).await? {
+                return Ok(match self.negotiate(query, &path, file, retry).await? {
+                    Some(f) => Pass::Done(Resolved::File(f)),
+                    None => Pass::Stale,
+                });
             }
         }
-        match query.listing {
+        let resolved = match query.listing {
             Some(opts) => match self.list_dir(query.path, opts).await {
-                Ok(listing) => Ok(Resolved::Listing(listing)),
-                Err(OpenError::NotFound) | Err(OpenError::IsDir) => Ok(Resolved::NotFound),
-                Err(OpenError::Forbidden) => Ok(Resolved::Forbidden),
-                Err(e) => Err(e),
+                Ok(listing) => Resolved::Listing(listing),
+                Err(OpenError::NotFound) | Err(OpenError::IsDir) => Resolved::NotFound,
+                Err(OpenError::Forbidden) => Resolved::Forbidden,
+                Err(e) => return Err(e),
             },
-            None => Ok(Resolved::NotFound),
-        }
+            None => Resolved::NotFound,
+        };
+        Ok(Pass::Done(resolved))
     }
 
-    /// `file` found at `path`, or its best accepted precompressed sibling.
+    /// `file` found at `path` (opened, not yet checked), or its best
+    /// accepted precompressed sibling (checked as it is opened); `None`
+    /// when `file` itself is the one to send and changed since it was
+    /// checked: its entry is dropped, for the caller's second pass. `retry`:
+    /// that pass, which does not check `file`.
     async fn negotiate(
         &self,
         query: &Query<'_>,
         path: &str,
         file: CachedFile,
-    ) -> Result<ResolvedFile, OpenError> {
+        retry: bool,
+    ) -> Result<Option<ResolvedFile>, OpenError> {
         // A path that is itself a sibling's is served as it is.
         let negotiated =
             !query.siblings.is_empty() && !query.siblings.iter().any(|s| path.ends_with(s.suffix));
-        let plain = |file: CachedFile| ResolvedFile {
-            mime: file.mime(),
-            file,
-            sibling: None,
+        let plain = |file: CachedFile| {
+            if !retry && !self.is_current_over(&file, query.check_files_over) {
+                drop(file);
+                self.invalidate(if path.is_empty() { "." } else { path });
+                return None;
+            }
+            Some(ResolvedFile {
+                mime: file.mime(),
+                file,
+                sibling: None,
+            })
         };
         if !negotiated || !query.siblings.iter().any(|s| s.accepted) {
             return Ok(plain(file));
@@ -184,11 +224,11 @@ impl FileManager {
                 .open_current(sibling_path, query.check_files_over)
                 .await
             {
-                return Ok(ResolvedFile {
+                return Ok(Some(ResolvedFile {
                     file: encoded,
                     sibling: Some(i),
                     mime: file.mime(),
-                });
+                }));
             }
         }
         Ok(plain(file))
@@ -220,11 +260,7 @@ impl FileManager {
         let path = if path.is_empty() { "." } else { path };
         let opened = self.open(path).await?;
         if let Opened::File(f) = &opened {
-            if f.bytes().is_none()
-                && f.meta().size > check_over
-                && !f.checked
-                && !self.check_current(f)
-            {
+            if !self.is_current_over(f, check_over) {
                 drop(opened);
                 self.invalidate(path);
                 return self.open(path).await;
@@ -232,6 +268,20 @@ impl FileManager {
         }
         Ok(opened)
     }
+
+    /// Whether `f` may be sent as it is: its bytes are in memory, it is at
+    /// most `check_over` bytes, this lookup just checked it, or it is
+    /// still the version its metadata describes.
+    fn is_current_over(&self, f: &CachedFile, check_over: u64) -> bool {
+        f.bytes().is_some() || f.meta().size <= check_over || f.checked || self.check_current(f)
+    }
+}
+
+/// One pass of [`FileManager::resolve`].
+enum Pass {
+    Done(Resolved),
+    /// The file to send changed since it was checked; its entry is gone.
+    Stale,
 }
 
 /// The longest sibling path joined on the stack; a longer one is built on

@@ -184,6 +184,49 @@ fn an_unchanged_tree_is_not_stated_per_request() {
     }
 }
 
+/// A request answered with a precompressed sibling checks the sibling it
+/// sends, not the path's own file, which nothing sends: without the
+/// watcher that is one stat a request, not two. The file is still checked
+/// when it is what goes.
+#[test]
+fn a_sibling_sent_instead_leaves_the_file_itself_unchecked() {
+    let t = Tree::create();
+    std::fs::write(t.path("app.js"), b"plain text").unwrap();
+    std::fs::write(t.path("app.js.br"), b"br bytes").unwrap();
+    let fm = watching(&t, false);
+    current_thread().block_on(async {
+        for (accepted, sent) in [(true, &b"br bytes"[..]), (false, &b"plain text"[..])] {
+            let siblings = [filemanager::Sibling {
+                suffix: ".br",
+                accepted,
+            }];
+            let q = filemanager::Query {
+                path: "app.js",
+                dir_only: false,
+                siblings: &siblings,
+                index: &[],
+                listing: None,
+                check_files_over: 0,
+            };
+            let before = stats_ops(&fm);
+            for _ in 0..10 {
+                let filemanager::Resolved::File(r) = fm.resolve(&q).await.unwrap() else {
+                    panic!("app.js: not a file");
+                };
+                assert_eq!(r.sibling, accepted.then_some(0));
+                assert_eq!(&fm.read_at(&r.file, 0, 100).await.unwrap()[..], sent);
+            }
+            // The first request loads the files (a stat each) and checks
+            // neither; each one after it checks the one it sends.
+            let stats = stats_ops(&fm) - before;
+            assert!(
+                (10..=11).contains(&stats),
+                "accepted={accepted}: {stats} stats"
+            );
+        }
+    });
+}
+
 /// The request that opens a file took its metadata from that descriptor
 /// just now: it is not stat'ed a second time, with or without the watcher.
 #[test]
