@@ -241,7 +241,14 @@ fn ends_with_ignore_case(name: &str, suffix: &str) -> bool {
 
 /// The directory and name of a cache key (`"."` for the root's files).
 pub(crate) fn split(path: &str) -> (&str, &str) {
-    path.rsplit_once('/').unwrap_or((".", path))
+    // A byte scan from the end, over the name only: `rsplit_once('/')`'s
+    // char searcher cost 212 instructions a request on HttpArena's paths,
+    // and the daemon's total fell by 122 without it (callgrind,
+    // arena_h1_64). `/` is ASCII, so both halves are `str`s.
+    match path.bytes().rposition(|b| b == b'/') {
+        Some(i) => (&path[..i], &path[i + 1..]),
+        None => (".", path),
+    }
 }
 
 #[cfg(test)]
@@ -305,5 +312,6 @@ mod tests {
         assert!(!ends_with_ignore_case("a.gzip", ".gz"));
         assert_eq!(split("d/e/f.bin"), ("d/e", "f.bin"));
         assert_eq!(split("f.bin"), (".", "f.bin"));
+        assert_eq!(split("dé/ü/ß.bin"), ("dé/ü", "ß.bin"));
     }
 }
