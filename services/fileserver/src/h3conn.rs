@@ -356,17 +356,27 @@ const KEPT_HEADS: usize = 8;
 const KEPT_HEAD_MAX: usize = 2048;
 
 impl Conn {
+    /// The settings in force, for an answer that holds them across its
+    /// awaits (a reload may swap the connection's meanwhile).
     fn live(&self) -> Arc<Live> {
         let mut live = self.live.borrow_mut();
         live.refresh(&self.ctx);
         Arc::clone(&live)
+    }
+
+    /// `header_read_timeout` in force: read in place, without taking a
+    /// count on the process's settings (a shared write, per stream).
+    fn header_read_timeout(&self) -> Duration {
+        let mut live = self.live.borrow_mut();
+        live.refresh(&self.ctx);
+        live.s.limits.header_read_timeout
     }
 }
 
 /// Answers one request stream.
 async fn respond(conn: Rc<Conn>, mut send: quinn::SendStream, mut recv: quinn::RecvStream) {
     let peer = conn.peer;
-    let head_timeout = conn.live().s.limits.header_read_timeout;
+    let head_timeout = conn.header_read_timeout();
     let (mut req, mut path) = conn.heads.borrow_mut().pop().unwrap_or_default();
     // The head within header_read_timeout, as HTTP/1.1 and HTTP/2 bound
     // theirs: a stream that sends nothing, or a frame a byte at a time,
