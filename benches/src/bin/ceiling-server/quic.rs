@@ -117,6 +117,8 @@ fn run(root: PathBuf, socket: std::net::UdpSocket, server: quinn::ServerConfig) 
         let files = Rc::new(Files {
             root,
             known: RefCell::new(HashMap::new()),
+            heads: RefCell::default(),
+            huffman: RefCell::default(),
         });
         while let Some(incoming) = endpoint.accept().await {
             tokio::task::spawn_local(connection(incoming, files.clone()));
@@ -147,7 +149,10 @@ async fn connection(incoming: quinn::Incoming, files: Rc<Files>) {
 
 async fn request(mut send: quinn::SendStream, mut recv: quinn::RecvStream, files: Rc<Files>) {
     let mut reader = HeadReader::default();
-    let mut req = h2wire::Request::default();
+    // A head and a Huffman buffer kept by the worker, as the daemon keeps
+    // them per connection: a floor that allocated them per request would
+    // flatter every server measured against it.
+    let mut req = files.heads.borrow_mut().pop().unwrap_or_default();
     loop {
         let Ok(Some(chunk)) = recv.read_chunk(HEAD_MAX, true).await else {
             return;
@@ -156,7 +161,9 @@ async fn request(mut send: quinn::SendStream, mut recv: quinn::RecvStream, files
             Ok(Head::More) => continue,
             Ok(Head::Section(section)) => {
                 req.begin(false, HEAD_MAX);
-                if qpack::decode(section, &mut req, &mut Vec::new()).is_err() {
+                let huffman = &mut files.huffman.borrow_mut();
+                huffman.clear();
+                if qpack::decode(section, &mut req, huffman).is_err() {
                     return;
                 }
                 req.finish();
@@ -178,14 +185,21 @@ async fn request(mut send: quinn::SendStream, mut recv: quinn::RecvStream, files
     };
     let path = target.split(|&b| b == b'?').next().unwrap_or_default();
     let mut chunks = match files.entry(path) {
-        Some(entry) if is_head => vec![entry.head.clone()],
-        Some(entry) => vec![entry.head.clone(), entry.body.clone()],
-        None => vec![not_found()],
+        Some(entry) if is_head => [entry.head.clone(), Bytes::new()],
+        Some(entry) => [entry.head.clone(), entry.body.clone()],
+        None => [not_found(), Bytes::new()],
     };
     if send.write_all_chunks(&mut chunks).await.is_ok() {
         let _ = send.finish();
     }
+    let mut heads = files.heads.borrow_mut();
+    if heads.len() < KEPT_HEADS {
+        heads.push(req);
+    }
 }
+
+/// Request heads a worker keeps for its next streams.
+const KEPT_HEADS: usize = 64;
 
 /// A HEADERS frame of `:status 404` and `content-length: 0`.
 fn not_found() -> Bytes {
@@ -208,6 +222,10 @@ fn frame_bytes(kind: u64, payload: &[u8]) -> Bytes {
 struct Files {
     root: PathBuf,
     known: RefCell<HashMap<Vec<u8>, Option<Rc<Entry>>>>,
+    /// Request heads answered, for the next streams.
+    heads: RefCell<Vec<h2wire::Request>>,
+    /// Where a head's Huffman-coded strings are decoded.
+    huffman: RefCell<Vec<u8>>,
 }
 
 /// One file's answer: its HEADERS frame and the DATA frame with its bytes.
