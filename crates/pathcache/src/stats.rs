@@ -81,8 +81,7 @@ impl ThreadCounters {
     /// cache). Only the calling thread may write them.
     #[inline]
     pub(crate) fn local(&self) -> &Counters {
-        let way = (self.id % LAST_WAYS as u64) as usize;
-        let (id, counters) = LAST.with(|last| last[way].get());
+        let (id, counters) = LAST.with(|last| last[self.way()].get());
         if id == self.id {
             // SAFETY: `LAST` holds this thread's block of the instance with
             // this id, which is `self` (ids are never reused), and blocks
@@ -95,9 +94,13 @@ impl ThreadCounters {
     #[cold]
     fn local_slow(&self) -> &Counters {
         let counters: &Counters = self.threads.get_or_default();
-        let way = (self.id % LAST_WAYS as u64) as usize;
-        LAST.with(|last| last[way].set((self.id, counters)));
+        LAST.with(|last| last[self.way()].set((self.id, counters)));
         counters
+    }
+
+    /// This instance's slot in [`LAST`].
+    fn way(&self) -> usize {
+        (self.id % LAST_WAYS as u64) as usize
     }
 
     pub(crate) fn sum(&self, pick: impl Fn(&Counters) -> &AtomicU64) -> u64 {
