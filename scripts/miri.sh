@@ -4,8 +4,9 @@
 # entry cells rewritten on reuse, a small file's copy published into a
 # live entry, the index's tagged addresses, pins of
 # entries freed and reused meanwhile and borrows whose entry is removed
-# under them (tests/reuse.rs), and the layout and
-# table unit tests; and fdtable's (biased page pointers published by count,
+# under them (tests/reuse.rs), the layout and table unit tests, and the
+# per-thread counter blocks reached through the thread-local shortcut
+# (several caches asked in turn); and fdtable's (biased page pointers published by count,
 # value cells moved in and out, guards across threads): its unit tests and
 # API tests, except the one that closes real OS files; and announce's unit
 # tests (the thread's word read through a thread-local pointer into the
@@ -29,7 +30,8 @@ fi
 export MIRIFLAGS="-Zmiri-permissive-provenance -Zmiri-ignore-leaks ${MIRIFLAGS:-}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-target}/miri"
 cargo +nightly miri test -p fdwarden-pathcache --test reuse
-cargo +nightly miri test -p fdwarden-pathcache --lib -- table:: entry::tests refcount:: copy::tests
+cargo +nightly miri test -p fdwarden-pathcache --lib -- table:: entry::tests refcount:: copy::tests \
+  stats::tests::instances_asked_in_turn
 cargo +nightly miri test -p fdwarden-fdtable --lib
 cargo +nightly miri test -p fdwarden-fdtable --test api -- --skip os_files
 cargo +nightly miri test -p fdwarden-announce --lib
