@@ -59,15 +59,10 @@ pub fn is_resident(fd: BorrowedFd<'_>, offset: u64, len: u64) -> bool {
     }
     let page = rustix::param::page_size() as u64;
     let last = (offset + len - 1) / page * page;
-    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
-    if !NO_CACHESTAT.load(Ordering::Relaxed) {
-        match cachestat(fd, offset, len, page) {
-            Some(false) => return false,
-            Some(true) => return probe(fd, last),
-            None => NO_CACHESTAT.store(true, Ordering::Relaxed),
-        }
+    match all_cached(fd, offset, len, page) {
+        Some(cached) => cached && probe(fd, last),
+        None => probe(fd, offset) && (last <= offset || probe(fd, last)),
     }
-    probe(fd, offset) && (last <= offset || probe(fd, last))
 }
 
 /// [`is_resident`] for a caller that has just read a later page of the
@@ -78,15 +73,23 @@ pub fn is_resident_before_read(fd: BorrowedFd<'_>, offset: u64, len: u64) -> boo
     if len == 0 {
         return true;
     }
+    let page = rustix::param::page_size() as u64;
+    all_cached(fd, offset, len, page).unwrap_or_else(|| probe(fd, offset))
+}
+
+/// `cachestat`'s word on the range, `Some(all cached)`; `None` where the
+/// kernel or the architecture has no such call, which is remembered.
+fn all_cached(fd: BorrowedFd<'_>, offset: u64, len: u64, page: u64) -> Option<bool> {
     #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
     if !NO_CACHESTAT.load(Ordering::Relaxed) {
-        let page = rustix::param::page_size() as u64;
         match cachestat(fd, offset, len, page) {
-            Some(cached) => return cached,
+            Some(cached) => return Some(cached),
             None => NO_CACHESTAT.store(true, Ordering::Relaxed),
         }
     }
-    probe(fd, offset)
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    let _ = (fd, offset, len, page);
+    None
 }
 
 /// `Some(all cached)`, or `None` when the syscall is not available.
