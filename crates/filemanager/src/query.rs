@@ -124,12 +124,7 @@ impl FileManager {
     /// pass, after [`Pass::Stale`], which takes the file it opens afresh
     /// as it is, as a reopen always has.
     async fn resolve_pass(&self, query: &Query<'_>, retry: bool) -> Result<Pass, OpenError> {
-        let path = if query.path.is_empty() {
-            "."
-        } else {
-            query.path
-        };
-        let resolved = match self.open(path).await? {
+        let resolved = match self.open(entry_path(query.path)).await? {
             Opened::File(_) if query.dir_only && !query.path.is_empty() => Resolved::NotFound,
             Opened::File(file) => match self.negotiate(query, query.path, file, retry).await? {
                 Some(f) => Resolved::File(f),
@@ -189,11 +184,11 @@ impl FileManager {
         let negotiated =
             !query.siblings.is_empty() && !query.siblings.iter().any(|s| path.ends_with(s.suffix));
         let plain = |file: CachedFile| {
-            if !retry && !self.is_current_over(&file, query.check_files_over) {
-                drop(file);
-                self.invalidate(if path.is_empty() { "." } else { path });
-                return None;
-            }
+            let file = if retry {
+                file
+            } else {
+                self.current_or_dropped(file, path, query.check_files_over)?
+            };
             Some(ResolvedFile {
                 mime: file.mime(),
                 file,
@@ -257,16 +252,27 @@ impl FileManager {
     /// [`open`](Self::open), with a file sent by descriptor checked to be
     /// the version its metadata describes (see [`resolve`](Self::resolve)).
     async fn open_current(&self, path: &str, check_over: u64) -> Result<Opened, OpenError> {
-        let path = if path.is_empty() { "." } else { path };
-        let opened = self.open(path).await?;
-        if let Opened::File(f) = &opened {
-            if !self.is_current_over(f, check_over) {
-                drop(opened);
-                self.invalidate(path);
-                return self.open(path).await;
-            }
+        let path = entry_path(path);
+        let f = match self.open(path).await? {
+            Opened::File(f) => f,
+            other => return Ok(other),
+        };
+        match self.current_or_dropped(f, path, check_over) {
+            Some(f) => Ok(Opened::File(f)),
+            None => self.open(path).await,
         }
-        Ok(opened)
+    }
+
+    /// `f`, opened at `path`, if it may be sent as it is
+    /// ([`is_current_over`](Self::is_current_over)); else its entry is
+    /// dropped, so the next open of `path` loads the file afresh.
+    fn current_or_dropped(&self, f: CachedFile, path: &str, check_over: u64) -> Option<CachedFile> {
+        if self.is_current_over(&f, check_over) {
+            return Some(f);
+        }
+        drop(f);
+        self.invalidate(entry_path(path));
+        None
     }
 
     /// Whether `f` may be sent as it is: its bytes are in memory, it is at
@@ -274,6 +280,15 @@ impl FileManager {
     /// still the version its metadata describes.
     fn is_current_over(&self, f: &CachedFile, check_over: u64) -> bool {
         f.bytes().is_some() || f.meta().size <= check_over || f.checked || self.check_current(f)
+    }
+}
+
+/// The cache's name for `path`: `"."` for the root itself.
+fn entry_path(path: &str) -> &str {
+    if path.is_empty() {
+        "."
+    } else {
+        path
     }
 }
 
