@@ -359,17 +359,20 @@ impl Conn {
     /// The settings in force, for an answer that holds them across its
     /// awaits (a reload may swap the connection's meanwhile).
     fn live(&self) -> Arc<Live> {
-        let mut live = self.live.borrow_mut();
-        live.refresh(&self.ctx);
-        Arc::clone(&live)
+        Arc::clone(&self.refreshed())
     }
 
     /// `header_read_timeout` in force: read in place, without taking a
     /// count on the process's settings (a shared write, per stream).
     fn header_read_timeout(&self) -> Duration {
+        self.refreshed().s.limits.header_read_timeout
+    }
+
+    /// The connection's settings, brought up to a reload first.
+    fn refreshed(&self) -> std::cell::RefMut<'_, InForce> {
         let mut live = self.live.borrow_mut();
         live.refresh(&self.ctx);
-        live.s.limits.header_read_timeout
+        live
     }
 }
 
