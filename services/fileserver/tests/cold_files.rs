@@ -24,28 +24,49 @@ fn evict(path: &std::path::Path) -> bool {
     !filemanager::is_resident(std::os::fd::AsFd::as_fd(&f), 0, 1 << 20)
 }
 
+/// [`evict`], saying why the test stops where the filesystem keeps the
+/// pages anyway.
+fn evicted_or_skipped(path: &std::path::Path) -> bool {
+    let evicted = evict(path);
+    if !evicted {
+        eprintln!("skipped: this filesystem keeps evicted pages; cannot make a file cold here");
+    }
+    evicted
+}
+
+/// A root holding `name`, `len` patterned bytes (returned too), on disk:
+/// under the target directory, since /tmp may be tmpfs, which never
+/// evicts.
+fn disk_root(name: &str, len: usize) -> (tempfile::TempDir, Vec<u8>) {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let data = pattern(len);
+    std::fs::write(dir.path().join(name), &data).unwrap();
+    (dir, data)
+}
+
+/// Body bytes the daemon read through the backend because they were cold.
+fn cold_bytes(d: &Daemon) -> f64 {
+    metric(&d.metrics(), "fileserver_http_cold_read_bytes_total").unwrap()
+}
+
 /// A file cold but for its end: the daemon reads a body's
 /// tail first, while it asks whether the rest is resident. Here it is not,
 /// so the tail is set aside, the cold windows go first, and the tail is
 /// read again after them: the body still arrives in order.
 #[test]
 fn a_file_cold_but_for_its_end_still_sends_its_tail_last() {
-    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let (dir, data) = disk_root("mid.bin", 2 << 20);
     let root = dir.path();
-    let data = pattern(2 << 20);
-    std::fs::write(root.join("mid.bin"), &data).unwrap();
     let d = Daemon::start(root, &[]);
-    let cold_bytes = || metric(&d.metrics(), "fileserver_http_cold_read_bytes_total").unwrap();
     let client = common::client();
     let get = || {
         let r = client.get(d.url("/mid.bin")).send().unwrap();
         r.bytes().unwrap().to_vec()
     };
     assert!(get() == data);
-    assert_eq!(cold_bytes(), 0.0);
+    assert_eq!(cold_bytes(&d), 0.0);
     let path = root.join("mid.bin");
-    if !evict(&path) {
-        eprintln!("skipped: this filesystem keeps evicted pages; cannot make a file cold here");
+    if !evicted_or_skipped(&path) {
         return;
     }
     // The last 16 KiB read back without readahead: hot at the end only.
@@ -63,18 +84,17 @@ fn a_file_cold_but_for_its_end_still_sends_its_tail_last() {
     );
     assert!(!filemanager::is_resident(fd, 0, tail), "the rest is not");
     assert!(get() == data, "the body arrives byte for byte, tail last");
-    assert!(cold_bytes() > 0.0, "the cold part went through the backend");
+    assert!(
+        cold_bytes(&d) > 0.0,
+        "the cold part went through the backend"
+    );
 }
 
 #[test]
 fn cold_ranges_are_read_through_the_backend_and_sent_whole() {
-    // The target directory is on disk; /tmp may be tmpfs, which never evicts.
-    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let (dir, data) = disk_root("cold.bin", 8 << 20);
     let root = dir.path();
-    let data = pattern(8 << 20);
-    std::fs::write(root.join("cold.bin"), &data).unwrap();
     let d = Daemon::start(root, &[]);
-    let cold_bytes = || metric(&d.metrics(), "fileserver_http_cold_read_bytes_total").unwrap();
     let client = common::client();
     let get = |range: Option<&str>| {
         let mut rb = client.get(d.url("/cold.bin"));
@@ -86,30 +106,29 @@ fn cold_ranges_are_read_through_the_backend_and_sent_whole() {
     // Hot: sendfile all the way.
     assert!(get(None) == data);
     assert_eq!(
-        cold_bytes(),
+        cold_bytes(&d),
         0.0,
         "a hot file is not read through the backend"
     );
-    if !evict(&root.join("cold.bin")) {
-        eprintln!("skipped: this filesystem keeps evicted pages; cannot make a file cold here");
+    if !evicted_or_skipped(&root.join("cold.bin")) {
         return;
     }
     assert!(get(None) == data, "the cold file arrives byte for byte");
     // At least the first window; how much more depends on how fast the
     // kernel's readahead (started by those reads) fills the rest.
-    let read = cold_bytes();
+    let read = cold_bytes(&d);
     assert!(
         read >= (256 << 10) as f64,
         "cold bytes read through the backend: {read}"
     );
     // It is hot again (the backend's reads filled the page cache).
     assert!(get(None) == data);
-    assert_eq!(cold_bytes(), read);
+    assert_eq!(cold_bytes(&d), read);
     // A cold range in the middle.
     assert!(evict(&root.join("cold.bin")));
     let body = get(Some("bytes=3000000-5999999"));
     assert!(body == data[3_000_000..6_000_000]);
-    assert!(cold_bytes() > read);
+    assert!(cold_bytes(&d) > read);
 }
 
 /// The same over HTTPS HTTP/1.1, where a body is read into memory and
@@ -118,13 +137,10 @@ fn cold_ranges_are_read_through_the_backend_and_sent_whole() {
 /// the body arrives whole, the head in front of it.
 #[test]
 fn cold_files_over_tls_are_read_through_the_backend_and_sent_whole() {
-    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let (dir, data) = disk_root("cold.bin", 3 << 20);
     let root = dir.path();
-    let data = pattern(3 << 20);
-    std::fs::write(root.join("cold.bin"), &data).unwrap();
     let ca = common::tls::TestCa::new();
     let (d, https) = ca.https_daemon(root, &[]);
-    let cold_bytes = || metric(&d.metrics(), "fileserver_http_cold_read_bytes_total").unwrap();
     let client = ca.client(false);
     let get = |range: Option<&str>| {
         let mut rb = client.get(format!("https://localhost:{}/cold.bin", https.port()));
@@ -136,18 +152,21 @@ fn cold_files_over_tls_are_read_through_the_backend_and_sent_whole() {
         r.bytes().unwrap().to_vec()
     };
     assert!(get(None) == data);
-    assert_eq!(cold_bytes(), 0.0, "a hot file is read from the page cache");
-    if !evict(&root.join("cold.bin")) {
-        eprintln!("skipped: this filesystem keeps evicted pages; cannot make a file cold here");
+    assert_eq!(
+        cold_bytes(&d),
+        0.0,
+        "a hot file is read from the page cache"
+    );
+    if !evicted_or_skipped(&root.join("cold.bin")) {
         return;
     }
     assert!(get(None) == data, "the cold file arrives byte for byte");
-    let read = cold_bytes();
+    let read = cold_bytes(&d);
     assert!(read >= (128 << 10) as f64, "cold bytes: {read}");
     assert!(evict(&root.join("cold.bin")));
     let body = get(Some("bytes=1000000-2999999"));
     assert!(body == data[1_000_000..3_000_000]);
-    assert!(cold_bytes() > read);
+    assert!(cold_bytes(&d) > read);
     let line = d.json_log_line("status", &serde_json::json!(206));
     assert_eq!(line["bytes"], 2_000_000, "{line}");
     assert_eq!(line["version"], "HTTP/1.1");
